@@ -1,0 +1,12 @@
+"""PyPTO's engine and SDK: plain Python, no Django.
+
+Readers turn profiler output into a canonical ``Profile``; the graph, rules and remedies diagnose it;
+``compare`` proves a fix. See ARCHITECTURE.md for the module map.
+"""
+
+from pypto_core.errors import InputError, PyptoError
+from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
+
+__version__ = "0.1.0"
+
+__all__ = ["InputError", "Profile", "ProfileGroup", "ProfileMeta", "PyptoError", "__version__"]

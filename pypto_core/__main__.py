@@ -1,0 +1,3 @@
+from pypto_core.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,283 @@
+"""The canonical profile: columnar tables with int64-ns times, plus metadata.
+
+Every reader (``pypto_core.formats``) produces a ``Profile``; every consumer (graph, rules, compare,
+timeline, the web app) reads only this. Tables are ``pyarrow.Table`` objects, never one Python object
+per event. A profile is saved as one Parquet file per table plus ``profile.json`` for the metadata.
+
+Times are int64 nanoseconds since the Unix epoch (the profilers' own time base), so that joins and
+ordering are exact (FORMATS.md §0.1: a float64 loses the ns digits of a 1.7e15 µs timestamp).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+
+_SHAPES = pa.list_(pa.list_(pa.int64()))  # one list of dims per input/output slot
+_STRINGS = pa.list_(pa.string())
+
+# The columns every table is guaranteed to have (readers may add more: counter columns keep their real
+# names, e.g. ``aic_mte2_ratio``). Missing optional values are nulls, never sentinels like 4294967295.
+TABLE_SCHEMAS: dict[str, pa.Schema] = {
+    # Device tasks (kernel_details / op_summary / Kineto "kernel" events).
+    "kernels": pa.schema(
+        [
+            ("name", pa.string()),
+            ("op_type", pa.string()),
+            ("core_type", pa.string()),  # AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU, COMMUNICATION, GPU...
+            ("stream_id", pa.int64()),
+            ("task_id", pa.int64()),
+            ("device_id", pa.int64()),
+            ("step_id", pa.int64()),
+            ("start_ns", pa.int64()),
+            ("dur_ns", pa.int64()),
+            ("wait_ns", pa.int64()),
+            ("block_dim", pa.int64()),
+            ("mix_block_dim", pa.int64()),
+            ("input_shapes", _SHAPES),
+            ("input_dtypes", _STRINGS),
+            ("input_formats", _STRINGS),
+            ("output_shapes", _SHAPES),
+            ("output_dtypes", _STRINGS),
+            ("output_formats", _STRINGS),
+            ("correlation_id", pa.int64()),  # links to host_ops.correlation_id where the format has one
+        ]
+    ),
+    # Framework-level operators on the host (aten::*, torch_npu ops, Kineto cpu_op).
+    "host_ops": pa.schema(
+        [
+            ("name", pa.string()),
+            ("pid", pa.int64()),
+            ("tid", pa.int64()),
+            ("start_ns", pa.int64()),
+            ("dur_ns", pa.int64()),
+            ("correlation_id", pa.int64()),
+            ("input_shapes", pa.string()),  # as the profiler wrote it; host shapes are informative only
+        ]
+    ),
+    # Runtime/API calls on the host (CANN acl*/aclnn*, cudaLaunchKernel, ...).
+    "api_calls": pa.schema(
+        [
+            ("name", pa.string()),
+            ("level", pa.string()),  # acl, runtime, node, hccl, cuda_runtime, ...
+            ("pid", pa.int64()),
+            ("tid", pa.int64()),
+            ("start_ns", pa.int64()),
+            ("dur_ns", pa.int64()),
+            ("correlation_id", pa.int64()),
+        ]
+    ),
+    # Host -> device links, by row index into host_ops / kernels.
+    "flows": pa.schema(
+        [
+            ("host_index", pa.int64()),
+            ("kernel_index", pa.int64()),
+            ("kind", pa.string()),  # async_npu, ac2g, correlation, containment
+        ]
+    ),
+    # Counter tracks (AI Core frequency, HBM bandwidth, memory, ...): one row per sample.
+    "counters": pa.schema(
+        [
+            ("track", pa.string()),
+            ("ts_ns", pa.int64()),
+            ("value", pa.float64()),
+        ]
+    ),
+    # Profiler steps (ProfilerStep#N, step_trace_time).
+    "steps": pa.schema(
+        [
+            ("step_id", pa.int64()),
+            ("start_ns", pa.int64()),
+            ("end_ns", pa.int64()),
+            ("computing_ns", pa.int64()),
+            ("communication_ns", pa.int64()),
+            ("free_ns", pa.int64()),
+        ]
+    ),
+    # Memory samples (operator_memory, memory_record, npu_module_mem), bytes.
+    "memory": pa.schema(
+        [
+            ("component", pa.string()),
+            ("ts_ns", pa.int64()),
+            ("allocated_bytes", pa.int64()),
+            ("reserved_bytes", pa.int64()),
+            ("device", pa.string()),
+        ]
+    ),
+    # Collective communication ops (communication.json, hccl tasks, nccl kernels).
+    "communication": pa.schema(
+        [
+            ("name", pa.string()),
+            ("group", pa.string()),
+            ("step_id", pa.int64()),
+            ("start_ns", pa.int64()),
+            ("elapse_ns", pa.int64()),
+            ("transit_ns", pa.int64()),
+            ("wait_ns", pa.int64()),
+            ("synchronization_ns", pa.int64()),
+            ("idle_ns", pa.int64()),
+            ("size_bytes", pa.int64()),
+            ("bandwidth_gbps", pa.float64()),
+        ]
+    ),
+}
+
+TABLE_NAMES: tuple[str, ...] = tuple(TABLE_SCHEMAS)
+
+
+@dataclass
+class ProfileMeta:
+    """What a profile is and where it came from; serialised as ``profile.json``."""
+
+    format: str = "unknown"  # ascend_pt | ascend_pt_db | msprof | msprof_db | kineto
+    source: str = ""  # the path or archive member the profile was read from
+    rank: int | None = None
+    device_id: int | None = None
+    device: str | None = None  # SKU, e.g. "910B3", "A100", when the profile says so
+    cann_version: str | None = None
+    torch_npu_version: str | None = None
+    torch_version: str | None = None
+    profiler_level: str | None = None
+    aic_metrics: str | None = None  # counter group, e.g. PipeUtilization
+    simulated: bool = False
+    source_files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ProfileMeta":
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def empty_table(name: str) -> pa.Table:
+    return TABLE_SCHEMAS[name].empty_table()
+
+
+def conform(name: str, table: pa.Table) -> pa.Table:
+    """Return ``table`` with every canonical column of ``name`` present and typed (nulls where absent).
+
+    Extra columns (counters under their real names) are kept after the canonical ones.
+    """
+    schema = TABLE_SCHEMAS[name]
+    columns: list[pa.Array | pa.ChunkedArray] = []
+    names: list[str] = []
+    for fld in schema:
+        if fld.name in table.column_names:
+            col = table.column(fld.name)
+            if col.type != fld.type:
+                col = col.cast(fld.type)
+        else:
+            col = pa.nulls(table.num_rows, type=fld.type)
+        columns.append(col)
+        names.append(fld.name)
+    for extra in table.column_names:
+        if extra not in schema.names:
+            columns.append(table.column(extra))
+            names.append(extra)
+    return pa.table(columns, names=names)
+
+
+@dataclass
+class Profile:
+    """One rank's canonical profile."""
+
+    meta: ProfileMeta = field(default_factory=ProfileMeta)
+    kernels: pa.Table = field(default_factory=lambda: empty_table("kernels"))
+    host_ops: pa.Table = field(default_factory=lambda: empty_table("host_ops"))
+    api_calls: pa.Table = field(default_factory=lambda: empty_table("api_calls"))
+    flows: pa.Table = field(default_factory=lambda: empty_table("flows"))
+    counters: pa.Table = field(default_factory=lambda: empty_table("counters"))
+    steps: pa.Table = field(default_factory=lambda: empty_table("steps"))
+    memory: pa.Table = field(default_factory=lambda: empty_table("memory"))
+    communication: pa.Table = field(default_factory=lambda: empty_table("communication"))
+
+    def __post_init__(self) -> None:
+        for name in TABLE_NAMES:
+            setattr(self, name, conform(name, getattr(self, name)))
+
+    def table(self, name: str) -> pa.Table:
+        return getattr(self, name)
+
+    def time_span_ns(self) -> tuple[int, int] | None:
+        """Earliest start and latest end over kernels and host ops, or None for an empty profile."""
+        import pyarrow.compute as pc
+
+        lo: int | None = None
+        hi: int | None = None
+        for name in ("kernels", "host_ops", "api_calls"):
+            t = self.table(name)
+            if t.num_rows == 0:
+                continue
+            start = pc.min(t["start_ns"]).as_py()
+            end = pc.max(pc.add(t["start_ns"], pc.fill_null(t["dur_ns"], 0))).as_py()
+            if start is None or end is None:
+                continue
+            lo = start if lo is None else min(lo, start)
+            hi = end if hi is None else max(hi, end)
+        return None if lo is None or hi is None else (lo, hi)
+
+    def summary(self) -> dict[str, Any]:
+        span = self.time_span_ns()
+        return {
+            "format": self.meta.format,
+            "source": self.meta.source,
+            "rank": self.meta.rank,
+            "device": self.meta.device,
+            "simulated": self.meta.simulated,
+            "kernel_count": self.kernels.num_rows,
+            "host_op_count": self.host_ops.num_rows,
+            "steps": self.steps.num_rows,
+            "start_ns": span[0] if span else None,
+            "end_ns": span[1] if span else None,
+            "duration_ns": (span[1] - span[0]) if span else 0,
+            "warnings": list(self.meta.warnings),
+        }
+
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Write one Parquet file per table and ``profile.json``; returns the folder."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        for name in TABLE_NAMES:
+            pq.write_table(self.table(name), out / f"{name}.parquet", compression="zstd")
+        doc = {"schema_version": SCHEMA_VERSION, "meta": asdict(self.meta)}
+        (out / "profile.json").write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
+        return out
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str], tables: tuple[str, ...] | None = None) -> "Profile":
+        """Load a saved profile; ``tables`` limits which tables are read (the rest stay empty)."""
+        src = Path(directory)
+        doc = json.loads((src / "profile.json").read_text(encoding="utf-8"))
+        meta = ProfileMeta.from_dict(doc.get("meta", {}))
+        loaded: dict[str, pa.Table] = {}
+        for name in tables or TABLE_NAMES:
+            path = src / f"{name}.parquet"
+            if path.exists():
+                loaded[name] = pq.read_table(path)
+        return cls(meta=meta, **loaded)
+
+
+@dataclass
+class ProfileGroup:
+    """Several ranks read from one folder or archive (one ``Profile`` per rank)."""
+
+    profiles: list[Profile] = field(default_factory=list)
+    source: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ranks(self) -> int:
+        return len(self.profiles)
+
+    def primary(self) -> Profile:
+        """The lowest rank, which single-profile consumers use."""
+        return sorted(self.profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0))[0]

@@ -1,0 +1,13 @@
+"""The Celery app. Broker from CELERY_BROKER_URL (Redis in production, a local filesystem broker by default)."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pypto_web.settings")
+
+app = Celery("pypto_web")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

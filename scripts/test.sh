@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite against real PostgreSQL and Redis, with real Celery workers and headless Chromium.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --browser
+bash scripts/services.sh
+export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/pypto}"
+export CELERY_BROKER_URL="${TEST_CELERY_BROKER_URL:-redis://127.0.0.1:6379/15}"
+export PYPTO_VAR_DIR="${PYPTO_VAR_DIR:-$PWD/var/test}"
+export DEBUG=0
+mkdir -p "$PYPTO_VAR_DIR"
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+# pytest's "no tests collected" is a failure here: the suite must run something.
+exit $rc
