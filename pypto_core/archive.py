@@ -1,0 +1,272 @@
+"""Safe unpacking of uploaded profiles: archives are hostile until proven otherwise.
+
+Used by the web pipeline and the CLI alike. Every refusal is an ``InputError`` whose message names the
+archive, the member and the reason. Sizes are enforced on the bytes actually written, never on the sizes
+an archive's headers claim (a forged header is the classic zip bomb).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import stat
+import tarfile
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Iterator
+
+from pypto_core.errors import InputError
+
+# Kinds of upload, by file name. A folder is uploaded as one of the archive kinds.
+ARCHIVE_KINDS = ("zip", "tar", "tar.gz")
+SINGLE_FILE_KINDS = ("json", "json.gz", "csv", "db")
+_SUFFIXES: tuple[tuple[str, str], ...] = (  # longest suffix first
+    (".tar.gz", "tar.gz"),
+    (".json.gz", "json.gz"),
+    (".tgz", "tar.gz"),
+    (".zip", "zip"),
+    (".tar", "tar"),
+    (".json", "json"),
+    (".csv", "csv"),
+    (".db", "db"),
+)
+
+# Defaults sized for real multi-rank captures (tens of GB unpacked, ~10^5 files at level2).
+DEFAULT_MAX_MEMBERS = 100_000
+DEFAULT_MAX_UNPACKED_BYTES = 64 * 1024**3
+# Profiler CSV/JSON text compresses 10-30x with deflate; 200x is only reached by padding (zip bombs).
+DEFAULT_MAX_RATIO = 200
+# Below this many unpacked bytes the ratio is not judged: a 1 KiB archive of repetitive CSV may reach
+# 100x honestly, and a few MiB cannot hurt anyone.
+RATIO_FLOOR_BYTES = 4 * 1024**2
+_COPY_BLOCK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ExtractedFile:
+    """One file written under the destination folder."""
+
+    name: str  # POSIX path relative to the destination folder
+    size: int  # bytes written
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "size": self.size}
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_members: int = DEFAULT_MAX_MEMBERS
+    max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES
+    max_ratio: float = DEFAULT_MAX_RATIO
+
+
+def detect_upload_kind(filename: str) -> str:
+    """``zip | tar | tar.gz | json | json.gz | csv | db`` from the file name, or ``InputError``."""
+    lower = filename.lower()
+    for suffix, kind in _SUFFIXES:
+        if lower.endswith(suffix) and len(lower) > len(suffix):
+            return kind
+    accepted = ", ".join(s for s, _ in _SUFFIXES)
+    raise InputError(filename, f"unsupported file type (accepted: {accepted})")
+
+
+def safe_member_path(archive: str, member: str) -> PurePosixPath:
+    """The member's relative path, or ``InputError`` for absolute paths, ``..`` and odd names."""
+    raw = member.replace("\\", "/")  # archives made on Windows use backslashes
+    if "\x00" in raw:
+        raise InputError(archive, f"member {member!r}: NUL byte in name")
+    if raw.startswith("/") or (len(raw) > 1 and raw[1] == ":"):
+        raise InputError(archive, f"member {member!r}: absolute path")
+    parts = [p for p in PurePosixPath(raw).parts if p not in ("", ".")]
+    if ".." in parts:
+        raise InputError(archive, f"member {member!r}: path traversal ('..')")
+    if not parts:
+        raise InputError(archive, f"member {member!r}: empty name")
+    return PurePosixPath(*parts)
+
+
+class _Budget:
+    """Counts members and written bytes against the limits, for one archive."""
+
+    def __init__(self, archive: str, archive_bytes: int, limits: Limits) -> None:
+        self.archive = archive
+        self.archive_bytes = max(archive_bytes, 1)
+        self.limits = limits
+        self.members = 0
+        self.written = 0
+
+    def add_member(self, name: str) -> None:
+        self.members += 1
+        if self.members > self.limits.max_members:
+            raise InputError(
+                self.archive, f"member {name!r}: too many members (limit {self.limits.max_members})"
+            )
+
+    def check_declared(self, name: str, declared: int) -> None:
+        # A cheap early refusal from the header; the real check is on written bytes.
+        if self.written + declared > self.limits.max_unpacked_bytes:
+            raise InputError(self.archive, self._too_big(name))
+
+    def add_bytes(self, name: str, n: int) -> None:
+        self.written += n
+        if self.written > self.limits.max_unpacked_bytes:
+            raise InputError(self.archive, self._too_big(name))
+        if self.written > RATIO_FLOOR_BYTES and self.written / self.archive_bytes > self.limits.max_ratio:
+            raise InputError(
+                self.archive,
+                f"member {name!r}: compression ratio above {self.limits.max_ratio:g}:1 "
+                f"({self.written} bytes unpacked from {self.archive_bytes}), refused as a zip bomb",
+            )
+
+    def _too_big(self, name: str) -> str:
+        return f"member {name!r}: unpacked size exceeds {self.limits.max_unpacked_bytes} bytes"
+
+
+def _copy_limited(src: IO[bytes], dest: Path, name: str, budget: _Budget) -> int:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    size = 0
+    # "xb": never overwrite (a duplicate member name would otherwise replace an earlier file silently).
+    try:
+        out = open(dest, "xb")
+    except FileExistsError as exc:
+        raise InputError(budget.archive, f"member {name!r}: duplicate member name") from exc
+    with out:
+        while True:
+            block = src.read(_COPY_BLOCK)
+            if not block:
+                break
+            out.write(block)
+            size += len(block)
+            budget.add_bytes(name, len(block))
+    return size
+
+
+def _zip_members(archive: str, zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]:
+    for info in zf.infolist():
+        mode = info.external_attr >> 16
+        if stat.S_ISLNK(mode):
+            raise InputError(archive, f"member {info.filename!r}: symbolic link refused")
+        if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and stat.S_IFMT(mode):
+            raise InputError(archive, f"member {info.filename!r}: special file (device or fifo) refused")
+        yield info
+
+
+def _extract_zip(path: Path, dest: Path, budget: _Budget) -> list[ExtractedFile]:
+    archive = str(path)
+    out: list[ExtractedFile] = []
+    with zipfile.ZipFile(path) as zf:
+        for info in _zip_members(archive, zf):
+            budget.add_member(info.filename)
+            rel = safe_member_path(archive, info.filename)
+            if info.is_dir():
+                (dest / rel).mkdir(parents=True, exist_ok=True)
+                continue
+            budget.check_declared(info.filename, info.file_size)
+            try:
+                with zf.open(info) as src:
+                    size = _copy_limited(src, dest / rel, info.filename, budget)
+            except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
+                raise InputError(archive, f"member {info.filename!r}: corrupt or unreadable ({exc})") from exc
+            out.append(ExtractedFile(rel.as_posix(), size))
+    return out
+
+
+def _extract_tar(path: Path, dest: Path, budget: _Budget) -> list[ExtractedFile]:
+    archive = str(path)
+    out: list[ExtractedFile] = []
+    # Streaming mode ("r|*") reads each member once, in order: no random access into a gzip stream.
+    with tarfile.open(path, mode="r|*") as tf:
+        for info in tf:
+            budget.add_member(info.name)
+            if info.issym() or info.islnk():
+                kind = "symbolic" if info.issym() else "hard"
+                raise InputError(archive, f"member {info.name!r}: {kind} link refused")
+            if info.ischr() or info.isblk() or info.isfifo() or info.isdev():
+                raise InputError(archive, f"member {info.name!r}: special file (device or fifo) refused")
+            rel = safe_member_path(archive, info.name)
+            if info.isdir():
+                (dest / rel).mkdir(parents=True, exist_ok=True)
+                continue
+            if not info.isreg():
+                raise InputError(archive, f"member {info.name!r}: unsupported member type")
+            budget.check_declared(info.name, info.size)
+            src = tf.extractfile(info)
+            if src is None:  # pragma: no cover - isreg() members always have data
+                raise InputError(archive, f"member {info.name!r}: unreadable")
+            try:
+                size = _copy_limited(src, dest / rel, info.name, budget)
+            except (tarfile.TarError, zlib.error, EOFError, gzip.BadGzipFile) as exc:
+                raise InputError(archive, f"member {info.name!r}: corrupt or truncated ({exc})") from exc
+            out.append(ExtractedFile(rel.as_posix(), size))
+    return out
+
+
+def safe_extract(
+    archive_path: str | os.PathLike[str],
+    dest_dir: str | os.PathLike[str],
+    *,
+    max_members: int = DEFAULT_MAX_MEMBERS,
+    max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES,
+    max_ratio: float = DEFAULT_MAX_RATIO,
+) -> list[ExtractedFile]:
+    """Extract a .zip, .tar or .tar.gz into ``dest_dir`` and list the files written, with their sizes.
+
+    Refuses (``InputError`` naming the member and the reason): absolute paths, ``..``, symbolic and hard
+    links, device files and fifos, more than ``max_members`` members, more than ``max_unpacked_bytes``
+    written, an unpacked/archive size ratio above ``max_ratio``, duplicate names, and corrupt archives.
+    On refusal, what was already written stays in ``dest_dir`` for the caller to remove; the archive itself
+    is never touched.
+    """
+    path = Path(archive_path)
+    dest = Path(dest_dir)
+    dest.mkdir(parents=True, exist_ok=True)
+    limits = Limits(max_members, max_unpacked_bytes, max_ratio)
+    try:
+        archive_bytes = path.stat().st_size
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read archive ({exc.strerror or exc})") from exc
+    budget = _Budget(str(path), archive_bytes, limits)
+    try:
+        if zipfile.is_zipfile(path):
+            return _extract_zip(path, dest, budget)
+        return _extract_tar(path, dest, budget)
+    except InputError:
+        raise
+    except zipfile.BadZipFile as exc:
+        raise InputError(str(path), f"corrupt zip archive ({exc})") from exc
+    except (tarfile.TarError, zlib.error, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(str(path), f"corrupt or unrecognised archive ({exc})") from exc
+
+
+def unpack_upload(
+    upload_path: str | os.PathLike[str],
+    dest_dir: str | os.PathLike[str],
+    *,
+    filename: str,
+    limits: Limits = Limits(),
+) -> list[ExtractedFile]:
+    """Put an upload's content under ``dest_dir``: archives safely extracted, single files copied as is.
+
+    ``filename`` is the name the user gave the upload (it decides the kind; the stored file may be named
+    otherwise). Single ``.json.gz`` files are kept compressed: the readers open them directly.
+    """
+    kind = detect_upload_kind(filename)
+    if kind in ARCHIVE_KINDS:
+        return safe_extract(
+            upload_path,
+            dest_dir,
+            max_members=limits.max_members,
+            max_unpacked_bytes=limits.max_unpacked_bytes,
+            max_ratio=limits.max_ratio,
+        )
+    dest = Path(dest_dir)
+    dest.mkdir(parents=True, exist_ok=True)
+    rel = PurePosixPath(safe_member_path(filename, filename).name)
+    src_size = Path(upload_path).stat().st_size
+    if src_size > limits.max_unpacked_bytes:
+        raise InputError(filename, f"file size {src_size} exceeds {limits.max_unpacked_bytes} bytes")
+    shutil.copyfile(upload_path, dest / rel)
+    return [ExtractedFile(rel.as_posix(), src_size)]
