@@ -38,7 +38,7 @@ def test_good_zip_and_tar_extract_with_sizes(tmp_path: Path) -> None:
         zf.writestr("win\\style.txt", "x")
     files = safe_extract(z, tmp_path / "out")
     assert {(f.name, f.size) for f in files} == {
-        ("rank_0_ascend_pt/kernel_details.csv", 29),
+        ("rank_0_ascend_pt/kernel_details.csv", 31),
         ("win/style.txt", 1),
     }
     assert (tmp_path / "out/rank_0_ascend_pt/kernel_details.csv").read_text().startswith("Name,")
