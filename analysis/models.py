@@ -1,1 +1,104 @@
-from django.db import models  # noqa: F401
+"""Analysis results and job state: runs (with progress and log), findings, artifacts, comparisons.
+
+Job state lives here, never in Celery's result backend (STYLE.md 9).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from profiles.models import Profile, Project
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", _("Queued")
+    RUNNING = "running", _("Running")
+    DONE = "done", _("Done")
+    FAILED = "failed", _("Failed")
+
+
+class AnalysisRun(models.Model):
+    """One pipeline step (ingest or diagnose) of one profile; a redelivered task reuses its row."""
+
+    class Kind(models.TextChoices):
+        INGEST = "ingest", _("Ingest")
+        DIAGNOSE = "diagnose", _("Diagnose")
+
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="runs")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=0)  # how many times a worker started it
+    log = models.TextField(blank=True, default="")
+    timings = models.JSONField(default=dict, blank=True)  # phase -> seconds
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+
+class Finding(models.Model):
+    """One ``pypto_core.rules.finding.Finding``, stored whole as JSON with a few columns to query by."""
+
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="findings")
+    run = models.ForeignKey(AnalysisRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    rule = models.CharField(max_length=64, db_index=True)
+    severity = models.CharField(max_length=8)
+    title = models.CharField(max_length=300)
+    order = models.PositiveIntegerField(default=0)
+    data = models.JSONField(default=dict)  # Finding.to_dict()
+    schema_version = models.PositiveSmallIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["profile_id", "order", "id"]
+
+
+def artifact_upload_to(instance: "Artifact", filename: str) -> str:
+    return f"projects/{instance.profile.project_id}/artifacts/{instance.profile_id}/{uuid.uuid4().hex}/{filename}"
+
+
+class Artifact(models.Model):
+    """A generated tuning config, script or patch; each regeneration is a new version."""
+
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="artifacts")
+    finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL, related_name="artifacts")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=32)  # config | script | patch | report | ...
+    size = models.BigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64)
+    file = models.FileField(upload_to=artifact_upload_to, max_length=500)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["profile_id", "name", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "name", "version"], name="one_artifact_version")
+        ]
+
+
+class Comparison(models.Model):
+    """Before/after comparison of two profiles of one project, computed by a task."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="comparisons")
+    base = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+")
+    candidate = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    result = models.JSONField(default=dict, blank=True)  # the ``compare --format json`` shape
+    error = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]

@@ -1,1 +1,164 @@
-from django.db import models  # noqa: F401
+"""Projects, their members and invitations, uploaded profiles and resumable upload sessions."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", _("Owner")
+    MAINTAINER = "maintainer", _("Maintainer")
+    VIEWER = "viewer", _("Viewer")
+
+
+# Roles that may change a project's data (upload, delete, re-run, compare). Viewers only read.
+WRITE_ROLES = (Role.OWNER, Role.MAINTAINER)
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="one_membership_per_user")]
+        ordering = ["project_id", "user__username"]
+
+    @property
+    def can_write(self) -> bool:
+        return self.role in WRITE_ROLES
+
+
+class Invitation(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", _("Pending")
+        ACCEPTED = "accepted", _("Accepted")
+        DECLINED = "declined", _("Declined")
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "user"],
+                condition=models.Q(status="pending"),
+                name="one_pending_invitation_per_user",
+            )
+        ]
+        ordering = ["-created_at"]
+
+
+class ProfileStatus(models.TextChoices):
+    UPLOADED = "uploaded", _("Uploaded")
+    QUEUED = "queued", _("Queued")
+    PARSING = "parsing", _("Parsing")
+    ANALYZING = "analyzing", _("Analyzing")
+    READY = "ready", _("Ready")
+    FAILED = "failed", _("Failed")
+
+
+def archive_upload_to(instance: "Profile", filename: str) -> str:
+    return f"projects/{instance.project_id}/archives/{uuid.uuid4().hex}/{filename}"
+
+
+def model_file_upload_to(instance: "Profile", filename: str) -> str:
+    return f"projects/{instance.project_id}/models/{uuid.uuid4().hex}/{filename}"
+
+
+class Profile(models.Model):
+    """One uploaded profile. The archive is kept in storage for good, whatever happens to the analysis."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="profiles")
+    name = models.CharField(max_length=200)
+    sku = models.CharField(max_length=32, blank=True, default="")
+    tags = models.JSONField(default=list, blank=True)
+    status = models.CharField(
+        max_length=16, choices=ProfileStatus.choices, default=ProfileStatus.UPLOADED, db_index=True
+    )
+    progress = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+    archive = models.FileField(upload_to=archive_upload_to, max_length=500)
+    original_filename = models.CharField(max_length=255)
+    upload_kind = models.CharField(max_length=16, blank=True, default="")  # pypto_core.archive kinds
+    size = models.BigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True, default="")
+    detected_format = models.CharField(max_length=32, blank=True, default="")
+    summary = models.JSONField(default=dict, blank=True)
+    parquet_prefix = models.CharField(max_length=500, blank=True, default="")  # storage folder of Parquet
+    model_file = models.FileField(upload_to=model_file_upload_to, max_length=500, blank=True, default="")
+    # Multi-rank: a rank profile points at the profile of the whole upload (issue 10 fans out per rank).
+    group = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="ranks")
+    rank = models.IntegerField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # A worker holds a profile's pipeline step until this time; a redelivered task may take it over
+    # after that (the worker that held it was killed). Renewed whenever progress is written.
+    lease_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["project", "-created_at"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (ProfileStatus.READY, ProfileStatus.FAILED)
+
+
+class UploadSession(models.Model):
+    """A resumable chunked upload: bytes are appended in order; the client asks the offset to resume."""
+
+    class Status(models.TextChoices):
+        OPEN = "open", _("Open")
+        COMPLETE = "complete", _("Complete")
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="upload_sessions")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    filename = models.CharField(max_length=255)
+    size = models.BigIntegerField()
+    received = models.BigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True, default="")  # optional, checked on completion
+    name = models.CharField(max_length=200, blank=True, default="")
+    sku = models.CharField(max_length=32, blank=True, default="")
+    tags = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    profile = models.ForeignKey(Profile, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
