@@ -1,0 +1,260 @@
+"""kernel_details.csv (torch_npu) and op_summary_*.csv (msprof) → canonical ``kernels`` batches.
+
+kernel_details is op_summary with renamed columns (FORMATS.md §2.3), and both drift across versions
+(``Block Dim``→``Block Num``, ``Device_id`` added, ``OP State``/``HF32 Eligible`` added, ``HCCL``→
+``COMMUNICATION``). One alias table covers every header seen. Columns not in the table are PMU counters
+(``aic_mte2_ratio``, ``cube_utilization(%)``, ...) and are kept under their real names as float64.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+
+from pypto_core.errors import InputError
+from pypto_core.formats import csvtable
+from pypto_core.formats.csvtable import ConversionNotes, to_float, to_int, to_ns, to_text
+from pypto_core.formats.shapes import parse_name_lists, parse_shapes
+from pypto_core.profile import TABLE_SCHEMAS
+
+# canonical column -> header names seen across versions (first match wins)
+ALIASES: dict[str, tuple[str, ...]] = {
+    "name": ("Name", "Op Name", "OP Name"),
+    "op_type": ("Type", "OP Type", "Op Type"),
+    "core_type": ("Accelerator Core", "Task Type"),
+    "stream_id": ("Stream ID", "Stream Id"),
+    "task_id": ("Task ID", "Task Id"),
+    "device_id": ("Device_id", "Device ID", "Device Id"),
+    "step_id": ("Step Id", "Step ID", "Iteration ID"),
+    "start_ns": ("Start Time(us)", "Task Start Time(us)"),
+    "dur_ns": ("Duration(us)", "Task Duration(us)"),
+    "wait_ns": ("Wait Time(us)", "Task Wait Time(us)"),
+    "block_dim": ("Block Dim", "Block Num"),
+    "mix_block_dim": ("Mix Block Dim", "Mix Block Num"),
+    "input_shapes": ("Input Shapes",),
+    "input_dtypes": ("Input Data Types",),
+    "input_formats": ("Input Formats",),
+    "output_shapes": ("Output Shapes",),
+    "output_dtypes": ("Output Data Types",),
+    "output_formats": ("Output Formats",),
+    # kept as extra columns after the canonical ones
+    "model_id": ("Model ID",),
+    "context_id": ("Context ID",),
+    "op_state": ("OP State",),
+    "hf32_eligible": ("HF32 Eligible",),
+    "model_name": ("Model Name",),
+    "infer_id": ("Infer ID",),
+}
+REQUIRED = ("name", "start_ns", "dur_ns")
+_TIMES = ("start_ns", "dur_ns", "wait_ns")
+_INTS = ("stream_id", "task_id", "device_id", "step_id", "block_dim", "mix_block_dim", "model_id", "context_id", "infer_id")
+_TEXTS = ("name", "op_type", "core_type", "op_state", "hf32_eligible", "model_name")
+_SHAPES = ("input_shapes", "output_shapes")
+_NAME_LISTS = ("input_dtypes", "input_formats", "output_dtypes", "output_formats")
+# FORMATS.md §0.9: communication kernels were "HCCL" until 2023, "COMMUNICATION" since.
+_CORE_TYPE_RENAMES = {"HCCL": "COMMUNICATION"}
+
+_EXTRA_ORDER = ("model_id", "context_id", "op_state", "hf32_eligible", "model_name", "infer_id")
+
+
+@dataclass
+class KernelColumns:
+    """How one file's header maps onto the canonical kernel columns."""
+
+    path: str
+    header: list[str]
+    mapping: dict[str, str]  # canonical -> header name
+    counters: list[str]  # remaining header names: PMU counters kept by their real names
+    notes: ConversionNotes = field(default_factory=ConversionNotes)
+    skipped_rows: int = 0
+    skipped_example: str = ""
+    dropped_columns: list[str] = field(default_factory=list)
+
+    def warnings(self) -> list[str]:
+        name = Path(self.path).name
+        out = self.notes.warnings(self.path)
+        if self.skipped_rows:
+            out.append(
+                f"{name}: skipped {self.skipped_rows} malformed row(s) (wrong number of fields, e.g. "
+                f"{self.skipped_example!r})"
+            )
+        for col in self.dropped_columns:
+            out.append(f"{name}: column {col!r} is not a known kernel column and not numeric; skipped")
+        return out
+
+
+def map_columns(path: str | os.PathLike[str], header: list[str] | None = None) -> KernelColumns:
+    """Match a kernel table header to the canonical columns, or ``InputError`` when required ones are missing."""
+    header = header if header is not None else csvtable.read_header(path)
+    present = set(header)
+    mapping: dict[str, str] = {}
+    for canonical, names in ALIASES.items():
+        for n in names:
+            if n in present:
+                mapping[canonical] = n
+                break
+    missing = [c for c in REQUIRED if c not in mapping]
+    if missing:
+        wanted = " / ".join(ALIASES[missing[0]])
+        raise InputError(
+            str(path),
+            f"not a kernel table: required column {wanted!r} is missing (header starts {', '.join(header[:6])!r})",
+        )
+    used = set(mapping.values())
+    counters = [h for h in header if h not in used]
+    return KernelColumns(str(path), header, mapping, counters)
+
+
+def is_kernel_header(header: list[str]) -> bool:
+    """True for kernel_details / op_summary headers (used by format detection)."""
+    present = set(header)
+    return all(any(n in present for n in ALIASES[c]) for c in REQUIRED) and any(
+        n in present for n in ALIASES["core_type"] + ALIASES["op_type"]
+    )
+
+
+def _convert(batch: pa.RecordBatch, cols: KernelColumns) -> pa.RecordBatch:
+    """One raw batch (strings, counters maybe float64) → canonical kernel columns + extras + counters."""
+    notes = cols.notes
+    out: dict[str, pa.Array] = {}
+    n = batch.num_rows
+
+    def raw(canonical: str) -> pa.Array | None:
+        src = cols.mapping.get(canonical)
+        return batch.column(src) if src is not None else None
+
+    for c in _TEXTS:
+        a = raw(c)
+        if a is not None:
+            out[c] = to_text(a)
+    if "core_type" in out:
+        ct = out["core_type"]
+        for old, new in _CORE_TYPE_RENAMES.items():
+            ct = pc.if_else(pc.equal(ct, old), pa.scalar(new), ct)
+        out["core_type"] = ct
+    for c in _TIMES:
+        a = raw(c)
+        if a is not None:
+            out[c] = to_ns(a, column=cols.mapping[c], notes=notes)
+    for c in _INTS:
+        a = raw(c)
+        if a is not None:
+            out[c] = to_int(a, column=cols.mapping[c], notes=notes)
+    for c in _SHAPES:
+        a = raw(c)
+        if a is not None:
+            parsed, bad, example = parse_shapes(a)
+            notes.add(cols.mapping[c], bad, example)
+            out[c] = parsed
+    for c in _NAME_LISTS:
+        a = raw(c)
+        if a is not None:
+            out[c] = parse_name_lists(a)
+
+    schema = TABLE_SCHEMAS["kernels"]
+    arrays: list[pa.Array] = []
+    names: list[str] = []
+    for fld in schema:
+        a = out.get(fld.name)
+        arrays.append(a.cast(fld.type) if a is not None else pa.nulls(n, fld.type))
+        names.append(fld.name)
+    for c in _EXTRA_ORDER:
+        if c in out:
+            arrays.append(out[c])
+            names.append(c)
+    for c in cols.counters:
+        if c in cols.dropped_columns:
+            continue
+        arrays.append(to_float(batch.column(c), column=c, notes=notes))
+        names.append(c)
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _decide_dropped(first: pa.RecordBatch, cols: KernelColumns) -> None:
+    """Unknown text columns (not counters) are skipped with a warning, judged on the first batch."""
+    for c in cols.counters:
+        if not csvtable.is_numeric_column(first.column(c)):
+            cols.dropped_columns.append(c)
+
+
+def iter_kernel_batches(
+    path: str | os.PathLike[str],
+    cols: KernelColumns | None = None,
+    *,
+    block_size: int = csvtable.DEFAULT_BLOCK_SIZE,
+) -> Iterator[pa.RecordBatch]:
+    """Stream a kernel CSV as canonical batches; warnings accumulate in ``cols`` (see ``cols.warnings()``).
+
+    Fast path: counter columns parsed as float64 by Arrow's C++ converter. A counter column holding text
+    makes that converter fail; the file is then re-read with every column as text and validated per
+    value, skipping the batches already delivered (the block boundaries do not depend on column types).
+    """
+    cols = cols or map_columns(path)
+
+    def on_invalid_row(row: pcsv.InvalidRow) -> str:
+        cols.skipped_rows += 1
+        if not cols.skipped_example:
+            cols.skipped_example = (row.text or "")[:80]
+        return "skip"
+
+    def batches(fast: bool) -> Iterator[pa.RecordBatch]:
+        types = {c: pa.float64() for c in cols.counters} if fast else {}
+        read_opts = pcsv.ReadOptions(block_size=block_size, use_threads=True)
+        parse_opts = pcsv.ParseOptions(newlines_in_values=False, invalid_row_handler=on_invalid_row)
+        convert_opts = pcsv.ConvertOptions(
+            column_types={**{h: pa.string() for h in cols.header}, **types},
+            null_values=list(csvtable.NULL_TOKENS),
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+        )
+        reader = pcsv.open_csv(path, read_options=read_opts, parse_options=parse_opts, convert_options=convert_opts)
+        yield from reader
+
+    csvtable.check_text_file(path)
+    delivered = 0
+    skipped_before_retry = 0
+    try:
+        for raw in batches(fast=True):
+            if delivered == 0:
+                _decide_dropped(raw, cols)
+            yield _convert(raw, cols)
+            delivered += 1
+        return
+    except pa.ArrowInvalid as exc:
+        if "conversion error" not in str(exc):
+            raise InputError(str(path), f"malformed CSV ({csvtable._short(exc)})") from exc
+        skipped_before_retry = cols.skipped_rows
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(str(path), f"cannot read CSV ({csvtable._short(exc)})") from exc
+    # Slow, validating path.
+    cols.skipped_rows = 0
+    cols.skipped_example = ""
+    try:
+        for i, raw in enumerate(batches(fast=False)):
+            if i == 0 and delivered == 0:
+                _decide_dropped(raw, cols)
+            if i < delivered:
+                continue
+            yield _convert(raw, cols)
+    except pa.ArrowInvalid as exc:
+        raise InputError(str(path), f"malformed CSV ({csvtable._short(exc)})") from exc
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(str(path), f"cannot read CSV ({csvtable._short(exc)})") from exc
+    cols.skipped_rows = max(cols.skipped_rows, skipped_before_retry)
+
+
+def read_kernels(path: str | os.PathLike[str]) -> tuple[pa.Table, list[str]]:
+    """The whole kernel table and the warnings about what was skipped."""
+    cols = map_columns(path)
+    batches = list(iter_kernel_batches(path, cols))
+    if batches:
+        table = pa.Table.from_batches(batches)
+    else:
+        table = TABLE_SCHEMAS["kernels"].empty_table()
+    return table, cols.warnings()

@@ -1,0 +1,85 @@
+"""Tensor shape, dtype and format cells → structured Arrow lists.
+
+Kernel tables describe each input/output slot in one cell: shapes ``"4096,1,2048;4096,1,1024;;"`` (slots
+split by ``;``, dims by ``,``, an empty slot is a scalar or an absent optional input), dtypes
+``DT_BF16;DT_BF16``, formats ``ND;ND`` (FORMATS.md §0.3). The same few strings repeat on thousands of
+rows, so each batch is dictionary-encoded and only its *distinct* strings are parsed (with a cache across
+batches); the rows then take their parsed value by index, all in Arrow.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pypto_core.formats.csvtable import clean_strings
+
+SHAPES_TYPE = pa.list_(pa.list_(pa.int64()))
+STRINGS_TYPE = pa.list_(pa.string())
+
+# Distinct shape strings seen so far; bounded so that a hostile file cannot grow it without end.
+_CACHE_LIMIT = 200_000
+_shape_cache: dict[str, list[list[int]] | None] = {}
+
+
+def parse_shape_text(text: str) -> list[list[int]] | None:
+    """``"4096,1,2048;;2048"`` → ``[[4096, 1, 2048], [], [2048]]``; None when a dim is not an integer.
+
+    Every slot is kept (empty ones as ``[]``) so that slot *i* lines up with dtype *i*.
+    """
+    cached = _shape_cache.get(text)
+    if cached is not None or text in _shape_cache:
+        return cached
+    value: list[list[int]] | None
+    try:
+        value = [[int(d) for d in slot.split(",")] if slot.strip() else [] for slot in text.split(";")]
+    except ValueError:
+        value = None
+    if len(_shape_cache) < _CACHE_LIMIT:
+        _shape_cache[text] = value
+    return value
+
+
+def _unique_parse(arr: pa.Array, parse, out_type: pa.DataType) -> tuple[pa.Array, int, str]:
+    """Parse each distinct string of ``arr`` once; returns (parsed array, bad count, first bad example)."""
+    cleaned = clean_strings(arr)
+    encoded = pc.dictionary_encode(cleaned)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    uniques = encoded.dictionary.to_pylist()
+    parsed = [parse(u) for u in uniques]
+    dictionary = pa.array(parsed, type=out_type)
+    out = dictionary.take(encoded.indices)
+    bad_ids = [i for i, p in enumerate(parsed) if p is None]
+    if not bad_ids:
+        return out, 0, ""
+    bad_mask = pc.is_in(encoded.indices, pa.array(bad_ids, type=encoded.indices.type))
+    count = pc.sum(pc.cast(bad_mask, pa.int64())).as_py() or 0
+    return out, count, uniques[bad_ids[0]]
+
+
+def parse_shapes(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array | pa.ChunkedArray, int, str]:
+    """A column of shape cells → ``list<list<int64>>``; also the count and an example of unreadable cells."""
+    if isinstance(arr, pa.ChunkedArray):
+        results = [parse_shapes(c) for c in arr.chunks]
+        bad = sum(r[1] for r in results)
+        example = next((r[2] for r in results if r[1]), "")
+        return pa.chunked_array([r[0] for r in results], type=SHAPES_TYPE), bad, example
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), SHAPES_TYPE), 0, ""
+    return _unique_parse(arr.cast(pa.string()), parse_shape_text, SHAPES_TYPE)
+
+
+def _split_names(text: str) -> list[str]:
+    return [s.strip() for s in text.split(";")]
+
+
+def parse_name_lists(arr: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``DT_BF16;INT64`` / ``ND;ND`` cells → ``list<string>`` (one entry per slot; blanks kept as "")."""
+    if isinstance(arr, pa.ChunkedArray):
+        return pa.chunked_array([parse_name_lists(c) for c in arr.chunks], type=STRINGS_TYPE)
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), STRINGS_TYPE)
+    # Splitting in Arrow is already vectorised; no cache needed.
+    cleaned = clean_strings(arr.cast(pa.string()))
+    return pc.split_pattern(cleaned, ";")
