@@ -10,3 +10,11 @@ from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
 __version__ = "0.1.0"
 
 __all__ = ["InputError", "Profile", "ProfileGroup", "ProfileMeta", "PyptoError", "__version__"]
+
+
+def __getattr__(name: str):  # the capture SDK, imported on first use (ARCHITECTURE.md: `from pypto_core import Profiler`)
+    if name in ("Profiler", "TuningSession"):
+        from pypto_core import capture
+
+        return getattr(capture, name)
+    raise AttributeError(f"module 'pypto_core' has no attribute {name!r}")
