@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "profiles",
     "analysis",
     "frontend",
+    "captures",
 ]
 
 MIDDLEWARE = [
@@ -49,6 +50,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "frontend.middleware.SessionLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -135,6 +137,10 @@ PYPTO_MAX_ARCHIVE_MEMBERS = env_int("PYPTO_MAX_ARCHIVE_MEMBERS", 100_000)
 PYPTO_MAX_UNPACKED_BYTES = env_int("PYPTO_MAX_UNPACKED_BYTES", 64 * 1024**3)
 PYPTO_MAX_COMPRESSION_RATIO = env_int("PYPTO_MAX_COMPRESSION_RATIO", 200)
 PYPTO_ALLOW_SIGNUP = env_bool("PYPTO_ALLOW_SIGNUP", False)
+# Chunked uploads are appended here (local disk of the web process) until complete, then moved to storage.
+PYPTO_UPLOAD_TMP_DIR = Path(env_str("PYPTO_UPLOAD_TMP_DIR", str(VAR_DIR / "uploads-partial")))
+# Where workers unpack archives (deleted after each step; the archive in storage stays).
+PYPTO_WORK_DIR = Path(env_str("PYPTO_WORK_DIR", str(VAR_DIR / "work")))
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 16 * 1024**2)
 FILE_UPLOAD_MAX_MEMORY_SIZE = env_int("FILE_UPLOAD_MAX_MEMORY_SIZE", 4 * 1024**2)
 FILE_UPLOAD_TEMP_DIR = None
@@ -152,7 +158,12 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     }
 else:
     # visibility_timeout: how long an unacknowledged (late-ack) task waits before redelivery.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
+        # How often a worker sweeps for unacknowledged messages of dead workers (seconds x throttle).
+        "unacked_restore_interval": env_int("CELERY_UNACKED_RESTORE_INTERVAL", 10),
+        "unacked_restore_throttle": env_int("CELERY_UNACKED_RESTORE_THROTTLE", 10),
+    }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_RESULT_BACKEND = None  # job state lives in models, never in a result backend
 CELERY_TASK_IGNORE_RESULT = True
@@ -165,6 +176,12 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 1800)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 2000)
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = env_int("CELERY_WORKER_MAX_MEMORY_PER_CHILD", 2 * 1024 * 1024)  # KiB
 CELERY_TASK_DEFAULT_QUEUE = "light"
+# A pipeline step holds its profile for this long, renewed at every progress write. It outlives the task's
+# hard time limit, so only a dead worker's step can be taken over by a redelivered message.
+PYPTO_TASK_LEASE_SECONDS = env_int("PYPTO_TASK_LEASE_SECONDS", CELERY_TASK_TIME_LIMIT + 60)
+# Operations/test hook: while this file exists, pipelines pause right after claiming a profile
+# (lets an operator or a test stop a worker mid-task). Empty: no pause.
+PYPTO_PIPELINE_HOLD_FILE = env_str("PYPTO_PIPELINE_HOLD_FILE", "")
 CELERY_TASK_ROUTES = {
     "analysis.tasks.ingest*": {"queue": "ingest"},
     "analysis.tasks.diagnose*": {"queue": "diagnose"},

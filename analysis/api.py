@@ -1,0 +1,87 @@
+"""REST API for analysis results: findings, artifacts, downloads, comparisons (CONTRACT.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import FileResponse
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from analysis import selectors, services
+from analysis.models import Artifact, Comparison
+from profiles.api import attachment_response
+from profiles.selectors import profile_get_for_user
+from profiles.services import require_write
+
+
+class ArtifactSerializer(serializers.ModelSerializer):
+    download_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Artifact
+        fields = ["id", "name", "kind", "size", "sha256", "version", "created_at", "download_url"]
+
+    def get_download_url(self, obj: Artifact) -> str:
+        return reverse("api-artifact-download", args=[obj.pk])
+
+
+class ComparisonSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Comparison
+        fields = ["id", "project", "base", "candidate", "status", "error", "result", "created_at", "finished_at"]
+
+
+class ComparisonCreateSerializer(serializers.Serializer):
+    base = serializers.IntegerField()
+    candidate = serializers.IntegerField()
+
+
+class ProfileFindingsView(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = profile_get_for_user(user=request.user, profile_id=profile_id)
+        return Response(selectors.findings_report(profile=profile))
+
+
+class ProfileArtifactsView(APIView):
+    @extend_schema(responses=ArtifactSerializer(many=True))
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = profile_get_for_user(user=request.user, profile_id=profile_id)
+        return Response(ArtifactSerializer(selectors.artifacts_of_profile(profile=profile), many=True).data)
+
+
+class ArtifactDownloadView(APIView):
+    @extend_schema(responses={(200, "application/octet-stream"): bytes})
+    def get(self, request: Request, artifact_id: int) -> FileResponse:
+        artifact = selectors.artifact_get_for_user(user=request.user, artifact_id=artifact_id)
+        return attachment_response(artifact.file.open("rb"), artifact.name)
+
+
+class ComparisonCreateView(APIView):
+    @extend_schema(request=ComparisonCreateSerializer, responses={201: ComparisonSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = ComparisonCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        base = profile_get_for_user(user=request.user, profile_id=serializer.validated_data["base"])
+        candidate = profile_get_for_user(user=request.user, profile_id=serializer.validated_data["candidate"])
+        require_write(user=request.user, project=base.project)
+        try:
+            comparison = services.comparison_create(user=request.user, base=base, candidate=candidate)
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.messages) from exc
+        return Response(ComparisonSerializer(comparison).data, status=status.HTTP_201_CREATED)
+
+
+class ComparisonDetailView(APIView):
+    @extend_schema(responses=ComparisonSerializer)
+    def get(self, request: Request, comparison_id: int) -> Response:
+        comparison = selectors.comparison_get_for_user(user=request.user, comparison_id=comparison_id)
+        data: dict[str, Any] = ComparisonSerializer(comparison).data
+        return Response(data)

@@ -1,0 +1,61 @@
+"""Reads of analysis results, scoped to the caller's projects (404 outside them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from analysis.models import Artifact, Comparison, Finding
+from profiles.models import Profile
+from profiles.selectors import projects_for_user
+
+
+def findings_of_profile(*, profile: Profile) -> QuerySet[Finding]:
+    return profile.findings.order_by("order", "id")
+
+
+def findings_report(*, profile: Profile) -> dict[str, Any]:
+    """The ``analyze --format json`` shape (CONTRACT.md) from stored rows."""
+    report = dict(profile.summary.get("report") or {})
+    return {
+        "profile": report.get("profile", {k: v for k, v in profile.summary.items() if k != "report"}),
+        "findings": [f.data for f in findings_of_profile(profile=profile)],
+        "estimated_combined_speedup": report.get("estimated_combined_speedup", 1.0),
+        "warnings": report.get("warnings", profile.summary.get("warnings", [])),
+    }
+
+
+def artifacts_of_profile(*, profile: Profile) -> QuerySet[Artifact]:
+    """The latest version of each artifact name."""
+    seen: dict[str, int] = {}
+    for a in profile.artifacts.order_by("name", "-version").values("id", "name"):
+        seen.setdefault(a["name"], a["id"])
+    return Artifact.objects.filter(pk__in=seen.values()).order_by("name")
+
+
+def artifact_get_for_user(*, user: Any, artifact_id: int) -> Artifact:
+    artifact = (
+        Artifact.objects.filter(pk=artifact_id, profile__project__in=projects_for_user(user))
+        .select_related("profile")
+        .first()
+    )
+    if artifact is None:
+        raise Http404("No such artifact")
+    return artifact
+
+
+def comparison_get_for_user(*, user: Any, comparison_id: int) -> Comparison:
+    comparison = (
+        Comparison.objects.filter(pk=comparison_id, project__in=projects_for_user(user))
+        .select_related("base", "candidate")
+        .first()
+    )
+    if comparison is None:
+        raise Http404("No such comparison")
+    return comparison
+
+
+def comparisons_of_project(*, project: Any) -> QuerySet[Comparison]:
+    return project.comparisons.select_related("base", "candidate")

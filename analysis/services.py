@@ -1,0 +1,568 @@
+"""The pipeline (ingest, diagnose), comparisons, and the one place that calls the engine.
+
+Every step claims its profile with a conditional UPDATE (a lease), so a message delivered twice runs
+once, and a message redelivered after its worker died takes over once the dead worker's lease ran out.
+Optional engine parts (readers, rules, remedies, compare) are looked up in ``engine_function`` only: until
+another issue lands them, the pipeline degrades to format detection and file sizes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import logging
+import shutil
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import default_storage
+from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from analysis.models import AnalysisRun, Artifact, Comparison, Finding, JobStatus
+from profiles.models import Profile, ProfileStatus
+from pypto_core.archive import Limits, unpack_upload
+from pypto_core.errors import InputError
+
+log = logging.getLogger(__name__)
+
+# Errors worth a retry with backoff (the database or storage blinked); anything else is final.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
+_COPY_BLOCK = 1024 * 1024
+
+
+# --- the engine, optional parts looked up in one place ----------------------------------------------
+
+
+def engine_function(module: str, name: str) -> Callable[..., Any] | None:
+    """``module.name`` if that part of the engine exists yet, else None.
+
+    Only a missing module or attribute means "not built yet"; an ImportError raised *inside* an existing
+    module is a bug and propagates, so the pipeline fails loudly rather than silently skipping analysis.
+    """
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
+            return None
+        raise
+    fn = getattr(mod, name, None)
+    return fn if callable(fn) else None
+
+
+def upload_limits() -> Limits:
+    return Limits(
+        max_members=settings.PYPTO_MAX_ARCHIVE_MEMBERS,
+        max_unpacked_bytes=settings.PYPTO_MAX_UNPACKED_BYTES,
+        max_ratio=settings.PYPTO_MAX_COMPRESSION_RATIO,
+    )
+
+
+# Names that identify a format when the readers (pypto_core.formats) are not installed yet.
+def detect_format_by_names(names: list[str]) -> str:
+    lower = [n.lower() for n in names]
+    parts = {p for n in lower for p in n.split("/")}
+    if any(p.endswith("_ascend_pt") for p in parts) or any(
+        n.endswith(("kernel_details.csv", "trace_view.json", "operator_details.csv")) for n in lower
+    ):
+        return "ascend_pt"
+    if any(n.rsplit("/", 1)[-1].startswith("ascend_pytorch_profiler") and n.endswith(".db") for n in lower):
+        return "ascend_pt_db"
+    if any(p.startswith("prof_") for p in parts) or any(
+        n.rsplit("/", 1)[-1].startswith(("op_summary", "msprof")) for n in lower
+    ):
+        return "msprof_db" if any(n.endswith(".db") for n in lower) else "msprof"
+    if any(n.endswith((".json", ".json.gz")) for n in lower):
+        return "kineto"
+    return "unknown"
+
+
+# --- storage helpers --------------------------------------------------------------------------------
+
+
+def storage_delete_prefix(prefix: str) -> None:
+    """Delete every file under a storage folder (filesystem or S3)."""
+    try:
+        dirs, files = default_storage.listdir(prefix)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for name in files:
+        default_storage.delete(f"{prefix}/{name}")
+    for sub in dirs:
+        storage_delete_prefix(f"{prefix}/{sub}")
+
+
+def _store_folder(local: Path, prefix: str) -> list[str]:
+    stored = []
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        rel = path.relative_to(local).as_posix()
+        with open(path, "rb") as fh:
+            stored.append(default_storage.save(f"{prefix}/{rel}", File(fh, name=path.name)))
+    return stored
+
+
+def _fetch_folder(prefix: str, local: Path) -> None:
+    dirs, files = default_storage.listdir(prefix)
+    local.mkdir(parents=True, exist_ok=True)
+    for name in files:
+        with default_storage.open(f"{prefix}/{name}", "rb") as src, open(local / name, "wb") as dst:
+            shutil.copyfileobj(src, dst, _COPY_BLOCK)
+    for sub in dirs:
+        _fetch_folder(f"{prefix}/{sub}", local / sub)
+
+
+def _fetch_archive(profile: Profile, dest: Path) -> Path:
+    """Copy the kept archive out of storage, verifying the checksum recorded at upload."""
+    target = dest / profile.original_filename
+    digest = hashlib.sha256()
+    with profile.archive.open("rb") as src, open(target, "wb") as dst:
+        while block := src.read(_COPY_BLOCK):
+            digest.update(block)
+            dst.write(block)
+    if profile.sha256 and digest.hexdigest() != profile.sha256:
+        raise InputError(profile.original_filename, "checksum mismatch: the stored archive changed since upload")
+    return target
+
+
+def load_saved_profile(profile: Profile, dest: Path, *, rank: int | None = None) -> Any:
+    """The canonical ``pypto_core.profile.Profile`` of a ready profile, fetched to ``dest``."""
+    from pypto_core.profile import Profile as CoreProfile
+
+    if not profile.parquet_prefix:
+        raise InputError(profile.name, "no parsed data (the readers did not run on this profile)")
+    ranks = profile.summary.get("rank_folders") or ["rank_0"]
+    folder = f"rank_{rank}" if rank is not None and f"rank_{rank}" in ranks else ranks[0]
+    local = dest / folder
+    _fetch_folder(f"{profile.parquet_prefix}/{folder}", local)
+    return CoreProfile.load(local)
+
+
+# --- claims, progress, failure ------------------------------------------------------------------------
+
+
+def _lease() -> timezone.datetime:
+    return timezone.now() + timedelta(seconds=settings.PYPTO_TASK_LEASE_SECONDS)
+
+
+def _claim(profile_id: int, statuses: tuple[str, ...], new_status: str) -> bool:
+    """Take the profile for one step: one conditional UPDATE, so only one worker wins."""
+    now = timezone.now()
+    return bool(
+        Profile.objects.filter(pk=profile_id, status__in=statuses)
+        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+        .update(status=new_status, lease_until=_lease(), error="", updated_at=now)
+    )
+
+
+def _run_for(profile: Profile, kind: str) -> AnalysisRun:
+    """The step's run row: a redelivered step reuses the row of the attempt that died."""
+    run = profile.runs.filter(kind=kind).exclude(status=JobStatus.DONE).order_by("-id").first()
+    if run is None:
+        run = AnalysisRun.objects.create(profile=profile, kind=kind)
+    AnalysisRun.objects.filter(pk=run.pk).update(
+        status=JobStatus.RUNNING, attempts=F("attempts") + 1, started_at=timezone.now(), error=""
+    )
+    run.refresh_from_db()
+    if run.attempts > 1:
+        _log(run, f"attempt {run.attempts}: taking over from an attempt that did not finish")
+    return run
+
+
+def _log(run: AnalysisRun, line: str) -> None:
+    stamp = timezone.now().strftime("%H:%M:%S")
+    log.info("profile %s %s: %s", run.profile_id, run.kind, line)
+    run.log = (run.log + f"[{stamp}] {line}\n")[-100_000:]
+    AnalysisRun.objects.filter(pk=run.pk).update(log=run.log)
+
+
+def _progress(run: AnalysisRun, percent: int, note: str = "") -> None:
+    """Write progress (shown live) and renew the lease: a live worker keeps its claim."""
+    percent = max(0, min(100, int(percent)))
+    Profile.objects.filter(pk=run.profile_id).update(progress=percent, lease_until=_lease())
+    AnalysisRun.objects.filter(pk=run.pk).update(progress=percent)
+    if note:
+        _log(run, note)
+
+
+def _hold_if_asked(run: AnalysisRun) -> None:
+    hold = settings.PYPTO_PIPELINE_HOLD_FILE
+    if hold and Path(hold).exists():
+        _log(run, f"holding while {hold} exists")
+        while Path(hold).exists():
+            time.sleep(0.2)
+
+
+def _fail(profile_id: int, run: AnalysisRun | None, message: str) -> None:
+    """A final failure: status failed with the reason. The archive stays in storage for a re-run."""
+    now = timezone.now()
+    Profile.objects.filter(pk=profile_id).update(
+        status=ProfileStatus.FAILED, error=message[:4000], lease_until=None, updated_at=now
+    )
+    if run is not None:
+        AnalysisRun.objects.filter(pk=run.pk).update(status=JobStatus.FAILED, error=message[:4000], finished_at=now)
+        _log(run, f"failed: {message}")
+
+
+def _release(profile_id: int, status: str) -> None:
+    """Give the claim back before a retry, so the retried message can claim again at once."""
+    Profile.objects.filter(pk=profile_id).update(status=status, lease_until=None)
+
+
+def _user_message(exc: InputError, workdir: Path) -> str:
+    # Name the file as the user knows it, without the worker's temporary folder.
+    return str(exc).replace(f"{workdir}/", "").replace(str(workdir), "")
+
+
+def _workdir(profile_id: int, step: str) -> Path:
+    base = Path(settings.PYPTO_WORK_DIR)
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"p{profile_id}-{step}-", dir=base))
+
+
+# --- starting the pipeline ----------------------------------------------------------------------------
+
+
+def pipeline_start(*, profile: Profile) -> None:
+    """uploaded -> queued, then enqueue ingest once the row is committed."""
+    from analysis import tasks
+
+    updated = Profile.objects.filter(pk=profile.pk, status=ProfileStatus.UPLOADED).update(
+        status=ProfileStatus.QUEUED, progress=0
+    )
+    if updated:
+        profile.status = ProfileStatus.QUEUED
+        transaction.on_commit(lambda: tasks.ingest.delay(profile.pk))
+
+
+def pipeline_restart(*, profile: Profile) -> Profile:
+    """Queue a finished (failed or ready) profile again from its kept archive."""
+    from analysis import tasks
+    from django.core.exceptions import ValidationError
+
+    with transaction.atomic():
+        updated = Profile.objects.filter(
+            pk=profile.pk, status__in=(ProfileStatus.FAILED, ProfileStatus.READY)
+        ).update(status=ProfileStatus.QUEUED, progress=0, error="", lease_until=None)
+        if not updated:
+            raise ValidationError("Only a failed or ready profile can be run again.")
+        transaction.on_commit(lambda: tasks.ingest.delay(profile.pk))
+    profile.refresh_from_db()
+    return profile
+
+
+# --- ingest -------------------------------------------------------------------------------------------
+
+
+def pipeline_ingest(*, profile_id: int) -> None:
+    """Unpack safely, read into the canonical tables, save Parquet to storage, then queue diagnose."""
+    from analysis import tasks
+
+    if not _claim(profile_id, (ProfileStatus.QUEUED, ProfileStatus.PARSING), ProfileStatus.PARSING):
+        profile = Profile.objects.filter(pk=profile_id).first()
+        if profile is not None and profile.status == ProfileStatus.ANALYZING and profile.lease_until is None:
+            # This message was redelivered after ingest committed but before diagnose was queued.
+            transaction.on_commit(lambda: tasks.diagnose.delay(profile_id))
+        return  # gone, finished, or held by a live worker
+    profile = Profile.objects.get(pk=profile_id)
+    run = _run_for(profile, AnalysisRun.Kind.INGEST)
+    timings: dict[str, float] = {}
+    workdir = _workdir(profile_id, "ingest")
+    try:
+        _progress(run, 2, f"claimed {profile.original_filename} ({profile.size} bytes)")
+        _hold_if_asked(run)
+
+        t0 = time.monotonic()
+        archive = _fetch_archive(profile, workdir)
+        timings["fetch_s"] = round(time.monotonic() - t0, 3)
+        _progress(run, 10, "archive fetched, checksum verified")
+
+        t0 = time.monotonic()
+        unpacked = workdir / "unpacked"
+        files = unpack_upload(archive, unpacked, filename=profile.original_filename, limits=upload_limits())
+        timings["unpack_s"] = round(time.monotonic() - t0, 3)
+        total = sum(f.size for f in files)
+        _progress(run, 30, f"unpacked {len(files)} files, {total} bytes")
+        if not files:
+            raise InputError(profile.original_filename, "the archive contains no files")
+
+        t0 = time.monotonic()
+        summary = _read_and_store(profile, run, unpacked, files, workdir)
+        timings["parse_s"] = round(time.monotonic() - t0, 3)
+
+        with transaction.atomic():
+            updated = Profile.objects.filter(pk=profile_id, status=ProfileStatus.PARSING).update(
+                status=ProfileStatus.ANALYZING,
+                progress=60,
+                lease_until=None,
+                detected_format=summary.get("format", "unknown"),
+                summary=summary,
+                parquet_prefix=summary.pop("_parquet_prefix", ""),
+            )
+            AnalysisRun.objects.filter(pk=run.pk).update(
+                status=JobStatus.DONE, progress=100, finished_at=timezone.now(), timings=timings
+            )
+            if updated:
+                transaction.on_commit(lambda: tasks.diagnose.delay(profile_id))
+        _log(run, f"done: format {summary.get('format')}, timings {timings}")
+    except InputError as exc:
+        _fail(profile_id, run, _user_message(exc, workdir))
+    except TRANSIENT_ERRORS:
+        _release(profile_id, ProfileStatus.QUEUED)
+        raise
+    except Exception as exc:  # a bug in a reader must not leave the profile "parsing" for ever
+        log.exception("ingest of profile %s failed", profile_id)
+        _fail(profile_id, run, f"{profile.original_filename}: internal error while reading ({type(exc).__name__}: {exc})")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: list[Any], workdir: Path) -> dict[str, Any]:
+    """Call the readers if they exist; otherwise detect the format by names and record sizes."""
+    biggest = sorted(files, key=lambda f: -f.size)[:20]
+    summary: dict[str, Any] = {
+        "files": len(files),
+        "unpacked_bytes": sum(f.size for f in files),
+        "largest_files": [f.to_dict() for f in biggest],
+    }
+    open_profile = engine_function("pypto_core.formats", "open_profile")
+    if open_profile is None:
+        summary["format"] = detect_format_by_names([f.name for f in files])
+        summary["warnings"] = ["the profile readers are not installed yet: only the format and sizes are known"]
+        _progress(run, 55, f"readers not installed; format by file names: {summary['format']}")
+        return summary
+
+    # A single file is read as itself; an archive as its folder (the reader finds the ranks).
+    target = unpacked / files[0].name if profile.upload_kind in ("json", "json.gz", "csv", "db") else unpacked
+    _progress(run, 35, "reading with pypto_core.formats.open_profile")
+    try:
+        result = open_profile(target)
+    except InputError as exc:
+        raise InputError(exc.path.replace(f"{unpacked}/", ""), exc.reason) from exc
+    ranks = list(getattr(result, "profiles", None) or [result])
+    _progress(run, 50, f"read {len(ranks)} rank(s); saving Parquet")
+    local = workdir / "parquet"
+    rank_folders = []
+    for i, core in enumerate(ranks):
+        folder = f"rank_{core.meta.rank if core.meta.rank is not None else i}"
+        if folder in rank_folders:
+            folder = f"{folder}_{i}"
+        core.save(local / folder)
+        rank_folders.append(folder)
+    # A fresh prefix per attempt: a redelivered ingest never mixes its files with a dead attempt's.
+    prefix = f"projects/{profile.project_id}/parquet/{profile.pk}/{run.pk}-{run.attempts}"
+    storage_delete_prefix(prefix)
+    _store_folder(local, prefix)
+    primary = ranks[0]
+    if hasattr(result, "primary"):
+        primary = result.primary()
+    summary.update(primary.summary())
+    summary["ranks"] = len(ranks)
+    summary["rank_folders"] = rank_folders
+    summary["warnings"] = list(getattr(result, "warnings", []) or []) + list(primary.meta.warnings)
+    summary["_parquet_prefix"] = prefix
+    if profile.parquet_prefix and profile.parquet_prefix != prefix:
+        storage_delete_prefix(profile.parquet_prefix)  # a previous run's tables
+    return summary
+
+
+# --- diagnose -----------------------------------------------------------------------------------------
+
+
+def pipeline_diagnose(*, profile_id: int) -> None:
+    """Rules and remedies on the saved tables; findings and artifacts replace the previous ones at once."""
+    if not _claim(profile_id, (ProfileStatus.ANALYZING,), ProfileStatus.ANALYZING):
+        return
+    profile = Profile.objects.get(pk=profile_id)
+    run = _run_for(profile, AnalysisRun.Kind.DIAGNOSE)
+    workdir = _workdir(profile_id, "diagnose")
+    timings: dict[str, float] = {}
+    try:
+        _progress(run, 65, "diagnosing")
+        diagnose = engine_function("pypto_core.rules", "diagnose")
+        report_dict: dict[str, Any] | None = None
+        findings: list[dict[str, Any]] = []
+        artifacts: list[tuple[str, str, bytes, str | None]] = []
+        if diagnose is None or not profile.parquet_prefix:
+            why = "the rules are not installed yet" if diagnose is None else "no parsed tables"
+            _log(run, f"skipping diagnosis: {why}")
+        else:
+            t0 = time.monotonic()
+            core = load_saved_profile(profile, workdir)
+            timings["load_s"] = round(time.monotonic() - t0, 3)
+            t0 = time.monotonic()
+            report = diagnose(core)
+            timings["rules_s"] = round(time.monotonic() - t0, 3)
+            report_dict = report.to_dict() if hasattr(report, "to_dict") else dict(report)
+            findings = list(report_dict.get("findings", []))
+            _progress(run, 80, f"{len(findings)} findings")
+            t0 = time.monotonic()
+            artifacts = _generate_remedies(report, core)
+            timings["remedies_s"] = round(time.monotonic() - t0, 3)
+            _progress(run, 90, f"{len(artifacts)} artifacts")
+
+        with transaction.atomic():
+            # Replace, never append: a step that runs twice leaves one set of findings.
+            profile.findings.all().delete()
+            rows = Finding.objects.bulk_create(
+                Finding(
+                    profile=profile,
+                    run=run,
+                    rule=str(f.get("rule", ""))[:64],
+                    severity=str(f.get("severity", ""))[:8],
+                    title=str(f.get("title", ""))[:300],
+                    order=i,
+                    data=f,
+                    schema_version=(report_dict or {}).get("schema_version", 1),
+                )
+                for i, f in enumerate(findings)
+            )
+            by_rule = {row.rule: row for row in rows}
+            for name, kind, content, rule in artifacts:
+                _artifact_save(profile, name=name, kind=kind, content=content, finding=by_rule.get(rule or ""))
+            summary = dict(profile.summary)
+            if report_dict is not None:
+                summary["report"] = {k: v for k, v in report_dict.items() if k != "findings"}
+                summary["finding_count"] = len(findings)
+            Profile.objects.filter(pk=profile_id, status=ProfileStatus.ANALYZING).update(
+                status=ProfileStatus.READY, progress=100, lease_until=None, summary=summary
+            )
+            AnalysisRun.objects.filter(pk=run.pk).update(
+                status=JobStatus.DONE, progress=100, finished_at=timezone.now(), timings=timings
+            )
+        _log(run, f"done, timings {timings}")
+    except InputError as exc:
+        _fail(profile_id, run, _user_message(exc, workdir))
+    except TRANSIENT_ERRORS:
+        _release(profile_id, ProfileStatus.ANALYZING)
+        raise
+    except Exception as exc:
+        log.exception("diagnosis of profile %s failed", profile_id)
+        _fail(profile_id, run, f"{profile.name}: internal error while diagnosing ({type(exc).__name__}: {exc})")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _generate_remedies(report: Any, core: Any) -> list[tuple[str, str, bytes, str | None]]:
+    """``(name, kind, content, rule)`` from ``pypto_core.remedies.generate(report, profile)`` if it exists.
+
+    Each generated item may be a tuple or an object with ``name``, ``kind``, ``content`` (str or bytes)
+    and optionally ``rule``.
+    """
+    generate = engine_function("pypto_core.remedies", "generate")
+    if generate is None:
+        return []
+    out = []
+    for item in generate(report, core) or []:
+        if isinstance(item, tuple):
+            name, kind, content, *rest = item
+            rule = rest[0] if rest else None
+        else:
+            name, kind, content = item.name, item.kind, item.content
+            rule = getattr(item, "rule", None)
+        data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+        out.append((str(name), str(kind), data, rule))
+    return out
+
+
+def _artifact_save(profile: Profile, *, name: str, kind: str, content: bytes, finding: Finding | None) -> Artifact:
+    from django.core.files.base import ContentFile
+
+    latest = profile.artifacts.filter(name=name).order_by("-version").first()
+    digest = hashlib.sha256(content).hexdigest()
+    if latest is not None and latest.sha256 == digest:
+        if finding is not None and latest.finding_id != finding.pk:
+            latest.finding = finding
+            latest.save(update_fields=["finding"])
+        return latest  # unchanged: no new version
+    artifact = Artifact(
+        profile=profile,
+        finding=finding,
+        name=name,
+        kind=kind,
+        size=len(content),
+        sha256=digest,
+        version=(latest.version + 1) if latest else 1,
+    )
+    artifact.file.save(name, ContentFile(content), save=False)
+    artifact.save()
+    return artifact
+
+
+def artifact_save(*, profile: Profile, name: str, kind: str, content: bytes, finding: Finding | None = None) -> Artifact:
+    """Store a generated file as a new version (unchanged content keeps the current version)."""
+    return _artifact_save(profile, name=name, kind=kind, content=content, finding=finding)
+
+
+# --- comparisons --------------------------------------------------------------------------------------
+
+
+def comparison_create(*, user: Any, base: Profile, candidate: Profile) -> Comparison:
+    from django.core.exceptions import ValidationError
+
+    from analysis import tasks
+
+    if base.project_id != candidate.project_id:
+        raise ValidationError("Both profiles must belong to the same project.")
+    if base.pk == candidate.pk:
+        raise ValidationError("Compare two different profiles.")
+    with transaction.atomic():
+        comparison = Comparison.objects.create(
+            project_id=base.project_id, base=base, candidate=candidate, created_by=user
+        )
+        transaction.on_commit(lambda: tasks.compare.delay(comparison.pk))
+    return comparison
+
+
+def comparison_run(*, comparison_id: int) -> None:
+    claimed = Comparison.objects.filter(pk=comparison_id, status=JobStatus.QUEUED).update(status=JobStatus.RUNNING)
+    if not claimed:
+        return
+    comparison = Comparison.objects.select_related("base", "candidate").get(pk=comparison_id)
+    workdir = _workdir(comparison.base_id, "compare")
+    try:
+        compare = _compare_function()
+        if compare is None:
+            raise InputError("pypto_core.compare", "the comparison engine is not installed yet")
+        for p in (comparison.base, comparison.candidate):
+            if p.status != ProfileStatus.READY:
+                raise InputError(p.name, f"profile is {p.status}, not ready")
+        base = load_saved_profile(comparison.base, workdir / "base")
+        new = load_saved_profile(comparison.candidate, workdir / "new")
+        result = compare(base, new)
+        data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        Comparison.objects.filter(pk=comparison_id).update(
+            status=JobStatus.DONE, result=data, error="", finished_at=timezone.now()
+        )
+    except TRANSIENT_ERRORS:
+        Comparison.objects.filter(pk=comparison_id).update(status=JobStatus.QUEUED)
+        raise
+    except Exception as exc:
+        if not isinstance(exc, InputError):
+            log.exception("comparison %s failed", comparison_id)
+        message = str(exc) if isinstance(exc, InputError) else f"internal error ({type(exc).__name__}: {exc})"
+        Comparison.objects.filter(pk=comparison_id).update(
+            status=JobStatus.FAILED, error=message, finished_at=timezone.now()
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _compare_function() -> Callable[[Any, Any], Any] | None:
+    fn = engine_function("pypto_core.compare", "compare_profiles")
+    if fn is not None:
+        return fn
+    comparer = engine_function("pypto_core.compare", "ProfileComparer")
+    if comparer is None:
+        return None
+
+    def run(base: Any, new: Any) -> Any:
+        obj = comparer(base, new)
+        return obj.compare() if hasattr(obj, "compare") else obj.run()
+
+    return run

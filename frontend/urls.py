@@ -1,0 +1,22 @@
+"""Page routes. Each area's views live in frontend/views/<area>.py; add new areas below."""
+
+from django.urls import path
+
+from frontend.views import accounts, language, profiles, projects
+
+urlpatterns = [
+    path("login/", accounts.LoginView.as_view(), name="login"),
+    path("logout/", accounts.LogoutView.as_view(), name="logout"),
+    path("language/", language.set_language, name="set-language"),
+    path("", projects.project_list, name="projects"),
+    path("invitations/<int:invitation_id>/accept/", projects.invitation_answer, {"action": "accept"},
+         name="invitation-accept"),
+    path("invitations/<int:invitation_id>/decline/", projects.invitation_answer, {"action": "decline"},
+         name="invitation-decline"),
+    path("projects/<int:project_id>/", projects.project_detail, name="project"),
+    path("projects/<int:project_id>/invite/", projects.project_invite, name="project-invite"),
+    path("projects/<int:project_id>/upload/", projects.project_upload, name="project-upload"),
+    path("profiles/<int:profile_id>/", profiles.profile_detail, name="profile"),
+    path("profiles/<int:profile_id>/rerun/", profiles.profile_rerun, name="profile-rerun"),
+    path("profiles/<int:profile_id>/delete/", profiles.profile_delete, name="profile-delete"),
+]

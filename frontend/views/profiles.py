@@ -1,0 +1,50 @@
+"""The profile status page (live progress), and its re-run and delete buttons."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from analysis import selectors as analysis_selectors
+from profiles import selectors, services
+
+
+@login_required
+def profile_detail(request: HttpRequest, profile_id: int) -> HttpResponse:
+    profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+    return render(request, "frontend/profile_detail.html", {
+        "profile": profile,
+        "project": profile.project,
+        "can_write": selectors.can_write(user=request.user, project=profile.project),
+        "findings": analysis_selectors.findings_of_profile(profile=profile),
+        "artifacts": analysis_selectors.artifacts_of_profile(profile=profile),
+        "runs": profile.runs.order_by("id"),
+    })
+
+
+@login_required
+@require_POST
+def profile_rerun(request: HttpRequest, profile_id: int) -> HttpResponse:
+    profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+    try:
+        services.profile_rerun(profile=profile, user=request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, _("The pipeline runs again from the kept archive."))
+    return redirect("profile", profile_id=profile.pk)
+
+
+@login_required
+@require_POST
+def profile_delete(request: HttpRequest, profile_id: int) -> HttpResponse:
+    profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+    project_id = profile.project_id
+    services.profile_delete(profile=profile, user=request.user)
+    messages.success(request, _("Profile deleted."))
+    return redirect("project", project_id=project_id)

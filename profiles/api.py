@@ -1,0 +1,333 @@
+"""REST API for projects, members, invitations, uploads and profiles (CONTRACT.md). Thin: validate, call a
+service or selector, serialise.
+
+Chunked, resumable upload (for multi-GB archives):
+
+1. ``POST /api/projects/{id}/uploads/`` ``{"filename", "size", "name"?, "sku"?, "tags"?, "sha256"?}``
+   -> 201 ``{"id", "offset": 0, "size", "chunk_size", "url"}``
+2. ``PUT /api/uploads/{upload_id}/`` with the raw bytes of the next chunk as the body and the header
+   ``Upload-Offset: N`` (where the chunk starts) -> 200 ``{"offset": N + len}``. A chunk that does not start
+   at the current offset gets 409 ``{"offset": current}``: the client continues from there.
+3. To resume after a broken connection: ``GET /api/uploads/{upload_id}/`` -> ``{"offset", "size", ...}``.
+4. ``POST /api/uploads/{upload_id}/complete/`` -> 201 with the profile (same shape as ``GET /api/profiles/{id}/``).
+   If ``sha256`` was given at step 1, the assembled file must match it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import FileResponse
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from profiles import selectors, services
+from profiles.models import Invitation, Membership, Profile, Project, Role, UploadSession
+
+
+def _drf_error(exc: DjangoValidationError) -> ValidationError:
+    detail: Any = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+    return ValidationError(detail)
+
+
+class ProjectSerializer(serializers.ModelSerializer):
+    role = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Project
+        fields = ["id", "name", "description", "created_at", "role"]
+        read_only_fields = ["id", "created_at", "role"]
+
+    def get_role(self, obj: Project) -> str | None:
+        request = self.context.get("request")
+        membership = selectors.membership_get(user=request.user, project=obj) if request else None
+        return membership.role if membership else None
+
+
+class ProfileSerializer(serializers.ModelSerializer):
+    project = serializers.IntegerField(source="project_id", read_only=True)
+    error = serializers.SerializerMethodField()
+    archive_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Profile
+        fields = [
+            "id", "project", "name", "sku", "tags", "status", "progress", "error", "summary",
+            "original_filename", "upload_kind", "size", "sha256", "detected_format", "rank", "group",
+            "created_at", "updated_at", "archive_url",
+        ]
+        read_only_fields = fields
+
+    def get_error(self, obj: Profile) -> str | None:
+        return obj.error or None
+
+    def get_archive_url(self, obj: Profile) -> str:
+        return reverse("api-profile-archive", args=[obj.pk])
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "username", "role", "created_at"]
+
+
+class InvitationSerializer(serializers.ModelSerializer):
+    project = ProjectSerializer(read_only=True)
+    username = serializers.CharField(source="user.username", read_only=True)
+    invited_by = serializers.CharField(source="invited_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = Invitation
+        fields = ["id", "project", "username", "role", "status", "invited_by", "created_at"]
+
+
+class InvitationCreateSerializer(serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    role = serializers.ChoiceField(choices=Role.choices, default=Role.VIEWER)
+
+
+class UploadFormSerializer(serializers.Serializer):
+    file = serializers.FileField()
+    name = serializers.CharField(required=False, allow_blank=True, default="")
+    sku = serializers.CharField(required=False, allow_blank=True, default="")
+    tags = serializers.CharField(required=False, allow_blank=True, default="", help_text="comma-separated")
+
+
+class UploadStartSerializer(serializers.Serializer):
+    filename = serializers.CharField(max_length=255)
+    size = serializers.IntegerField(min_value=1)
+    name = serializers.CharField(required=False, allow_blank=True, default="")
+    sku = serializers.CharField(required=False, allow_blank=True, default="")
+    tags = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+    sha256 = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+def upload_session_data(session: UploadSession) -> dict[str, Any]:
+    return {
+        "id": str(session.pk),
+        "project": session.project_id,
+        "filename": session.filename,
+        "size": session.size,
+        "offset": session.received,
+        "status": session.status,
+        "chunk_size": settings.PYPTO_CHUNK_BYTES,
+        "url": reverse("api-upload", args=[session.pk]),
+        "profile": session.profile_id,
+    }
+
+
+class TokenView(APIView):
+    """``POST /api/auth/token/`` with username and password -> ``{"token": ...}``."""
+
+    authentication_classes: list[type] = []
+    permission_classes: list[type] = []
+    parser_classes = [JSONParser, FormParser, MultiPartParser]
+
+    @extend_schema(request=None, responses={200: dict})
+    def post(self, request: Request) -> Response:
+        from rest_framework.authtoken.serializers import AuthTokenSerializer
+        from rest_framework.authtoken.models import Token
+
+        serializer = AuthTokenSerializer(data=request.data, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        token, _created = Token.objects.get_or_create(user=serializer.validated_data["user"])
+        return Response({"token": token.key})
+
+
+class ProjectListView(APIView):
+    @extend_schema(responses=ProjectSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        projects = selectors.projects_for_user(request.user)
+        return Response(ProjectSerializer(projects, many=True, context={"request": request}).data)
+
+    @extend_schema(request=ProjectSerializer, responses={201: ProjectSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = ProjectSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            project = services.project_create(user=request.user, **serializer.validated_data)
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response(ProjectSerializer(project, context={"request": request}).data, status=status.HTTP_201_CREATED)
+
+
+class ProjectDetailView(APIView):
+    @extend_schema(responses=ProjectSerializer)
+    def get(self, request: Request, project_id: int) -> Response:
+        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        return Response(ProjectSerializer(project, context={"request": request}).data)
+
+
+class ProjectMembersView(APIView):
+    @extend_schema(responses=MembershipSerializer(many=True))
+    def get(self, request: Request, project_id: int) -> Response:
+        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        return Response(MembershipSerializer(selectors.members_of_project(project=project), many=True).data)
+
+
+class ProjectInvitationsView(APIView):
+    @extend_schema(responses=InvitationSerializer(many=True))
+    def get(self, request: Request, project_id: int) -> Response:
+        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        invitations = selectors.invitations_pending_of_project(project=project)
+        return Response(InvitationSerializer(invitations, many=True, context={"request": request}).data)
+
+    @extend_schema(request=InvitationCreateSerializer, responses={201: InvitationSerializer})
+    def post(self, request: Request, project_id: int) -> Response:
+        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        serializer = InvitationCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            invitation = services.invitation_create(project=project, invited_by=request.user, **serializer.validated_data)
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response(InvitationSerializer(invitation, context={"request": request}).data, status=status.HTTP_201_CREATED)
+
+
+class MyInvitationsView(APIView):
+    @extend_schema(responses=InvitationSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        invitations = selectors.invitations_pending_for_user(request.user)
+        return Response(InvitationSerializer(invitations, many=True, context={"request": request}).data)
+
+
+class InvitationAnswerView(APIView):
+    accept = True
+
+    @extend_schema(request=None, responses={200: dict})
+    def post(self, request: Request, invitation_id: int) -> Response:
+        invitation = selectors.invitation_get_for_invitee(user=request.user, invitation_id=invitation_id)
+        if self.accept:
+            membership = services.invitation_accept(invitation=invitation, user=request.user)
+            return Response({"status": "accepted", "project": membership.project_id, "role": membership.role})
+        services.invitation_decline(invitation=invitation, user=request.user)
+        return Response({"status": "declined"})
+
+
+class ProjectProfilesView(APIView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(responses=ProfileSerializer(many=True))
+    def get(self, request: Request, project_id: int) -> Response:
+        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        return Response(ProfileSerializer(selectors.profiles_of_project(project=project), many=True).data)
+
+    @extend_schema(request={"multipart/form-data": UploadFormSerializer}, responses={201: ProfileSerializer})
+    def post(self, request: Request, project_id: int) -> Response:
+        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        services.require_write(user=request.user, project=project)
+        serializer = UploadFormSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            profile = services.profile_upload(
+                project=project, user=request.user, file=data["file"], filename=data["file"].name,
+                name=data["name"], sku=data["sku"], tags=data["tags"],
+            )
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
+
+
+class UploadStartView(APIView):
+    @extend_schema(request=UploadStartSerializer, responses={201: dict})
+    def post(self, request: Request, project_id: int) -> Response:
+        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        services.require_write(user=request.user, project=project)
+        serializer = UploadStartSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            session = services.upload_session_start(project=project, user=request.user, **serializer.validated_data)
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response(upload_session_data(session), status=status.HTTP_201_CREATED)
+
+
+class UploadView(APIView):
+    # The body is raw bytes, read as a stream: never parsed, never held in memory whole.
+    parser_classes: list[type] = []
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, upload_id: Any) -> Response:
+        session = selectors.upload_session_get_for_user(user=request.user, session_id=upload_id)
+        return Response(upload_session_data(session))
+
+    @extend_schema(request={"application/octet-stream": bytes}, responses={200: dict, 409: dict})
+    def put(self, request: Request, upload_id: Any) -> Response:
+        session = selectors.upload_session_get_for_user(user=request.user, session_id=upload_id)
+        try:
+            offset = int(request.headers.get("Upload-Offset", ""))
+            length = int(request.headers.get("Content-Length", ""))
+        except ValueError as exc:
+            raise ValidationError({"chunk": "Upload-Offset and Content-Length headers are required"}) from exc
+        try:
+            session = services.upload_session_append(
+                session=session, user=request.user, offset=offset, stream=request._request, length=length
+            )
+        except services.OffsetMismatch as exc:
+            return Response({"offset": exc.expected, "detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response(upload_session_data(session))
+
+
+class UploadCompleteView(APIView):
+    @extend_schema(request=None, responses={201: ProfileSerializer})
+    def post(self, request: Request, upload_id: Any) -> Response:
+        session = selectors.upload_session_get_for_user(user=request.user, session_id=upload_id)
+        try:
+            profile = services.upload_session_complete(session=session, user=request.user)
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
+
+
+class ProfileDetailView(APIView):
+    @extend_schema(responses=ProfileSerializer)
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+        return Response(ProfileSerializer(profile).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, profile_id: int) -> Response:
+        profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+        services.profile_delete(profile=profile, user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ProfileRerunView(APIView):
+    @extend_schema(request=None, responses={202: ProfileSerializer})
+    def post(self, request: Request, profile_id: int) -> Response:
+        profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+        try:
+            profile = services.profile_rerun(profile=profile, user=request.user)
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response(ProfileSerializer(profile).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ProfileArchiveView(APIView):
+    """The original upload, byte for byte, as an attachment."""
+
+    @extend_schema(responses={(200, "application/octet-stream"): bytes})
+    def get(self, request: Request, profile_id: int) -> FileResponse:
+        profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+        return attachment_response(profile.archive.open("rb"), profile.original_filename)
+
+
+def attachment_response(fileobj: Any, filename: str) -> FileResponse:
+    """A download that browsers save, never render (no sniffing, attachment disposition)."""
+    response = FileResponse(fileobj, as_attachment=True, filename=filename, content_type="application/octet-stream")
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response

@@ -1,0 +1,366 @@
+"""Writes on projects, members, invitations, uploads and profiles (``<entity>_<action>``)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import IO, Iterable
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.files import File
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import get_valid_filename
+from django.utils.translation import gettext as _
+
+from profiles.models import (
+    Invitation,
+    Membership,
+    Profile,
+    ProfileStatus,
+    Project,
+    Role,
+    UploadSession,
+)
+from profiles.selectors import can_write, membership_get
+from pypto_core.archive import detect_upload_kind
+from pypto_core.errors import InputError
+
+_HASH_BLOCK = 1024 * 1024
+
+
+def require_write(*, user: AbstractBaseUser, project: Project) -> None:
+    """Owners and maintainers change a project's data; viewers get 403 (they can see it exists)."""
+    if not can_write(user=user, project=project):
+        raise PermissionDenied(_("Viewers cannot change this project."))
+
+
+# --- projects and members -------------------------------------------------------------------------
+
+
+@transaction.atomic
+def project_create(*, user: AbstractBaseUser, name: str, description: str = "") -> Project:
+    name = name.strip()
+    if not name:
+        raise ValidationError({"name": _("A project needs a name.")})
+    project = Project.objects.create(name=name[:200], description=description, created_by=user)
+    Membership.objects.create(project=project, user=user, role=Role.OWNER)
+    return project
+
+
+@transaction.atomic
+def invitation_create(
+    *, project: Project, invited_by: AbstractBaseUser, username: str, role: str = Role.VIEWER
+) -> Invitation:
+    require_write(user=invited_by, project=project)
+    if role not in Role.values:
+        raise ValidationError({"role": _("Unknown role.")})
+    inviter = membership_get(user=invited_by, project=project)
+    if role == Role.OWNER and (inviter is None or inviter.role != Role.OWNER):
+        raise PermissionDenied(_("Only an owner can invite another owner."))
+    # Same answer whether the username is unknown or not, so invitations cannot probe for accounts.
+    invitee = get_user_model().objects.filter(username=username.strip(), is_active=True).first()
+    if invitee is None:
+        raise ValidationError({"username": _("No active user with that username.")})
+    if Membership.objects.filter(project=project, user=invitee).exists():
+        raise ValidationError({"username": _("That user is already a member.")})
+    existing = Invitation.objects.filter(project=project, user=invitee, status=Invitation.Status.PENDING).first()
+    if existing is not None:
+        existing.role = role
+        existing.invited_by = invited_by
+        existing.save(update_fields=["role", "invited_by"])
+        return existing
+    return Invitation.objects.create(project=project, user=invitee, role=role, invited_by=invited_by)
+
+
+@transaction.atomic
+def invitation_accept(*, invitation: Invitation, user: AbstractBaseUser) -> Membership:
+    if invitation.user_id != user.pk or invitation.status != Invitation.Status.PENDING:
+        raise PermissionDenied(_("This invitation is not yours to accept."))
+    invitation.status = Invitation.Status.ACCEPTED
+    invitation.answered_at = timezone.now()
+    invitation.save(update_fields=["status", "answered_at"])
+    membership, _created = Membership.objects.get_or_create(
+        project=invitation.project, user=user, defaults={"role": invitation.role}
+    )
+    return membership
+
+
+@transaction.atomic
+def invitation_decline(*, invitation: Invitation, user: AbstractBaseUser) -> None:
+    if invitation.user_id != user.pk or invitation.status != Invitation.Status.PENDING:
+        raise PermissionDenied(_("This invitation is not yours to decline."))
+    invitation.status = Invitation.Status.DECLINED
+    invitation.answered_at = timezone.now()
+    invitation.save(update_fields=["status", "answered_at"])
+
+
+@transaction.atomic
+def membership_remove(*, project: Project, user: AbstractBaseUser, member: Membership) -> None:
+    actor = membership_get(user=user, project=project)
+    if actor is None or actor.role != Role.OWNER:
+        raise PermissionDenied(_("Only an owner can remove members."))
+    if member.role == Role.OWNER and project.memberships.filter(role=Role.OWNER).count() == 1:
+        raise ValidationError(_("A project keeps at least one owner."))
+    member.delete()
+
+
+# --- uploads --------------------------------------------------------------------------------------
+
+
+def _clean_filename(filename: str) -> str:
+    base = os.path.basename(filename.replace("\\", "/")).strip()
+    try:
+        cleaned = get_valid_filename(base)
+    except Exception:  # SuspiciousFileOperation for names like ".."
+        cleaned = ""
+    if not cleaned:
+        raise ValidationError({"file": _("The file has no usable name.")})
+    return cleaned[:200]
+
+
+def _upload_kind(filename: str) -> str:
+    try:
+        return detect_upload_kind(filename)
+    except InputError as exc:
+        raise ValidationError({"file": str(exc)}) from exc
+
+
+def _clean_tags(tags: Iterable[str] | str | None) -> list[str]:
+    if tags is None:
+        return []
+    if isinstance(tags, str):
+        tags = tags.split(",")
+    return [t.strip()[:64] for t in tags if t and t.strip()][:32]
+
+
+def _sha256_of(stream: IO[bytes]) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    while True:
+        block = stream.read(_HASH_BLOCK)
+        if not block:
+            break
+        digest.update(block)
+        size += len(block)
+    stream.seek(0)
+    return digest.hexdigest(), size
+
+
+def profile_upload(
+    *,
+    project: Project,
+    user: AbstractBaseUser,
+    file: File,
+    filename: str,
+    name: str = "",
+    sku: str = "",
+    tags: Iterable[str] | str | None = None,
+) -> Profile:
+    """Store the upload untouched (kept for good), record its checksum, and queue the pipeline."""
+    require_write(user=user, project=project)
+    filename = _clean_filename(filename)
+    kind = _upload_kind(filename)
+    file.seek(0)
+    sha256, size = _sha256_of(file)
+    if size == 0:
+        raise ValidationError({"file": _("%(name)s is empty.") % {"name": filename}})
+    if size > settings.PYPTO_MAX_UPLOAD_BYTES:
+        raise ValidationError({"file": _("%(name)s is larger than the upload limit.") % {"name": filename}})
+    profile = Profile(
+        project=project,
+        name=(name.strip() or filename)[:200],
+        sku=sku.strip()[:32],
+        tags=_clean_tags(tags),
+        original_filename=filename,
+        upload_kind=kind,
+        size=size,
+        sha256=sha256,
+        created_by=user,
+        status=ProfileStatus.UPLOADED,
+    )
+    # The bytes go to storage before the row exists: a failed insert leaves an orphan file, never a row
+    # that points at nothing.
+    profile.archive.save(filename, file, save=False)
+    with transaction.atomic():
+        profile.save()
+        from analysis.services import pipeline_start
+
+        pipeline_start(profile=profile)
+    return profile
+
+
+def _partial_path(session: UploadSession) -> Path:
+    return Path(settings.PYPTO_UPLOAD_TMP_DIR) / f"{session.pk}.part"
+
+
+def upload_session_start(
+    *,
+    project: Project,
+    user: AbstractBaseUser,
+    filename: str,
+    size: int,
+    name: str = "",
+    sku: str = "",
+    tags: Iterable[str] | str | None = None,
+    sha256: str = "",
+) -> UploadSession:
+    require_write(user=user, project=project)
+    filename = _clean_filename(filename)
+    _upload_kind(filename)
+    if size <= 0:
+        raise ValidationError({"size": _("The file is empty.")})
+    if size > settings.PYPTO_MAX_UPLOAD_BYTES:
+        raise ValidationError({"size": _("The file is larger than the upload limit.")})
+    sha256 = sha256.strip().lower()
+    if sha256 and (len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256)):
+        raise ValidationError({"sha256": _("Not a SHA-256 hex digest.")})
+    session = UploadSession.objects.create(
+        id=uuid.uuid4(),
+        project=project,
+        created_by=user,
+        filename=filename,
+        size=size,
+        name=name.strip()[:200],
+        sku=sku.strip()[:32],
+        tags=_clean_tags(tags),
+        sha256=sha256,
+    )
+    path = _partial_path(session)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    return session
+
+
+class OffsetMismatch(Exception):
+    """The chunk does not start where the upload stands; the client resumes from ``expected``."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        super().__init__(f"upload is at byte {expected}")
+
+
+def upload_session_append(
+    *, session: UploadSession, user: AbstractBaseUser, offset: int, stream: IO[bytes], length: int
+) -> UploadSession:
+    """Append ``length`` bytes from ``stream`` at ``offset``. Rows are locked, so chunks never interleave."""
+    require_write(user=user, project=session.project)
+    max_chunk = settings.PYPTO_CHUNK_BYTES * 2
+    if length <= 0 or length > max_chunk:
+        raise ValidationError({"chunk": _("A chunk must be 1 to %(n)d bytes.") % {"n": max_chunk}})
+    with transaction.atomic():
+        locked = UploadSession.objects.select_for_update().get(pk=session.pk)
+        if locked.status != UploadSession.Status.OPEN:
+            raise ValidationError({"upload": _("This upload is already complete.")})
+        if offset != locked.received:
+            raise OffsetMismatch(locked.received)
+        if offset + length > locked.size:
+            raise ValidationError({"chunk": _("The chunk goes past the declared size.")})
+        path = _partial_path(locked)
+        with open(path, "r+b" if path.exists() else "wb") as out:
+            # Truncate first: bytes of an earlier, interrupted write beyond ``received`` are not data.
+            out.truncate(offset)
+            out.seek(offset)
+            remaining = length
+            while remaining:
+                block = stream.read(min(_HASH_BLOCK, remaining))
+                if not block:
+                    break
+                out.write(block)
+                remaining -= len(block)
+        if remaining:
+            # The connection broke mid-chunk: keep what is committed, the client resumes from there.
+            raise ValidationError({"chunk": _("The chunk was shorter than its Content-Length.")})
+        locked.received = offset + length
+        locked.save(update_fields=["received", "updated_at"])
+    return locked
+
+
+def upload_session_complete(*, session: UploadSession, user: AbstractBaseUser) -> Profile:
+    """Turn a fully received upload into a profile. Completing twice returns the same profile."""
+    require_write(user=user, project=session.project)
+    with transaction.atomic():
+        locked = UploadSession.objects.select_for_update().get(pk=session.pk)
+        if locked.status == UploadSession.Status.COMPLETE and locked.profile_id:
+            return Profile.objects.get(pk=locked.profile_id)
+        if locked.received != locked.size:
+            raise ValidationError(
+                {"upload": _("Received %(got)d of %(size)d bytes.") % {"got": locked.received, "size": locked.size}}
+            )
+        path = _partial_path(locked)
+        with open(path, "rb") as fh:
+            if locked.sha256:
+                digest, _size = _sha256_of(fh)
+                if digest != locked.sha256:
+                    raise ValidationError({"sha256": _("Checksum mismatch: the upload is corrupt.")})
+            profile = profile_upload(
+                project=locked.project,
+                user=user,
+                file=File(fh, name=locked.filename),
+                filename=locked.filename,
+                name=locked.name,
+                sku=locked.sku,
+                tags=locked.tags,
+            )
+        locked.status = UploadSession.Status.COMPLETE
+        locked.profile = profile
+        locked.save(update_fields=["status", "profile", "updated_at"])
+        transaction.on_commit(lambda: path.unlink(missing_ok=True))
+    return profile
+
+
+# --- profiles -------------------------------------------------------------------------------------
+
+
+def profile_rerun(*, profile: Profile, user: AbstractBaseUser) -> Profile:
+    """Run the pipeline again from the kept archive (after a failure, or after the engine improved)."""
+    require_write(user=user, project=profile.project)
+    from analysis.services import pipeline_restart
+
+    return pipeline_restart(profile=profile)
+
+
+def profile_delete(*, profile: Profile, user: AbstractBaseUser) -> None:
+    """Delete a profile on a member's request: the only way its archive is ever removed."""
+    require_write(user=user, project=profile.project)
+    names = [profile.archive.name] if profile.archive else []
+    if profile.model_file:
+        names.append(profile.model_file.name)
+    for artifact in profile.artifacts.all():
+        names.append(artifact.file.name)
+    prefix = profile.parquet_prefix
+    storage = profile.archive.storage
+    with transaction.atomic():
+        profile.delete()
+
+        def remove_files() -> None:
+            from analysis.services import storage_delete_prefix
+
+            for name in names:
+                storage.delete(name)
+            if prefix:
+                storage_delete_prefix(prefix)
+
+        transaction.on_commit(remove_files)
+
+
+def partial_upload_path(session: UploadSession) -> Path:
+    """Where a chunked upload's bytes wait (tests and operators look here)."""
+    return _partial_path(session)
+
+
+def remove_stale_partials(*, older_than_days: int = 7) -> int:
+    """Drop partial uploads nobody resumed; returns how many."""
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    count = 0
+    for session in UploadSession.objects.filter(status=UploadSession.Status.OPEN, updated_at__lt=cutoff):
+        _partial_path(session).unlink(missing_ok=True)
+        session.delete()
+        count += 1
+    return count
