@@ -1,0 +1,174 @@
+"""The timeline index: lanes, nesting, honest merging, caps, search and event details."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from pypto_core.profile import Profile
+from pypto_core.timeline import TimelineIndex, build_timeline_index
+from pypto_core.timeline import index as index_mod
+from pypto_core.timeline.lod import Bars, merge
+from tests.core.timeline.sample import BASE, sample_profile
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> TimelineIndex:
+    return TimelineIndex.open(build_timeline_index(sample_profile(), tmp_path_factory.mktemp("tl") / "idx"))
+
+
+def lane_id(ix: TimelineIndex, table: str, name: str) -> int:
+    return next(ln.id for ln in ix.lanes if ln.table == table and ln.name == name)
+
+
+def track(answer: dict, lane: int) -> dict:
+    return next(t for t in answer["tracks"] if t["lane"] == lane)
+
+
+def test_open_reads_only_metadata(index: TimelineIndex) -> None:
+    fresh = TimelineIndex.open(index.dir)
+    assert fresh._arrays == {} and fresh._strings is None
+    assert fresh.base_ns == BASE and isinstance(fresh.doc["base_ns"], str)
+
+
+def test_lanes_one_per_thread_stream_and_counter(index: TimelineIndex) -> None:
+    names = {(ln.group, ln.name, ln.kind) for ln in index.lanes}
+    assert ("Host process 100", "Thread 7", "slices") in names
+    assert ("Host process 100", "Thread 8", "slices") in names
+    assert ("CANN API (process 100)", "Thread 7", "slices") in names
+    assert ("NPU 0", "Stream 2", "slices") in names
+    assert ("Counters", "AI Core freq (MHz)", "counter") in names
+
+
+def test_zoomed_in_window_has_raw_events_with_nesting_depth(index: TimelineIndex) -> None:
+    ans = index.window(0, 1024, 1024)  # 1 ns per pixel: nothing merges
+    assert ans["ns_per_px"] == 1
+    host = track(ans, lane_id(index, "host_ops", "Thread 7"))
+    depth = {ans["names"][n]: d for n, d in zip(host["name"], host["depth"])}
+    assert depth == {"forward": 0, "aten::linear": 1, "aten::matmul": 2, "aten::rms_norm": 1}
+    assert set(host["count"]) == {1}
+
+
+def test_sub_pixel_kernels_merge_into_a_run_that_keeps_count_busy_and_gaps(index: TimelineIndex) -> None:
+    ans = index.window(0, 12_800, 100)  # 128 ns per pixel
+    assert ans["ns_per_px"] == 128
+    stream = track(ans, lane_id(index, "kernels", "Stream 2"))
+    bars = sorted(zip(stream["start"], stream["dur"], stream["count"], stream["busy"],
+                      [ans["names"][n] for n in stream["name"]]))
+    assert bars[0] == (200, 800, 1, 800, "MatMulV2")  # wider than a pixel: as it is
+    assert bars[1][:4] == (2000, 1999, 1000, 1000)  # 1000 one-ns kernels, 2 ns apart: one run, half busy
+    assert bars[1][4] == "Add"
+    assert bars[2][:3] == (10_000, 300, 1)
+    # The idle gap between the run and the last kernel (8 µs) is not covered by any bar.
+    assert not any(s < 6000 < s + d for s, d, *_ in bars)
+    assert sum(stream["count"]) == 1002
+
+
+def test_whole_profile_window_never_drops_events(index: TimelineIndex) -> None:
+    for width in (1, 3, 50, 400, 5000):
+        ans = index.window(None, None, width)
+        assert sum(sum(t["count"]) for t in ans["tracks"] if t["kind"] == "slices") == index.event_count
+
+
+def test_time_per_pixel_is_a_power_of_two_and_window_is_aligned(index: TimelineIndex) -> None:
+    ans = index.window(1001, 4003, 700)
+    px = ans["ns_per_px"]
+    assert px & (px - 1) == 0 and px >= (4003 - 1001) / 700
+    assert ans["start_ns"] % px == 0 and ans["end_ns"] % px == 0
+    assert ans["start_ns"] <= 1001 and ans["end_ns"] >= 4003
+    assert index.window(1002, 4002, 700) is ans  # same aligned window: served from the cache
+
+
+def test_search_finds_names_case_insensitively_in_time_order(index: TimelineIndex) -> None:
+    res = index.search("ADD", limit=5)
+    assert res["total"] == 1000 and res["names"] == ["Add"]
+    assert [m["start_ns"] for m in res["matches"]] == [2000, 2002, 2004, 2006, 2008]
+    assert index.search("no such kernel")["total"] == 0
+    assert index.search("")["matches"] == []
+
+
+def test_event_details_and_flow_links_both_ways(index: TimelineIndex) -> None:
+    found = index.search("aten::matmul")["matches"][0]
+    ev = index.event(found["lane"], found["idx"])
+    assert ev["table"] == "host_ops" and ev["args"]["correlation_id"] == 3
+    assert ev["args"]["start_ns"] == str(BASE + 150)  # beyond 2**53: sent as text
+    assert [(ln["name"], ln["role"], ln["kind"]) for ln in ev["links"]] == [("MatMulV2", "kernel", "async_npu")]
+    kernel = ev["links"][0]
+    back = index.event(kernel["lane"], kernel["idx"])
+    assert back["args"]["block_dim"] == 24
+    assert [(ln["name"], ln["role"]) for ln in back["links"]] == [("aten::matmul", "host_op")]
+    with pytest.raises(KeyError):
+        index.event(kernel["lane"] + 1, kernel["idx"])
+    with pytest.raises(KeyError):
+        index.event(None, 10**9)
+
+
+def test_crafted_names_come_back_verbatim_as_data(index: TimelineIndex) -> None:
+    ans = index.window(None, None, 1000)
+    assert "<script>alert(1)</script>" in ans["names"]
+
+
+def test_lane_filter(index: TimelineIndex) -> None:
+    stream = lane_id(index, "kernels", "Stream 2")
+    ans = index.window(None, None, 200, lanes=[stream])
+    assert [t["lane"] for t in ans["tracks"]] == [stream]
+
+
+def random_profile(n: int, seed: int = 0) -> Profile:
+    rng = np.random.default_rng(seed)
+    gaps = rng.choice([1, 50, 2_000, 100_000], size=n, p=[0.5, 0.3, 0.15, 0.05])
+    durs = rng.lognormal(6, 2, size=n).astype(np.int64)
+    streams = rng.integers(0, 3, size=n)
+    starts = np.zeros(n, np.int64)
+    for s in range(3):  # back-to-back per stream, so a stream's kernels never overlap
+        m = streams == s
+        ends = np.cumsum(gaps[m] + durs[m])
+        starts[m] = ends - durs[m]
+    names = np.array(["MatMulV2", "Add", "Cast", "FlashAttentionScore"])[rng.integers(0, 4, size=n)]
+    kernels = pa.table({"name": names, "stream_id": streams, "device_id": np.zeros(n, np.int64),
+                        "start_ns": starts + BASE, "dur_ns": durs})
+    t = np.sort(rng.integers(0, int(starts.max()), size=20_000))
+    counters = pa.table({"track": ["HBM read (GB/s)"] * len(t), "ts_ns": t + BASE, "value": rng.random(len(t))})
+    return Profile(kernels=kernels, counters=counters)
+
+
+def test_pyramid_matches_merging_the_raw_events_and_respects_caps(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(index_mod, "MAX_BARS", 400)
+    profile = random_profile(30_000)
+    ix = TimelineIndex.open(build_timeline_index(profile, tmp_path / "idx"))
+    assert len(ix.levels) >= 3
+    start = np.asarray(ix._a("events/start"))
+    end = np.asarray(ix._a("events/end"))
+    rows = np.repeat(np.arange(len(ix.rows), dtype=np.int32), np.diff(np.asarray(ix._a("events/offsets"))))
+    raw = Bars.from_events(rows, start, end, np.arange(len(start)))
+    for level in ix.levels:
+        stored = np.asarray(ix._a(f"lod/{level}/count"))
+        direct = merge(raw, 1 << level)
+        assert len(stored) == len(direct) and stored.sum() == len(start)
+        assert np.array_equal(np.asarray(ix._a(f"lod/{level}/start")), direct.start)
+    for width in (300, 1500):
+        for frac in (1.0, 0.1, 0.001, 1e-5):
+            span = max(1, int(ix.end_ns * frac))
+            for lo in (0, ix.end_ns // 3, ix.end_ns - span):
+                ans = ix.window(lo, lo + span, width)
+                assert ans["bars"] <= 400
+                assert sum(len(t["t"]) for t in ans["tracks"] if t["kind"] == "counter") <= 2 * 1500
+                if frac == 1.0 and lo == 0:
+                    assert sum(sum(t["count"]) for t in ans["tracks"] if t["kind"] == "slices") == len(start)
+                for t in ans["tracks"]:
+                    if t["kind"] == "slices":  # merged runs never claim more busy time than their length
+                        assert all(0 <= b <= d for b, d in zip(t["busy"], t["dur"]))
+
+
+def test_gaps_of_a_pixel_or_more_survive_merging() -> None:
+    rng = np.random.default_rng(3)
+    n = 5000
+    durs = rng.integers(0, 40, n)
+    gaps = rng.integers(0, 200, n)
+    ends = np.cumsum(durs + gaps)
+    start, end = ends - durs, ends
+    bars = merge(Bars.from_events(np.zeros(n, np.int32), start, end, np.arange(n)), 64)
+    assert bars.count.sum() == n
+    big_gap = np.flatnonzero(start[1:] - end[:-1] >= 64)
+    mids = (end[big_gap] + start[big_gap + 1]) / 2
+    covered = np.searchsorted(bars.start, mids, side="right") - 1
+    assert np.all(bars.end[covered] <= mids)  # no bar spans an idle gap of a pixel or more
