@@ -1,0 +1,481 @@
+"""``OperatorCallGraph``: one profile seen as an LLM decoder run.
+
+It links host ops to their kernels, gives every kernel a role (matmul, attention, norm, ...) and a block
+of the model, finds unfused chains, splits the run into prefill and decode tokens, and computes the
+per-token and utilisation metrics that the rules and the before/after comparison share (``metrics()``).
+All of it is columnar: numpy arrays aligned with the rows of ``profile.kernels``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pypto_core.hardware import SkuSpec, resolve_sku
+from pypto_core.op_roles import ROLE, op_type_codes, role_codes
+from pypto_core.profile import Profile
+from pypto_core.sequences import PATTERNS, ChainMatch, match_chains
+from pypto_core.shapes import Shapes, first_dtype_bytes, tensor_bytes
+
+# Each metric: unit, and whether a higher value is better (the comparison's "better" column).
+METRICS: dict[str, tuple[str, bool]] = {
+    "per_token_latency_ms": ("ms", False),
+    "per_token_latency_p90_ms": ("ms", False),
+    "tokens_per_s": ("tokens/s", True),
+    "prefill_ms": ("ms", False),
+    "attention_hbm_time_share": ("share", False),
+    "matmul_ai_core_utilization": ("share", True),
+    "kv_cache_noncontiguous_share": ("share", False),
+    "norm_launch_overhead_share": ("share", False),
+    "hbm_bandwidth_utilization": ("share", True),
+    "ai_core_utilization": ("share", True),
+    "device_idle_share": ("share", False),
+    "critical_path_ms": ("ms", False),
+    "critical_path_host_share": ("share", False),
+}
+
+DECODE_MAX_ROWS = 512  # a step whose MatMuls see more token rows than this is never decode [INFERRED]
+VOCAB_MIN = 16000  # LM head output width: 32000 (Llama-2), 128256 (Llama-3), 151936/152064 (Qwen2.5)
+
+_MODEL_HINTS: tuple[tuple[int, int, str], ...] = (
+    # (vocab, layers, name): DOMAIN.md §7 (Llama-2-7B: 32 layers, vocab 32000) and the public model configs
+    (32000, 32, "llama2-7b"), (128256, 32, "llama3-8b"), (152064, 28, "qwen2.5-7b"), (151936, 28, "qwen2.5-7b"),
+)
+
+
+def _interval_union_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """Total length covered by the intervals (busy time of overlapping kernels counted once)."""
+    if not len(start):
+        return 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    run_end = np.maximum.accumulate(e)
+    prev_end = np.concatenate([[s[0]], run_end[:-1]])
+    gaps = np.maximum(s - prev_end, 0)
+    return int(run_end[-1] - s[0] - gaps.sum())
+
+
+@dataclass
+class Tokens:
+    """Decode tokens (one per step of the batch) found in the run."""
+
+    latency_ns: np.ndarray  # per decode step
+    busy_ns: np.ndarray  # device busy time per decode step
+    batch: int
+    prefill_ns: int
+    step_of_kernel: np.ndarray  # step index per kernel (-1 outside any step)
+    decode_step: np.ndarray  # bool per step index
+    source: str  # steps | lm_head | span
+
+
+class OperatorCallGraph:
+    """Host ops, kernels and the model structure of one profile (see the module docstring)."""
+
+    def __init__(self, profile: Profile, sku: SkuSpec | str | None = None) -> None:
+        self.profile = profile
+        self.sku, self.sku_source = resolve_sku(profile, sku)
+        k = profile.kernels
+        self.kernels = k
+        self.n = k.num_rows
+        self.start = pc.fill_null(k["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.dur = np.maximum(pc.fill_null(k["dur_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64), 0)
+        self.end = self.start + self.dur
+        self.device = pc.fill_null(k["device_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.stream = pc.fill_null(k["stream_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.role = role_codes(k)
+
+    # -- ordering and gaps --------------------------------------------------------------------------
+    @cached_property
+    def stream_order(self) -> np.ndarray:
+        """Kernel indices sorted by device, stream, start: the order chains are matched in."""
+        return np.lexsort((self.start, self.stream, self.device)) if self.n else np.zeros(0, np.int64)
+
+    @cached_property
+    def gap_before_ns(self) -> np.ndarray:
+        """Idle device time just before each kernel (nothing else running on its device), ns.
+
+        This is where the device waited for the host to launch the kernel, so removing a kernel (fusion)
+        also removes its gap in a host-bound run.
+        """
+        gap = np.zeros(self.n, np.int64)
+        if not self.n:
+            return gap
+        order = np.lexsort((self.start, self.device))
+        s, e, d = self.start[order], self.end[order], self.device[order]
+        new_dev = np.concatenate([[True], d[1:] != d[:-1]])
+        bounds = list(np.nonzero(new_dev)[0]) + [len(e)]
+        run_end = np.empty_like(e)
+        for lo, hi in zip(bounds[:-1], bounds[1:]):  # devices are few: one running max each
+            run_end[lo:hi] = np.maximum.accumulate(e[lo:hi])
+        prev = np.concatenate([[s[0]], run_end[:-1]])
+        g = np.where(new_dev, 0, np.maximum(s - prev, 0))
+        gap[order] = g
+        return gap
+
+    @cached_property
+    def op_codes(self) -> tuple[np.ndarray, list[str]]:
+        return op_type_codes(self.kernels)
+
+    @cached_property
+    def chains(self) -> dict[str, ChainMatch]:
+        """Unfused chains (rms_norm, rope, swiglu, attention) as masks over stream-ordered positions."""
+        codes, vocab = self.op_codes
+        order = self.stream_order
+        ordered_codes = codes[order] if self.n else codes
+        same = np.zeros(self.n, bool)
+        if self.n > 1:
+            d, s = self.device[order], self.stream[order]
+            same[1:] = (d[1:] == d[:-1]) & (s[1:] == s[:-1])
+        return {p.name: match_chains(ordered_codes, vocab, same, p) for p in PATTERNS}
+
+    def chain_mask(self, name: str) -> np.ndarray:
+        """Bool per kernel row: member of an unfused chain ``name``."""
+        mask = np.zeros(self.n, bool)
+        if self.n:
+            mask[self.stream_order] = self.chains[name].members
+        return mask
+
+    def chain_id(self, name: str) -> np.ndarray:
+        """Per kernel row: an id shared by the members of one chain, -1 outside chains."""
+        ids = np.full(self.n, -1, np.int64)
+        if self.n:
+            ids[self.stream_order] = self.chains[name].chain_of
+        return ids
+
+    def is_role(self, *names: str) -> np.ndarray:
+        return np.isin(self.role, [ROLE[n] for n in names])
+
+    # -- shapes, FLOPs, bytes, roofline -------------------------------------------------------------
+    @cached_property
+    def input_shapes(self) -> Shapes:
+        return Shapes.from_column(self.kernels["input_shapes"])
+
+    @cached_property
+    def output_shapes(self) -> Shapes:
+        return Shapes.from_column(self.kernels["output_shapes"])
+
+    @cached_property
+    def bytes_moved(self) -> np.ndarray:
+        """Ideal bytes per kernel: every input read once plus every output written once (DOMAIN.md §6 #2)."""
+        if not self.n:
+            return np.zeros(0)
+        return (tensor_bytes(self.input_shapes, self.kernels["input_dtypes"])
+                + tensor_bytes(self.output_shapes, self.kernels["output_dtypes"]))
+
+    @cached_property
+    def element_bytes(self) -> np.ndarray:
+        return first_dtype_bytes(self.kernels["input_dtypes"], self.input_shapes.slot_offsets)
+
+    @cached_property
+    def mkn(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(batch, M, K, N) of every MatMul-like kernel from its first two inputs; zeros elsewhere.
+
+        K is the dim the two inputs share (handles transposed weights); where the inputs disagree, M and N
+        come from the output and K from A's inner axis.
+        """
+        sh = self.input_shapes
+        a1, a2 = sh.dim(0, -1), sh.dim(0, -2)
+        b1, b2 = sh.dim(1, -1), sh.dim(1, -2)
+        a_rank, b_rank = sh.rank(0), sh.rank(1)
+        a2 = np.where(a_rank >= 2, a2, 1)  # a 1-D A is a single row
+        # Cases: A[M,K] B[K,N]; A[M,K] B[N,K] (transposed weight); A[K,M] B[K,N] (transposed A)
+        nn = (a1 == b2) & (a1 > 0) & (b_rank >= 2)
+        nt = ~nn & (a1 == b1) & (a1 > 0)
+        tn = ~nn & ~nt & (a2 == b2) & (a2 > 0)
+        m = np.select([nn, nt, tn], [a2, a2, a1], default=0)
+        k = np.select([nn, nt, tn], [a1, a1, a2], default=0)
+        n = np.select([nn, nt, tn], [b1, b2, b1], default=0)
+        out_n, out_m = self.output_shapes.dim(0, -1), self.output_shapes.dim(0, -2)
+        fallback = (m == 0) & (out_n > 0)
+        m = np.where(fallback, np.maximum(out_m, 1), m)
+        n = np.where(fallback, out_n, n)
+        k = np.where(fallback, a1, k)
+        batch = np.where(a_rank > 2, sh.leading(0, 2), 1)
+        is_mm = self.is_role("matmul")
+        zero = np.zeros(self.n, np.int64)
+        return (np.where(is_mm, batch, zero), np.where(is_mm, m, zero), np.where(is_mm, k, zero),
+                np.where(is_mm, n, zero))
+
+    @cached_property
+    def flops(self) -> np.ndarray:
+        batch, m, k, n = self.mkn
+        return 2.0 * batch * m * k * n
+
+    @cached_property
+    def bound_ns(self) -> np.ndarray:
+        """Roofline lower bound per kernel: max(FLOPs / peak, bytes / HBM bandwidth), ns."""
+        peak = self.sku.peak_flops_per_s()
+        int8 = self.element_bytes == 1
+        compute = self.flops / np.where(int8, peak * 2, peak)
+        memory = self.bytes_moved / self.sku.hbm_bytes_per_s
+        return np.maximum(compute, memory) * 1e9
+
+    def pipe_ratio(self, column: str) -> np.ndarray | None:
+        """A PipeUtilization ratio column as float (NaN where missing), or None if the profile has none."""
+        if column not in self.kernels.column_names:
+            return None
+        col = self.kernels[column]
+        try:
+            arr = pc.cast(col, pa.float64(), safe=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+        out = pc.fill_null(arr, np.nan).to_numpy(zero_copy_only=False)
+        return None if np.all(np.isnan(out)) else out
+
+    @cached_property
+    def move_fraction(self) -> np.ndarray | None:
+        """Data-movement (MTE2) share of each kernel's cycles: max(aic_mte2_ratio, aiv_mte2_ratio) (DOMAIN.md §6 #1)."""
+        aic, aiv = self.pipe_ratio("aic_mte2_ratio"), self.pipe_ratio("aiv_mte2_ratio")
+        if aic is None and aiv is None:
+            return None
+        both = np.vstack([x for x in (aic, aiv) if x is not None])
+        with np.errstate(all="ignore"):
+            return np.nanmax(np.where(np.isnan(both), -1.0, both), axis=0).clip(min=-1.0)
+
+    # -- model structure ----------------------------------------------------------------------------
+    @cached_property
+    def lm_head_mask(self) -> np.ndarray:
+        """MatMuls whose output width is the vocabulary (the widest N above ``VOCAB_MIN``)."""
+        _, _, _, n = self.mkn
+        if not self.n or n.max(initial=0) < VOCAB_MIN:
+            return np.zeros(self.n, bool)
+        return n == n.max()
+
+    @cached_property
+    def attention_mask(self) -> np.ndarray:
+        """Fused attention kernels plus the members of unfused BatchMatMul-Softmax-BatchMatMul chains."""
+        return self.is_role("attention") | self.chain_mask("attention")
+
+    @cached_property
+    def tokens(self) -> Tokens:
+        """Split the run into steps (profiler steps, else LM-head boundaries) and mark decode steps."""
+        step = np.full(self.n, -1, np.int64)
+        source = "span"
+        steps = self.profile.steps
+        bounds: list[tuple[int, int]] = []
+        if steps.num_rows >= 2:
+            st = pc.fill_null(steps["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+            en = pc.fill_null(steps["end_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+            order = np.argsort(st)
+            st, en = st[order], en[order]
+            if self.n:
+                idx = np.searchsorted(st, self.start, side="right") - 1
+                inside = (idx >= 0) & (self.start < en[np.clip(idx, 0, len(en) - 1)])
+                step = np.where(inside, idx, -1)
+            bounds = list(zip(st.tolist(), en.tolist()))
+            source = "steps"
+        lm = np.nonzero(self.lm_head_mask)[0]
+        if not bounds and len(lm) >= 2:
+            ends = np.sort(self.end[lm])
+            first = int(self.start.min())
+            starts = np.concatenate([[first], ends[:-1]])
+            idx = np.searchsorted(ends, self.start, side="left")
+            step = np.where(idx < len(ends), idx, -1)
+            bounds = list(zip(starts.tolist(), ends.tolist()))
+            source = "lm_head"
+        if not bounds and self.n:
+            bounds = [(int(self.start.min()), int(self.end.max()))]
+            step = np.zeros(self.n, np.int64)
+        nsteps = len(bounds)
+        _, m, _, _ = self.mkn
+        rows = np.zeros(nsteps, np.int64)
+        busy = np.zeros(nsteps, np.int64)
+        has_kernels = np.zeros(nsteps, bool)
+        if self.n and nsteps:
+            ok = step >= 0
+            np.maximum.at(rows, step[ok], m[ok])
+            has_kernels[np.unique(step[ok])] = True
+            for i in np.nonzero(has_kernels)[0]:  # one union per step; steps are few (tokens)
+                sel = step == i
+                busy[i] = _interval_union_ns(self.start[sel], self.end[sel])
+        latency = np.array([b - a for a, b in bounds], np.int64) if bounds else np.zeros(0, np.int64)
+        with_rows = rows[has_kernels & (rows > 0)]
+        base = int(with_rows.min()) if len(with_rows) else 0
+        decode = has_kernels & (rows > 0) & (rows <= max(2 * base, 1)) & (rows <= DECODE_MAX_ROWS)
+        if nsteps == 1 and source == "span":
+            decode[:] = False  # one undivided span: no per-token numbers
+        prefill = has_kernels & ~decode & (rows > 0)
+        # Decode matmuls see B rows per token: B is the batch (the smallest rows count in decode steps)
+        batch = int(rows[decode].min()) if decode.any() else 0
+        return Tokens(latency_ns=latency[decode], busy_ns=busy[decode], batch=batch,
+                      prefill_ns=int(latency[prefill].sum()), step_of_kernel=step, decode_step=decode,
+                      source=source)
+
+    @cached_property
+    def decode_kernel_mask(self) -> np.ndarray:
+        t = self.tokens
+        if not self.n or not t.decode_step.any():
+            return np.zeros(self.n, bool)
+        ok = t.step_of_kernel >= 0
+        out = np.zeros(self.n, bool)
+        out[ok] = t.decode_step[t.step_of_kernel[ok]]
+        return out
+
+    def structure(self) -> dict[str, Any]:
+        """Model hints for reports and remedies: layers, hidden size, vocab, head dim, blocks."""
+        return dict(self._structure)
+
+    @cached_property
+    def _structure(self) -> dict[str, Any]:
+        _, m, k, n = self.mkn
+        out: dict[str, Any] = {"layers": None, "hidden": None, "vocab": None, "head_dim": None, "model_hint": None}
+        mm = self.is_role("matmul") & ~self.lm_head_mask
+        if mm.any():
+            vals, counts = np.unique(k[mm & (k > 0)], return_counts=True)
+            if len(vals):
+                out["hidden"] = int(vals[np.argmax(counts)])
+        if self.lm_head_mask.any():
+            out["vocab"] = int(n[self.lm_head_mask][0])
+        att = self.attention_mask & self.is_role("attention", "softmax")
+        t = self.tokens
+        if att.any():
+            per_step = t.step_of_kernel[att & self.decode_kernel_mask]
+            if len(per_step):
+                _, c = np.unique(per_step, return_counts=True)
+                out["layers"] = int(np.median(c))
+            elif self.lm_head_mask.sum() >= 1:
+                out["layers"] = int(round(att.sum() / max(int(self.lm_head_mask.sum()), 1)))
+            hd = self.input_shapes.dim(0, -1)[att]
+            hd = hd[hd > 0]
+            if len(hd):
+                vals, counts = np.unique(hd, return_counts=True)
+                out["head_dim"] = int(vals[np.argmax(counts)])
+        for vocab, layers, name in _MODEL_HINTS:
+            if out["vocab"] == vocab and (out["layers"] in (None, layers)):
+                out["model_hint"] = name
+                break
+        out["blocks"] = {
+            "attention_kernels": int(self.attention_mask.sum()),
+            "matmul_kernels": int(self.is_role("matmul").sum()),
+            "norm_kernels": int((self.is_role("norm") | self.chain_mask("rms_norm")).sum()),
+            "rope_kernels": int((self.is_role("rope") | self.chain_mask("rope")).sum()),
+            "ffn_activation_kernels": int((self.is_role("activation") | self.chain_mask("swiglu")).sum()),
+            "kv_update_kernels": int(self.is_role("kv_update").sum()),
+            "lm_head_kernels": int(self.lm_head_mask.sum()),
+        }
+        out["decode_batch"] = t.batch
+        out["token_source"] = t.source
+        return out
+
+    # -- host <-> device links ----------------------------------------------------------------------
+    def links(self) -> pa.Table:
+        """host_index -> kernel_index: flows where the profile has them, else correlation ids, else the
+        last host op that started before the kernel (launch containment)."""
+        flows = self.profile.flows
+        if flows.num_rows:
+            return flows.select(["host_index", "kernel_index", "kind"])
+        host = self.profile.host_ops
+        empty = pa.table({"host_index": pa.array([], pa.int64()), "kernel_index": pa.array([], pa.int64()),
+                          "kind": pa.array([], pa.string())})
+        if not host.num_rows or not self.n:
+            return empty
+        kcorr = self.kernels["correlation_id"]
+        if kcorr.null_count < len(kcorr) and host["correlation_id"].null_count < host.num_rows:
+            h = pa.table({"host_index": pa.array(np.arange(host.num_rows)), "correlation_id": host["correlation_id"]})
+            kt = pa.table({"kernel_index": pa.array(np.arange(self.n)), "correlation_id": kcorr})
+            joined = kt.join(h, "correlation_id", join_type="inner")
+            if joined.num_rows:
+                return pa.table({"host_index": joined["host_index"], "kernel_index": joined["kernel_index"],
+                                 "kind": pa.array(["correlation"] * joined.num_rows)})
+        hs = pc.fill_null(host["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        order = np.argsort(hs, kind="stable")
+        idx = np.searchsorted(hs[order], self.start, side="right") - 1
+        ok = idx >= 0
+        return pa.table({"host_index": pa.array(order[idx[ok]]), "kernel_index": pa.array(np.nonzero(ok)[0]),
+                         "kind": pa.array(["containment"] * int(ok.sum()))})
+
+    # -- metrics ------------------------------------------------------------------------------------
+    @cached_property
+    def window(self) -> np.ndarray:
+        """The kernels the metrics describe: decode tokens where there are some, else the whole run."""
+        dec = self.decode_kernel_mask
+        return dec if dec.any() else np.ones(self.n, bool)
+
+    @cached_property
+    def compute_mask(self) -> np.ndarray:
+        return ~self.is_role("communication", "aicpu")
+
+    def _span_ns(self, mask: np.ndarray) -> int:
+        if not mask.any():
+            return 0
+        t = self.tokens
+        if self.decode_kernel_mask.any() and mask is self.window:
+            return int(t.latency_ns.sum())
+        return int(self.end[mask].max() - self.start[mask].min())
+
+    def metrics(self) -> dict[str, float | None]:
+        """The comparison's metric rows (``METRICS`` gives units); None where the profile cannot say."""
+        w = self.window
+        span = self._span_ns(w)
+        t = self.tokens
+        out: dict[str, float | None] = {name: None for name in METRICS}
+        if not self.n or span <= 0:
+            return out
+        if len(t.latency_ns):
+            out["per_token_latency_ms"] = float(np.percentile(t.latency_ns, 50) / 1e6)
+            out["per_token_latency_p90_ms"] = float(np.percentile(t.latency_ns, 90) / 1e6)
+            out["tokens_per_s"] = float(max(t.batch, 1) * len(t.latency_ns) / (t.latency_ns.sum() / 1e9))
+            host = np.maximum(t.latency_ns - t.busy_ns, 0)
+            out["critical_path_ms"] = out["per_token_latency_ms"]
+            out["critical_path_host_share"] = float(host.sum() / max(t.latency_ns.sum(), 1))
+        if t.prefill_ns:
+            out["prefill_ms"] = t.prefill_ns / 1e6
+        busy_mask = w & self.compute_mask
+        busy = _interval_union_ns(self.start[busy_mask], self.end[busy_mask])
+        out["ai_core_utilization"] = busy / span
+        out["device_idle_share"] = max(0.0, 1.0 - _interval_union_ns(self.start[w], self.end[w]) / span)
+        device_time = float(self.dur[busy_mask].sum()) or 1.0
+        att = w & self.attention_mask
+        mf = self.move_fraction
+        move = np.ones(self.n) if mf is None else np.where(mf >= 0, mf, 1.0)
+        out["attention_hbm_time_share"] = float((self.dur[att] * move[att]).sum() / device_time)
+        mm = w & self.is_role("matmul") & (self.flops > 0)
+        if mm.any():
+            out["matmul_ai_core_utilization"] = float(min(self.bound_ns[mm].sum() / max(self.dur[mm].sum(), 1), 1.0))
+        layout = w & self.kv_layout_mask
+        lay_t = float(self.dur[layout].sum())
+        att_t = float(self.dur[att].sum())
+        out["kv_cache_noncontiguous_share"] = lay_t / (lay_t + att_t) if (lay_t + att_t) > 0 else 0.0
+        norm = w & (self.is_role("norm") | self.chain_mask("rms_norm"))
+        out["norm_launch_overhead_share"] = float((self.dur[norm] + self.gap_before_ns[norm]).sum() / span)
+        out["hbm_bandwidth_utilization"] = float(min(self.bytes_moved[busy_mask].sum() / (span / 1e9)
+                                                     / self.sku.hbm_bytes_per_s, 1.0))
+        return out
+
+    @cached_property
+    def kv_layout_mask(self) -> np.ndarray:
+        """Layout copies (Transpose, TensorMove, ConcatD, ...) on cache-shaped tensors, outside RoPE chains.
+
+        Cache-shaped [INFERRED, DOMAIN.md §6 #4]: a 4-D tensor whose last dim is the attention head dim
+        and which holds more than one position (a decode RoPE input holds exactly one).
+        """
+        layout = self.is_role("layout") & ~self.chain_mask("rope")
+        if not layout.any():
+            return layout
+        head_dim = self.structure_head_dim
+        sh = self.input_shapes
+        last, rank = sh.dim(0, -1), sh.rank(0)
+        d1, d2 = sh.dim(0, 1), sh.dim(0, 2)
+        out_last, out_rank = self.output_shapes.dim(0, -1), self.output_shapes.dim(0, -2)
+        del out_rank
+        four_d = rank == 4
+        dims_ok = (last == head_dim) if head_dim else (last >= 32)
+        many_positions = np.maximum(d1, d2) > 1
+        cache_like = four_d & dims_ok & many_positions
+        del out_last
+        return layout & cache_like
+
+    @cached_property
+    def structure_head_dim(self) -> int | None:
+        att = self.is_role("attention") | (self.chain_mask("attention") & self.is_role("matmul"))
+        hd = self.input_shapes.dim(0, -1)[att]
+        hd = hd[hd > 0]
+        if not len(hd):
+            return None
+        vals, counts = np.unique(hd, return_counts=True)
+        return int(vals[np.argmax(counts)])

@@ -1,0 +1,83 @@
+"""What each kernel does in an LLM decoder, from its real op type (DOMAIN.md §3.1) and core type.
+
+Classification runs once per distinct op type (a few hundred at most), then is spread to every kernel
+through dictionary indices, so it costs nothing per kernel.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Role codes: small ints so that a role column is one int8 array.
+ROLES: tuple[str, ...] = (
+    "other", "matmul", "attention", "softmax", "kv_update", "layout", "transdata", "norm", "norm_piece",
+    "rope", "activation", "activation_piece", "cast", "elementwise", "communication", "aicpu",
+    "embedding", "sampling",
+)
+ROLE = {name: code for code, name in enumerate(ROLES)}
+
+# Op types and kernel names seen in Llama/Qwen profiles, DOMAIN.md §3.1; GPU kernel names for Kineto traces.
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("attention", re.compile(
+        r"flashattention|promptflashattention|increflashattention|fusedinferattentionscore|pagedattention|"
+        r"multilatentattention|unpadflashattention|flash_fwd|fmha|sdpa|scaled_dot_product|attention", re.I)),
+    ("kv_update", re.compile(r"reshapeandcache|scatterndupdate|scatterupdate|kvrmsnormropecache|"
+                             r"reshape_and_cache|kv_cache|inplaceindexcopy", re.I)),
+    ("rope", re.compile(r"rotarymul|applyrotaryposemb|roperkernel|ropekernel|_triton_rope|rotary|\brope\b", re.I)),
+    ("norm", re.compile(r"rmsnorm|layernorm|groupnorm|batchnorm|instancenorm|layer_norm|rms_norm", re.I)),
+    ("activation", re.compile(r"swiglu|geglu|dequantswigluquant|silu_and_mul|act_and_mul", re.I)),
+    ("matmul", re.compile(r"matmul|gemm|gemv|cutlass|xmma|cublas|\bmm\b|\bbmm\b|linear", re.I)),
+    ("softmax", re.compile(r"softmax", re.I)),
+    ("transdata", re.compile(r"^transdata", re.I)),
+    ("layout", re.compile(r"^(transpose|transposed|tensormove|concatd?|concat_v2|concatv2|stridedslice\w*|"
+                          r"slice|sliced|contiguous|asstrided|viewcopy)$", re.I)),
+    ("norm_piece", re.compile(r"^(pow|reducemean|reducemeand|rsqrt|sqrt|reducesum|square)$", re.I)),
+    ("activation_piece", re.compile(r"^(swish|silu|sigmoid|gelu|fastgelu|relu)$", re.I)),
+    ("cast", re.compile(r"^cast$", re.I)),
+    ("elementwise", re.compile(r"^(add|addv2|mul|muls|sub|div|realdiv|neg|maximum|minimum|exp|adds|"
+                               r"select|masked_fill|where|zeroslike|fill|onesike|equal|less)$", re.I)),
+    ("embedding", re.compile(r"embedding", re.I)),
+    ("sampling", re.compile(r"argmax|topk|sort|multinomial", re.I)),
+)
+_COMM = re.compile(r"^hcom_|hccl|nccl|allreduce|allgather|reducescatter|alltoall|broadcast", re.I)
+
+
+def classify_op_type(op_type: str | None, core_type: str | None = None) -> str:
+    """The role of one op type (``MatMulV2`` -> matmul, ``Rsqrt`` -> norm_piece)."""
+    ct = (core_type or "").upper()
+    text = op_type or ""
+    if ct in ("COMMUNICATION", "HCCL") or _COMM.search(text):
+        return "communication"
+    if ct == "AI_CPU":
+        return "aicpu"
+    for role, pattern in _PATTERNS:
+        if pattern.search(text):
+            return role
+    return "other"
+
+
+def role_codes(kernels: pa.Table) -> np.ndarray:
+    """int8 role code per kernel, from op_type (falling back to the kernel name) and core_type."""
+    n = kernels.num_rows
+    if n == 0:
+        return np.zeros(0, np.int8)
+    op = pc.coalesce(kernels["op_type"], kernels["name"], pa.scalar(""))
+    core = pc.fill_null(kernels["core_type"], "")
+    key = pc.binary_join_element_wise(pc.cast(core, pa.string()), pc.cast(op, pa.string()), "\x1f")
+    enc = key.combine_chunks().dictionary_encode() if isinstance(key, pa.ChunkedArray) else key.dictionary_encode()
+    lut = np.array([ROLE[classify_op_type(v.split("\x1f", 1)[1], v.split("\x1f", 1)[0])]
+                    for v in enc.dictionary.to_pylist()], dtype=np.int8)
+    return lut[enc.indices.to_numpy(zero_copy_only=False)] if len(lut) else np.zeros(n, np.int8)
+
+
+def op_type_codes(kernels: pa.Table) -> tuple[np.ndarray, list[str]]:
+    """Dictionary codes of op types (lower-cased) and the dictionary, for sequence matching."""
+    if kernels.num_rows == 0:
+        return np.zeros(0, np.int32), []
+    op = pc.utf8_lower(pc.coalesce(kernels["op_type"], kernels["name"], pa.scalar("")))
+    enc = op.combine_chunks().dictionary_encode() if isinstance(op, pa.ChunkedArray) else op.dictionary_encode()
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int32), enc.dictionary.to_pylist()

@@ -1,0 +1,61 @@
+"""Small columnar helpers the rule modules share (not a rule: the leading underscore keeps it out of
+discovery)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pypto_core.graph import OperatorCallGraph
+
+
+def column_strings(graph: OperatorCallGraph, column: str, mask: np.ndarray, limit: int = 50) -> list[str]:
+    """Distinct values of a string column over the masked kernels, most time first, at most ``limit``."""
+    if not mask.any() or column not in graph.kernels.column_names:
+        return []
+    idx = np.nonzero(mask)[0]
+    values = pc.fill_null(graph.kernels[column].take(pa.array(idx)), "").combine_chunks().dictionary_encode()
+    codes = values.indices.to_numpy(zero_copy_only=False)
+    time = np.bincount(codes, weights=graph.dur[idx].astype(np.float64), minlength=len(values.dictionary))
+    names = values.dictionary.to_pylist()
+    return [names[i] for i in np.argsort(-time)[:limit] if names[i]]
+
+
+def op_type_time(graph: OperatorCallGraph, mask: np.ndarray, limit: int = 20) -> dict[str, dict[str, float]]:
+    """{op_type: {count, total_us}} over the masked kernels, most time first."""
+    if not mask.any():
+        return {}
+    idx = np.nonzero(mask)[0]
+    op = pc.fill_null(pc.coalesce(graph.kernels["op_type"], graph.kernels["name"]), "?").take(pa.array(idx))
+    enc = op.combine_chunks().dictionary_encode()
+    codes = enc.indices.to_numpy(zero_copy_only=False)
+    names = enc.dictionary.to_pylist()
+    t = np.bincount(codes, weights=graph.dur[idx].astype(np.float64), minlength=len(names))
+    c = np.bincount(codes, minlength=len(names))
+    return {names[i]: {"count": int(c[i]), "total_us": round(float(t[i]) / 1e3, 3)} for i in np.argsort(-t)[:limit]}
+
+
+def shape_strings(graph: OperatorCallGraph, idx: np.ndarray, column: str = "input_shapes") -> list[str]:
+    """``"16,4096;4096,11008"``-style strings (the kernel_details spelling) for a few kernels."""
+    out = []
+    for shapes in graph.kernels[column].take(pa.array(np.asarray(idx, np.int64))).to_pylist():
+        out.append(";".join(",".join(str(d) for d in s) for s in (shapes or []) if s is not None))
+    return out
+
+
+def group_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row of each group, group index per row) for rows keyed by equal-length int arrays."""
+    stacked = np.stack([np.asarray(k, np.int64) for k in keys], axis=1)
+    _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
+def us(ns: Any) -> float:
+    return round(float(ns) / 1e3, 3)
+
+
+def share(part: float, whole: float) -> float:
+    return round(float(part) / float(whole), 6) if whole else 0.0

@@ -1,0 +1,128 @@
+"""What a rule sees (profile, call graph, SKU, its thresholds) and how it reports (``emit``).
+
+``emit`` turns a rule's covered kernels and per-kernel savings into a ``Finding`` with time share,
+saving and Amdahl speedup computed the same way for every rule, and keeps the per-kernel savings so that
+the combined speedup counts each kernel's time at most once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pypto_core.graph import OperatorCallGraph
+from pypto_core.hardware import SkuSpec
+from pypto_core.profile import Profile
+from pypto_core.rules.config import RuleConfig
+from pypto_core.rules.finding import Finding
+
+
+def severity_for(saving_share: float, time_share: float) -> str:
+    # [INFERRED] a fix worth >= 10% of the run is high, >= 3% medium; the advisor ranks by "income ratio" alike
+    if saving_share >= 0.10:
+        return "high"
+    if saving_share >= 0.03 or time_share >= 0.10:
+        return "medium"
+    return "low"
+
+
+@dataclass
+class Coverage:
+    kernels: np.ndarray  # kernel row indices
+    saving_ns: np.ndarray  # per index
+    extra_ns: float = 0.0  # savings not tied to kernels (host compile time)
+
+
+@dataclass
+class RuleContext:
+    profile: Profile
+    graph: OperatorCallGraph
+    config: RuleConfig
+    rule_id: str = ""
+    group: Any = None  # the ProfileGroup, for group-scope rules (slow ranks)
+    findings: list[Finding] = field(default_factory=list)
+    coverage: list[Coverage] = field(default_factory=list)
+
+    @property
+    def sku(self) -> SkuSpec:
+        return self.graph.sku
+
+    @property
+    def total_ns(self) -> int:
+        """The run's wall time: first kernel start to last kernel end (the Amdahl denominator)."""
+        g = self.graph
+        return int(g.end.max() - g.start.min()) if g.n else 0
+
+    def threshold(self, key: str) -> float:
+        return self.config.get(self.rule_id, key)
+
+    @property
+    def tokens(self) -> int:
+        """Decode steps in the run (1 if the run has no decode tokens), for per-token counts."""
+        return max(int(len(self.graph.tokens.latency_ns)), 1)
+
+    def emit(self, *, title: str, description: str, ops: list[str], evidence: dict[str, Any],
+             kernels: np.ndarray, saving_ns: np.ndarray | float, saving_model: str,
+             remedies: list[str] | tuple[str, ...] = (), details: dict[str, Any] | None = None,
+             covered_ns: float | None = None, extra_saving_ns: float = 0.0, severity: str | None = None) -> Finding:
+        """Record one finding. ``kernels``: the row indices it covers; ``saving_ns``: per kernel (or one
+        total spread over them by duration); ``covered_ns``: time it covers (default: their durations)."""
+        g = self.graph
+        kernels = np.asarray(kernels, np.int64)
+        dur = g.dur[kernels].astype(np.float64)
+        if np.isscalar(saving_ns) or np.ndim(saving_ns) == 0:
+            total = float(saving_ns)
+            weights = dur / dur.sum() if dur.sum() > 0 else np.full(len(kernels), 1.0 / max(len(kernels), 1))
+            per = weights * total
+        else:
+            per = np.asarray(saving_ns, np.float64)
+        per = np.maximum(per, 0.0)
+        total_ns = max(self.total_ns, 1)
+        saving = float(per.sum() + extra_saving_ns)
+        covered = float(dur.sum() if covered_ns is None else covered_ns)
+        time_share = min(covered / total_ns, 1.0)
+        saving = min(saving, 0.999 * total_ns)
+        speedup = total_ns / (total_ns - saving)
+        finding = Finding(
+            rule=self.rule_id, severity=severity or severity_for(saving / total_ns, time_share), title=title,
+            description=description, ops=ops, evidence=_plain(evidence), time_share=round(time_share, 6),
+            estimated_saving_us=round(saving / 1e3, 3), estimated_speedup=round(speedup, 4),
+            remedies=list(remedies), saving_model=saving_model, details=_plain(details or {}),
+        )
+        self.findings.append(finding)
+        self.coverage.append(Coverage(kernels, per, extra_saving_ns))
+        return finding
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays -> JSON-ready Python values."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        f = float(value)
+        return round(f, 6) if np.isfinite(f) else None
+    if isinstance(value, float):
+        return round(value, 6) if np.isfinite(value) else None
+    return value
+
+
+def combined_saving_ns(graph: OperatorCallGraph, coverage: list[Coverage]) -> float:
+    """Savings of all findings together, each kernel's slot (gap before it + its time) counted once."""
+    if not coverage:
+        return 0.0
+    total = np.zeros(graph.n, np.float64)
+    extra = 0.0
+    for c in coverage:
+        if len(c.kernels):
+            np.add.at(total, c.kernels, c.saving_ns)
+        extra += c.extra_ns
+    slot = (graph.dur + graph.gap_before_ns).astype(np.float64)
+    return float(np.minimum(total, slot).sum() + extra)

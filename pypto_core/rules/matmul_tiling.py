@@ -1,0 +1,119 @@
+"""``matmul_tiling``: MatMuls far below the roofline bound for their shape, with alignment evidence.
+
+Achieved efficiency = roofline bound time / measured time (the bound is compute or memory, whichever is
+slower for that shape, DOMAIN.md §8 #1: comparing with peak TFLOPS alone would condemn every decode GEMV).
+Alignment evidence (DOMAIN.md §2.3, §3.3): inner axis % 256 elements (advisor), inner axis bytes % 512
+(CANN fusion-pass docs), K/N % 16 (cube fractal), and a ``MIX_AIC`` task type on a plain MatMul.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.compute as pc
+
+from pypto_core.rules._util import column_strings, group_rows, share, shape_strings, us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import rule
+
+SAVING_MODEL = ("Each flagged MatMul is retuned to the roofline efficiency the same profile's aligned MatMuls "
+                "of the same regime (compute- or memory-bound) reach (or the configured target when there are "
+                "none): saving = measured time - bound time / target efficiency, summed over flagged kernels.")
+
+
+@rule("matmul_tiling", title="MatMul tiling far below the roofline", saving_model=SAVING_MODEL,
+      remedies=("aoe_tune_ops.json", "aoe_tune.sh"))
+def match(ctx: RuleContext) -> None:
+    g = ctx.graph
+    batch, m, k, n = g.mkn
+    mm = g.is_role("matmul") & (g.flops > 0) & (g.dur > 0) & ~g.attention_mask
+    if not mm.any():
+        return
+    eb = g.element_bytes
+    eff = np.divide(g.bound_ns, g.dur, out=np.zeros(g.n), where=g.dur > 0)
+    cfg = ctx.config.section("matmul_tiling")
+    inner = int(cfg["inner_axis_elements"])
+    k_not_256 = (k % inner) != 0
+    n_not_256 = (n % inner) != 0
+    k_not_512b = (k * eb) % int(cfg["inner_axis_bytes"]) != 0
+    not_fractal = ((k % int(cfg["fractal"])) != 0) | ((n % int(cfg["fractal"])) != 0)
+    core = pc.fill_null(g.kernels["core_type"], "").to_numpy(zero_copy_only=False).astype(str)
+    mix = core == "MIX_AIC"
+    misaligned = k_not_256 | n_not_256 | k_not_512b | not_fractal | mix
+    flagged = mm & misaligned & (eff < cfg["efficiency_below"])
+    if not flagged.any():
+        return
+    flops_per_byte = np.divide(g.flops, g.bytes_moved, out=np.zeros(g.n), where=g.bytes_moved > 0)
+    compute_bound = flops_per_byte >= g.sku.ridge_flop_per_byte
+    # The target: what aligned, healthy MatMuls of the same regime achieve in this very profile.
+    targets = {}
+    for regime in (True, False):
+        peers = mm & ~misaligned & (compute_bound == regime) & (eff >= cfg["efficiency_below"])
+        targets[regime] = (float(np.average(eff[peers], weights=g.dur[peers])) if peers.any()
+                           else cfg["target_efficiency"])
+    target = np.where(compute_bound, targets[True], targets[False])
+    saving = np.maximum(g.dur - g.bound_ns / np.maximum(target, 1e-6), 0.0)
+    idx = np.nonzero(flagged)[0]
+    flagged_time = float(g.dur[idx].sum())
+    if share(flagged_time, ctx.total_ns) < cfg["min_time_share"]:
+        return
+    op_codes, vocab = g.op_codes
+    first, inverse = group_rows(op_codes[idx], batch[idx], m[idx], k[idx], n[idx], mix[idx])
+    group_time = np.bincount(inverse, weights=g.dur[idx].astype(np.float64))
+    group_count = np.bincount(inverse)
+    group_bound = np.bincount(inverse, weights=g.bound_ns[idx])
+    group_saving = np.bincount(inverse, weights=saving[idx])
+    shapes = []
+    raw = shape_strings(g, idx[first])
+    for gi in np.argsort(-group_time)[:20]:
+        row = idx[first[gi]]
+        kk, nn = int(k[row]), int(n[row])
+        reasons = []
+        if k_not_256[row] or n_not_256[row]:
+            reasons.append(f"inner axis not a multiple of {inner} elements")
+        if k_not_512b[row]:
+            reasons.append("K row not 512-byte aligned")
+        if not_fractal[row]:
+            reasons.append("K or N not a multiple of 16")
+        if mix[row]:
+            reasons.append("runs as MIX_AIC (the op_summary signature of an unaligned inner axis)")
+        shapes.append({
+            "op_type": vocab[op_codes[row]] if vocab else "", "input_shapes": raw[gi],
+            "batch": int(batch[row]), "m": int(m[row]), "k": kk, "n": nn, "dtype_bytes": int(eb[row]),
+            "count": int(group_count[gi]), "total_us": us(group_time[gi]),
+            "roofline_efficiency_pct": round(100 * group_bound[gi] / max(group_time[gi], 1), 2),
+            "regime": "compute-bound" if compute_bound[row] else "memory-bound",
+            "task_type": str(core[row]), "misalignment": reasons,
+            "padded_k": int(-(-kk // inner) * inner), "padded_n": int(-(-nn // inner) * inner),
+            "estimated_saving_us": us(group_saving[gi]),
+        })
+    dur_s = g.dur[idx].sum() / 1e9
+    achieved_tflops = g.flops[idx].sum() / dur_s / 1e12 if dur_s else 0.0
+    achieved_gbps = g.bytes_moved[idx].sum() / dur_s / 1e9 if dur_s else 0.0
+    mean_eff = float(g.bound_ns[idx].sum() / max(flagged_time, 1))
+    top = shapes[0]
+    ctx.emit(
+        title=f"{len(shapes)} MatMul shape(s) run at {100 * mean_eff:.0f}% of their roofline bound",
+        description=(
+            "Matrix multiplications whose shapes do not fit the cube unit's tiles (inner axis not a multiple of "
+            f"{inner} elements / 512 bytes, or K/N not a multiple of 16) are split into inefficient tiles and "
+            "padded on the fly, so they take much longer than the hardware limit for their size. The hottest is "
+            f"{top['op_type']} M={top['m']} K={top['k']} N={top['n']} at {top['roofline_efficiency_pct']:.0f}% of "
+            "its bound. Tune their tiling with AOE (operator tuning, job_type=2) or pad the weights to aligned "
+            "sizes once at load time."),
+        ops=sorted({s["op_type"] for s in shapes}),
+        evidence={
+            "flagged_kernels": int(len(idx)), "flagged_time_us": us(flagged_time),
+            "roofline_efficiency_pct": round(100 * mean_eff, 2),
+            "threshold_efficiency_pct": round(100 * cfg["efficiency_below"], 1),
+            "achieved_tflops": round(float(achieved_tflops), 3),
+            "peak_tflops": g.sku.fp16_tflops.value, "achieved_bandwidth_gbps": round(float(achieved_gbps), 1),
+            "peak_bandwidth_gbps": g.sku.hbm_gbps.value,
+            "target_efficiency_compute_pct": round(100 * targets[True], 1),
+            "target_efficiency_memory_pct": round(100 * targets[False], 1),
+            "mix_aic_kernels": int((mix & flagged).sum()),
+        },
+        kernels=idx, saving_ns=saving[idx], saving_model=SAVING_MODEL,
+        remedies=["aoe_tune_ops.json", "aoe_tune.sh"],
+        details={"op_names": column_strings(g, "name", flagged), "op_types": sorted({s["op_type"] for s in shapes}),
+                 "shapes": shapes, "sku": g.sku.name, "model": g.structure().get("model_hint")},
+    )

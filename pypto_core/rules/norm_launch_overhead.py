@@ -1,0 +1,87 @@
+"""``norm_launch_overhead``: norms whose launches and fixed costs outweigh their compute.
+
+Two signatures (DOMAIN.md §8 #4): the unfused RMSNorm chain (Cast, Pow, ReduceMean, Add, Rsqrt, Mul, Mul,
+Cast: the advisor's ``(pow)-(mean)-(add)-rsqrt-mul-(type_as)`` regex, §3.4), each a tiny vector kernel
+with a host launch gap before it; and fused norm kernels that still wait on the host far longer than
+they run (gaps over ``gap_over_compute`` x their time).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pypto_core.rules._util import op_type_time, share, us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import rule
+
+SAVING_MODEL = ("Each unfused chain becomes one npu_rms_norm / npu_add_rms_norm kernel of the configured fused "
+                "time with one launch gap (the chain's smallest): saving = chain time + gaps - (fused time + one "
+                "gap). Fused norms waiting on the host save the gap above the residual graph-mode gap.")
+
+
+@rule("norm_launch_overhead", title="Norm launch overhead outweighs its compute", saving_model=SAVING_MODEL,
+      remedies=("norm_fusion_patch.py",))
+def match(ctx: RuleContext) -> None:
+    g = ctx.graph
+    cfg = ctx.config.section("norm_launch_overhead")
+    slot = (g.dur + g.gap_before_ns).astype(np.float64)
+    saving = np.zeros(g.n)
+    chain_ids = g.chain_id("rms_norm")
+    members = chain_ids >= 0
+    chains = 0
+    if members.any():
+        idx = np.nonzero(members)[0]
+        ids, inv = np.unique(chain_ids[idx], return_inverse=True)
+        chains = len(ids)
+        chain_slot = np.bincount(inv, weights=slot[idx], minlength=chains)
+        min_gap = np.full(chains, np.inf)
+        np.minimum.at(min_gap, inv, g.gap_before_ns[idx].astype(np.float64))
+        chain_saving = np.maximum(chain_slot - cfg["fused_norm_us"] * 1e3 - min_gap, 0.0)
+        saving[idx] = chain_saving[inv] * slot[idx] / np.maximum(chain_slot[inv], 1.0)
+    if chains / ctx.tokens < cfg["min_chains_per_token"]:
+        chains, members, saving[:] = 0, np.zeros(g.n, bool), 0.0
+    fused = g.is_role("norm")
+    residual = ctx.config.get("host_bound_gaps", "residual_gap_us") * 1e3
+    waiting = fused & (g.gap_before_ns > cfg["gap_over_compute"] * g.dur)
+    if share(g.gap_before_ns[waiting].sum(), ctx.total_ns) < cfg["fused_gap_min_share"]:
+        waiting = np.zeros(g.n, bool)
+    saving[waiting] = np.maximum(g.gap_before_ns[waiting] - residual, 0.0)
+    flagged = members | waiting
+    if not flagged.any():
+        return
+    idx = np.nonzero(flagged)[0]
+    covered = float(slot[idx].sum())
+    if share(covered, ctx.total_ns) < cfg["min_time_share"]:
+        return
+    st = g.structure()
+    ops = op_type_time(g, flagged)
+    dur = g.dur[idx].astype(np.float64)
+    ctx.emit(
+        title=(f"Unfused RMSNorm: {chains / ctx.tokens:.0f} chains of tiny kernels per token" if chains
+               else f"{int(waiting.sum())} norm kernels wait on the host longer than they run"),
+        description=(
+            "RMSNorm computed as separate Cast, Pow, ReduceMean, Add, Rsqrt and Mul kernels launches six to eight "
+            "tiny vector kernels per norm, and in eager mode the device idles between them while the host "
+            "launches the next one. torch_npu.npu_rms_norm (or npu_add_rms_norm, which also fuses the residual "
+            "add) does the same work in one kernel; TASK_QUEUE_ENABLE=2 and graph mode shorten the remaining gaps."
+            if chains else
+            "The norm kernels themselves are fused, but the device waits for the host before each one much longer "
+            "than the kernel runs: the run is host-bound here. Use TASK_QUEUE_ENABLE=2, CPU_AFFINITY_CONF=2 "
+            "or graph mode."),
+        ops=list(ops),
+        evidence={
+            "unfused_chains": chains, "chains_per_token": round(chains / ctx.tokens, 2),
+            "kernels_per_chain": round(float(members.sum()) / chains, 2) if chains else None,
+            "norm_kernel_time_us": us(dur.sum()), "norm_launch_gap_us": us(g.gap_before_ns[idx].sum()),
+            "median_norm_kernel_us": us(np.median(dur)) if len(dur) else 0.0,
+            "gap_over_compute": round(float(g.gap_before_ns[idx].sum() / max(dur.sum(), 1)), 3),
+            "host_waiting_fused_norms": int(waiting.sum()),
+            "fused_norm_us_assumed": cfg["fused_norm_us"],
+        },
+        kernels=idx, saving_ns=saving[idx], covered_ns=covered, saving_model=SAVING_MODEL,
+        remedies=["norm_fusion_patch.py"],
+        details={"op_types": list(ops), "op_time": ops, "norm_type": "rms_norm", "layers": st.get("layers"),
+                 "model": st.get("model_hint"), "hidden": st.get("hidden"),
+                 "fused_api": "torch_npu.npu_rms_norm / torch_npu.npu_add_rms_norm",
+                 "env": {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}},
+    )

@@ -1,0 +1,63 @@
+"""The rule registry: each rule module registers itself with ``@rule(...)``; modules are found by scanning
+this package, so a new rule is one new file and nothing else (STYLE.md 3).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pypto_core.rules.context import RuleContext
+
+# Modules of this package that are machinery, not rules.
+_NOT_RULES = frozenset({"registry", "config", "context", "finding", "diagnose"})  # and any _private helper
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    match: Callable[..., None]  # match(ctx) emits findings through ctx.emit(...)
+    saving_model: str  # the model behind estimated savings, in words
+    remedies: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ("kernels",)  # profile tables the rule reads
+    scope: str = "profile"  # profile | group (multi-rank)
+    module: str = ""
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(id: str, *, title: str, saving_model: str, remedies: tuple[str, ...] = (),
+         needs: tuple[str, ...] = ("kernels",), scope: str = "profile") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``match(ctx)`` as rule ``id``."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        if id in RULES and RULES[id].module != func.__module__:
+            raise ValueError(f"rule id {id!r} registered twice ({RULES[id].module}, {func.__module__})")
+        RULES[id] = Rule(id=id, title=title, match=func, saving_model=saving_model, remedies=tuple(remedies),
+                         needs=tuple(needs), scope=scope, module=func.__module__)
+        return func
+
+    return decorate
+
+
+_discovered = False
+
+
+def discover() -> dict[str, Rule]:
+    """Import every rule module of this package once; returns the registry."""
+    global _discovered
+    if not _discovered:
+        import pypto_core.rules as package
+
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("_") or info.name in _NOT_RULES:
+                continue
+            importlib.import_module(f"{package.__name__}.{info.name}")
+        _discovered = True
+    return RULES
