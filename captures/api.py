@@ -1,0 +1,303 @@
+"""Capture API: agents and captures for members, and the endpoints agents call (``Authorization: Agent``).
+
+Members (session or ``Token``):
+  GET, POST /api/projects/{id}/agents/          list; register one (maintainer) -> token, shown once
+  POST      /api/agents/{id}/revoke/
+  GET, POST /api/projects/{id}/captures/        list; ``{"agent": id, "workload": "name", "params": {...}}``
+  GET       /api/captures/{id}/                 status, log tail, profile
+  POST      /api/captures/{id}/cancel/
+Agents:
+  POST /api/agent/register/  heartbeat/  jobs/next/ (long-poll, ``{"wait_s": N}``)
+  POST /api/agent/jobs/{id}/status/  jobs/{id}/log/  jobs/{id}/upload/
+  GET, PUT /api/agent/uploads/{uuid}/   POST /api/agent/uploads/{uuid}/complete/   (the resumable protocol)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from captures import selectors, services
+from captures.auth import AgentTokenAuthentication, IsAgent
+from captures.models import Agent, CaptureJob, JobStatus
+from profiles import selectors as profile_selectors
+from profiles.api import ProfileSerializer, upload_session_data
+
+
+def _drf_error(exc: DjangoValidationError) -> ValidationError:
+    return ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
+
+
+# --- serialisers ----------------------------------------------------------------------------------------
+
+
+class AgentSerializer(serializers.ModelSerializer):
+    online = serializers.BooleanField(read_only=True)
+    revoked = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = Agent
+        fields = [
+            "id", "project", "name", "token_prefix", "online", "revoked", "last_seen", "hostname", "version",
+            "capabilities", "workloads", "created_at",
+        ]
+        read_only_fields = fields
+
+
+class CaptureJobSerializer(serializers.ModelSerializer):
+    agent_name = serializers.CharField(source="agent.name", read_only=True)
+    profile_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = CaptureJob
+        fields = [
+            "id", "project", "agent", "agent_name", "workload", "params", "status", "cancel_requested", "message",
+            "log_tail", "profile", "profile_url", "created_at", "claimed_at", "finished_at", "updated_at",
+        ]
+        read_only_fields = fields
+
+    def get_profile_url(self, obj: CaptureJob) -> str | None:
+        return reverse("api-profile", args=[obj.profile_id]) if obj.profile_id else None
+
+
+class AgentCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+
+
+class CaptureCreateSerializer(serializers.Serializer):
+    agent = serializers.IntegerField()
+    workload = serializers.CharField(max_length=100)
+    params = serializers.DictField(required=False, default=dict)
+
+
+def agent_job_data(job: CaptureJob) -> dict[str, Any]:
+    """What an agent is told about a job: never more than the workload's name and the params."""
+    return {"id": job.pk, "workload": job.workload, "params": job.params, "created_at": job.created_at}
+
+
+# --- members --------------------------------------------------------------------------------------------
+
+
+class ProjectAgentsView(APIView):
+    @extend_schema(responses=AgentSerializer(many=True))
+    def get(self, request: Request, project_id: int) -> Response:
+        project = profile_selectors.project_get_for_user(user=request.user, project_id=project_id)
+        return Response(AgentSerializer(selectors.agents_of_project(project=project), many=True).data)
+
+    @extend_schema(request=AgentCreateSerializer, responses={201: dict})
+    def post(self, request: Request, project_id: int) -> Response:
+        project = profile_selectors.project_get_for_user(user=request.user, project_id=project_id)
+        data = AgentCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            agent, token = services.agent_create(project=project, user=request.user, name=data.validated_data["name"])
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response({**AgentSerializer(agent).data, "token": token}, status=status.HTTP_201_CREATED)
+
+
+class AgentRevokeView(APIView):
+    def post(self, request: Request, agent_id: int) -> Response:
+        agent = selectors.agent_get_for_user(user=request.user, agent_id=agent_id)
+        return Response(AgentSerializer(services.agent_revoke(agent=agent, user=request.user)).data)
+
+
+class ProjectCapturesView(APIView):
+    @extend_schema(responses=CaptureJobSerializer(many=True))
+    def get(self, request: Request, project_id: int) -> Response:
+        project = profile_selectors.project_get_for_user(user=request.user, project_id=project_id)
+        return Response(CaptureJobSerializer(selectors.jobs_of_project(project=project)[:200], many=True).data)
+
+    @extend_schema(request=CaptureCreateSerializer, responses={201: CaptureJobSerializer})
+    def post(self, request: Request, project_id: int) -> Response:
+        project = profile_selectors.project_get_for_user(user=request.user, project_id=project_id)
+        data = CaptureCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            job = services.capture_create(
+                project=project, user=request.user, agent_id=data.validated_data["agent"],
+                workload=data.validated_data["workload"], params=data.validated_data["params"],
+            )
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response(CaptureJobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+
+class CaptureDetailView(APIView):
+    @extend_schema(responses=CaptureJobSerializer)
+    def get(self, request: Request, job_id: int) -> Response:
+        return Response(CaptureJobSerializer(selectors.job_get_for_user(user=request.user, job_id=job_id)).data)
+
+
+class CaptureCancelView(APIView):
+    @extend_schema(request=None, responses=CaptureJobSerializer)
+    def post(self, request: Request, job_id: int) -> Response:
+        job = selectors.job_get_for_user(user=request.user, job_id=job_id)
+        return Response(CaptureJobSerializer(services.capture_cancel(job=job, user=request.user)).data)
+
+
+# --- agents ---------------------------------------------------------------------------------------------
+
+
+class AgentView(APIView):
+    authentication_classes = [AgentTokenAuthentication]
+    permission_classes = [IsAgent]
+
+    @property
+    def agent(self) -> Agent:
+        return self.request.auth  # type: ignore[return-value]
+
+    def own_job(self, job_id: int) -> CaptureJob:
+        return get_object_or_404(CaptureJob.objects.select_related("upload", "created_by"), pk=job_id, agent=self.agent)
+
+    def own_upload_job(self, upload_id: Any) -> CaptureJob:
+        job = CaptureJob.objects.select_related("upload", "created_by").filter(upload_id=upload_id, agent=self.agent).first()
+        if job is None or job.upload is None:
+            raise Http404("No such upload")
+        return job
+
+
+def _job_answer(job: CaptureJob, code: int = status.HTTP_200_OK, detail: str | None = None) -> Response:
+    body: dict[str, Any] = {"status": job.status, "cancel": job.cancel_requested or job.status == JobStatus.CANCELLED}
+    if detail:
+        body["detail"] = detail
+    return Response(body, status=code)
+
+
+class AgentRegisterView(AgentView):
+    def post(self, request: Request) -> Response:
+        try:
+            agent = services.agent_register(
+                agent=self.agent,
+                hostname=str(request.data.get("hostname", "")),
+                capabilities=request.data.get("capabilities") or {},
+                workloads=request.data.get("workloads") or [],
+                version=str(request.data.get("version", "")),
+            )
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response(
+            {"agent": {"id": agent.pk, "name": agent.name}, "project": agent.project_id,
+             "heartbeat_s": services.HEARTBEAT_S, "max_wait_s": services.MAX_WAIT_S}
+        )
+
+
+class AgentHeartbeatView(AgentView):
+    def post(self, request: Request) -> Response:
+        return Response({"cancel": services.agent_heartbeat(agent=self.agent, running=request.data.get("running", []))})
+
+
+class AgentNextJobView(AgentView):
+    def post(self, request: Request) -> Response:
+        try:
+            wait_s = float(request.data.get("wait_s", 0))
+        except (TypeError, ValueError):
+            wait_s = 0.0
+        job = services.job_claim_next(agent=self.agent, wait_s=wait_s)
+        if job is None:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(agent_job_data(job))
+
+
+class AgentJobStatusView(AgentView):
+    def post(self, request: Request, job_id: int) -> Response:
+        job = self.own_job(job_id)
+        try:
+            job = services.job_report_status(
+                agent=self.agent, job=job, status=str(request.data.get("status", "")),
+                message=str(request.data.get("message", "") or ""),
+            )
+        except PermissionDenied as exc:
+            job.refresh_from_db()
+            return _job_answer(job, status.HTTP_409_CONFLICT, str(exc))
+        return _job_answer(job)
+
+
+class AgentJobLogView(AgentView):
+    def post(self, request: Request, job_id: int) -> Response:
+        job = services.job_append_log(agent=self.agent, job=self.own_job(job_id), tail=str(request.data.get("tail", "")))
+        return _job_answer(job)
+
+
+def _agent_upload_data(session: Any) -> dict[str, Any]:
+    data = upload_session_data(session)
+    data["url"] = reverse("api-agent-upload", args=[session.pk])
+    return data
+
+
+class AgentJobUploadView(AgentView):
+    def post(self, request: Request, job_id: int) -> Response:
+        job = self.own_job(job_id)
+        try:
+            size = int(request.data.get("size", 0))
+        except (TypeError, ValueError) as exc:
+            raise ValidationError({"size": "an integer"}) from exc
+        try:
+            session = services.job_upload_start(
+                agent=self.agent, job=job, filename=str(request.data.get("filename", "")), size=size,
+                sha256=str(request.data.get("sha256", "") or ""),
+            )
+        except PermissionDenied as exc:
+            return _job_answer(job, status.HTTP_409_CONFLICT, str(exc))
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response(_agent_upload_data(session), status=status.HTTP_201_CREATED)
+
+
+class AgentUploadView(AgentView):
+    parser_classes: list[type] = []  # raw bytes, streamed
+
+    def get(self, request: Request, upload_id: Any) -> Response:
+        job = self.own_upload_job(upload_id)
+        return Response(_agent_upload_data(job.upload))
+
+    def put(self, request: Request, upload_id: Any) -> Response:
+        job = self.own_upload_job(upload_id)
+        try:
+            offset = _chunk_offset(request)
+            length = int(request.headers.get("Content-Length", ""))
+        except ValueError as exc:
+            raise ValidationError({"chunk": "Content-Range (or Upload-Offset) and Content-Length are required"}) from exc
+        try:
+            session = services.job_upload_append(job=job, offset=offset, stream=request._request, length=length)
+        except PermissionDenied as exc:
+            return _job_answer(job, status.HTTP_409_CONFLICT, str(exc))
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        except Exception as exc:  # the platform's OffsetMismatch: resume from the server's offset
+            expected = getattr(exc, "expected", None)
+            if expected is None:
+                raise
+            return Response({"offset": expected, "detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(_agent_upload_data(session))
+
+
+class AgentUploadCompleteView(AgentView):
+    def post(self, request: Request, upload_id: Any) -> Response:
+        job = self.own_upload_job(upload_id)
+        try:
+            profile = services.job_upload_complete(agent=self.agent, job=job)
+        except PermissionDenied as exc:
+            return _job_answer(job, status.HTTP_409_CONFLICT, str(exc))
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response({"profile": ProfileSerializer(profile).data}, status=status.HTTP_201_CREATED)
+
+
+def _chunk_offset(request: Request) -> int:
+    """START of ``Content-Range: bytes START-END/TOTAL``, else ``Upload-Offset``."""
+    header = request.headers.get("Content-Range", "")
+    if header.startswith("bytes ") and "-" in header:
+        return int(header[6:].split("-", 1)[0])
+    return int(request.headers.get("Upload-Offset", ""))

@@ -1,0 +1,31 @@
+// Live job page: poll the job's API until it is finished; text goes in through textContent only.
+(function () {
+  var root = document.getElementById("job");
+  if (!root) return;
+  var FINAL = {done: 1, failed: 1, cancelled: 1};
+  function tick() {
+    fetch(root.dataset.apiUrl, {headers: {"Accept": "application/json"}, credentials: "same-origin"})
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (job) {
+        if (!job) return;
+        var status = document.getElementById("job-status");
+        status.textContent = job.status;
+        status.className = "status s-" + job.status;
+        document.getElementById("job-message").textContent = job.message || "";
+        document.getElementById("job-log").textContent = job.log_tail || "";
+        if (job.profile) {
+          var holder = document.getElementById("job-profile");
+          if (!holder.querySelector("a")) {
+            var a = document.createElement("a");
+            a.href = root.dataset.profileBase + job.profile + "/";
+            a.textContent = "Profile #" + job.profile;
+            holder.appendChild(a);
+          }
+        }
+        if (FINAL[job.status]) { var c = document.getElementById("cancel"); if (c) c.remove(); return; }
+        setTimeout(tick, 1500);
+      })
+      .catch(function () { setTimeout(tick, 5000); });
+  }
+  tick();
+})();

@@ -1,0 +1,106 @@
+"""Capture pages: a project's agents (online/offline, capabilities), the capture form, a job's live page."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from captures import selectors, services
+from profiles import selectors as profile_selectors
+from pypto_core.capture.options import schema_description
+
+
+def _errors(exc: ValidationError) -> str:
+    return " ".join(exc.messages)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def agents_page(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = profile_selectors.project_get_for_user(user=request.user, project_id=project_id)
+    can_write = profile_selectors.can_write(user=request.user, project=project)
+    new_token = None
+    if request.method == "POST":
+        try:
+            agent, new_token = services.agent_create(project=project, user=request.user, name=request.POST.get("name", ""))
+        except (ValidationError, PermissionDenied) as exc:
+            messages.error(request, _errors(exc) if isinstance(exc, ValidationError) else str(exc))
+        else:
+            messages.success(request, f"Agent {agent.name} registered. Copy its token now: it is not shown again.")
+    return render(request, "captures/agents.html", {
+        "project": project, "agents": selectors.agents_of_project(project=project), "can_write": can_write,
+        "new_token": new_token, "jobs": selectors.jobs_of_project(project=project)[:20],
+    })
+
+
+@login_required
+@require_POST
+def agent_revoke(request: HttpRequest, agent_id: int) -> HttpResponse:
+    agent = selectors.agent_get_for_user(user=request.user, agent_id=agent_id)
+    services.agent_revoke(agent=agent, user=request.user)
+    messages.success(request, f"Agent {agent.name}'s token was revoked.")
+    return redirect("project-agents", project_id=agent.project_id)
+
+
+def _params_from_form(post: dict) -> dict:
+    """Form fields -> params: only whitelisted names, typed per the schema (the service validates again)."""
+    params: dict = {}
+    for item in schema_description():
+        name = item["name"]
+        if item["type"] == "bool":
+            params[name] = post.get(name) == "on"
+        elif name in post and post[name] != "":
+            raw = post[name]
+            if item["type"] == "int":
+                try:
+                    params[name] = int(raw)
+                except ValueError:
+                    params[name] = raw  # refused with a message by the validation
+            else:
+                params[name] = raw
+    return params
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def capture_form(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = profile_selectors.project_get_for_user(user=request.user, project_id=project_id)
+    agents = [a for a in selectors.agents_of_project(project=project) if not a.revoked]
+    if request.method == "POST":
+        choice = request.POST.get("target", "")  # "<agent id>:<workload>"
+        agent_id, _, workload = choice.partition(":")
+        try:
+            job = services.capture_create(
+                project=project, user=request.user, agent_id=int(agent_id or 0), workload=workload,
+                params=_params_from_form(request.POST),
+            )
+        except ValidationError as exc:
+            messages.error(request, _errors(exc))
+        except PermissionDenied as exc:
+            messages.error(request, str(exc))
+        else:
+            return redirect("capture-job", job_id=job.pk)
+    return render(request, "captures/capture_form.html", {
+        "project": project, "agents": agents, "schema": schema_description(),
+        "can_write": profile_selectors.can_write(user=request.user, project=project),
+    })
+
+
+@login_required
+def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = selectors.job_get_for_user(user=request.user, job_id=job_id)
+    return render(request, "captures/job.html", {
+        "job": job, "project": job.project, "can_write": profile_selectors.can_write(user=request.user, project=job.project),
+    })
+
+
+@login_required
+@require_POST
+def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = selectors.job_get_for_user(user=request.user, job_id=job_id)
+    services.capture_cancel(job=job, user=request.user)
+    return redirect("capture-job", job_id=job.pk)
