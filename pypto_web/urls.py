@@ -6,4 +6,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("i18n/", include("django.conf.urls.i18n")),
+    path("", include("captures.urls")),
 ]
