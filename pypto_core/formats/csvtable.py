@@ -215,15 +215,32 @@ def to_ns(
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), pa.int64())
     digits = len(str(unit_ns)) - 1  # fraction digits that reach whole nanoseconds
+    # Integer digits that can fit int64 once scaled (µs: 16, ms: 13, ns: 19); longer is out of range.
+    max_int_digits = 19 - digits
     cleaned = clean_strings(arr)
-    parts = pc.extract_regex(cleaned, _DECIMAL_RE)
+    parts = pc.extract_regex(cleaned, _DECIMAL_RE.replace("{1,18}", "{1,%d}" % max_int_digits))
     if notes is not None:
         count, example = _count_bad(cleaned, pc.is_valid(parts))
         notes.add(column, count, example)
+    try:
+        return _decimal_parts_to_ns(parts, digits, unit_ns)
+    except (pa.ArrowInvalid, OverflowError):
+        # Some value overflows int64 ns (only absurd inputs do): report them all rather than guess which.
+        if notes is not None:
+            valid = pc.is_valid(parts)
+            count = pc.sum(pc.cast(valid, pa.int64())).as_py() or 0
+            notes.add(column, count, "value out of range for int64 nanoseconds")
+        return pa.nulls(len(arr), pa.int64())
+
+
+def _decimal_parts_to_ns(parts: pa.Array, digits: int, unit_ns: int) -> pa.Array:
     int_part = pc.cast(pc.struct_field(parts, "int"), pa.int64())
     frac = pc.struct_field(parts, "frac")
     frac_padded = pc.utf8_rpad(frac, width=digits + 1, padding="0")
-    frac_ns = pc.cast(pc.utf8_slice_codeunits(frac_padded, 0, digits), pa.int64())
+    if digits:
+        frac_ns = pc.cast(pc.utf8_slice_codeunits(frac_padded, 0, digits), pa.int64())
+    else:  # the input is already in ns: only the rounding digit matters
+        frac_ns = pa.scalar(0, pa.int64())
     round_up = pc.cast(pc.greater_equal(pc.utf8_slice_codeunits(frac_padded, digits, digits + 1), "5"), pa.int64())
     magnitude = pc.add_checked(pc.add_checked(pc.multiply_checked(int_part, unit_ns), frac_ns), round_up)
     negative = pc.equal(pc.struct_field(parts, "sign"), "-")
