@@ -1,0 +1,37 @@
+"""Shared body of the unfused-chain rules (RoPE, SwiGLU): one chain -> one fused kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pypto_core.rules._util import op_type_time, share, us
+from pypto_core.rules.context import RuleContext
+
+
+def report_chain(ctx: RuleContext, chain: str, saving_model: str, *, title: str, description: str,
+                 fused_api: str) -> None:
+    g = ctx.graph
+    cfg = ctx.config.section(ctx.rule_id)
+    ids = g.chain_id(chain)
+    members = ids >= 0
+    if not members.any():
+        return
+    idx = np.nonzero(members)[0]
+    uniq, inv = np.unique(ids[idx], return_inverse=True)
+    slot = (g.dur + g.gap_before_ns).astype(np.float64)[idx]
+    chain_slot = np.bincount(inv, weights=slot)
+    min_gap = np.full(len(uniq), np.inf)
+    np.minimum.at(min_gap, inv, g.gap_before_ns[idx].astype(np.float64))
+    chain_saving = np.maximum(chain_slot - cfg["fused_us"] * 1e3 - min_gap, 0.0)
+    saving = chain_saving[inv] * slot / np.maximum(chain_slot[inv], 1.0)
+    if share(slot.sum(), ctx.total_ns) < cfg["min_time_share"]:
+        return
+    ops = op_type_time(g, members)
+    ctx.emit(
+        title=title.format(n=len(uniq) / ctx.tokens), description=description, ops=list(ops),
+        evidence={"chains": len(uniq), "chains_per_token": round(len(uniq) / ctx.tokens, 2),
+                  "chain_time_us": us(g.dur[idx].sum()), "chain_launch_gap_us": us(g.gap_before_ns[idx].sum()),
+                  "kernels_per_chain": round(len(idx) / len(uniq), 2), "fused_us_assumed": cfg["fused_us"]},
+        kernels=idx, saving_ns=saving, covered_ns=float(slot.sum()), saving_model=saving_model,
+        details={"op_types": list(ops), "op_time": ops, "fused_api": fused_api},
+    )

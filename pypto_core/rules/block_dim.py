@@ -1,0 +1,51 @@
+"""``block_dim``: long kernels launched on fewer blocks than the device has cores (advisor
+``block_dim_analysis``: Block Dim not a multiple of the AI Core / AIV count, FORMATS.md §4.3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.compute as pc
+
+from pypto_core.rules._util import op_type_time, share, us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import rule
+
+SAVING_MODEL = ("Work spreads evenly over blocks: a kernel with b blocks on C cores uses ceil(b/C) waves at "
+                "b / (waves x C) occupancy; retiling to fill every core saves time x (1 - occupancy).")
+
+
+@rule("block_dim", title="Kernels that leave AI Cores idle (Block Dim)", saving_model=SAVING_MODEL)
+def match(ctx: RuleContext) -> None:
+    g = ctx.graph
+    cfg = ctx.config.section("block_dim")
+    if "block_dim" not in g.kernels.column_names:
+        return
+    block = pc.fill_null(g.kernels["block_dim"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    core = pc.fill_null(g.kernels["core_type"], "").to_numpy(zero_copy_only=False).astype(str)
+    vector = np.isin(core, ["AI_VECTOR_CORE", "MIX_AIV"])
+    cube = np.isin(core, ["AI_CORE", "MIX_AIC"])
+    cores = np.where(vector, g.sku.cores_for("AI_VECTOR_CORE"), g.sku.cores_for("AI_CORE"))
+    waves = -(-block // np.maximum(cores, 1))
+    occupancy = np.divide(block, waves * cores, out=np.ones(g.n), where=(block > 0) & (cores > 0))
+    mask = (vector | cube) & (block > 0) & (occupancy < cfg["max_fill"]) & (g.dur > cfg["min_dur_us"] * 1e3)
+    if not mask.any():
+        return
+    idx = np.nonzero(mask)[0]
+    if share(g.dur[idx].sum(), ctx.total_ns) < cfg["min_time_share"]:
+        return
+    saving = g.dur[idx] * (1.0 - occupancy[idx])
+    ops = op_type_time(g, mask)
+    ctx.emit(
+        title=f"{len(idx)} long kernels fill only {100 * np.average(occupancy[idx], weights=g.dur[idx]):.0f}% of the cores",
+        description=(f"These kernels run with fewer blocks than the {g.sku.name}'s {int(g.sku.ai_cores.value)} AI Cores "
+                     f"({int(g.sku.vector_cores.value)} vector cores), so part of the chip idles while they run. Larger "
+                     "batches, a different split of the work (AOE tuning for cube ops) or fusing them into a bigger "
+                     "kernel fills the cores."),
+        ops=list(ops),
+        evidence={"kernels": len(idx), "time_us": us(g.dur[idx].sum()),
+                  "mean_occupancy_pct": round(100 * float(np.average(occupancy[idx], weights=g.dur[idx])), 1),
+                  "ai_cores": int(g.sku.ai_cores.value), "vector_cores": int(g.sku.vector_cores.value),
+                  "min_dur_us": cfg["min_dur_us"]},
+        kernels=idx, saving_ns=saving, saving_model=SAVING_MODEL,
+        details={"op_types": list(ops), "op_time": ops},
+    )

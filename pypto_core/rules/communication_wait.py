@@ -1,0 +1,51 @@
+"""``communication_wait``: collectives that mostly wait for peers (communication.json Wait/Synchronization
+time, the advisor's and MindStudio's slow-rank signal). A wait on rank r is time another rank is late."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.compute as pc
+
+from pypto_core.rules._util import share, us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import rule
+
+SAVING_MODEL = ("If the ranks arrive together the wait disappears and the transfer remains: saving = wait + "
+                "synchronization time of the collectives (an upper bound: the late rank's own work is not free).")
+
+
+@rule("communication_wait", title="Collectives waiting for other ranks", saving_model=SAVING_MODEL,
+      needs=("communication",))
+def match(ctx: RuleContext) -> None:
+    comm = ctx.profile.communication
+    if not comm.num_rows:
+        return
+    cfg = ctx.config.section("communication_wait")
+
+    def total(col: str) -> float:
+        return float(pc.sum(pc.fill_null(comm[col], 0)).as_py() or 0)
+
+    elapse, wait, sync = total("elapse_ns"), total("wait_ns"), total("synchronization_ns")
+    waiting = wait + sync
+    if elapse <= 0 or waiting / elapse < cfg["wait_share_above"]:
+        return
+    span = ctx.total_ns
+    if not span:
+        st = pc.fill_null(comm["start_ns"], 0)
+        span = int(pc.max(pc.add(st, pc.fill_null(comm["elapse_ns"], 0))).as_py() - pc.min(st).as_py())
+    if share(elapse, max(span, 1)) < cfg["min_time_share"]:
+        return
+    names = pc.value_counts(pc.fill_null(comm["name"], "?")).to_pylist()
+    ctx.emit(
+        title=f"Collectives spend {100 * waiting / elapse:.0f}% of their time waiting for other ranks",
+        description=("Most of the collective communication time is waiting: this rank reached the collective "
+                     "before its peers. The cause is on the other ranks (uneven work, a slow card or host, data "
+                     "skew): compare ranks (slow_rank) and balance the work; overlapping communication with "
+                     "compute hides what remains."),
+        ops=[n["values"] for n in names[:10]],
+        evidence={"collectives": comm.num_rows, "communication_time_us": us(elapse), "wait_time_us": us(wait),
+                  "synchronization_time_us": us(sync), "wait_share": share(waiting, elapse),
+                  "threshold": cfg["wait_share_above"]},
+        kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=elapse,
+        extra_saving_ns=min(waiting, 0.9 * span), saving_model=SAVING_MODEL,
+    )

@@ -1,0 +1,60 @@
+"""``dynamic_shape``: operators compiled at run time (advisor ``dynamic_shape_analysis`` and
+``timeline_op_dispatch``, FORMATS.md §4.3).
+
+Evidence: no operator with ``OP State`` = static (kernel_details / op_summary, CANN >= 8.0), and/or many
+``aclopCompileAndExecute`` / compile API calls on the host (advisor threshold 20).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.compute as pc
+
+from pypto_core.rules._util import share, us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import rule
+
+SAVING_MODEL = ("With binary kernels (set_compile_mode(jit_compile=False)) the host compile calls disappear: "
+                "saving = total time of compile API calls on the host, which the device waits through.")
+
+
+@rule("dynamic_shape", title="Operators compiled at run time (dynamic shapes)", saving_model=SAVING_MODEL,
+      needs=("kernels", "api_calls"))
+def match(ctx: RuleContext) -> None:
+    g = ctx.graph
+    cfg = ctx.config.section("dynamic_shape")
+    dynamic_share = None
+    if "op_state" in g.kernels.column_names:
+        state = pc.utf8_lower(pc.fill_null(pc.cast(g.kernels["op_state"], "string"), ""))
+        known = pc.sum(pc.not_equal(state, "")).as_py() or 0
+        if known:
+            dyn = pc.sum(pc.equal(state, "dynamic")).as_py() or 0
+            dynamic_share = dyn / known
+    api = ctx.profile.api_calls
+    compile_calls, compile_ns = 0, 0
+    if api.num_rows:
+        is_compile = pc.match_substring_regex(pc.fill_null(api["name"], ""), r"(?i)compile")
+        compile_calls = int(pc.sum(is_compile).as_py() or 0)
+        compile_ns = int(pc.sum(pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile)).as_py() or 0)
+    all_dynamic = dynamic_share is not None and dynamic_share >= cfg["min_dynamic_share"]
+    many_compiles = compile_calls >= cfg["min_compile_calls"]
+    if not (all_dynamic or many_compiles):
+        return
+    ctx.emit(
+        title=("No operator runs as a static (precompiled) kernel" if all_dynamic
+               else f"{compile_calls} operator compilations during the run"),
+        description=("Every operator in this profile was dispatched as a dynamic-shape op, and/or the host compiled "
+                     "operators while the model ran. Online compilation stalls the device and dynamic kernels skip "
+                     "shape-specialised tiling. Call torch_npu.npu.set_compile_mode(jit_compile=False) to use the "
+                     "prebuilt binary kernels (the default on A2/A3 in recent torch_npu), keep "
+                     "ACL_OP_COMPILER_CACHE_MODE=enable, and pad varying sequence lengths to a few buckets."),
+        ops=[],
+        evidence={"dynamic_op_share": round(dynamic_share, 4) if dynamic_share is not None else None,
+                  "compile_api_calls": compile_calls, "compile_time_us": us(compile_ns),
+                  "compile_call_threshold": cfg["min_compile_calls"],
+                  "compile_time_share": share(compile_ns, ctx.total_ns)},
+        kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=float(compile_ns),
+        extra_saving_ns=float(min(compile_ns, 0.5 * ctx.total_ns)), saving_model=SAVING_MODEL,
+        details={"env": {"ACL_OP_COMPILER_CACHE_MODE": "enable"},
+                 "code": "torch_npu.npu.set_compile_mode(jit_compile=False)"},
+    )

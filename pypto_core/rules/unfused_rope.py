@@ -1,0 +1,21 @@
+"""``unfused_rope``: rotary embedding computed as Slice, Neg, ConcatD, Mul, Add kernels (the advisor's
+``(chunk|slice)-neg-cat-(mul){0,2}-add`` -> ``torch_npu.npu_rotary_mul``, DOMAIN.md §3.4)."""
+
+from __future__ import annotations
+
+from pypto_core.rules._chain_rule import report_chain
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import rule
+
+SAVING_MODEL = ("Each chain becomes one fused kernel of the configured time with one launch gap: saving = chain "
+                "time + gaps - (fused time + the chain's smallest gap).")
+
+
+@rule("unfused_rope", title="Unfused rotary position embedding", saving_model=SAVING_MODEL)
+def match(ctx: RuleContext) -> None:
+    report_chain(ctx, "rope", SAVING_MODEL, title="Unfused RoPE: {n:.0f} Slice-Neg-Concat-Mul-Add chains per token",
+                 description=("Rotary position embedding is computed with separate slice, negate, concatenate, "
+                              "multiply and add kernels. torch_npu.npu_rotary_mul or npu_apply_rotary_pos_emb does it "
+                              "in one kernel (use a BSND layout: npu_rotary_mul refuses BNSD when B*N > 8*S, which "
+                              "is always true in decode)."),
+                 fused_api="torch_npu.npu_apply_rotary_pos_emb")

@@ -1,0 +1,19 @@
+"""``unfused_swiglu``: the FFN gate computed as Swish/Silu then Mul (the advisor's ``(slice|chunk)-silu-mul``
+-> ``torch_npu.npu_swiglu``, DOMAIN.md §3.4)."""
+
+from __future__ import annotations
+
+from pypto_core.rules._chain_rule import report_chain
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import rule
+
+SAVING_MODEL = ("Each chain becomes one SwiGlu kernel of the configured time with one launch gap: saving = chain "
+                "time + gaps - (fused time + the chain's smallest gap).")
+
+
+@rule("unfused_swiglu", title="Unfused SwiGLU activation", saving_model=SAVING_MODEL)
+def match(ctx: RuleContext) -> None:
+    report_chain(ctx, "swiglu", SAVING_MODEL, title="Unfused SwiGLU: {n:.0f} Silu-Mul chains per token",
+                 description=("The FFN activation runs as a Swish/Silu kernel followed by an elementwise multiply, "
+                              "writing the intermediate to memory in between. torch_npu.npu_swiglu fuses them."),
+                 fused_api="torch_npu.npu_swiglu")
