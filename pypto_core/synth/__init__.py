@@ -1,0 +1,13 @@
+"""Simulated LLM-inference profiles in the real Ascend on-disk formats, each anti-pattern switchable.
+
+``synthesize(out_dir, ...) -> Path`` writes one profile; ``synthesize_run`` also returns the ground truth
+(``SynthRun.planted_cost_ns[rule]``); ``demo_pair(out_dir)`` writes the dashboard's before/after pair.
+Everything written is marked simulated (profiler_info / profiler_metadata / device_0/info.json.0).
+"""
+
+from pypto_core.synth.model import FIXES, MODELS, RULES, SKUS, RunConfig
+from pypto_core.synth.run import LAYOUTS, SynthRun, demo_pair, rule_costs_us, synthesize, synthesize_run
+from pypto_core.synth.rows import VARIANTS
+
+__all__ = ["FIXES", "LAYOUTS", "MODELS", "RULES", "SKUS", "VARIANTS", "RunConfig", "SynthRun", "demo_pair",
+           "rule_costs_us", "synthesize", "synthesize_run"]

@@ -1,0 +1,119 @@
+"""One placed kernel as a kernel_details.csv / op_summary_*.csv row, in the real column layouts.
+
+FORMATS.md §1.3 and §2.3: kernel_details is op_summary with renamed columns and a leading ``Step Id``;
+CANN 8.3.RC1 still writes ``Block Dim``/``Mix Block Dim``, the 2026 msprof/torch_npu write ``Block Num``/
+``Mix Block Num``. Start times end in a TAB; shapes are quoted strings that contain their own quotes.
+"""
+
+from __future__ import annotations
+
+from pypto_core.synth.schedule import Placed
+
+VARIANTS = ("cann83", "2026")
+MODEL_ID_NONE = "4294967295"  # UINT32_MAX: no model id (FORMATS.md §0.4)
+
+_SHAPE_COLUMNS = ["HF32 Eligible", "Input Shapes", "Input Data Types", "Input Formats", "Output Shapes",
+                  "Output Data Types", "Output Formats", "Context ID"]
+# PipeUtilization on A2/A3 (split cube/vector cores), verbatim from the CANN 8.3.RC1 sample.
+PIPE_COLUMNS_SPLIT = ["aicore_time(us)", "aic_total_cycles", "aic_mac_time(us)", "aic_mac_ratio",
+                      "aic_scalar_time(us)", "aic_scalar_ratio", "aic_mte1_time(us)", "aic_mte1_ratio",
+                      "aic_mte2_time(us)", "aic_mte2_ratio", "aic_fixpipe_time(us)", "aic_fixpipe_ratio",
+                      "aic_icache_miss_rate", "aiv_time(us)", "aiv_total_cycles", "aiv_vec_time(us)", "aiv_vec_ratio",
+                      "aiv_scalar_time(us)", "aiv_scalar_ratio", "aiv_mte2_time(us)", "aiv_mte2_ratio",
+                      "aiv_mte3_time(us)", "aiv_mte3_ratio", "aiv_icache_miss_rate", "cube_utilization(%)"]
+# Coupled chips (310P): no aic_/aiv_ prefix (FORMATS.md §1.3, [DOC]).
+PIPE_COLUMNS_COUPLED = ["aicore_time(us)", "total_cycles", "vec_time(us)", "vec_ratio", "mac_time(us)", "mac_ratio",
+                        "scalar_time(us)", "scalar_ratio", "mte1_time(us)", "mte1_ratio", "mte2_time(us)",
+                        "mte2_ratio", "mte3_time(us)", "mte3_ratio", "icache_miss_rate"]
+
+
+def block_columns(variant: str) -> list[str]:
+    return ["Block Num", "Mix Block Num"] if variant == "2026" else ["Block Dim", "Mix Block Dim"]
+
+
+def kernel_details_header(variant: str, coupled: bool) -> list[str]:
+    return (["Step Id", "Device_id", "Model ID", "Task ID", "Stream ID", "Name", "Type", "OP State",
+             "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)"] + block_columns(variant)
+            + _SHAPE_COLUMNS + (PIPE_COLUMNS_COUPLED if coupled else PIPE_COLUMNS_SPLIT))
+
+
+def op_summary_header(variant: str, coupled: bool) -> list[str]:
+    return (["Device_id", "Model ID", "Task ID", "Stream ID", "Op Name", "OP Type", "OP State", "Task Type",
+             "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)"] + block_columns(variant)
+            + _SHAPE_COLUMNS + (PIPE_COLUMNS_COUPLED if coupled else PIPE_COLUMNS_SPLIT))
+
+
+def us_text(ns: int) -> str:
+    """Epoch µs with 3 decimals, exact (FORMATS.md §0.1)."""
+    return f"{ns // 1000}.{ns % 1000:03d}"
+
+
+def _r(x: float) -> str:
+    return str(round(x, 3))
+
+
+def _quoted(items: list[str]) -> str:
+    return '"' + ";".join(items) + '"'
+
+
+def _pipes_split(p: Placed, freq_mhz: int) -> list[str]:
+    k = p.kernel
+    dur_us = p.dur_ns / 1000
+    t = dur_us * k.busy
+    s = p.ratio_scale
+    has_aic = k.core in ("AI_CORE", "MIX_AIC", "MIX_AIV")
+    has_aiv = k.core in ("AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
+    out: list[str] = []
+    if has_aic:
+        blocks = k.block_dim
+        out += [_r(t), str(int(t * freq_mhz * blocks))]
+        for pipe in ("mac", "scalar", "mte1", "mte2", "fixpipe"):
+            ratio = min(0.999, k.pipes.get("aic_" + pipe, 0.0) * s)
+            out += [_r(t * ratio), _r(ratio)]
+        out.append(_r(0.004 * s))
+    else:
+        out += ["0.0", "0"] + ["0.0"] * 10 + ["0.0"]
+    if has_aiv:
+        tv = t * (0.98 if has_aic else 1.0)
+        blocks = k.mix_block_dim if has_aic else k.block_dim
+        out += [_r(tv), str(int(tv * freq_mhz * blocks))]
+        for pipe in ("vec", "scalar", "mte2", "mte3"):
+            ratio = min(0.999, k.pipes.get("aiv_" + pipe, 0.0) * s)
+            out += [_r(tv * ratio), _r(ratio)]
+        out.append(_r(0.03 * s))
+    else:
+        out += ["0.0", "0"] + ["0.0"] * 8 + ["0.0"]
+    out.append(f"{t / dur_us * 100:.3f}" if has_aic else "0.000")
+    return out
+
+
+def _pipes_coupled(p: Placed, freq_mhz: int) -> list[str]:
+    k = p.kernel
+    t = p.dur_ns / 1000 * k.busy
+    s = p.ratio_scale
+    g = k.pipes.get
+    ratios = {"vec": g("aiv_vec", 0.0), "mac": g("aic_mac", 0.0),
+              "scalar": max(g("aic_scalar", 0.0), g("aiv_scalar", 0.0)), "mte1": g("aic_mte1", 0.0),
+              "mte2": max(g("aic_mte2", 0.0), g("aiv_mte2", 0.0)), "mte3": g("aiv_mte3", 0.0)}
+    out = [_r(t), str(int(t * freq_mhz * k.block_dim))]
+    for pipe in ("vec", "mac", "scalar", "mte1", "mte2", "mte3"):
+        ratio = min(0.999, ratios[pipe] * s)
+        out += [_r(t * ratio), _r(ratio)]
+    out.append(_r(0.01 * s))
+    return out
+
+
+def kernel_cells(p: Placed, *, device_id: int, freq_mhz: int, coupled: bool) -> list[str]:
+    """The columns from ``Model ID`` to the end, in op_summary order without Device_id (shared by both files);
+    ``Name``/``Op Name`` and the times are already formatted as the real files write them."""
+    k = p.kernel
+    mix = k.core.startswith("MIX")
+    return ([MODEL_ID_NONE, str(p.task_id), str(2), k.name, k.op_type, "dynamic", k.core,
+             us_text(p.start_ns) + "\t", f"{p.dur_ns / 1000:.3f}", f"{p.wait_ns / 1000:.6f}",
+             str(k.block_dim), str(k.mix_block_dim), "NO",
+             _quoted([",".join(map(str, t.shape)) for t in k.inputs]),
+             ";".join(t.dtype for t in k.inputs), ";".join(t.fmt for t in k.inputs),
+             _quoted([",".join(map(str, t.shape)) for t in k.outputs]),
+             ";".join(t.dtype for t in k.outputs), ";".join(t.fmt for t in k.outputs),
+             "0" if mix else "N/A"]
+            + (_pipes_coupled(p, freq_mhz) if coupled else _pipes_split(p, freq_mhz)))
