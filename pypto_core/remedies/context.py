@@ -1,0 +1,77 @@
+"""What a remedy generator is given: one finding, the profile it came from, and the user's model file if any."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from pypto_core.rules.finding import Finding
+
+
+@dataclass(frozen=True)
+class FlaggedOp:
+    """One operator a finding points at, as the rules put it in ``Finding.details["ops"]``."""
+
+    name: str
+    op_type: str
+    input_shapes: tuple[tuple[int, ...], ...] = ()
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class RemedyContext:
+    finding: Finding
+    profile_meta: dict[str, Any] = field(default_factory=dict)
+    model_source: str | None = None  # the user's model file (optional upload), for diffs
+    model_filename: str | None = None
+
+    @property
+    def rule(self) -> str:
+        return self.finding.rule
+
+    def flagged_ops(self) -> list[FlaggedOp]:
+        """Ops from ``details["ops"]``; when the rule gave none, ``Finding.ops`` entries as op types."""
+        ops: list[FlaggedOp] = []
+        for raw in self.finding.details.get("ops") or []:
+            if not isinstance(raw, dict):
+                continue
+            name = str(raw.get("name") or "")
+            op_type = str(raw.get("op_type") or raw.get("type") or "")
+            if not (name or op_type):
+                continue
+            ops.append(FlaggedOp(name=name, op_type=op_type, input_shapes=_shapes(raw.get("input_shapes")),
+                                 count=_int(raw.get("count"))))
+        if not ops:
+            ops = [FlaggedOp(name="", op_type=str(o)) for o in self.finding.ops if str(o)]
+        return ops
+
+
+def profile_meta_dict(profile_meta: Any) -> dict[str, Any]:
+    """Accept a ``ProfileMeta``, a dict (e.g. a report's ``profile`` block) or None."""
+    if profile_meta is None:
+        return {}
+    if dataclasses.is_dataclass(profile_meta) and not isinstance(profile_meta, type):
+        return dataclasses.asdict(profile_meta)
+    if isinstance(profile_meta, dict):
+        return dict(profile_meta)
+    raise TypeError(f"profile_meta must be a ProfileMeta or a dict, not {type(profile_meta).__name__}")
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _shapes(value: Any) -> tuple[tuple[int, ...], ...]:
+    """Keep only well-formed shapes (lists of non-negative ints); anything else from a profile is dropped."""
+    shapes = []
+    for shape in value or []:
+        if isinstance(shape, (list, tuple)) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                    for d in shape):
+            shapes.append(tuple(shape))
+        else:
+            shapes.append(())
+    return tuple(shapes)
