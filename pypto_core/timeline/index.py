@@ -413,7 +413,9 @@ class TimelineIndex:
     def _brief(self, idx: int) -> dict[str, Any]:
         s, e = int(self._a("events/start")[idx]), int(self._a("events/end")[idx])
         name = self.strings()[int(self._a("events/name")[idx])].as_py()
-        return {"lane": int(self._lane_of_event(idx)), "idx": int(idx), "name": name, "start_ns": s, "dur_ns": e - s}
+        row = int(np.searchsorted(self._a("events/offsets"), idx, side="right")) - 1
+        return {"lane": int(self.rows[row, 0]), "depth": int(self.rows[row, 1]), "idx": int(idx), "name": name,
+                "start_ns": s, "dur_ns": e - s}
 
     def _source_row(self, table: str, row: int) -> dict[str, Any]:
         firsts = self.doc["details"].get(table)
