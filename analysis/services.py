@@ -14,7 +14,7 @@ import logging
 import shutil
 import tempfile
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
@@ -130,23 +130,35 @@ def _fetch_archive(profile: Profile, dest: Path) -> Path:
     return target
 
 
-def load_saved_profile(profile: Profile, dest: Path, *, rank: int | None = None) -> Any:
-    """The canonical ``pypto_core.profile.Profile`` of a ready profile, fetched to ``dest``."""
+def load_saved_profile(profile: Profile, dest: Path, *, folder: str | None = None) -> Any:
+    """The canonical ``pypto_core.profile.Profile`` of a parsed profile (one rank folder), fetched to ``dest``."""
     from pypto_core.profile import Profile as CoreProfile
 
     if not profile.parquet_prefix:
         raise InputError(profile.name, "no parsed data (the readers did not run on this profile)")
-    ranks = profile.summary.get("rank_folders") or ["rank_0"]
-    folder = f"rank_{rank}" if rank is not None and f"rank_{rank}" in ranks else ranks[0]
+    folders = profile.summary.get("rank_folders") or ["rank_0"]
+    folder = folder if folder in folders else folders[0]
     local = dest / folder
     _fetch_folder(f"{profile.parquet_prefix}/{folder}", local)
     return CoreProfile.load(local)
 
 
+def _load_for_diagnosis(profile: Profile, dest: Path) -> tuple[Any, Any]:
+    """The primary rank, and the whole group when the upload had several ranks (cross-rank rules)."""
+    from pypto_core.profile import ProfileGroup
+
+    folders = profile.summary.get("rank_folders") or []
+    if len(folders) <= 1:
+        return load_saved_profile(profile, dest), None
+    ranks = [load_saved_profile(profile, dest, folder=folder) for folder in folders]
+    group = ProfileGroup(profiles=ranks, source=profile.original_filename)
+    return group.primary(), group
+
+
 # --- claims, progress, failure ------------------------------------------------------------------------
 
 
-def _lease() -> timezone.datetime:
+def _lease() -> datetime:
     return timezone.now() + timedelta(seconds=settings.PYPTO_TASK_LEASE_SECONDS)
 
 
@@ -162,7 +174,7 @@ def _claim(profile_id: int, statuses: tuple[str, ...], new_status: str) -> bool:
 
 def _run_for(profile: Profile, kind: str) -> AnalysisRun:
     """The step's run row: a redelivered step reuses the row of the attempt that died."""
-    run = profile.runs.filter(kind=kind).exclude(status=JobStatus.DONE).order_by("-id").first()
+    run = profile.runs.filter(kind=kind, status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).order_by("-id").first()
     if run is None:
         run = AnalysisRun.objects.create(profile=profile, kind=kind)
     AnalysisRun.objects.filter(pk=run.pk).update(
@@ -393,16 +405,17 @@ def pipeline_diagnose(*, profile_id: int) -> None:
             _log(run, f"skipping diagnosis: {why}")
         else:
             t0 = time.monotonic()
-            core = load_saved_profile(profile, workdir)
+            core, group = _load_for_diagnosis(profile, workdir)
             timings["load_s"] = round(time.monotonic() - t0, 3)
             t0 = time.monotonic()
-            report = diagnose(core)
+            report = diagnose(core, sku=profile.sku or None, group=group)
             timings["rules_s"] = round(time.monotonic() - t0, 3)
             report_dict = report.to_dict() if hasattr(report, "to_dict") else dict(report)
             findings = list(report_dict.get("findings", []))
             _progress(run, 80, f"{len(findings)} findings")
             t0 = time.monotonic()
-            artifacts = _generate_remedies(report, core)
+            model_source, model_filename = _model_source(profile)
+            artifacts = _generate_remedies(report, core, model_source, model_filename)
             timings["remedies_s"] = round(time.monotonic() - t0, 3)
             _progress(run, 90, f"{len(artifacts)} artifacts")
 
@@ -448,26 +461,30 @@ def pipeline_diagnose(*, profile_id: int) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _generate_remedies(report: Any, core: Any) -> list[tuple[str, str, bytes, str | None]]:
-    """``(name, kind, content, rule)`` from ``pypto_core.remedies.generate(report, profile)`` if it exists.
-
-    Each generated item may be a tuple or an object with ``name``, ``kind``, ``content`` (str or bytes)
-    and optionally ``rule``.
-    """
-    generate = engine_function("pypto_core.remedies", "generate")
+def _generate_remedies(report: Any, core: Any, model_source: str | None = None,
+                       model_filename: str | None = None) -> list[tuple[str, str, bytes, str | None]]:
+    """``(name, kind, content, rule)`` from ``pypto_core.remedies.generate_artifacts`` if it exists."""
+    generate = engine_function("pypto_core.remedies", "generate_artifacts")
     if generate is None:
         return []
     out = []
-    for item in generate(report, core) or []:
-        if isinstance(item, tuple):
-            name, kind, content, *rest = item
-            rule = rest[0] if rest else None
-        else:
-            name, kind, content = item.name, item.kind, item.content
-            rule = getattr(item, "rule", None)
+    for item in generate(report, profile_meta=core.meta, model_source=model_source, model_filename=model_filename):
+        content = item.content
         data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
-        out.append((str(name), str(kind), data, rule))
+        out.append((str(item.name), str(item.kind), data, getattr(item, "rule", None)))
     return out
+
+
+def _model_source(profile: Profile) -> tuple[str | None, str | None]:
+    """The user's model file as text (for the remedies' unified diffs), when one was attached."""
+    if not profile.model_file:
+        return None, None
+    with profile.model_file.open("rb") as fh:
+        raw = fh.read(4 * 1024 * 1024)
+    try:
+        return raw.decode("utf-8"), profile.model_file.name.rsplit("/", 1)[-1]
+    except UnicodeDecodeError:
+        return None, None
 
 
 def _artifact_save(profile: Profile, *, name: str, kind: str, content: bytes, finding: Finding | None) -> Artifact:

@@ -108,7 +108,7 @@ class UploadStartSerializer(serializers.Serializer):
     size = serializers.IntegerField(min_value=1)
     name = serializers.CharField(required=False, allow_blank=True, default="")
     sku = serializers.CharField(required=False, allow_blank=True, default="")
-    tags = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+    tags = serializers.JSONField(required=False, default=list, help_text="a list, or a comma-separated string")
     sha256 = serializers.CharField(required=False, allow_blank=True, default="")
 
 
@@ -266,10 +266,12 @@ class UploadView(APIView):
     def put(self, request: Request, upload_id: Any) -> Response:
         session = selectors.upload_session_get_for_user(user=request.user, session_id=upload_id)
         try:
-            offset = int(request.headers.get("Upload-Offset", ""))
+            offset = _chunk_offset(request)
             length = int(request.headers.get("Content-Length", ""))
         except ValueError as exc:
-            raise ValidationError({"chunk": "Upload-Offset and Content-Length headers are required"}) from exc
+            raise ValidationError(
+                {"chunk": "the Upload-Offset (or Content-Range) and Content-Length headers are required"}
+            ) from exc
         try:
             session = services.upload_session_append(
                 session=session, user=request.user, offset=offset, stream=request._request, length=length
@@ -279,6 +281,16 @@ class UploadView(APIView):
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc
         return Response(upload_session_data(session))
+
+
+def _chunk_offset(request: Request) -> int:
+    """Where the chunk starts: ``Upload-Offset: N`` or ``Content-Range: bytes N-M/TOTAL``."""
+    if "Upload-Offset" in request.headers:
+        return int(request.headers["Upload-Offset"])
+    unit, _sep, spec = request.headers.get("Content-Range", "").partition(" ")
+    if unit != "bytes" or "-" not in spec:
+        raise ValueError("no chunk offset")
+    return int(spec.split("-", 1)[0])
 
 
 class UploadCompleteView(APIView):

@@ -137,7 +137,9 @@ def _clean_tags(tags: Iterable[str] | str | None) -> list[str]:
         return []
     if isinstance(tags, str):
         tags = tags.split(",")
-    return [t.strip()[:64] for t in tags if t and t.strip()][:32]
+    if not isinstance(tags, (list, tuple)):
+        raise ValidationError({"tags": _("Tags are a list or a comma-separated string.")})
+    return [str(t).strip()[:64] for t in tags if t and str(t).strip()][:32]
 
 
 def _sha256_of(stream: IO[bytes]) -> tuple[str, int]:

@@ -1,0 +1,161 @@
+"""Shared fixtures: users and clients, and a REAL Celery worker process on the pytest-django test database.
+
+Tests that need the worker use ``transactional_db`` (rows must be committed for another process to see
+them) and the ``worker`` fixture. Waiting for the pipeline is polling with a generous limit, never a timed
+assertion.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+WORKER_QUEUES = "ingest,diagnose,light"
+WAIT_LIMIT_S = 180.0  # a ceiling for a 2-core machine under load, not an expectation
+
+
+def database_url() -> str:
+    """The URL of the database the tests use now (pytest-django's ``test_<name>``)."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        pytest.skip("a real worker needs PostgreSQL: run the suite with `make test` (DATABASE_URL)")
+    auth = db.get("USER") or ""
+    if db.get("PASSWORD"):
+        auth += f":{db['PASSWORD']}"
+    return f"postgres://{auth}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+@dataclass
+class Worker:
+    """A ``celery -A pypto_web worker`` process in its own process group."""
+
+    env: dict[str, str]
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def start(self) -> "Worker":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "pypto_web", "worker", "-Q", WORKER_QUEUES, "-P", "solo",
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO",
+             "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h"],
+            cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
+        wait_until(lambda: b" ready." in self.log_path.read_bytes() or self.proc.poll() is not None,
+                   "worker start", self)
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"worker exited at start:\n{self.tail()}")
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no warm shutdown, no chance to requeue or ack."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except FileNotFoundError:
+            return ""
+
+
+def wait_until(predicate: Callable[[], Any], what: str, worker: Worker | None = None,
+               limit_s: float = WAIT_LIMIT_S) -> Any:
+    deadline = time.monotonic() + limit_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}" + (f"\nworker log:\n{worker.tail()}" if worker else ""))
+        time.sleep(0.2)
+
+
+def worker_env(**overrides: str) -> dict[str, str]:
+    """Environment for a worker that shares this test session's database, broker and storage."""
+    from django.conf import settings
+
+    env = dict(os.environ)
+    env.update({
+        "DATABASE_URL": database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "PYPTO_WORK_DIR": str(settings.PYPTO_WORK_DIR),
+        "DJANGO_SETTINGS_MODULE": "pypto_web.settings",
+        "DB_CONN_MAX_AGE": "0",
+        "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
+    })
+    env.pop("CELERY_TASK_ALWAYS_EAGER", None)
+    env.update(overrides)
+    return env
+
+
+def purge_broker(url: str) -> None:
+    """Drop messages left by an earlier run: their ids would point at this run's rows."""
+    if url.startswith("redis://"):
+        import redis
+
+        redis.Redis.from_url(url).flushdb()
+
+
+@pytest.fixture(scope="session")
+def worker(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+    """One worker for the session, with the small archive limits of tests/web/bad_archives.py."""
+    from django.conf import settings
+
+    from tests.web.bad_archives import WORKER_ENV
+
+    with django_db_blocker.unblock():
+        env = worker_env(**WORKER_ENV)
+    purge_broker(settings.CELERY_BROKER_URL)
+    w = Worker(env=env, log_path=tmp_path_factory.mktemp("worker") / "worker.log").start()
+    yield w
+    w.stop()
+
+
+@pytest.fixture
+def make_user(db: None) -> Callable[..., Any]:
+    from django.contrib.auth import get_user_model
+
+    def make(username: str, password: str = "pw-for-tests-1") -> Any:
+        return get_user_model().objects.create_user(username=username, password=password)
+
+    return make
+
+
+@pytest.fixture
+def api_for() -> Callable[[Any], Any]:
+    """A DRF client authenticated as ``user`` by token (how scripts call the API)."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    def make(user: Any) -> APIClient:
+        client = APIClient()
+        token, _ = Token.objects.get_or_create(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        return client
+
+    return make
