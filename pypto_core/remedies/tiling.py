@@ -1,0 +1,187 @@
+"""``matmul_tiling`` remedy: an AOE operator-tuning bundle, plus a FRACTAL_NZ / padding patch for the weights.
+
+AOE is the real operator tuner (DOMAIN.md §4.1; ``ACL_OP_TUNER_CONFIG`` and ``op_tuning_runner`` do not exist):
+run the workload once with ``torch_npu.npu.set_aoe(dump_path)`` so the operator graphs are dumped, then
+``aoe --job_type=2 --model_path=<dump> --tune_ops_file=<json>``; the tuned tilings land in ``TUNE_BANK_PATH``,
+which must be exported the same way when serving. ``--tune_ops_file`` is JSON with ``tune_ops_name`` and
+``tune_ops_type`` (whole-word match; AOE tunes the union). Where the flagged MatMuls have 2-D weight shapes,
+a patch converts those weights to FRACTAL_NZ once (``npu_format_cast(w, 29)``, DOMAIN.md §4.4) and can pad a
+misaligned inner axis to 256 elements.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pypto_core.remedies.artifact import Artifact
+from pypto_core.remedies.context import FlaggedOp, RemedyContext
+from pypto_core.remedies.header import comment_block, header_data, header_lines
+from pypto_core.remedies.model_diff import model_file_diff
+from pypto_core.remedies.registry import register
+from pypto_core.remedies.safe_text import py_literal
+
+CONFIG_NAME = "aoe_tune_ops.json"
+SCRIPT_NAME = "aoe_tune.sh"
+PATCH_NAME = "matmul_weight_format_patch.py"
+DIFF_NAME = "matmul_weight_format_patch.diff"
+APPLY_FUNCTION = "apply_matmul_weight_format"
+INNER_AXIS_ALIGN = 256  # elements: the advisor's cube affinity rule; 512 B for fp16 (DOMAIN.md §2.3)
+
+SCRIPT_TEMPLATE = '''\
+#!/usr/bin/env bash
+__HEADER__#
+# AOE operator tuning (job type 2) for the MatMuls above. Run on the NPU host, with CANN's set_env.sh sourced:
+#   bash aoe_tune.sh your_inference_script.py [its arguments...]
+# Step 1 runs your script once with torch_npu.npu.set_aoe(DUMP_DIR) so the operator graphs are dumped
+# (keep it short: a few decode steps are enough). Step 2 runs aoe on the dump, tuning only the ops listed in
+# aoe_tune_ops.json (tune_ops_name and tune_ops_type; AOE tunes the union, so every op of a listed type is
+# tuned too). The tuned tilings go to TUNE_BANK_PATH: export the same TUNE_BANK_PATH when serving.
+# Environment: PYPTO_AOE_DUMP_DIR (default ./pypto_aoe_dump), TUNE_BANK_PATH (default ./pypto_aoe_bank),
+# PYTHON (default python3). Only operators in AOE's supported list can be tuned.
+set -euo pipefail
+
+if [ "$#" -lt 1 ]; then
+    echo "usage: bash $0 your_inference_script.py [args...]" >&2
+    exit 2
+fi
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+tune_ops_file="${here}/aoe_tune_ops.json"
+dump_dir="$(realpath -m "${PYPTO_AOE_DUMP_DIR:-./pypto_aoe_dump}")"
+TUNE_BANK_PATH="$(realpath -m "${TUNE_BANK_PATH:-./pypto_aoe_bank}")"
+export TUNE_BANK_PATH
+python_bin="${PYTHON:-python3}"
+
+if ! command -v aoe >/dev/null 2>&1; then
+    echo "aoe not found: source the CANN environment first (e.g. . /usr/local/Ascend/ascend-toolkit/set_env.sh)" >&2
+    exit 2
+fi
+if [ ! -f "$tune_ops_file" ]; then
+    echo "missing $tune_ops_file (keep it next to this script)" >&2
+    exit 2
+fi
+mkdir -p "$dump_dir" "$TUNE_BANK_PATH"
+
+echo "[1/2] running $1 with torch_npu.npu.set_aoe($dump_dir)"
+export AOE_MODE=2  # operator tuning; Atlas A2 accepts 2 and 4, A3 only 2
+"$python_bin" - "$dump_dir" "$@" <<'PY'
+import runpy
+import sys
+
+import torch_npu
+
+dump_dir, script = sys.argv[1], sys.argv[2]
+torch_npu.npu.set_aoe(dump_dir)
+sys.argv = sys.argv[2:]
+runpy.run_path(script, run_name="__main__")
+PY
+
+echo "[2/2] aoe --job_type=2 --model_path=$dump_dir --tune_ops_file=$tune_ops_file"
+aoe --job_type=2 --model_path="$dump_dir" --tune_ops_file="$tune_ops_file"
+
+echo "done: tuned tilings are in TUNE_BANK_PATH=$TUNE_BANK_PATH"
+echo "serve with: export TUNE_BANK_PATH=$TUNE_BANK_PATH, then re-profile and run pypto compare OLD NEW"
+'''
+
+PATCH_TEMPLATE = '''\
+"""MatMul weight layout for Ascend NPUs: FRACTAL_NZ weights, optionally an inner axis padded to 256 elements.
+
+    import matmul_weight_format_patch
+    model = model.to("npu")                                       # after the weights are loaded
+    matmul_weight_format_patch.apply_matmul_weight_format(model)  # only the Linear layers the profile flagged
+
+* torch_npu.npu_format_cast(weight, 29) stores a weight as FRACTAL_NZ once, so the MatMul does not convert
+  ND -> NZ on the fly every call (29 = ACL_FORMAT_FRACTAL_NZ; inference only).
+* pad_inner_axis=True zero-pads in_features up to a multiple of 256 elements (512 B in fp16), padding the
+  input to match: the result is unchanged, and the MatMul's inner axis becomes aligned. It adds one Pad per
+  call, so measure it (re-profile) before keeping it.
+"""
+import torch
+import torch_npu
+
+PYPTO_WEIGHT_SHAPES = __WEIGHT_SHAPES__  # (K, N) of the flagged MatMuls' weight inputs, from the profile
+ACL_FORMAT_FRACTAL_NZ = 29
+INNER_AXIS_ALIGN = 256
+
+
+def _pypto_is_flagged(linear):
+    shape = (linear.in_features, linear.out_features)
+    return shape in PYPTO_WEIGHT_SHAPES or shape[::-1] in PYPTO_WEIGHT_SHAPES
+
+
+def _pypto_padded_forward(self, x):
+    x = torch.nn.functional.pad(x, (0, self._pypto_padded_in - x.shape[-1]))
+    return torch.nn.functional.linear(x, self.weight, self.bias)
+
+
+def _pypto_pad_in_features(linear):
+    padded = -(-linear.in_features // INNER_AXIS_ALIGN) * INNER_AXIS_ALIGN
+    with torch.no_grad():
+        weight = torch.nn.functional.pad(linear.weight, (0, padded - linear.in_features))
+    linear.weight = torch.nn.Parameter(weight, requires_grad=False)
+    linear._pypto_padded_in = padded
+    linear.forward = _pypto_padded_forward.__get__(linear)
+
+
+def apply_matmul_weight_format(model, to_fractal_nz=True, pad_inner_axis=False):
+    """Rewrite the flagged Linear weights of ``model`` in place; returns the names of the layers changed."""
+    changed = []
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear) or not _pypto_is_flagged(module):
+            continue
+        if pad_inner_axis and module.in_features % INNER_AXIS_ALIGN:
+            _pypto_pad_in_features(module)
+        if to_fractal_nz:
+            module.weight.data = torch_npu.npu_format_cast(module.weight.data, ACL_FORMAT_FRACTAL_NZ)
+        changed.append(name)
+    return changed
+'''
+
+
+def tune_ops_config(ops: list[FlaggedOp]) -> dict[str, list[str]]:
+    """The ``--tune_ops_file`` content: exactly the flagged names and their types, in first-seen order."""
+    names = list(dict.fromkeys(op.name for op in ops if op.name))
+    types = list(dict.fromkeys(op.op_type for op in ops if op.op_type))
+    config: dict[str, list[str]] = {}
+    if names:
+        config["tune_ops_name"] = names
+    if types:
+        config["tune_ops_type"] = types
+    return config
+
+
+def weight_shapes(ops: list[FlaggedOp]) -> list[tuple[int, int]]:
+    """(K, N) of each flagged MatMul whose second input is a 2-D weight (activations of BatchMatMul are not)."""
+    shapes: list[tuple[int, int]] = []
+    for op in ops:
+        if len(op.input_shapes) >= 2 and len(op.input_shapes[1]) == 2 and all(op.input_shapes[1]):
+            k, n = op.input_shapes[1]
+            if (k, n) not in shapes:
+                shapes.append((k, n))
+    return shapes
+
+
+@register
+class TilingOptimizer:
+    rule = "matmul_tiling"
+
+    def generate(self, ctx: RemedyContext) -> list[Artifact]:
+        ops = ctx.flagged_ops()
+        data = header_data(ctx)
+        config = tune_ops_config(ops)
+        if not config:
+            return []
+        config_text = json.dumps(config, indent=2) + "\n"
+        script = SCRIPT_TEMPLATE.replace("__HEADER__", comment_block(header_lines(ctx, "AOE operator tuning")))
+        artifacts = [Artifact(CONFIG_NAME, "config", config_text.encode(), self.rule, data),
+                     Artifact(SCRIPT_NAME, "script", script.encode(), self.rule, data)]
+        shapes = weight_shapes(ops)
+        if shapes:
+            header = comment_block(header_lines(ctx, "MatMul weight FRACTAL_NZ / padding patch"))
+            text = header + PATCH_TEMPLATE.replace("__WEIGHT_SHAPES__", py_literal(shapes))
+            artifacts.append(Artifact(PATCH_NAME, "patch", text.encode(), self.rule, data))
+            if ctx.model_source is not None:
+                diff = model_file_diff(ctx.model_source, ctx.model_filename, module_text=text,
+                                       module_name=PATCH_NAME, apply_function=APPLY_FUNCTION, after_load=True)
+                artifacts.append(Artifact(DIFF_NAME, "diff", diff.encode(), self.rule, data))
+        return artifacts
