@@ -126,7 +126,7 @@
 
   Timeline.prototype.fetchWindow = function (start, end) {
     var self = this, seq = ++this.seq;
-    var q = "width_px=" + Math.round(this.plotWidth() * (1 + 2 * MARGIN));
+    var q = "width_px=" + Math.round(this.plotWidth() * (start === null ? 1 : 1 + 2 * MARGIN));
     if (start !== null) {
       var w = end - start;
       q += "&start_ns=" + Math.floor(start - MARGIN * w) + "&end_ns=" + Math.ceil(end + MARGIN * w);
