@@ -311,11 +311,18 @@ def to_text(arr: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     return clean_strings(arr)
 
 
-def is_numeric_column(arr: pa.Array | pa.ChunkedArray) -> bool:
-    """True when every non-null cell reads as a number (decides whether an unknown column is a counter)."""
+def numeric_share(arr: pa.Array | pa.ChunkedArray) -> float:
+    """Share of the non-null cells that read as numbers (1.0 for an empty or numeric-typed column)."""
     if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_null(arr.type):
-        return True
+        return 1.0
     cleaned = clean_strings(arr)
-    valid = pc.match_substring_regex(cleaned, _FLOAT_RE)
-    bad = pc.and_(pc.is_valid(cleaned), pc.invert(pc.fill_null(valid, False)))
-    return not pc.any(bad).as_py()
+    present = pc.sum(pc.cast(pc.is_valid(cleaned), pa.int64())).as_py() or 0
+    if not present:
+        return 1.0
+    valid = pc.sum(pc.cast(pc.fill_null(pc.match_substring_regex(cleaned, _FLOAT_RE), False), pa.int64())).as_py() or 0
+    return valid / present
+
+
+def is_numeric_column(arr: pa.Array | pa.ChunkedArray) -> bool:
+    """True when every non-null cell reads as a number."""
+    return numeric_share(arr) == 1.0

@@ -100,6 +100,9 @@ def detect_file(p: Path) -> Detection:
         header = csvtable.read_header(p)
         if kernel_csv.is_kernel_header(header):
             return Detection(KERNEL_CSV, p, [p.name])
+        known = {n for names in kernel_csv.ALIASES.values() for n in names}
+        if len(known.intersection(header)) >= 3:
+            kernel_csv.map_columns(p, header)  # a kernel table missing a required column: say which
         raise InputError(
             str(p),
             "CSV is not a kernel table (kernel_details / op_summary): header starts " + repr(", ".join(header[:5])),

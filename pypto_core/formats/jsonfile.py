@@ -41,7 +41,8 @@ def load_json(path: str | os.PathLike[str], *, exact: bool = False) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
-        if exc.pos >= len(text.rstrip()) - 1:
+        unterminated_at_end = exc.msg.startswith("Unterminated string") and '"' not in text[exc.pos + 1:]
+        if exc.pos >= len(text.rstrip()) - 1 or unterminated_at_end:
             raise InputError(str(p), f"truncated JSON (ends unexpectedly at {where})") from exc
         raise InputError(str(p), f"invalid JSON ({exc.msg} at {where})") from exc
     except RecursionError as exc:

@@ -177,9 +177,13 @@ def _convert(batch: pa.RecordBatch, cols: KernelColumns) -> pa.RecordBatch:
 
 
 def _decide_dropped(first: pa.RecordBatch, cols: KernelColumns) -> None:
-    """Unknown text columns (not counters) are skipped with a warning, judged on the first batch."""
+    """Unknown text columns (not counters) are skipped with a warning, judged on the first batch.
+
+    A counter column with a few junk cells stays (the junk becomes null and is warned about); a column
+    that is mostly text is not a counter.
+    """
     for c in cols.counters:
-        if not csvtable.is_numeric_column(first.column(c)):
+        if csvtable.numeric_share(first.column(c)) < 0.5:
             cols.dropped_columns.append(c)
 
 
