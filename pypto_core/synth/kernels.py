@@ -332,6 +332,8 @@ class StepBuilder:
         ks.append(self.vector("aclnnEmbedding_GatherV2AiCore_GatherV2", "GatherV2", "aclnnEmbedding",
                               "aten::embedding", (self._t(vocab, h), ids), (self._t(b, s, h),), gap=STEP_GAP_US,
                               rule=None, base_us=TINY_VECTOR_US * 1.5))
+        # A gather reads only the looked-up rows, not the whole table.
+        ks[-1].dur_us = TINY_VECTOR_US * 1.5 + _mem_us(2 * rows * h * 2, self.bw, VECTOR_BW_EFF)
         x2 = self._t(rows, h)
         for layer in range(m.layers):
             ks += self.norm((b, s), residual=layer > 0, first=layer == 0)

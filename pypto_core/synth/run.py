@@ -22,7 +22,7 @@ from pypto_core.synth.writers_msprof import MsprofWriter
 
 LAYOUTS = ("ascend_pt", "msprof")
 BASE_EPOCH_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z: a fixed start keeps runs byte-identical
-DEMO_TOKENS = 3
+DEMO_TOKENS = 2
 DEMO_PROMPT = 512
 
 
