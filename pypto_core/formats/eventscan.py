@@ -1,0 +1,519 @@
+"""Stream a chrome-trace JSON file (bare array or ``{"traceEvents": [...]}``, plain or gzip) into raw columns.
+
+This is the shared fast path under ``chrome_trace`` (torch_npu ``trace_view.json``, msprof ``msprof_*.json``)
+and ``kineto`` (PyTorch profiler traces). It knows JSON, not profilers: each event becomes one row of text
+columns (``ph``, ``name``, ``cat``, ``pid``, ``tid``, ``id``, ``bp``, the first args key and value, and any
+args keys the caller asks for) plus exact ``ts_ns`` / ``dur_ns`` int64 columns. The readers give meaning.
+
+Speed: the hot loop is ``_eventscan.c`` (compiled on first use with the system C compiler, cached under
+``$PYPTO_CACHE`` or ``~/.cache/pypto``), one pass over the bytes writing Arrow string views; Python only
+handles whole columns. Without a compiler a pure-Python fallback gives the same columns, slower and holding
+the whole file. Memory: the input is read in 8 MiB chunks; only the columns produced so far are kept.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import platform
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+
+from pypto_core.errors import InputError
+
+FIXED_FIELDS: tuple[str, ...] = ("ph", "name", "cat", "pid", "tid", "id", "bp", "arg0_key", "arg0_val")
+READ_CHUNK = 8 << 20  # bytes per read; ~35k trace_view events
+EVENT_CAP = 65536  # events per native call: bounds the view buffers to (fields x cap x 16) bytes
+MAX_EVENT_BYTES = 512 << 20  # one event (or one wrapper value) larger than this is refused, not buffered
+HEADER_VALUE_LIMIT = 64 << 20  # wrapper values (deviceProperties, distributedInfo...) kept for metadata
+
+_ST_NEED_MORE, _ST_ARRAY_END, _ST_FULL, _ST_ERROR = 1, 2, 3, 4
+_SRC = Path(__file__).with_name("_eventscan.c")
+
+
+@dataclass
+class ScannedTrace:
+    """What one file held: raw event columns, and the wrapper object's other keys (Kineto metadata)."""
+
+    events: pa.Table
+    header: dict[str, Any] = field(default_factory=dict)
+    wrapped: bool = False  # True for {"traceEvents": [...]}, False for a bare array
+    input_bytes: int = 0  # decompressed bytes scanned
+    native: bool = True
+
+
+# ---------------------------------------------------------------------------------------------- native
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("PYPTO_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "pypto")
+    return Path(base)
+
+
+def _build_native() -> ctypes.CDLL | None:
+    if os.environ.get("PYPTO_NO_NATIVE"):
+        return None
+    try:
+        source = _SRC.read_bytes()
+    except OSError:
+        return None
+    digest = hashlib.sha256(source + f"{sys.platform}-{platform.machine()}".encode()).hexdigest()[:16]
+    lib_path = _cache_dir() / f"eventscan-{digest}.so"
+    if not lib_path.exists():
+        try:
+            lib_path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib_path.parent)
+            os.close(fd)
+            cc = os.environ.get("CC", "cc")
+            subprocess.run(
+                [cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(_SRC)],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+            os.replace(tmp, lib_path)  # atomic: concurrent workers never load a half-written library
+        except (OSError, subprocess.SubprocessError):
+            return None
+    try:
+        lib = ctypes.CDLL(str(lib_path))
+    except OSError:
+        return None
+    p = ctypes.c_void_p
+    i64 = ctypes.c_int64
+    lib.scan_events.restype = i64
+    lib.scan_events.argtypes = [p, i64, i64, p, ctypes.c_int32, i64, p, p, p, p, p, p, i64, p, p]
+    lib.skip_value.restype = i64
+    lib.skip_value.argtypes = [p, i64, i64]
+    return lib
+
+
+_NATIVE: ctypes.CDLL | None | bool = False  # False = not tried yet
+
+
+def native_scanner() -> ctypes.CDLL | None:
+    """The compiled scanner, or None where no C compiler is available (then the fallback is used)."""
+    global _NATIVE
+    if _NATIVE is False:
+        _NATIVE = _build_native()
+    return _NATIVE  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------- input
+
+
+def _open_stream(path: Path) -> Iterator[bytes]:
+    """Yield decompressed chunks of ``path`` (gzip detected by its magic bytes, not its name)."""
+    try:
+        fh: IO[bytes] = open(path, "rb")
+    except OSError as exc:
+        raise InputError(str(path), f"cannot open: {exc.strerror or exc}") from None
+    with fh:
+        head = fh.read(2)
+        fh.seek(0)
+        if head != b"\x1f\x8b":
+            while True:
+                chunk = fh.read(READ_CHUNK)
+                if not chunk:
+                    return
+                yield chunk
+        yield from _gunzip(fh, path)
+
+
+def _gunzip(fh: IO[bytes], path: Path) -> Iterator[bytes]:
+    dec = zlib.decompressobj(wbits=47)  # 47: gzip or zlib header, detected
+    started = False
+    try:
+        while True:
+            raw = fh.read(READ_CHUNK // 4)
+            if not raw:
+                break
+            while raw:
+                started = True
+                out = dec.decompress(raw, READ_CHUNK)
+                if out:
+                    yield out
+                if dec.eof:
+                    raw = dec.unused_data
+                    dec = zlib.decompressobj(wbits=47)  # concatenated gzip members
+                    started = False
+                else:
+                    raw = dec.unconsumed_tail
+                    while not raw and not dec.eof:  # drain output zlib still holds
+                        out = dec.decompress(b"", READ_CHUNK)
+                        if not out:
+                            break
+                        yield out
+    except zlib.error as exc:
+        raise InputError(str(path), f"corrupt gzip data: {exc}") from None
+    if started and not dec.eof:
+        raise InputError(str(path), "truncated gzip data: the file ends mid-stream")
+
+
+def _prefetch(chunks: Iterator[bytes], depth: int = 3) -> Iterator[bytes]:
+    """Read and decompress in a second thread (file reads and zlib release the GIL, so does the scanner)."""
+    q: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)  # bounded: at most depth chunks in flight
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        q.put(("data", chunk), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("end", None))
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            q.put(("error", exc))
+
+    thread = threading.Thread(target=work, name="pypto-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "data":
+                yield item
+            elif kind == "end":
+                return
+            else:
+                raise item
+    finally:
+        stop.set()
+
+
+class _Buffer:
+    """A sliding window over the decompressed input."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._chunks = _prefetch(_open_stream(path))
+        self.data = b""
+        self.pos = 0
+        self.eof = False
+        self.total = 0
+
+    def more(self) -> bool:
+        """Append the next chunk (dropping what was consumed); False at end of input."""
+        if self.eof:
+            return False
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            self.eof = True
+            return False
+        self.total += len(chunk)
+        keep = len(self.data) - self.pos
+        if keep > MAX_EVENT_BYTES:
+            raise InputError(str(self.path), f"a single JSON value is larger than {MAX_EVENT_BYTES >> 20} MiB")
+        self.data = self.data[self.pos :] + chunk if keep else chunk
+        self.pos = 0
+        return True
+
+    def skip_ws(self) -> bool:
+        """Skip whitespace (and a UTF-8 BOM at the start); False if the input ended."""
+        while True:
+            n = len(self.data)
+            while self.pos < n and self.data[self.pos] in b" \t\r\n":
+                self.pos += 1
+            if self.pos < n:
+                if self.total <= len(self.data) and self.pos == 0 and self.data.startswith(b"\xef\xbb\xbf"):
+                    self.pos = 3
+                    continue
+                return True
+            if not self.more():
+                return False
+
+    def peek(self) -> int:
+        return self.data[self.pos]
+
+
+# ---------------------------------------------------------------------------------------------- scanning
+
+
+def _fail(path: Path, reason: str) -> InputError:
+    return InputError(str(path), reason)
+
+
+def scan_file(path: str | os.PathLike[str], arg_keys: tuple[str, ...] = ()) -> ScannedTrace:
+    """Read every event of a chrome-trace JSON file into raw columns (see the module docstring).
+
+    Raises ``InputError`` naming the file for anything that is not a complete chrome trace: empty file,
+    binary data, truncated JSON, JSON that is neither an event array nor an object with ``traceEvents``.
+    """
+    p = Path(path)
+    if native_scanner() is None:
+        return _scan_fallback(p, arg_keys)
+    buf = _Buffer(p)
+    if not buf.skip_ws():
+        raise _fail(p, "empty file (no JSON)")
+    first = buf.peek()
+    header: dict[str, Any] = {}
+    batches: list[pa.RecordBatch] = []
+    scanner = _NativeScan(p, arg_keys)
+    if first == ord("["):
+        buf.pos += 1
+        scanner.run(buf, batches)
+        _expect_end(buf, p)
+        wrapped = False
+    elif first == ord("{"):
+        buf.pos += 1
+        found = _scan_object(buf, p, scanner, batches, header)
+        if not found:
+            raise _fail(p, "JSON object without a traceEvents list: not a chrome trace")
+        wrapped = True
+    else:
+        raise _fail(p, "not JSON (does not start with '[' or '{'): not a chrome trace")
+    schema = scanner.schema()
+    table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+    return ScannedTrace(events=table, header=header, wrapped=wrapped, input_bytes=buf.total)
+
+
+def _expect_end(buf: _Buffer, path: Path) -> None:
+    if buf.skip_ws():
+        raise _fail(path, f"unexpected data after the end of the JSON array at byte {buf.total - len(buf.data) + buf.pos}")
+
+
+def _skip_json_value(buf: _Buffer, path: Path) -> bytes:
+    """Return the raw text of the JSON value at the cursor, reading more input as needed."""
+    lib = native_scanner()
+    assert lib is not None
+    while True:
+        data = buf.data
+        end = lib.skip_value(data, len(data), buf.pos)
+        if end >= 0 and not (end == len(data) and not buf.eof):
+            raw = data[buf.pos : end]
+            buf.pos = end
+            return raw
+        if end == -2:
+            raise _fail(path, f"malformed JSON near byte {buf.total - len(data) + buf.pos}")
+        if not buf.more():
+            if end >= 0:
+                raw = data[buf.pos : end]
+                buf.pos = end
+                return raw
+            raise _fail(path, "truncated JSON: the file ends inside a value")
+
+
+def _scan_object(
+    buf: _Buffer, path: Path, scanner: "_NativeScan", batches: list[pa.RecordBatch], header: dict[str, Any]
+) -> bool:
+    """Walk the wrapper object's keys; scan ``traceEvents``, keep the other values as metadata."""
+    found = False
+    if not buf.skip_ws():
+        raise _fail(path, "truncated JSON: the file ends inside the top-level object")
+    if buf.peek() == ord("}"):
+        buf.pos += 1
+        _expect_end(buf, path)
+        return False
+    while True:
+        if not buf.skip_ws():
+            raise _fail(path, "truncated JSON: the file ends inside the top-level object")
+        if buf.peek() != ord('"'):
+            raise _fail(path, f"malformed JSON: expected a key near byte {buf.total - len(buf.data) + buf.pos}")
+        try:
+            key = json.loads(_skip_json_value(buf, path))
+        except ValueError:
+            raise _fail(path, "malformed JSON key in the top-level object") from None
+        if not buf.skip_ws() or buf.peek() != ord(":"):
+            raise _fail(path, f"malformed JSON: expected ':' after key {key!r}")
+        buf.pos += 1
+        if not buf.skip_ws():
+            raise _fail(path, "truncated JSON: the file ends inside the top-level object")
+        if key == "traceEvents" and buf.peek() == ord("["):
+            buf.pos += 1
+            scanner.run(buf, batches)
+            found = True
+        else:
+            raw = _skip_json_value(buf, path)
+            if len(raw) <= HEADER_VALUE_LIMIT:
+                try:
+                    header[key] = json.loads(raw)
+                except (ValueError, RecursionError):
+                    raise _fail(path, f"malformed JSON in top-level key {key!r}") from None
+        if not buf.skip_ws():
+            raise _fail(path, "truncated JSON: the file ends inside the top-level object")
+        c = buf.peek()
+        buf.pos += 1
+        if c == ord(","):
+            continue
+        if c == ord("}"):
+            _expect_end(buf, path)
+            return found
+        raise _fail(path, f"malformed JSON: expected ',' or '}}' near byte {buf.total - len(buf.data) + buf.pos}")
+
+
+class _NativeScan:
+    def __init__(self, path: Path, arg_keys: tuple[str, ...]) -> None:
+        self.path = path
+        self.arg_keys = arg_keys
+        self.names = FIXED_FIELDS + tuple(f"arg:{k}" for k in arg_keys)
+        self.nf = len(self.names)
+        self.keys_blob = b"".join(k.encode() + b"\0" for k in arg_keys) + b"\0"
+        self.lens = np.zeros((self.nf, EVENT_CAP), dtype=np.int32)
+        self.kinds = np.zeros((self.nf, EVENT_CAP), dtype=np.uint8)
+        self.ts = np.zeros(EVENT_CAP, dtype=np.int64)
+        self.dur = np.zeros(EVENT_CAP, dtype=np.int64)
+        self.ok = np.zeros(EVENT_CAP, dtype=np.uint8)
+        self.used = np.zeros(self.nf, dtype=np.int64)
+        self.status = np.zeros(4, dtype=np.int64)
+
+    def schema(self) -> pa.Schema:
+        return pa.schema([(n, pa.string()) for n in self.names] + [("ts_ns", pa.int64()), ("dur_ns", pa.int64())])
+
+    def run(self, buf: _Buffer, batches: list[pa.RecordBatch]) -> None:
+        """Scan events from the cursor to the array's closing ']'."""
+        lib = native_scanner()
+        assert lib is not None
+        while True:
+            data = buf.data
+            # One region per field, each as large as the input left: virtual memory, only written pages
+            # become resident (a few MB per chunk), and the used bytes are copied out right after.
+            region = len(data) - buf.pos + 64
+            out = np.empty(self.nf * region, dtype=np.uint8)
+            lib.scan_events(
+                data, len(data), buf.pos, self.keys_blob, len(self.arg_keys), EVENT_CAP,
+                self.lens.ctypes.data, self.kinds.ctypes.data, self.ts.ctypes.data, self.dur.ctypes.data,
+                self.ok.ctypes.data, out.ctypes.data, region, self.used.ctypes.data, self.status.ctypes.data,
+            )  # fmt: skip
+            status, consumed, err_pos, n = (int(x) for x in self.status)
+            if status == _ST_ERROR:
+                where = buf.total - len(data) + err_pos
+                raise _fail(self.path, f"malformed JSON in the event list near byte {where}")
+            if n:
+                batches.append(self._batch(n, out, region))
+            del out
+            buf.pos = consumed
+            if status == _ST_ARRAY_END:
+                return
+            if status == _ST_NEED_MORE and not buf.more():
+                raise _fail(self.path, "truncated JSON: the file ends inside the event list")
+
+    def _batch(self, n: int, out: np.ndarray, region: int) -> pa.RecordBatch:
+        columns: list[pa.Array] = []
+        for f in range(self.nf):
+            present = self.kinds[f, :n] != 0
+            if not present.any():
+                columns.append(pa.nulls(n, pa.string()))
+                continue
+            used = int(self.used[f])
+            offsets = np.zeros(n + 1, dtype=np.int32)
+            np.cumsum(self.lens[f, :n], out=offsets[1:])
+            data = out[f * region : f * region + used].copy()
+            validity = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
+            arr = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), validity)
+            try:
+                arr.validate(full=True)
+            except pa.ArrowInvalid:
+                raise _fail(self.path, f"invalid UTF-8 text in field {self.names[f]!r}") from None
+            columns.append(arr)
+        ok = self.ok[:n]
+        columns.append(pa.array(self.ts[:n].copy(), pa.int64(), mask=(ok & 1) == 0))
+        columns.append(pa.array(self.dur[:n].copy(), pa.int64(), mask=(ok & 2) == 0))
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema())
+
+
+# ---------------------------------------------------------------------------------------------- fallback
+
+
+class _Text(str):
+    """A JSON number kept as its text (so ``ts`` keeps every digit)."""
+
+
+def _us_text_to_ns(text: str) -> int | None:
+    t = text.strip()
+    neg = t.startswith("-")
+    if t[:1] in "+-":
+        t = t[1:]
+    if "e" in t or "E" in t:
+        try:
+            v = round(float(t) * 1000)
+        except ValueError:
+            return None
+        return -v if neg else v
+    whole, dot, frac = t.partition(".")
+    if not (whole or frac) or (whole and not whole.isdigit()) or (frac and not frac.isdigit()) or (dot and not frac and not whole):
+        return None
+    ns = int(whole or "0") * 1000 + int((frac + "000")[:3])
+    if len(frac) > 3 and frac[3] >= "5":
+        ns += 1
+    return -ns if neg else ns
+
+
+def _as_text(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return str(v)
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    return json.dumps(v, separators=(",", ":")) if isinstance(v, (list, dict)) else str(v)
+
+
+def _scan_fallback(path: Path, arg_keys: tuple[str, ...]) -> ScannedTrace:
+    """The same columns without the compiled scanner: whole-file json, exact number text."""
+    chunks = list(_open_stream(path))
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise _fail(path, "empty file (no JSON)")
+    try:
+        doc = json.loads(raw, parse_float=_Text, parse_int=_Text)
+    except UnicodeDecodeError:
+        raise _fail(path, "not JSON (binary or non-UTF-8 data)") from None
+    except RecursionError:
+        raise _fail(path, "malformed JSON (nested too deeply)") from None
+    except ValueError as exc:
+        raise _fail(path, f"malformed or truncated JSON: {exc}") from None
+    header: dict[str, Any] = {}
+    if isinstance(doc, list):
+        events, wrapped = doc, False
+    elif isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
+        events, wrapped = doc["traceEvents"], True
+        header = {k: v for k, v in doc.items() if k != "traceEvents"}
+        header = json.loads(json.dumps(header))  # plain numbers for metadata
+    else:
+        raise _fail(path, "JSON object without a traceEvents list: not a chrome trace")
+    names = FIXED_FIELDS + tuple(f"arg:{k}" for k in arg_keys)
+    cols: dict[str, list[Any]] = {n: [] for n in names}
+    ts_ns: list[int | None] = []
+    dur_ns: list[int | None] = []
+    for ev in events:
+        if not isinstance(ev, dict):
+            raise _fail(path, "malformed JSON in the event list: an event is not an object")
+        for key in ("ph", "name", "cat", "pid", "tid", "id", "bp"):
+            cols[key].append(_as_text(ev.get(key)))
+        args = ev.get("args")
+        if isinstance(args, dict) and args:
+            k0 = next(iter(args))
+            cols["arg0_key"].append(k0)
+            cols["arg0_val"].append(_as_text(args[k0]))
+        else:
+            cols["arg0_key"].append(None)
+            cols["arg0_val"].append(None)
+        for k in arg_keys:
+            cols[f"arg:{k}"].append(_as_text(args.get(k)) if isinstance(args, dict) else None)
+        ts = ev.get("ts")
+        ts_ns.append(_us_text_to_ns(ts) if isinstance(ts, str) else None)
+        dur = ev.get("dur")
+        dur_ns.append(_us_text_to_ns(dur) if isinstance(dur, str) else None)
+    arrays = [pa.array(cols[n], pa.string()) for n in names]
+    arrays += [pa.array(ts_ns, pa.int64()), pa.array(dur_ns, pa.int64())]
+    table = pa.table(arrays, names=list(names) + ["ts_ns", "dur_ns"])
+    return ScannedTrace(events=table, header=header, wrapped=wrapped, input_bytes=len(raw), native=False)
