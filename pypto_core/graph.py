@@ -20,7 +20,7 @@ from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
 from pypto_core.profile import Profile
 from pypto_core.sequences import PATTERNS, ChainMatch, match_chains
-from pypto_core.shapes import Shapes, first_dtype_bytes, tensor_bytes
+from pypto_core.shapes import Shapes, dtype_bytes, first_dtype_bytes, tensor_bytes
 
 # Each metric: unit, and whether a higher value is better (the comparison's "better" column).
 METRICS: dict[str, tuple[str, bool]] = {
@@ -147,6 +147,15 @@ class OperatorCallGraph:
             ids[self.stream_order] = self.chains[name].chain_of
         return ids
 
+    def chain_side(self, name: str) -> np.ndarray:
+        """Per kernel row: -1 before its chain's anchor, 0 the anchor (or outside chains), +1 after it."""
+        side = np.zeros(self.n, np.int64)
+        if self.n:
+            ch = self.chains[name].chain_of
+            pos = np.arange(len(ch))
+            side[self.stream_order] = np.where(ch >= 0, np.sign(pos - ch), 0)
+        return side
+
     def is_role(self, *names: str) -> np.ndarray:
         return np.isin(self.role, [ROLE[n] for n in names])
 
@@ -166,6 +175,18 @@ class OperatorCallGraph:
             return np.zeros(0)
         return (tensor_bytes(self.input_shapes, self.kernels["input_dtypes"])
                 + tensor_bytes(self.output_shapes, self.kernels["output_dtypes"]))
+
+    def slot_bytes(self, slot: int, outputs: bool = False) -> np.ndarray:
+        """Bytes of input (or output) tensor ``slot`` of every kernel; 0 where the kernel has no such slot."""
+        shapes = self.output_shapes if outputs else self.input_shapes
+        dtypes = self.kernels["output_dtypes" if outputs else "input_dtypes"]
+        per_slot = dtype_bytes(dtypes, shapes.slot_offsets)
+        idx = shapes.slot_offsets[:-1] + slot
+        ok = slot < shapes.slot_count()
+        if not len(per_slot):
+            return np.zeros(self.n)
+        width = per_slot[np.clip(idx, 0, len(per_slot) - 1)]
+        return np.where(ok, shapes.elements(slot) * width, 0).astype(np.float64)
 
     @cached_property
     def element_bytes(self) -> np.ndarray:
@@ -340,13 +361,10 @@ class OperatorCallGraph:
                 out["layers"] = int(np.median(c))
             elif self.lm_head_mask.sum() >= 1:
                 out["layers"] = int(round(att.sum() / max(int(self.lm_head_mask.sum()), 1)))
-            hd = self.input_shapes.dim(0, -1)[att]
-            hd = hd[hd > 0]
-            if len(hd):
-                vals, counts = np.unique(hd, return_counts=True)
-                out["head_dim"] = int(vals[np.argmax(counts)])
+        out["head_dim"] = self.structure_head_dim
         for vocab, layers, name in _MODEL_HINTS:
-            if out["vocab"] == vocab and (out["layers"] in (None, layers)):
+            # padded vocabularies (32001, 32256) still name their model; within 1%
+            if out["vocab"] and abs(out["vocab"] - vocab) <= vocab // 100 and out["layers"] in (None, layers):
                 out["model_hint"] = name
                 break
         out["blocks"] = {
@@ -472,7 +490,9 @@ class OperatorCallGraph:
 
     @cached_property
     def structure_head_dim(self) -> int | None:
-        att = self.is_role("attention") | (self.chain_mask("attention") & self.is_role("matmul"))
+        # fused attention's query, or the first BatchMatMul (q @ k^T) of an unfused chain
+        att = self.is_role("attention") | (self.chain_mask("attention") & self.is_role("matmul")
+                                           & (self.chain_side("attention") < 0))
         hd = self.input_shapes.dim(0, -1)[att]
         hd = hd[hd > 0]
         if not len(hd):

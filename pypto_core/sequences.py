@@ -30,8 +30,8 @@ class ChainPattern:
 
 # The advisor's fusion regexes (DOMAIN.md §3.4), restated on device op types (DOMAIN.md §3.1, §7: an unfused
 # RMSNorm is Cast, Pow, ReduceMean, Add, Rsqrt, Mul, Mul, Cast).
-RMS_NORM = ChainPattern("rms_norm", r"^rsqrt$", r"^(cast|pow|square|reducemean|reducemeand|reducesum|add|adds)$",
-                        r"^(mul|muls|cast)$", 4, 3, require_before=r"^(reducemean|reducemeand|reducesum)$",
+RMS_NORM = ChainPattern("rms_norm", r"^rsqrt$", r"^(cast|pows?|square|reducemean|reducemeand|reducesum|add|adds)$",
+                        r"^(mul|muls|cast)$", 5, 3, require_before=r"^(reducemean|reducemeand|reducesum)$",
                         fused_api="torch_npu.npu_rms_norm / npu_add_rms_norm")
 ROPE = ChainPattern("rope", r"^neg$", r"^(slice|stridedslice\w*|split\w*|mul)$",
                     r"^(concatd?|concatv2|mul|add|cast)$", 3, 4, require_after=r"^(concatd?|concatv2)$",
@@ -39,8 +39,9 @@ ROPE = ChainPattern("rope", r"^neg$", r"^(slice|stridedslice\w*|split\w*|mul)$",
 SWIGLU = ChainPattern("swiglu", r"^(swish|silu|sigmoid)$", r"^(slice|stridedslice\w*|split\w*)$", r"^(mul|muls)$",
                       1, 2, require_after=r"^(mul|muls)$", fused_api="torch_npu.npu_swiglu")
 ATTENTION = ChainPattern("attention", r"^softmax(v2)?$",
-                         r"^(batchmatmul\w*|matmul\w*|mul|muls|add|adds|realdiv|div|cast|maskedfill|select)$",
-                         r"^(cast|dropout\w*|batchmatmul\w*|matmul\w*)$", 4, 2,
+                         r"^(batchmatmul\w*|matmul\w*|mul|muls|add|adds|realdiv|div|cast|maskedfill|select|"
+                         r"broadcastto\w*|expand\w*|tile\w*)$",
+                         r"^(cast|dropout\w*|batchmatmul\w*|matmul\w*)$", 7, 2,
                          require_before=r"^(batchmatmul\w*|matmul\w*)$", require_after=r"^(batchmatmul\w*|matmul\w*)$",
                          fused_api="torch_npu.npu_incre_flash_attention / npu_fused_infer_attention_score")
 PATTERNS: tuple[ChainPattern, ...] = (RMS_NORM, ROPE, SWIGLU, ATTENTION)

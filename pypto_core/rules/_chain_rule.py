@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.rules._fusion import chain_savings
 from pypto_core.rules._util import op_type_time, share, us
 from pypto_core.rules.context import RuleContext
 
@@ -17,13 +18,9 @@ def report_chain(ctx: RuleContext, chain: str, saving_model: str, *, title: str,
     if not members.any():
         return
     idx = np.nonzero(members)[0]
-    uniq, inv = np.unique(ids[idx], return_inverse=True)
+    uniq = np.unique(ids[idx])
     slot = (g.dur + g.gap_before_ns).astype(np.float64)[idx]
-    chain_slot = np.bincount(inv, weights=slot)
-    min_gap = np.full(len(uniq), np.inf)
-    np.minimum.at(min_gap, inv, g.gap_before_ns[idx].astype(np.float64))
-    chain_saving = np.maximum(chain_slot - cfg["fused_us"] * 1e3 - min_gap, 0.0)
-    saving = chain_saving[inv] * slot / np.maximum(chain_slot[inv], 1.0)
+    saving, _ = chain_savings(g, idx, ids[idx], cfg["fused_us"] * 1e3, cfg["fused_launch_gap_us"] * 1e3)
     if share(slot.sum(), ctx.total_ns) < cfg["min_time_share"]:
         return
     ops = op_type_time(g, members)

@@ -26,7 +26,9 @@ def match(ctx: RuleContext) -> None:
         return float(pc.sum(pc.fill_null(comm[col], 0)).as_py() or 0)
 
     elapse, wait, sync = total("elapse_ns"), total("wait_ns"), total("synchronization_ns")
-    waiting = wait + sync
+    # Synchronization time is the part of the wait before the first transfer (elapse = transit + wait),
+    # so it is not added again.
+    waiting = max(wait, sync)
     if elapse <= 0 or waiting / elapse < cfg["wait_share_above"]:
         return
     span = ctx.total_ns

@@ -24,9 +24,13 @@ DEFAULTS: dict[str, dict[str, float]] = {
     },
     "attention_memory_bound": {
         "mte2_share_above": 0.70,  # DOMAIN.md §6 #1: lines up with the advisor's 0.7 vector rule (FA rule: 0.8)
-        # bandwidth a fused IFA/FIA reaches when no fused peer is in the profile [INFERRED: DOMAIN.md §7
-        # "realistic 60-75% of peak bandwidth"]
-        "fused_bandwidth_efficiency": 0.70,
+        # bandwidth a fused IFA/FIA reaches [INFERRED: below DOMAIN.md §7's 60-75% for whole decode steps,
+        # since attention reads short per-head runs]
+        "fused_bandwidth_efficiency": 0.55,
+        # fixed cost of one fused attention launch: FIA ~21.6-24 us at small S (DOMAIN.md §3.1, §7) [INFERRED split]
+        "fused_overhead_us": 6.0,
+        "fused_cube_efficiency": 0.50,  # [INFERRED] FIA prefill reaches about half the cube peak
+        "fused_launch_gap_us": 1.5,
         "min_time_share": 0.01,
     },
     "kv_cache_layout": {
@@ -36,7 +40,10 @@ DEFAULTS: dict[str, dict[str, float]] = {
         "scatter_cost_us": 3.0,  # ReshapeAndCacheNdKernel ~3 us (DOMAIN.md §3.1)
     },
     "norm_launch_overhead": {
-        "fused_norm_us": 3.3,  # AddRmsNorm 3.3 us (DOMAIN.md §0 #10, §7: fused 2-5 us)
+        "fused_norm_us": 3.3,
+        # launch gap of the one fused kernel: once the host issues far fewer launches it runs ahead of the
+        # device, so the gap is a queued one [INFERRED]
+        "fused_launch_gap_us": 1.5,  # AddRmsNorm 3.3 us (DOMAIN.md §0 #10, §7: fused 2-5 us)
         "min_chains_per_token": 1.0,
         "min_time_share": 0.005,
         # fused norm kernels: flagged when their launch gaps outweigh their own time by this factor
@@ -56,13 +63,14 @@ DEFAULTS: dict[str, dict[str, float]] = {
         # a graph-mode launch leaves ~1 us between kernels [INFERRED: ACL graph replays tasks back to back]
         "residual_gap_us": 1.0,
         "min_gap_us": 5.0,
+        "min_kernels": 50,  # [INFERRED] a trimmed excerpt of a few kernels says nothing about free time
     },
     "format_churn": {
         "min_time_share": 0.02,
         "min_count_per_token": 1.0,
     },
-    "unfused_rope": {"min_time_share": 0.005, "fused_us": 3.5},  # _triton_rope / RotaryMul ~3.5 us (DOMAIN.md §3.1)
-    "unfused_swiglu": {"min_time_share": 0.005, "fused_us": 8.5},  # SwiGlu 8.5 us (DOMAIN.md §3.1)
+    "unfused_rope": {"min_time_share": 0.005, "fused_us": 3.5, "fused_launch_gap_us": 1.5},  # _triton_rope / RotaryMul ~3.5 us (DOMAIN.md §3.1)
+    "unfused_swiglu": {"min_time_share": 0.005, "fused_us": 8.5, "fused_launch_gap_us": 1.5},  # SwiGlu 8.5 us (DOMAIN.md §3.1)
     "block_dim": {
         "min_dur_us": 20.0,  # advisor operator checks look at ops > 20 us
         "min_time_share": 0.02,

@@ -23,7 +23,7 @@ def match(ctx: RuleContext) -> None:
     gaps = g.gap_before_ns.astype(np.float64)
     total = ctx.total_ns
     free = float(gaps.sum())
-    if share(free, total) < cfg["free_share_above"]:
+    if g.n < cfg["min_kernels"] or share(free, total) < cfg["free_share_above"]:
         return
     sel = gaps > cfg["min_gap_us"] * 1e3
     idx = np.nonzero(sel)[0]

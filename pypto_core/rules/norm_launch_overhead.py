@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.rules._fusion import chain_savings
 from pypto_core.rules._util import op_type_time, share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
 
 SAVING_MODEL = ("Each unfused chain becomes one npu_rms_norm / npu_add_rms_norm kernel of the configured fused "
-                "time with one launch gap (the chain's smallest): saving = chain time + gaps - (fused time + one "
-                "gap). Fused norms waiting on the host save the gap above the residual graph-mode gap.")
+                "time, launched with the short queued gap: saving = chain time + gaps - (fused time + that gap). "
+                "Fused norms waiting on the host save the gap above the residual graph-mode gap.")
 
 
 @rule("norm_launch_overhead", title="Norm launch overhead outweighs its compute", saving_model=SAVING_MODEL,
@@ -31,13 +32,8 @@ def match(ctx: RuleContext) -> None:
     chains = 0
     if members.any():
         idx = np.nonzero(members)[0]
-        ids, inv = np.unique(chain_ids[idx], return_inverse=True)
-        chains = len(ids)
-        chain_slot = np.bincount(inv, weights=slot[idx], minlength=chains)
-        min_gap = np.full(chains, np.inf)
-        np.minimum.at(min_gap, inv, g.gap_before_ns[idx].astype(np.float64))
-        chain_saving = np.maximum(chain_slot - cfg["fused_norm_us"] * 1e3 - min_gap, 0.0)
-        saving[idx] = chain_saving[inv] * slot[idx] / np.maximum(chain_slot[inv], 1.0)
+        saving[idx], chains = chain_savings(g, idx, chain_ids[idx], cfg["fused_norm_us"] * 1e3,
+                                            cfg["fused_launch_gap_us"] * 1e3)
     if chains / ctx.tokens < cfg["min_chains_per_token"]:
         chains, members, saving[:] = 0, np.zeros(g.n, bool), 0.0
     fused = g.is_role("norm")
@@ -57,7 +53,7 @@ def match(ctx: RuleContext) -> None:
     ops = op_type_time(g, flagged)
     dur = g.dur[idx].astype(np.float64)
     ctx.emit(
-        title=(f"Unfused RMSNorm: {chains / ctx.tokens:.0f} chains of tiny kernels per token" if chains
+        title=(f"Unfused RMSNorm: {chains / max(len(g.tokens.decode_step), 1):.0f} chains of tiny kernels per step" if chains
                else f"{int(waiting.sum())} norm kernels wait on the host longer than they run"),
         description=(
             "RMSNorm computed as separate Cast, Pow, ReduceMean, Add, Rsqrt and Mul kernels launches six to eight "

@@ -43,25 +43,28 @@ def match(ctx: RuleContext) -> None:
         return
     ranks = [p.meta.rank if p.meta.rank is not None else i for i, p in enumerate(group.profiles)]
     totals = [_rank_totals(p) for p in group.profiles]
+    # Order of evidence: extra compute is the direct cause; extra free time (host stalls) next; a rank with
+    # the *least* communication is the one the others wait for (its peers' collectives absorb its delay).
+    gaps: dict[str, float] = {}
     worst = None
-    for kind in ("computing", "communication", "free"):
+    for kind in ("computing", "free", "communication"):
         vals = np.array([t[kind] for t in totals])
         if vals.mean() <= 0:
             continue
-        gap = (vals.max() - vals.mean()) / vals.mean()
-        if gap > ctx.threshold("gap_above") and (worst is None or gap > worst[1]):
-            worst = (kind, gap, vals)
+        gaps[kind] = float((vals.max() - vals.mean()) / vals.mean())
+        if worst is None and gaps[kind] > ctx.threshold("gap_above"):
+            worst = (kind, gaps[kind], vals)
     if worst is None:
         return
     kind, gap, vals = worst
-    slow = int(np.argmax(vals))
+    slow = int(np.argmin(vals)) if kind == "communication" else int(np.argmax(vals))
     saving = float(vals.max() - vals.mean()) if kind == "computing" else 0.0
     ctx.emit(
-        title=f"Rank {ranks[slow]} has {100 * gap:.0f}% more {kind} time than the mean",
+        title=(f"Rank {ranks[slow]} is the slow rank: {kind} time spread {100 * gap:.0f}% above the mean"),
         description=("One rank takes noticeably longer than the others, and every collective waits for it. Look at "
                      "that rank's own findings, its host (CPU binding, other processes) and its share of the data."),
         ops=[],
-        evidence={"kind": kind, "gap_vs_mean": round(float(gap), 4), "threshold": ctx.threshold("gap_above"),
+        evidence={"kind": kind, **{f"{k}_gap_vs_mean": round(v, 4) for k, v in gaps.items()}, "gap_vs_mean": round(float(gap), 4), "threshold": ctx.threshold("gap_above"),
                   "slow_rank": ranks[slow], **{f"rank_{r}_{kind}_us": us(v) for r, v in zip(ranks, vals)}},
         kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=float(vals.max()),
         extra_saving_ns=min(saving, 0.5 * max(ctx.total_ns, 1)), saving_model=SAVING_MODEL,

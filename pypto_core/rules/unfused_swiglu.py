@@ -7,8 +7,8 @@ from pypto_core.rules._chain_rule import report_chain
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Each chain becomes one SwiGlu kernel of the configured time with one launch gap: saving = chain "
-                "time + gaps - (fused time + the chain's smallest gap).")
+SAVING_MODEL = ("Each chain becomes one fused kernel of the configured time, launched with the short queued gap: "
+                "saving = chain time + gaps - (fused time + that gap).")
 
 
 @rule("unfused_swiglu", title="Unfused SwiGLU activation", saving_model=SAVING_MODEL)

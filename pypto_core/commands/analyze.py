@@ -1,0 +1,47 @@
+"""Diagnose one profile: findings with evidence, savings and remedies (JSON, Markdown or HTML)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pypto_core.errors import PyptoError
+from pypto_core.report_render import FORMATS, render
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", help="profile folder, archive (.zip, .tar, .tar.gz, .tgz) or file (.json, .csv, .db)")
+    parser.add_argument("--sku", help="device SKU (910B1-B4, 910_93, 910A, 310P3, A100, H100, H200); default: "
+                                      "what the profile says")
+    parser.add_argument("--format", choices=FORMATS, default="json")
+    parser.add_argument("-o", "--output", help="write the report here instead of stdout")
+    parser.add_argument("--config", help="JSON file of threshold overrides, {rule: {key: value}, disabled: [...]}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pypto_core.formats import open_profiles  # lazily: the readers are heavy
+    from pypto_core.hardware import normalize_sku_name
+    from pypto_core.rules import diagnose_group
+
+    if args.sku and normalize_sku_name(args.sku) is None:
+        raise PyptoError(f"unknown SKU {args.sku!r}")
+    config = None
+    if args.config:
+        try:
+            config = json.loads(Path(args.config).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise PyptoError(f"{args.config}: cannot read the config: {exc}") from exc
+    group = open_profiles(args.path)
+    try:
+        report = diagnose_group(group, config, args.sku)
+    except ValueError as exc:
+        raise PyptoError(str(exc)) from exc
+    report.warnings = list(dict.fromkeys(list(group.warnings) + report.warnings))
+    text = render(report, args.format)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
