@@ -130,11 +130,9 @@ def _write_flows(w: _Writer, profile: Profile, ev: LaneEvents, pid: np.ndarray, 
     flows = profile.flows
     if not flows.num_rows:
         return
-    table_of_lane = np.array([ln.table for ln in ev.lanes], dtype=object)
-    event_table = table_of_lane[ev.lane]
     where = {}
     for table in ("host_ops", "kernels"):
-        mine = np.flatnonzero(event_table == table)
+        mine = np.flatnonzero(np.isin(ev.lane, [ln.id for ln in ev.lanes if ln.table == table]))
         rowmap = np.full(profile.table(table).num_rows, -1, np.int64)
         rowmap[ev.row[mine]] = mine
         where[table] = rowmap

@@ -53,7 +53,8 @@ def _save(path: Path, array: np.ndarray) -> None:
 
 def _write_arrow(path: Path, table: pa.Table, compress: bool) -> list[int]:
     """Write ``table`` as Arrow IPC in fixed-size batches; returns the first row of each batch."""
-    options = pa.ipc.IpcWriteOptions(compression="zstd" if compress else None)
+    # lz4: about 3x faster to write than zstd here, and one batch decompresses in well under a millisecond
+    options = pa.ipc.IpcWriteOptions(compression="lz4" if compress else None)
     firsts: list[int] = []
     row = 0
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema, options=options) as writer:
@@ -132,13 +133,11 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
             counter_ranges[str(lane_id)] = [int(lo), int(hi)]
 
     # Source row -> event index, per source table; and the host op <-> kernel links.
-    lane_table = np.array([ln.table for ln in ev.lanes] or [""], dtype=object)
-    event_table = lane_table[lane] if n else np.empty(0, dtype=object)
     details: dict[str, list[int]] = {}
     for table_name in sorted({ln.table for ln in ev.lanes if ln.kind == "slices"}):
         source = profile.table(table_name)
         rowmap = np.full(source.num_rows, -1, np.int64)
-        mine = np.flatnonzero(event_table == table_name)
+        mine = np.flatnonzero(np.isin(lane, [ln.id for ln in ev.lanes if ln.table == table_name]))
         rowmap[row[mine]] = mine
         _save(tmp / "rowmap" / f"{table_name}.npy", rowmap)
         (tmp / "details").mkdir(exist_ok=True)
