@@ -1,0 +1,154 @@
+"""Capture API and services on the test database (no agent process): who may do what."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from captures.models import Agent, CaptureJob, JobStatus
+from captures.services import hash_token, job_claim_next
+from tests.web.helpers import project_with
+
+pytestmark = pytest.mark.django_db
+
+
+def agent_client(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Agent {token}")
+    return client
+
+
+@pytest.fixture
+def setup(make_user, api_for) -> dict[str, Any]:
+    owner, viewer, outsider = make_user("owner"), make_user("viewer"), make_user("outsider")
+    project = project_with(owner, viewer=viewer)
+    api = api_for(owner)
+    made = api.post(f"/api/projects/{project.pk}/agents/", {"name": "npu-1"}, format="json")
+    assert made.status_code == 201, made.content
+    token = made.json()["token"]
+    reg = agent_client(token).post("/api/agent/register/", {
+        "hostname": "h1", "capabilities": {"npu_sku": "910B3"}, "version": "0.1.0",
+        "workloads": [{"name": "llama", "kind": "python", "description": "decode", "command": "ignored"}],
+    }, format="json")
+    assert reg.status_code == 200, reg.content
+    return {"owner": owner, "viewer": viewer, "outsider": outsider, "project": project, "api": api,
+            "token": token, "agent_id": made.json()["id"], "api_for": api_for}
+
+
+def test_token_shown_once_and_stored_hashed(setup) -> None:
+    agent = Agent.objects.get(pk=setup["agent_id"])
+    assert agent.token_hash == hash_token(setup["token"]) and setup["token"] not in str(agent.__dict__)
+    listed = setup["api"].get(f"/api/projects/{setup['project'].pk}/agents/").json()
+    assert "token" not in listed[0] and listed[0]["online"] is True
+    # the host's command never reaches the server: only names, kinds, descriptions
+    assert listed[0]["workloads"] == [{"name": "llama", "kind": "python", "description": "decode", "timeout_s": None}]
+
+
+def test_viewer_cannot_register_agents_or_capture(setup) -> None:
+    viewer_api = setup["api_for"](setup["viewer"])
+    assert viewer_api.post(f"/api/projects/{setup['project'].pk}/agents/", {"name": "x"}, format="json").status_code == 403
+    r = viewer_api.post(f"/api/projects/{setup['project'].pk}/captures/",
+                        {"agent": setup["agent_id"], "workload": "llama"}, format="json")
+    assert r.status_code == 403
+
+
+def test_non_members_get_404_everywhere(setup) -> None:
+    job = setup["api"].post(f"/api/projects/{setup['project'].pk}/captures/",
+                            {"agent": setup["agent_id"], "workload": "llama"}, format="json").json()
+    outsider = setup["api_for"](setup["outsider"])
+    pid = setup["project"].pk
+    assert outsider.get(f"/api/projects/{pid}/agents/").status_code == 404
+    assert outsider.post(f"/api/projects/{pid}/captures/", {"agent": setup["agent_id"], "workload": "llama"},
+                         format="json").status_code == 404
+    assert outsider.get(f"/api/captures/{job['id']}/").status_code == 404
+    assert outsider.post(f"/api/captures/{job['id']}/cancel/").status_code == 404
+    assert outsider.post(f"/api/agents/{setup['agent_id']}/revoke/").status_code == 404
+
+
+def test_params_outside_the_schema_and_unknown_workloads_are_refused(setup) -> None:
+    url = f"/api/projects/{setup['project'].pk}/captures/"
+    r = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama", "params": {"command": "id"}}, format="json")
+    assert r.status_code == 400 and "params.command" in str(r.json())
+    r = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama", "params": {"active": 10**7}}, format="json")
+    assert r.status_code == 400
+    r = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "rm-rf"}, format="json")
+    assert r.status_code == 400 and "workload" in r.json()
+    assert CaptureJob.objects.count() == 0
+
+
+def test_agent_token_opens_no_user_endpoint_and_user_token_no_agent_endpoint(setup) -> None:
+    agent = agent_client(setup["token"])
+    assert agent.get(f"/api/projects/{setup['project'].pk}/").status_code in (401, 403)
+    assert agent.get("/api/projects/").status_code in (401, 403)
+    assert setup["api"].post("/api/agent/jobs/next/", {}, format="json").status_code in (401, 403)
+    assert agent_client("pyag_not-a-token").post("/api/agent/heartbeat/", {}, format="json").status_code == 401
+
+
+def test_a_second_agent_cannot_touch_the_first_agents_jobs(setup, make_user) -> None:
+    other_owner = make_user("other")
+    other_project = project_with(other_owner)
+    other_token = setup["api_for"](other_owner).post(
+        f"/api/projects/{other_project.pk}/agents/", {"name": "gpu-1"}, format="json").json()["token"]
+    job = setup["api"].post(f"/api/projects/{setup['project'].pk}/captures/",
+                            {"agent": setup["agent_id"], "workload": "llama"}, format="json").json()
+    other = agent_client(other_token)
+    assert other.post("/api/agent/jobs/next/", {}, format="json").status_code == 204  # not handed out
+    for path in ("status/", "log/", "upload/"):
+        assert other.post(f"/api/agent/jobs/{job['id']}/{path}", {"status": "failed"}, format="json").status_code == 404
+    assert CaptureJob.objects.get(pk=job["id"]).status == JobStatus.QUEUED
+
+
+def test_a_job_is_claimed_once(setup) -> None:
+    setup["api"].post(f"/api/projects/{setup['project'].pk}/captures/",
+                      {"agent": setup["agent_id"], "workload": "llama"}, format="json")
+    agent = Agent.objects.get(pk=setup["agent_id"])
+    first = job_claim_next(agent=agent)
+    assert first is not None and first.status == JobStatus.CLAIMED
+    assert job_claim_next(agent=agent) is None
+    answer = agent_client(setup["token"]).post("/api/agent/jobs/next/", {}, format="json")
+    assert answer.status_code == 204
+
+
+def test_agent_transitions_are_checked(setup) -> None:
+    job = setup["api"].post(f"/api/projects/{setup['project'].pk}/captures/",
+                            {"agent": setup["agent_id"], "workload": "llama"}, format="json").json()
+    agent = agent_client(setup["token"])
+    # not claimed yet: nothing may be reported
+    assert agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": "running"}, format="json").status_code == 409
+    assert agent.post("/api/agent/jobs/next/", {}, format="json").json()["id"] == job["id"]
+    assert agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": "done"}, format="json").status_code == 409
+    ok = agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": "running"}, format="json")
+    assert ok.status_code == 200 and ok.json() == {"status": "running", "cancel": False}
+    setup["api"].post(f"/api/captures/{job['id']}/cancel/")
+    assert agent.post(f"/api/agent/jobs/{job['id']}/log/", {"tail": "x"}, format="json").json()["cancel"] is True
+    assert agent.post("/api/agent/heartbeat/", {"running": [job["id"]]}, format="json").json() == {"cancel": [job["id"]]}
+
+
+def test_revoked_token_is_refused_and_queued_jobs_cancelled(setup) -> None:
+    job = setup["api"].post(f"/api/projects/{setup['project'].pk}/captures/",
+                            {"agent": setup["agent_id"], "workload": "llama"}, format="json").json()
+    assert setup["api"].post(f"/api/agents/{setup['agent_id']}/revoke/").status_code == 200
+    assert agent_client(setup["token"]).post("/api/agent/jobs/next/", {}, format="json").status_code == 401
+    assert CaptureJob.objects.get(pk=job["id"]).status == JobStatus.CANCELLED
+
+
+def test_pages_render_for_members(setup, client, settings) -> None:
+    # pages only: plain static storage, so the test needs no collectstatic manifest
+    settings.STORAGES = {**settings.STORAGES, "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    client.force_login(setup["owner"])
+    pid = setup["project"].pk
+    page = client.get(f"/projects/{pid}/agents/")
+    assert page.status_code == 200 and b"npu-1" in page.content and b"910B3" in page.content
+    form = client.get(f"/projects/{pid}/capture/")
+    assert form.status_code == 200 and b"llama" in form.content and b"aic_metrics" in form.content
+    made = client.post(f"/projects/{pid}/capture/", {"target": f"{setup['agent_id']}:llama", "active": "2",
+                                                     "aic_metrics": "Memory"})
+    job = CaptureJob.objects.get()
+    assert made.status_code == 302 and job.params["active"] == 2 and job.params["aic_metrics"] == "Memory"
+    assert client.get(f"/captures/{job.pk}/").status_code == 200
+    client.force_login(setup["outsider"])
+    assert client.get(f"/projects/{pid}/agents/").status_code == 404
+    assert client.get(f"/captures/{job.pk}/").status_code == 404
