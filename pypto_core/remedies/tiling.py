@@ -99,6 +99,7 @@ PATCH_TEMPLATE = '''\
 import torch
 import torch_npu
 
+PYPTO_FLAGGED_OPS = __FLAGGED_OPS__  # (op name, op type) pairs the profile flagged, for reference
 PYPTO_WEIGHT_SHAPES = __WEIGHT_SHAPES__  # (K, N) of the flagged MatMuls' weight inputs, from the profile
 ACL_FORMAT_FRACTAL_NZ = 29
 INNER_AXIS_ALIGN = 256
@@ -178,7 +179,9 @@ class TilingOptimizer:
         shapes = weight_shapes(ops)
         if shapes:
             header = comment_block(header_lines(ctx, "MatMul weight FRACTAL_NZ / padding patch"))
-            text = header + PATCH_TEMPLATE.replace("__WEIGHT_SHAPES__", py_literal(shapes))
+            flagged = [(op.name, op.op_type) for op in ops]
+            text = header + (PATCH_TEMPLATE.replace("__WEIGHT_SHAPES__", py_literal(shapes))
+                             .replace("__FLAGGED_OPS__", py_literal(flagged)))
             artifacts.append(Artifact(PATCH_NAME, "patch", text.encode(), self.rule, data))
             if ctx.model_source is not None:
                 diff = model_file_diff(ctx.model_source, ctx.model_filename, module_text=text,
