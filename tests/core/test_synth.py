@@ -246,3 +246,27 @@ def test_cli_synth(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["synth", str(tmp_path), "--fixed", "no_such_rule"])
     assert exc.value.code == 2
+
+
+# --- the readers read every variant back (issue 3's open_profile) -------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["ascend_pt", "msprof"])
+@pytest.mark.parametrize("variant", ["cann83", "2026"])
+def test_readers_read_every_variant(tmp_path, layout, variant) -> None:
+    formats = pytest.importorskip("pypto_core.formats")
+    run = synthesize_run(tmp_path, tokens=2, prompt_tokens=32, model="llama3-8b", layout=layout, variant=variant)
+    profile = formats.open_profile(run.path)
+    kernels = profile.kernels
+    assert kernels.num_rows == run.kernel_count
+    written = read_kernels(run.path)
+    block_col = "Block Num" if variant == "2026" else "Block Dim"
+    assert kernels["block_dim"].to_pylist() == [int(r[block_col]) for r in written]
+    assert sorted(set(kernels["op_type"].to_pylist())) == sorted({r["OP Type" if layout == "msprof" else "Type"]
+                                                                  for r in written})
+    assert kernels["start_ns"][0].as_py() % 1000 == int(written[0][
+        "Task Start Time(us)" if layout == "msprof" else "Start Time(us)"].strip().split(".")[1])
+    if layout == "ascend_pt":
+        assert profile.meta.simulated is True
+        steps = kernels["step_id"].to_pylist()
+        assert [steps.count(s) for s in range(3)] == run.kernels_per_step
