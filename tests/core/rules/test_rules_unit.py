@@ -1,0 +1,226 @@
+"""Unit tests of the engine on decoder profiles built in code: each rule fires when its anti-pattern is
+planted and stays quiet when it is not; registry, config, Amdahl, SKU table, rendering."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from pypto_core.graph import METRICS, OperatorCallGraph
+from pypto_core.hardware import SKUS, detect_sku, get_sku, normalize_sku_name
+from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
+from pypto_core.report_render import render
+from pypto_core.rules import diagnose, diagnose_group
+from pypto_core.rules.config import DEFAULTS, RuleConfig
+from pypto_core.rules.registry import discover
+from tests.core.rules.builders import decoder_profile
+
+SEED_FOUR = ("matmul_tiling", "attention_memory_bound", "kv_cache_layout", "norm_launch_overhead")
+
+
+def rules_of(report) -> set[str]:
+    return {f.rule for f in report.findings}
+
+
+def test_registry_discovers_every_rule_module() -> None:
+    rules = discover()
+    assert set(SEED_FOUR) <= set(rules)
+    assert len(rules) >= 12
+    for r in rules.values():
+        assert r.saving_model and r.title
+        assert r.id in DEFAULTS or r.id == "dynamic_shape"
+
+
+@pytest.mark.parametrize("rule_id", SEED_FOUR)
+def test_seed_rule_found_only_when_planted(rule_id: str) -> None:
+    planted = diagnose(decoder_profile(planted=frozenset([rule_id])))
+    assert rule_id in rules_of(planted)
+    assert not (set(SEED_FOUR) - {rule_id}) & rules_of(planted)
+    clean = diagnose(decoder_profile(planted=frozenset()))
+    assert not set(SEED_FOUR) & rules_of(clean)
+
+
+def test_seed_savings_track_the_built_cost() -> None:
+    base = decoder_profile().summary()["duration_ns"]
+    for rule_id in ("matmul_tiling", "attention_memory_bound", "kv_cache_layout"):
+        prof = decoder_profile(planted=frozenset([rule_id]))
+        measured_us = (prof.summary()["duration_ns"] - base) / 1e3
+        est = next(f for f in diagnose(prof).findings if f.rule == rule_id).estimated_saving_us
+        assert abs(est - measured_us) / measured_us < 0.35, (rule_id, est, measured_us)
+
+
+def test_finding_shape_and_remedies() -> None:
+    report = diagnose(decoder_profile(planted=frozenset(SEED_FOUR)))
+    by_rule = {f.rule: f for f in report.findings}
+    assert by_rule["matmul_tiling"].remedies == ["aoe_tune_ops.json", "aoe_tune.sh"]
+    assert by_rule["kv_cache_layout"].remedies == ["kv_cache_layout_patch.py"]
+    assert by_rule["attention_memory_bound"].remedies == ["fused_attention_patch.py"]
+    assert by_rule["norm_launch_overhead"].remedies == ["norm_fusion_patch.py"]
+    mm = by_rule["matmul_tiling"]
+    assert mm.details["shapes"][0]["k"] == 4100 and mm.details["shapes"][0]["padded_k"] == 4352
+    assert any("256" in reason for reason in mm.details["shapes"][0]["misalignment"])
+    assert mm.details["op_names"] and mm.details["op_types"] == ["MatMulV2"]
+    for f in report.findings:
+        assert f.saving_model and f.description and 0 < f.time_share <= 1
+        assert f.estimated_speedup >= 1.0
+        assert any(("_us" in k) or ("_pct" in k) or ("share" in k) or ("_gbps" in k) for k in f.evidence), f.rule
+    json.dumps(report.to_dict())  # serialisable
+
+
+def test_combined_speedup_is_amdahl_over_the_union_not_a_product() -> None:
+    report = diagnose(decoder_profile(planted=frozenset(SEED_FOUR)))
+    product = float(np.prod([f.estimated_speedup for f in report.findings]))
+    total = report.profile["duration_ns"]
+    saving = sum(f.estimated_saving_us for f in report.findings) * 1e3
+    assert report.estimated_combined_speedup < product
+    # the union never saves more than the sum of the parts, nor more than the whole run
+    assert report.estimated_combined_speedup <= total / max(total - saving, 1) + 1e-6
+
+
+def test_extra_rules_fire_on_their_patterns() -> None:
+    report = diagnose(decoder_profile(extra=["aicpu", "transdata"]))
+    assert {"aicpu_operators", "format_churn"} <= rules_of(report)
+    assert not {"aicpu_operators", "format_churn"} & rules_of(diagnose(decoder_profile()))
+
+
+def test_host_bound_gaps_follow_the_launch_gap() -> None:
+    eager = diagnose(decoder_profile(planted=frozenset(["norm_launch_overhead"]), eager_gap_us=40.0))
+    assert "host_bound_gaps" in rules_of(eager)
+    assert "host_bound_gaps" not in rules_of(diagnose(decoder_profile()))
+
+
+def test_block_dim_and_unfused_chains() -> None:
+    prof = decoder_profile()
+    k = prof.kernels
+    # RoPE and SwiGLU as the advisor's unfused sequences, built by hand: Slice Neg ConcatD Mul Add / Swish Mul
+    ops = ["StridedSlice", "Neg", "ConcatD", "Mul", "Add", "Swish", "Mul"] * 20
+    t0 = int(k["start_ns"][0].as_py()) - 10_000_000
+    extra = pa.table({"name": ops, "op_type": ops, "core_type": ["AI_VECTOR_CORE"] * len(ops),
+                      "start_ns": pa.array([t0 + i * 30_000 for i in range(len(ops))], pa.int64()),
+                      "dur_ns": pa.array([3_000] * len(ops), pa.int64()), "stream_id": pa.array([2] * len(ops), pa.int64()),
+                      "block_dim": pa.array([4] * len(ops), pa.int64())})
+    prof2 = Profile(meta=prof.meta, kernels=pa.concat_tables([extra, k.select(extra.column_names)]), steps=prof.steps)
+    found = rules_of(diagnose(prof2))
+    assert {"unfused_rope", "unfused_swiglu"} <= found
+    assert not {"unfused_rope", "unfused_swiglu"} & rules_of(diagnose(prof))
+
+
+def test_aicore_frequency_and_communication_wait() -> None:
+    prof = decoder_profile()
+    start = int(prof.kernels["start_ns"][0].as_py())
+    counters = pa.table({"track": ["AI Core Freq (MHz) dev 0"] * 10,
+                         "ts_ns": pa.array([start + i * 1000 for i in range(10)], pa.int64()),
+                         "value": [1800.0] * 5 + [1200.0] * 5})
+    comm = pa.table({"name": ["hcom_allReduce__1"], "start_ns": pa.array([start], pa.int64()),
+                     "elapse_ns": pa.array([2_000_000], pa.int64()), "wait_ns": pa.array([1_500_000], pa.int64())})
+    slow = Profile(meta=prof.meta, kernels=prof.kernels, steps=prof.steps, counters=counters, communication=comm)
+    found = rules_of(diagnose(slow))
+    assert {"aicore_frequency", "communication_wait"} <= found
+    steady = Profile(meta=prof.meta, kernels=prof.kernels, steps=prof.steps,
+                     counters=counters.set_column(2, "value", pa.array([1800.0] * 10)))
+    assert "aicore_frequency" not in rules_of(diagnose(steady))
+
+
+def test_slow_rank_in_a_group() -> None:
+    def rank(i: int, computing_ms: float) -> Profile:
+        p = decoder_profile()
+        steps = pa.table({"step_id": pa.array([0], pa.int64()), "start_ns": pa.array([0], pa.int64()),
+                          "end_ns": pa.array([1], pa.int64()),
+                          "computing_ns": pa.array([int(computing_ms * 1e6)], pa.int64()),
+                          "communication_ns": pa.array([1_000_000], pa.int64()), "free_ns": pa.array([0], pa.int64())})
+        return Profile(meta=ProfileMeta(format="ascend_pt", rank=i, device="910B3"), kernels=p.kernels, steps=steps)
+
+    skewed = diagnose_group(ProfileGroup(profiles=[rank(0, 10), rank(1, 10), rank(2, 14), rank(3, 10)]))
+    slow = [f for f in skewed.findings if f.rule == "slow_rank"]
+    assert slow and slow[0].details["slow_rank"] == 2
+    even = diagnose_group(ProfileGroup(profiles=[rank(i, 10) for i in range(4)]))
+    assert "slow_rank" not in rules_of(even)
+
+
+def test_config_overrides_and_rejects_typos() -> None:
+    prof = decoder_profile(planted=frozenset(["matmul_tiling"]))
+    assert "matmul_tiling" not in rules_of(diagnose(prof, {"matmul_tiling": {"efficiency_below": 0.2}}))
+    assert "matmul_tiling" not in rules_of(diagnose(prof, {"disabled": ["matmul_tiling"]}))
+    with pytest.raises(ValueError):
+        RuleConfig.from_mapping({"matmul_tiling": {"efficency_below": 0.2}})
+    with pytest.raises(ValueError):
+        RuleConfig.from_mapping({"no_such_rule": {}})
+
+
+def test_graph_metrics_and_structure() -> None:
+    g = OperatorCallGraph(decoder_profile(tokens=5, layers=3))
+    m = g.metrics()
+    assert set(METRICS) == set(m)
+    for name in ("per_token_latency_ms", "tokens_per_s", "attention_hbm_time_share", "matmul_ai_core_utilization",
+                 "kv_cache_noncontiguous_share", "norm_launch_overhead_share", "hbm_bandwidth_utilization",
+                 "ai_core_utilization"):
+        assert m[name] is not None, name
+    assert m["tokens_per_s"] == pytest.approx(1000 / m["per_token_latency_ms"], rel=0.01)
+    assert 0.75 < m["matmul_ai_core_utilization"] <= 0.81  # the builder runs MatMuls at 80% of the bound
+    st = g.structure()
+    assert st["layers"] == 3 and st["hidden"] == 4096 and st["vocab"] == 32000 and st["head_dim"] == 128
+    planted = OperatorCallGraph(decoder_profile(planted=frozenset(["kv_cache_layout"])))
+    assert planted.metrics()["kv_cache_noncontiguous_share"] > 0.2
+    assert m["kv_cache_noncontiguous_share"] == 0.0
+
+
+def test_links_fall_back_to_correlation_then_containment() -> None:
+    prof = decoder_profile(tokens=1, layers=1)
+    n = prof.kernels.num_rows
+    starts = prof.kernels["start_ns"].to_numpy()
+    host = pa.table({"name": ["aten::op"] * n, "start_ns": pa.array(starts - 500, pa.int64()),
+                     "dur_ns": pa.array([1000] * n, pa.int64()), "correlation_id": pa.array(range(n), pa.int64())})
+    with_corr = Profile(meta=prof.meta, kernels=prof.kernels.set_column(
+        prof.kernels.schema.get_field_index("correlation_id"), "correlation_id",
+        pa.array(range(n), pa.int64())), host_ops=host)
+    links = OperatorCallGraph(with_corr).links()
+    assert links.num_rows == n and set(links["kind"].to_pylist()) == {"correlation"}
+    contained = OperatorCallGraph(Profile(meta=prof.meta, kernels=prof.kernels, host_ops=host)).links()
+    assert contained.num_rows == n
+    assert contained["host_index"].to_pylist() == contained["kernel_index"].to_pylist()
+
+
+def test_sku_table_and_detection() -> None:
+    assert get_sku("910B2").fp16_tflops.value == pytest.approx(353.89, abs=0.01)
+    assert get_sku("910B4").fp16_tflops.value == pytest.approx(245.76, abs=0.01)
+    assert get_sku("910B2").fp16_tflops.tag == "derived"
+    assert get_sku("910B2").ridge_flop_per_byte == pytest.approx(221, abs=1)
+    assert {"910B1", "910B2", "910B3", "910B4", "910_93", "910A", "310P3", "A100", "H100", "H200"} <= set(SKUS)
+    over = get_sku("910B3", {"hbm_gbps": 1200})
+    assert over.hbm_gbps.value == 1200 and over.hbm_gbps.tag == "project_override" and "hbm_gbps" in over.overridden
+    assert normalize_sku_name("Ascend910B3") == "910B3"
+    assert normalize_sku_name("NVIDIA A100-SXM4-80GB") == "A100"
+    assert normalize_sku_name("Ascend910_9382") == "910_93"
+    assert detect_sku(Profile(meta=ProfileMeta(device="Ascend910B4"))) == "910B4"
+    assert detect_sku(Profile()) is None
+    spec = get_sku("910B3")
+    assert spec.bound_time_s(2e12, 0) == pytest.approx(2e12 / (spec.fp16_tflops.value * 1e12))
+
+
+def test_sku_choice_changes_the_verdict_basis() -> None:
+    report = diagnose(decoder_profile(planted=frozenset(["matmul_tiling"]), device=None), sku="910B4")
+    assert report.profile["device"] == "910B4" and report.profile["sku_source"] == "given"
+    default = diagnose(decoder_profile(device=None))
+    assert any("assumed" in w for w in default.warnings)
+
+
+def test_empty_profile_is_quiet() -> None:
+    report = diagnose(Profile())
+    assert report.findings == [] and report.estimated_combined_speedup == 1.0
+
+
+def test_html_and_markdown_escape_profile_strings() -> None:
+    prof = decoder_profile(planted=frozenset(["matmul_tiling"]))
+    evil = "</script><script>alert(1)</script>{{ secret }}"
+    names = pa.array([evil] * prof.kernels.num_rows)
+    prof = Profile(meta=ProfileMeta(format="ascend_pt", device="910B3", source=evil), steps=prof.steps,
+                   kernels=prof.kernels.set_column(0, "name", names))
+    report = diagnose(prof)
+    html = render(report, "html")
+    assert "<script>" not in html and "&lt;/script&gt;" in html
+    md = render(report, "md")
+    assert "</script>" not in md
+    assert json.loads(render(report, "json"))["findings"]
