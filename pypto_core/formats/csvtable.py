@@ -28,8 +28,8 @@ NULL_TOKENS: tuple[str, ...] = ("", "N/A", "NA", "NULL", "null", "None", "nan", 
 # UINT32_MAX: "no model id", "local" destination rank (FORMATS.md §0.4).
 UINT32_NONE = 4294967295
 
-# 16 MiB blocks: big enough that Arrow's per-block overhead vanishes, small enough for the memory budget.
-DEFAULT_BLOCK_SIZE = 16 * 1024 * 1024
+# 4 MiB blocks: measured no slower than 16 MiB on the shared 2-core machine, and a quarter of the memory.
+DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
 # Bytes sniffed to tell a text CSV from a binary file that merely carries a .csv name.
 _SNIFF_BYTES = 64 * 1024
 
