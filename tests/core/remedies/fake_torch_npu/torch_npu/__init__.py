@@ -27,6 +27,7 @@ ACL_FORMAT_FRACTAL_NZ = 29
 _KNOWN_FORMATS = {0, 2, 3, 4, 29}
 _MASK_DTYPES = (torch.bool, torch.int8, torch.uint8)
 _LAYOUTS = ("BSH", "BSND", "BNSD")
+_formats: dict[int, int] = {}  # storage address -> acl format, for get_npu_format
 
 
 def _count(name: str) -> None:
@@ -145,8 +146,13 @@ def npu_format_cast(self: torch.Tensor, acl_format: int) -> torch.Tensor:
     if acl_format not in _KNOWN_FORMATS:
         raise ValueError(f"npu_format_cast: unknown acl_format {acl_format}")
     out = self.detach().clone()
-    out._pypto_fake_npu_format = acl_format  # what the real get_npu_format would report
+    _formats[out.untyped_storage().data_ptr()] = acl_format
     return out
+
+
+def get_npu_format(tensor: torch.Tensor) -> int:
+    """The storage format a tensor was cast to (ND when never cast)."""
+    return _formats.get(tensor.untyped_storage().data_ptr(), ACL_FORMAT_ND)
 
 
 # ---- attention ---------------------------------------------------------------------------------------------
