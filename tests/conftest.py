@@ -159,3 +159,12 @@ def api_for() -> Callable[[Any], Any]:
         return client
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _plain_static_storage(settings: Any) -> None:
+    """Pages render ``{% static %}`` without a collectstatic manifest (production uses the manifest)."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
