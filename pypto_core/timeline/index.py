@@ -298,7 +298,7 @@ class TimelineIndex:
             self._cache.move_to_end(key)
             return self._cache[key]
 
-        lane_set = set(range(len(self.lanes))) if wanted is None else set(wanted)
+        lane_set = set(range(len(self.lanes))) if wanted is None else {x for x in wanted if 0 <= x < len(self.lanes)}
         rows = np.flatnonzero(np.isin(self.rows[:, 0], list(lane_set))) if len(self.rows) else np.empty(0, np.int64)
         bars = self._bars(level, rows, start, end)
         truncated_level = level

@@ -111,6 +111,7 @@ def test_lane_filter(index: TimelineIndex) -> None:
     stream = lane_id(index, "kernels", "Stream 2")
     ans = index.window(None, None, 200, lanes=[stream])
     assert [t["lane"] for t in ans["tracks"]] == [stream]
+    assert index.window(None, None, 200, lanes=[stream, 999, -1])["tracks"][0]["lane"] == stream
 
 
 def random_profile(n: int, seed: int = 0) -> Profile:
