@@ -1,0 +1,75 @@
+"""Benchmark: ``diagnose`` on a saved simulated profile of a given trace size (parse excluded).
+
+Target (issue 5): a 1 GB simulated profile analysed in under 10 s and under 1 GiB. The profile is written
+once by ``pypto_core.synth`` in the ascend_pt format at ``size_mb``, read with ``open_profile`` and saved
+as Parquet under ``workdir`` (reused on later runs); the measured part runs in a child process (so its
+peak RSS is its own): load the Parquet tables, build the call graph, run every rule.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+_CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+from pypto_core.profile import Profile
+from pypto_core.rules import diagnose
+prof = Profile.load(sys.argv[1])
+t1 = time.perf_counter()
+report = diagnose(prof)
+t2 = time.perf_counter()
+print(json.dumps({"load_s": round(t1 - t0, 3), "analyze_s": round(t2 - t1, 3),
+                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
+                  "kernels": prof.kernels.num_rows, "findings": sorted(f.rule for f in report.findings),
+                  "combined_speedup": report.estimated_combined_speedup}))
+"""
+
+TARGET_S = 10.0
+TARGET_RSS_MB = 1024.0
+
+
+def prepare(size_mb: float, workdir: Path) -> tuple[Path, dict[str, Any]]:
+    """The saved Parquet profile for ``size_mb`` (built once: synth, read, save)."""
+    saved = workdir / f"analyze_{int(size_mb)}mb.profile"
+    info_path = saved / "bench_info.json"
+    if info_path.exists():
+        return saved, json.loads(info_path.read_text())
+    from pypto_core.formats import open_profile
+    from pypto_core.synth import synthesize_run
+
+    t0 = time.perf_counter()
+    run = synthesize_run(workdir / f"synth_{int(size_mb)}mb", size_mb=size_mb, tokens=4, prompt_tokens=128)
+    t1 = time.perf_counter()
+    profile = open_profile(run.path)
+    t2 = time.perf_counter()
+    profile.save(saved)
+    info = {"trace_bytes": run.bytes_written, "synth_s": round(t1 - t0, 1), "parse_s": round(t2 - t1, 1),
+            "decode_tokens": run.decode_tokens}
+    info_path.write_text(json.dumps(info))
+    return saved, info
+
+
+def run(sizes_mb: list[float], workdir: str | Path) -> dict[str, Any]:
+    """For each size: build (once) and time ``diagnose`` in a child process; JSON-ready results."""
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    results = []
+    for size in sizes_mb:
+        saved, info = prepare(size, work)
+        out = subprocess.run([sys.executable, "-c", _CHILD, str(saved)], capture_output=True, text=True, check=True)
+        measured = json.loads(out.stdout.strip().splitlines()[-1])
+        total = measured["load_s"] + measured["analyze_s"]
+        results.append({"size_mb": size, **info, **measured, "load_plus_analyze_s": round(total, 3),
+                        "meets_target": total < TARGET_S and measured["peak_rss_mb"] < TARGET_RSS_MB})
+    return {"benchmark": "analyze", "target": {"seconds": TARGET_S, "rss_mb": TARGET_RSS_MB}, "results": results}
+
+
+if __name__ == "__main__":  # python -m pypto_core.bench.analyze 100 /tmp/bench
+    sizes = [float(s) for s in sys.argv[1].split(",")] if len(sys.argv) > 1 else [100.0]
+    print(json.dumps(run(sizes, sys.argv[2] if len(sys.argv) > 2 else "/tmp/pypto_bench_analyze"), indent=2))
