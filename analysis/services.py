@@ -418,6 +418,14 @@ def pipeline_diagnose(*, profile_id: int) -> None:
             artifacts = _generate_remedies(report, core, model_source, model_filename)
             timings["remedies_s"] = round(time.monotonic() - t0, 3)
             _progress(run, 90, f"{len(artifacts)} artifacts")
+            try:  # page data and the timeline index (analysis/pagedata.py); never at the cost of the findings
+                from analysis.pagedata import views_build
+
+                timings.update(views_build(profile=profile, core=core, workdir=workdir))
+                _progress(run, 95, "page data and timeline index built")
+            except Exception as exc:
+                log.exception("views of profile %s not built", profile_id)
+                _log(run, f"views not built ({type(exc).__name__}: {exc}); they are built on first view")
 
         with transaction.atomic():
             # Replace, never append: a step that runs twice leaves one set of findings.

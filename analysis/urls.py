@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from analysis import api
+from analysis import api, timeline_api
 
 urlpatterns = [
     path("profiles/<int:profile_id>/findings/", api.ProfileFindingsView.as_view(), name="api-profile-findings"),
@@ -10,4 +10,14 @@ urlpatterns = [
     path("artifacts/<int:artifact_id>/download/", api.ArtifactDownloadView.as_view(), name="api-artifact-download"),
     path("comparisons/", api.ComparisonCreateView.as_view(), name="api-comparisons"),
     path("comparisons/<int:comparison_id>/", api.ComparisonDetailView.as_view(), name="api-comparison"),
+    # timeline, trace, page data, exports (analysis/timeline_api.py)
+    path("profiles/<int:profile_id>/timeline/", timeline_api.TimelineWindowView.as_view(), name="api-timeline"),
+    path("profiles/<int:profile_id>/timeline/event/", timeline_api.TimelineEventView.as_view(),
+         name="api-timeline-event"),
+    path("profiles/<int:profile_id>/timeline/search/", timeline_api.TimelineSearchView.as_view(),
+         name="api-timeline-search"),
+    path("profiles/<int:profile_id>/trace/", timeline_api.TraceDownloadView.as_view(), name="api-profile-trace"),
+    path("profiles/<int:profile_id>/pagedata/", timeline_api.PageDataView.as_view(), name="api-profile-pagedata"),
+    path("comparisons/<int:comparison_id>/export/", timeline_api.ComparisonExportView.as_view(),
+         name="api-comparison-export"),
 ]

@@ -1,0 +1,114 @@
+"""API views of the timeline (window, event, search), the chrome-trace download, page data, and comparison
+exports. Thin: membership check through the selectors, then one call into analysis.pagedata or the engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from analysis import pagedata, selectors
+from analysis.models import JobStatus
+from profiles.api import attachment_response
+from profiles.models import Profile, ProfileStatus
+from profiles.selectors import profile_get_for_user
+
+
+class NotReady(APIException):
+    status_code = 409
+    default_detail = "The profile is not ready yet."
+    default_code = "not_ready"
+
+
+def _ready_profile(request: Request, profile_id: int) -> Profile:
+    profile = profile_get_for_user(user=request.user, profile_id=profile_id)
+    if profile.status != ProfileStatus.READY or not profile.parquet_prefix:
+        raise NotReady(f"The profile is {profile.status}, not ready.")
+    return profile
+
+
+def _int(request: Request, name: str, default: int | None = None) -> int | None:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValidationError({name: "an integer"}) from None
+
+
+class TimelineWindowView(APIView):
+    @extend_schema(parameters=[OpenApiParameter("start_ns", int), OpenApiParameter("end_ns", int),
+                               OpenApiParameter("width_px", int)], responses={200: dict})
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = _ready_profile(request, profile_id)
+        index = pagedata.timeline_index(profile=profile)
+        return Response(index.window(_int(request, "start_ns"), _int(request, "end_ns"),
+                                     _int(request, "width_px", 1000) or 1000))
+
+
+class TimelineEventView(APIView):
+    @extend_schema(parameters=[OpenApiParameter("lane", int), OpenApiParameter("idx", int)], responses={200: dict})
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = _ready_profile(request, profile_id)
+        idx = _int(request, "idx")
+        if idx is None:
+            raise ValidationError({"idx": "required"})
+        try:
+            return Response(pagedata.timeline_index(profile=profile).event(_int(request, "lane"), idx))
+        except KeyError as exc:
+            raise NotFound(str(exc)) from None
+
+
+class TimelineSearchView(APIView):
+    @extend_schema(parameters=[OpenApiParameter("q", str), OpenApiParameter("limit", int)], responses={200: dict})
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = _ready_profile(request, profile_id)
+        limit = max(0, min(_int(request, "limit", 100) or 0, 1000))
+        return Response(pagedata.timeline_index(profile=profile).search(request.query_params.get("q", "")[:200],
+                                                                        limit))
+
+
+class TraceDownloadView(APIView):
+    @extend_schema(responses={(200, "application/octet-stream"): bytes})
+    def get(self, request: Request, profile_id: int) -> Any:
+        profile = _ready_profile(request, profile_id)
+        path = pagedata.chrome_trace_path(profile=profile)
+        return attachment_response(open(path, "rb"), f"profile-{profile.pk}.trace.json")
+
+
+class PageDataView(APIView):
+    """The profile page's charts and tables as JSON (``pypto_core.pagedata``)."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = _ready_profile(request, profile_id)
+        data = pagedata.page_data(profile=profile)
+        if data is None:
+            raise NotFound("No page data for this profile.")
+        return Response(data)
+
+
+class ComparisonExportView(APIView):
+    @extend_schema(parameters=[OpenApiParameter("format", str, enum=["md", "csv"])],
+                   responses={(200, "text/plain"): str})
+    def get(self, request: Request, comparison_id: int) -> HttpResponse:
+        from pypto_core.compare import to_csv, to_markdown
+
+        comparison = selectors.comparison_get_for_user(user=request.user, comparison_id=comparison_id)
+        fmt = request.query_params.get("format", "md")
+        if fmt not in ("md", "csv"):
+            raise ValidationError({"format": "md or csv"})
+        if comparison.status != JobStatus.DONE:
+            raise NotReady(f"The comparison is {comparison.status}.")
+        text = to_markdown(comparison.result) if fmt == "md" else to_csv(comparison.result)
+        response = HttpResponse(text.encode("utf-8"),
+                                content_type="text/markdown; charset=utf-8" if fmt == "md" else "text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="comparison-{comparison.pk}.{fmt}"'
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
