@@ -158,14 +158,10 @@ def test_single_kernel_details_files():
     assert p.kernels["dur_ns"][0].as_py() == 932050  # 932.0498 µs, rounded to the ns
 
 
-def test_timeline_2024_folder_reports_or_reads_trace():
-    folder = PT / "timeline_2024"
-    try:
-        p = open_profile(folder)
-    except InputError as exc:  # until the timeline reader is built
-        assert "trace_view.json" in str(exc)
-    else:
-        assert p.host_ops.num_rows + p.kernels.num_rows > 0
+def test_timeline_2024_folder_reads_trace_alone():
+    p = open_profile(PT / "timeline_2024")
+    assert p.kernels.num_rows > 0 and p.host_ops.num_rows > 0 and p.flows.num_rows > 0
+    assert p.meta.format == "ascend_pt"
 
 
 def test_msprof_db():
@@ -212,3 +208,15 @@ def test_saved_profile_round_trips(qwen0, tmp_path):
     back = Profile.load(tmp_path / "p")
     assert back.kernels.equals(qwen0.kernels)
     assert back.meta.cann_version == "8.3.RC1"
+
+
+def test_trace_view_merged_with_kernel_details():
+    """trace_view.json (part B's reader) adds host ops/API calls/counters; its flows point at CSV kernels."""
+    p = open_profile(PT / "cnn_8npu_text_level1" / "rank0_ascend_pt")
+    assert p.kernels.num_rows == 191 and "aic_mac_ratio" in p.kernels.column_names  # kernels stay the CSV's
+    assert p.host_ops.num_rows > 0 and p.api_calls.num_rows > 0 and p.counters.num_rows > 0
+    assert p.flows.num_rows > 0
+    assert pc.max(p.flows["kernel_index"]).as_py() < p.kernels.num_rows
+    assert pc.max(p.flows["host_index"]).as_py() < p.host_ops.num_rows
+    step = p.steps.to_pylist()[0]
+    assert step["computing_ns"] == 8873756 and step["start_ns"] <= pc.min(p.kernels["start_ns"]).as_py()
