@@ -107,12 +107,20 @@ def to_int64(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """Integer text -> int64; anything else (non-numeric pids like "Spans", floats, > int64) -> null."""
     if pa.types.is_integer(col.type):
         return col.cast(pa.int64())
+    try:
+        return col.cast(pa.int64())  # the common case: every value is an integer (or null)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
     ok = pc.match_substring_regex(col, r"^-?[0-9]{1,18}$")
     return pc.if_else(ok, col, pa.scalar(None, pa.string())).cast(pa.int64())
 
 
 def to_float64(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """Number text -> float64; non-numbers -> null."""
+    try:
+        return col.cast(pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
     ok = pc.match_substring_regex(col, r"^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$")
     return pc.if_else(ok, col, pa.scalar(None, pa.string())).cast(pa.float64())
 
