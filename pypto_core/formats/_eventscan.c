@@ -524,9 +524,10 @@ int64_t scan_events(const uint8_t *buf, int64_t len, int64_t pos, const char *ar
             goto event_fail;
         }
     event_done:
-        ev++;
         skip_ws(&s);
-        if (s.p >= s.n) { consumed = s.p; st = ST_NEED_MORE; break; }
+        /* the event counts only once its separator is seen, so that a call never ends between the two */
+        if (s.p >= s.n) { rc = ERR_TRUNC; goto event_fail; }
+        ev++;
         if (s.b[s.p] == ',') { s.p++; consumed = s.p; continue; }
         if (s.b[s.p] == ']') { s.p++; consumed = s.p; st = ST_ARRAY_END; break; }
         s.err_pos = s.p;
