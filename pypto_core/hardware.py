@@ -177,6 +177,17 @@ SKUS: dict[str, SkuSpec] = {
         hbm_gib=Figure(80, OFFICIAL, "H100 SXM"),
         l2_mib=Figure(50, OFFICIAL, "H100 whitepaper"),
     ),
+    "V100": SkuSpec(
+        name="V100", vendor="nvidia",
+        ai_cores=Figure(80, OFFICIAL, "NVIDIA V100 SXM2 datasheet: 80 SMs"),
+        vector_cores=Figure(0, OFFICIAL, "n/a"),
+        clock_mhz=Figure(1530, OFFICIAL, "V100 SXM2 max boost"),
+        fp16_tflops=Figure(125.0, OFFICIAL, "NVIDIA V100 SXM2 datasheet, FP16 tensor"),
+        int8_tops=Figure(62.0, OFFICIAL, "NVIDIA V100 SXM2 datasheet, INT8 (dp4a)"),
+        hbm_gbps=Figure(900.0, OFFICIAL, "V100 SXM2 HBM2, 900 GB/s"),
+        hbm_gib=Figure(16, OFFICIAL, "V100 SXM2 16GB (also 32GB)"),
+        l2_mib=Figure(6, OFFICIAL, "Volta whitepaper"),
+    ),
     "H200": SkuSpec(
         name="H200", vendor="nvidia",
         ai_cores=Figure(132, OFFICIAL, "H200 SXM: 132 SMs (Hopper)"),
@@ -225,6 +236,7 @@ _SKU_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"H200", re.I), "H200"),
     (re.compile(r"H100|H800", re.I), "H100"),
     (re.compile(r"A100|A800", re.I), "A100"),
+    (re.compile(r"V100", re.I), "V100"),
 )
 
 

@@ -1,0 +1,159 @@
+"""Before/after comparison on simulated pairs (issue 8) and on real samples."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pypto_core.compare import ProfileComparer, compare_profiles, regression, to_csv, to_markdown
+from pypto_core.formats import open_profile
+from pypto_core.rules import diagnose
+from pypto_core.synth import synthesize
+from tests.paths import SAMPLES
+
+SEED_RULES = ("matmul_tiling", "attention_memory_bound", "kv_cache_layout", "norm_launch_overhead")
+TOKENS = 4
+
+# Each metric the seed's table names, and the direction it must move when the named fix is applied.
+EXPECTED_MOVES = {
+    "all": {"per_token_latency_ms": "down", "tokens_per_s": "up", "kv_cache_noncontiguous_share": "down",
+            "norm_launch_overhead_share": "down", "matmul_ai_core_utilization": "up"},
+    "matmul_tiling": {"per_token_latency_ms": "down", "matmul_ai_core_utilization": "up"},
+    "attention_memory_bound": {"per_token_latency_ms": "down"},
+    "kv_cache_layout": {"per_token_latency_ms": "down", "kv_cache_noncontiguous_share": "down"},
+    "norm_launch_overhead": {"per_token_latency_ms": "down", "norm_launch_overhead_share": "down"},
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    root = tmp_path_factory.mktemp("cmp")
+    out = {"planted": open_profile(synthesize(root / "planted", tokens=TOKENS))}
+    for name, fixed in [("all", frozenset(SEED_RULES))] + [(r, frozenset([r])) for r in SEED_RULES]:
+        out[name] = open_profile(synthesize(root / name, tokens=TOKENS, fixed=fixed))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reports(runs: dict[str, object]) -> dict[str, object]:
+    return {name: diagnose(p) for name, p in runs.items()}
+
+
+@pytest.mark.parametrize("fix", list(EXPECTED_MOVES))
+def test_table_moves_in_the_right_direction(runs, reports, fix) -> None:
+    result = ProfileComparer(runs["planted"], runs[fix], base_report=reports["planted"],
+                             candidate_report=reports[fix]).compare()
+    for name, direction in EXPECTED_MOVES[fix].items():
+        row = result.metric(name)
+        assert row["delta"] is not None, name
+        assert (row["delta"] < 0) == (direction == "down"), (fix, name, row)
+        assert row["better"] is True, (fix, name, row)
+    fixed_rules = set(SEED_RULES) if fix == "all" else {fix}
+    status = {f["rule"]: f["status"] for f in result.findings}
+    for rule in fixed_rules:
+        assert status.get(rule) == "fixed", (fix, rule, status)
+    for rule in set(SEED_RULES) - fixed_rules:
+        assert status.get(rule) == "persisting", (fix, rule, status)
+
+
+def test_latency_delta_equals_the_two_profiles_own_numbers(runs, reports) -> None:
+    result = ProfileComparer(runs["planted"], runs["all"]).compare()
+    row = result.metric("per_token_latency_ms")
+    base = reports["planted"].profile["decode"]["per_token_ms_p50"]
+    new = reports["all"].profile["decode"]["per_token_ms_p50"]
+    assert row["base"] == pytest.approx(base) and row["new"] == pytest.approx(new)
+    assert row["delta"] == pytest.approx(new - base)
+    assert row["delta_pct"] == pytest.approx((new - base) / base * 100)
+    assert row["significant"] is True and row["spread"]["base_steps"] >= 3
+
+
+def test_renamed_attention_kernels_are_matched_through_their_block(runs) -> None:
+    result = ProfileComparer(runs["planted"], runs["attention_memory_bound"]).compare()
+    att = next(b for b in result.blocks if b["block"] == "attention")
+    assert any("BatchMatMul" in op for op in att["base_op_types"])
+    assert any("Attention" in op for op in att["new_op_types"])
+    assert att["base_count"] > 0 and att["new_count"] > 0 and att["delta_us"] < 0
+    ops = {o["op_type"]: o for o in result.ops}
+    assert any(o["status"] == "added" and "Attention" in k for k, o in ops.items())
+
+
+def test_estimated_savings_are_set_against_measured(runs, reports) -> None:
+    result = ProfileComparer(runs["planted"], runs["all"], base_report=reports["planted"],
+                             candidate_report=reports["all"]).compare()
+    for f in result.findings:
+        if f["rule"] in SEED_RULES:
+            assert f["measured_saving_us"] and f["measured_saving_us"] > 0, f
+
+
+def test_self_comparison_reports_no_significant_change(runs) -> None:
+    result = ProfileComparer(runs["planted"], runs["planted"]).compare()
+    assert all(m["significant"] in (False, None) for m in result.metrics)
+    assert all(o["delta_us"] == 0 for o in result.ops)
+    assert regression(result, 0.0) == []
+
+
+def test_real_npu_sample_compared_with_itself() -> None:
+    path = SAMPLES / "ascend_pt" / "cnn_8npu_text_level1" / "rank0_ascend_pt"
+    prof = open_profile(path)
+    result = compare_profiles(prof, prof)
+    assert all(m["significant"] in (False, None) for m in result.metrics)
+    assert result.ops and all(o["delta_us"] == 0 for o in result.ops)
+    assert all(f["status"] == "persisting" for f in result.findings)
+
+
+def test_real_kineto_pair_headline_deltas() -> None:
+    pair = SAMPLES / "kineto" / "trace_diff_pair"
+    result = compare_profiles(open_profile(pair / "control.json.gz"), open_profile(pair / "test.json.gz"))
+    ops = result.ops
+    assert ops, "the pair shares GPU kernels"
+    # recorded: the pair's biggest op-type change and the sign of the total device-time change
+    total_base = sum(o["base_us"] for o in ops)
+    total_new = sum(o["base_us"] + o["delta_us"] for o in ops)
+    assert total_base > 0 and total_new > 0
+    # the pair was recorded on two GPU generations: the comparison says so instead of hiding it
+    assert (result.base["device"], result.new["device"]) == ("A100", "V100")
+    assert any("different devices" in w for w in result.warnings)
+    latency = result.metric("per_token_latency_ms")
+    assert latency["base"] is None or latency["significant"] is not None
+
+
+def test_exports_escape_untrusted_names(runs) -> None:
+    result = ProfileComparer(runs["planted"], runs["all"]).compare().to_dict()
+    result["ops"].insert(0, {"op_type": "=HYPERLINK(\"x\")|<script>", "base_us": 1.0, "new_us": 0.0,
+                             "delta_us": -1.0, "base_count": 1, "new_count": 0, "status": "removed"})
+    md = to_markdown(result)
+    assert "per_token_latency_ms" in md and "<script>" not in md and "\\|" in md
+    csv_text = to_csv(result)
+    assert "'=HYPERLINK" in csv_text
+
+
+def test_check_command_exits_nonzero_on_regression(runs, tmp_path: Path) -> None:
+    planted = runs["planted"].save(tmp_path / "planted")
+    fixed = runs["all"].save(tmp_path / "fixed")
+    cmd = [sys.executable, "-m", "pypto_core", "check"]
+    worse = subprocess.run(cmd + [str(planted), "--baseline", str(fixed), "--max-regression", "5%"],
+                           capture_output=True, text=True)
+    assert worse.returncode == 3, worse.stderr
+    assert "REGRESSION per_token_latency_ms" in worse.stdout
+    ok = subprocess.run(cmd + [str(fixed), "--baseline", str(planted), "--max-regression", "5%"],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_compare_command_json_shape(runs, tmp_path: Path) -> None:
+    a = runs["planted"].save(tmp_path / "a")
+    b = runs["kv_cache_layout"].save(tmp_path / "b")
+    out = subprocess.run([sys.executable, "-m", "pypto_core", "compare", str(a), str(b), "--format", "json"],
+                         capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    assert {"metrics", "ops", "findings"} <= set(data)
+    names = {m["name"] for m in data["metrics"]}
+    assert {"per_token_latency_ms", "tokens_per_s", "attention_hbm_time_share", "matmul_ai_core_utilization",
+            "kv_cache_noncontiguous_share", "norm_launch_overhead_share", "hbm_bandwidth_utilization",
+            "ai_core_utilization"} <= names
+    assert {"op_type", "base_us", "new_us", "delta_us", "base_count", "new_count"} <= set(data["ops"][0])
+    assert {f["rule"]: f["status"] for f in data["findings"]}["kv_cache_layout"] == "fixed"
