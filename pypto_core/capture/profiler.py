@@ -60,6 +60,8 @@ class Profiler:
         self.backend = backend
         self.worker_name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         self._prof: Any = None
+        self._open = False
+        self._window_steps = 0
         self._joined: Profiler | None = None
         self._results: Profile | None = None
         self.steps = 0
@@ -68,7 +70,7 @@ class Profiler:
 
     def start(self) -> "Profiler":
         global _ACTIVE
-        if self._prof is not None or self._joined is not None:
+        if self._open or self._joined is not None:
             raise PyptoError("this Profiler is already recording")
         if _ACTIVE is not None:
             self._joined = _ACTIVE
@@ -76,31 +78,68 @@ class Profiler:
         self.backend = self.backend or backends.detect_backend()
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self._results = None
-        self._prof = backends.build_profiler(self.backend, self.options, self.output_dir, self.worker_name)
-        self._prof.start()
+        self.steps = 0
+        self._open = True
         _ACTIVE = self
+        if self.options.scheduled:
+            self._begin_step(0)
+        else:
+            self._prof = self._build(self.options)
         return self
 
+    def _build(self, options: CaptureOptions) -> Any:
+        prof = backends.build_profiler(self.backend or "cpu", options, self.output_dir, self.worker_name)
+        prof.start()
+        return prof
+
+    def _begin_step(self, index: int) -> None:
+        """The SDK runs the wait/skip part of the schedule itself: the torch profiler exists only from the
+        first warmup step to the last active step of each cycle, so between captures a step costs a counter
+        (bench/capture.py measures it)."""
+        o = self.options
+        position = index - o.skip_first
+        if position < 0 or self._prof is not None:
+            return
+        cycle, k = divmod(position, o.wait + o.warmup + o.active)
+        if cycle < o.repeat and k == o.wait:
+            self._prof = self._build(o.replace(wait=0, skip_first=0, repeat=1))
+            self._window_steps = 0
+
     def step(self) -> None:
-        """Mark the end of one step (one generated token, one request): drives the warmup/active schedule."""
+        """Mark the end of one step (one generated token, one request): drives the warmup/active schedule.
+
+        Step numbers in the written trace count from the start of each recorded window."""
         if self._joined is not None:
             self._joined.step()
             return
+        if not self._open:
+            return
+        self.steps += 1
         if self._prof is not None:
             self._prof.step()
-            self.steps += 1
+            if self.options.scheduled:
+                self._window_steps += 1
+                if self._window_steps >= self.options.warmup + self.options.active:
+                    self._stop_torch()  # the window's trace was written by on_trace_ready at its last step
+        if self.options.scheduled:
+            self._begin_step(self.steps)
+
+    def _stop_torch(self) -> None:
+        prof, self._prof = self._prof, None
+        if prof is not None:
+            prof.stop()  # writes the trace (and, on NPU, parses it) through on_trace_ready
 
     def stop(self) -> None:
         global _ACTIVE
         if self._joined is not None:
             self._joined = None
             return
-        if self._prof is None:
+        if not self._open:
             return
         try:
-            self._prof.stop()  # writes the trace (and, on NPU, parses it) through on_trace_ready
+            self._stop_torch()
         finally:
-            self._prof = None
+            self._open = False
             _ACTIVE = None
 
     def __enter__(self) -> "Profiler":
@@ -119,7 +158,7 @@ class Profiler:
 
     @property
     def recording(self) -> bool:
-        return self._prof is not None or self._joined is not None
+        return self._open or self._joined is not None
 
     # -- results -----------------------------------------------------------------------------------------
 

@@ -41,8 +41,17 @@ def test_context_manager_records_only_the_active_steps(tmp_path: Path) -> None:
             _work()
             prof.step()
     assert prof.backend == "cpu" and prof.steps == 6
-    # steps 0 wait, 1 warmup, 2-3 recorded; nothing after the single repeat
-    assert _step_names(_trace(tmp_path)) == ["ProfilerStep#2", "ProfilerStep#3"]
+    # step 0 waits (no torch profiler at all), 1 warms up, 2-3 are recorded; nothing after the single repeat
+    # (step numbers in the trace count from the start of the recorded window)
+    assert _step_names(_trace(tmp_path)) == ["ProfilerStep#1", "ProfilerStep#2"]
+
+
+def test_repeat_writes_one_trace_per_window(tmp_path: Path) -> None:
+    with Profiler(tmp_path, skip_first=1, wait=1, active=1, repeat=2) as prof:
+        for _ in range(8):
+            _work()
+            prof.step()
+    assert len(list(tmp_path.glob("*.pt.trace.json"))) == 2
 
 
 def test_without_a_schedule_the_whole_block_is_recorded(tmp_path: Path) -> None:
