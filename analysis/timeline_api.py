@@ -3,11 +3,12 @@ exports. Thin: membership check through the selectors, then one call into analys
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -94,21 +95,39 @@ class PageDataView(APIView):
         return Response(data)
 
 
+class _TextRenderer(BaseRenderer):
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return data.encode("utf-8") if isinstance(data, str) else json.dumps(data).encode("utf-8")
+
+
+class MarkdownRenderer(_TextRenderer):
+    media_type = "text/markdown"
+    format = "md"
+
+
+class CsvRenderer(_TextRenderer):
+    media_type = "text/csv"
+    format = "csv"
+
+
 class ComparisonExportView(APIView):
+    """``?format=md|csv`` (DRF's format override picks the renderer; another format is a 404)."""
+
+    renderer_classes = [MarkdownRenderer, CsvRenderer]
+
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=["md", "csv"])],
-                   responses={(200, "text/plain"): str})
-    def get(self, request: Request, comparison_id: int) -> HttpResponse:
+                   responses={(200, "text/markdown"): str, (200, "text/csv"): str})
+    def get(self, request: Request, comparison_id: int, format: str | None = None) -> Response:
         from pypto_core.compare import to_csv, to_markdown
 
         comparison = selectors.comparison_get_for_user(user=request.user, comparison_id=comparison_id)
-        fmt = request.query_params.get("format", "md")
-        if fmt not in ("md", "csv"):
-            raise ValidationError({"format": "md or csv"})
+        fmt = request.accepted_renderer.format
         if comparison.status != JobStatus.DONE:
             raise NotReady(f"The comparison is {comparison.status}.")
         text = to_markdown(comparison.result) if fmt == "md" else to_csv(comparison.result)
-        response = HttpResponse(text.encode("utf-8"),
-                                content_type="text/markdown; charset=utf-8" if fmt == "md" else "text/csv; charset=utf-8")
+        response = Response(text)
         response["Content-Disposition"] = f'attachment; filename="comparison-{comparison.pk}.{fmt}"'
         response["X-Content-Type-Options"] = "nosniff"
         return response

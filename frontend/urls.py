@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from frontend.views import accounts, language, profiles, projects
+from frontend.views import accounts, compare_pages, language, profile_pages, profiles, projects
 
 urlpatterns = [
     path("login/", accounts.LoginView.as_view(), name="login"),
@@ -19,4 +19,8 @@ urlpatterns = [
     path("profiles/<int:profile_id>/", profiles.profile_detail, name="profile"),
     path("profiles/<int:profile_id>/rerun/", profiles.profile_rerun, name="profile-rerun"),
     path("profiles/<int:profile_id>/delete/", profiles.profile_delete, name="profile-delete"),
+    # issue 7: timeline and comparison pages
+    path("profiles/<int:profile_id>/timeline/", profile_pages.profile_timeline, name="profile-timeline"),
+    path("projects/<int:project_id>/compare/", compare_pages.compare_new, name="compare-new"),
+    path("comparisons/<int:comparison_id>/", compare_pages.comparison_detail, name="comparison"),
 ]

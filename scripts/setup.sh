@@ -20,6 +20,18 @@ fi
 if [ ! -f node_modules/echarts/dist/echarts.min.js ] || [ package.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund --silent
 fi
+# Served by the app at static/vendor/echarts/echarts.min.js (frontend/static/vendor/ is git-ignored).
+mkdir -p frontend/static/vendor/echarts
+if [ ! -f frontend/static/vendor/echarts/echarts.min.js ] || \
+   [ node_modules/echarts/dist/echarts.min.js -nt frontend/static/vendor/echarts/echarts.min.js ]; then
+  cp node_modules/echarts/dist/echarts.min.js frontend/static/vendor/echarts/echarts.min.js
+fi
+# Translations: compile locale/*/LC_MESSAGES/django.po (msgfmt comes with gettext).
+if ! command -v msgfmt >/dev/null; then
+  SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gettext >/dev/null
+fi
+.venv/bin/python manage.py compilemessages -v 0 --ignore=.venv --ignore=node_modules
 
 if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
   SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"

@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from analysis import selectors as analysis_selectors
+from frontend.views.profile_pages import profile_analysis_context
 from profiles import selectors, services
 
 
@@ -24,6 +25,7 @@ def profile_detail(request: HttpRequest, profile_id: int) -> HttpResponse:
         "findings": analysis_selectors.findings_of_profile(profile=profile),
         "artifacts": analysis_selectors.artifacts_of_profile(profile=profile),
         "runs": profile.runs.order_by("id"),
+        **profile_analysis_context(profile),  # charts, top ops, findings with remedies (issue 7)
     })
 
 

@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from frontend.forms import InviteForm, ProjectForm
+from frontend.views.dashboard import project_dashboard_context
 from profiles import selectors, services
 
 
@@ -65,6 +66,7 @@ def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
         "members": selectors.members_of_project(project=project),
         "pending": selectors.invitations_pending_of_project(project=project),
         "invite_form": InviteForm(),
+        **project_dashboard_context(project),  # history chart, open findings, comparisons (issue 7)
     })
 
 

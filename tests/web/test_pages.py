@@ -1,150 +1,216 @@
-"""Browser forms: CSRF is enforced, login/logout, projects, invitations, language switch, escaping."""
+"""Dashboard pages (issue 7) on profiles analysed in-process: the project dashboard, the profile page (numbers,
+charts as json_script, top ops, findings with remedy links), the timeline page and its API, comparisons and
+their exports, membership 404s, and hostile op names shown as text everywhere."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pytest
-from django.test import Client
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 
+from tests.core.rules.builders import decoder_profile
 from tests.web.helpers import project_with
 
 pytestmark = pytest.mark.django_db
 
-
-def _csrf_client(user=None) -> Client:
-    client = Client(enforce_csrf_checks=True)
-    if user is not None:
-        client.force_login(user)
-    return client
+HOSTILE = ["<script>alert(1)</script>", "</script><img src=x onerror=alert(2)>", "{{ secret }}"]
+ALL_RULES = frozenset({"matmul_tiling", "attention_memory_bound", "kv_cache_layout", "norm_launch_overhead"})
 
 
-def _token(client: Client, path: str) -> str:
-    page = client.get(path)
-    assert page.status_code == 200
-    match = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page.content)
-    assert match, "the form carries a CSRF token"
-    return match.group(1).decode()
+def hostile_core(planted: frozenset[str]) -> Any:
+    """A small decoder profile whose kernel names (and one op type) are hostile strings."""
+    core = decoder_profile(planted=planted, tokens=4, layers=2)
+    k = core.kernels
+    names = k["name"].to_pylist()
+    types = k["op_type"].to_pylist()
+    names = [HOSTILE[i % len(HOSTILE)] if t in ("MatMulV2", "RmsNorm", "Add") else n
+             for i, (n, t) in enumerate(zip(names, types))]
+    types = [HOSTILE[1] if t == "Cast" else t for t in types]
+    k = k.set_column(k.schema.get_field_index("name"), "name", pa.array(names))
+    k = k.set_column(k.schema.get_field_index("op_type"), "op_type", pa.array(types))
+    core.kernels = k
+    core.meta.simulated = True
+    return core
 
 
-def test_forms_refuse_posts_without_csrf_token(make_user) -> None:
-    from profiles.models import Invitation, Project
+def analysed_profile(project: Any, owner: Any, core: Any, tmp: Path, name: str) -> Any:
+    """A profile row with its Parquet in storage, taken through the real diagnose step in this process."""
+    from analysis.services import _store_folder, pipeline_diagnose
+    from profiles.models import Profile, ProfileStatus
 
-    owner = make_user("olivia")
-    make_user("victor")
-    project = project_with(owner)
-    client = _csrf_client(owner)
-    assert client.post("/", {"name": "forged"}).status_code == 403
-    assert client.post(f"/projects/{project.pk}/invite/", {"username": "victor", "role": "viewer"}).status_code == 403
-    assert client.post("/logout/").status_code == 403
-    assert client.post("/language/", {"language": "zh-hans"}).status_code == 403
-    # The API with a browser session is CSRF-protected too (token auth is not).
-    assert client.post("/api/projects/", {"name": "forged"}, content_type="application/json").status_code == 403
-    assert not Project.objects.filter(name="forged").exists()
-    assert not Invitation.objects.exists()
+    profile = Profile.objects.create(project=project, name=name, original_filename="p.zip", upload_kind="zip",
+                                     created_by=owner, status=ProfileStatus.ANALYZING, progress=60)
+    profile.archive.save("p.zip", ContentFile(b"PK\x05\x06" + b"\0" * 18), save=True)
+    local = tmp / f"pq-{profile.pk}"
+    core.save(local / "rank_0")
+    prefix = f"projects/{project.pk}/parquet/{profile.pk}/t"
+    _store_folder(local, prefix)
+    summary = core.summary()
+    summary.update({"ranks": 1, "rank_folders": ["rank_0"], "warnings": [HOSTILE[0] + " could not be read"]})
+    Profile.objects.filter(pk=profile.pk).update(parquet_prefix=prefix, summary=summary)
+    pipeline_diagnose(profile_id=profile.pk)
+    profile.refresh_from_db()
+    assert profile.status == ProfileStatus.READY, profile.error
+    return profile
 
-    token = _token(client, "/")
-    res = client.post("/", {"name": "Real", "csrfmiddlewaretoken": token})
+
+@pytest.fixture
+def world(make_user, tmp_path, settings):
+    settings.PYPTO_WORK_DIR = tmp_path / "work"
+    owner, viewer, stranger = make_user("owner"), make_user("viewer"), make_user("stranger")
+    project = project_with(owner, viewer=viewer)
+    before = analysed_profile(project, owner, hostile_core(ALL_RULES), tmp_path, HOSTILE[2] + " before")
+    after = analysed_profile(project, owner, hostile_core(frozenset()), tmp_path, "after")
+    return {"owner": owner, "viewer": viewer, "stranger": stranger, "project": project, "before": before,
+            "after": after}
+
+
+def _json_scripts(html: str) -> dict[str, Any]:
+    return {m.group(1): json.loads(m.group(2))
+            for m in re.finditer(r'<script id="([^"]+)" type="application/json">(.*?)</script>', html, re.S)}
+
+
+def assert_inert(html: str) -> None:
+    """No hostile string appears unescaped: no script tag, no img tag, no rendered template syntax leak."""
+    for bad in HOSTILE[:2]:
+        assert bad not in html
+    assert "<img src=x" not in html
+    assert html.count("<script") == html.count("</script>")  # no tag closed early or opened by data
+
+
+def test_profile_page_numbers_charts_table_findings(client, world) -> None:
+    client.force_login(world["owner"])
+    p = world["before"]
+    html = client.get(f"/profiles/{p.pk}/").content.decode()
+    assert_inert(html)
+    assert 'id="simulated"' in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; could not be read" in html  # the warning, escaped
+    assert "{{ secret }} before" in html  # template syntax in a name is shown literally, never evaluated
+    data = _json_scripts(html)
+    op_types = data["chart-op-types"]["yAxis"][0]["data"]
+    assert HOSTILE[1] in op_types and "MatMulV2" in op_types  # the chart JSON carries the text as data
+    assert data["chart-roofline"]["series"][0]["data"], "roof line drawn"
+    assert any(s["type"] == "scatter" and s["name"] == "MatMulV2" for s in data["chart-roofline"]["series"])
+    assert len(data["chart-decode"]["series"][0]["data"]) == 4  # one latency per decode token
+    top = data["top-ops-data"]
+    assert {r["name"] for r in top} >= set(HOSTILE)
+    assert top == sorted(top, key=lambda r: -r["total_us"])
+    # every planted rule is reported, with its remedy downloads linked
+    rules = set(re.findall(r'class="finding" data-rule="([a-z_]+)"', html))
+    assert ALL_RULES <= rules
+    links = re.findall(r'href="(/api/artifacts/\d+/download/)"', html)
+    assert links
+    res = client.get(links[0])
+    assert res.status_code == 200 and res["Content-Disposition"].startswith("attachment")
+    assert f'href="/profiles/{p.pk}/timeline/"' in html and f'href="/api/profiles/{p.pk}/trace/"' in html
+
+
+def test_dashboard_history_findings_comparisons(client, world) -> None:
+    from analysis.services import comparison_create, comparison_run
+
+    c = comparison_create(user=world["owner"], base=world["before"], candidate=world["after"])
+    comparison_run(comparison_id=c.pk)
+    client.force_login(world["viewer"])
+    html = client.get(f"/projects/{world['project'].pk}/").content.decode()
+    assert_inert(html)
+    history = _json_scripts(html)["chart-history"]
+    latency = history["series"][0]["data"]
+    assert [row[2] for row in latency] == [world["before"].name, "after"]  # oldest first, names as data
+    assert latency[0][1] > latency[1][1]  # the fixed run decodes faster
+    assert f'href="/comparisons/{c.pk}/"' in html
+    assert 'id="open-findings"' not in html or "after" in html  # latest ready profile is "after"
+
+
+def test_comparison_page_and_exports(client, world) -> None:
+    client.force_login(world["owner"])
+    before, after = world["before"], world["after"]
+    page = client.get(f"/projects/{world['project'].pk}/compare/?base={before.pk}")
+    assert page.status_code == 200 and f'<option value="{before.pk}" selected>' in page.content.decode()
+    res = client.post(f"/projects/{world['project'].pk}/compare/", {"base": before.pk, "candidate": before.pk})
+    assert res.status_code == 200 and "Pick two different profiles." in res.content.decode()
+    res = client.post(f"/projects/{world['project'].pk}/compare/", {"base": before.pk, "candidate": after.pk})
     assert res.status_code == 302
-    assert Project.objects.filter(name="Real", memberships__user=owner, memberships__role="owner").exists()
+    cid = int(res["Location"].rstrip("/").rsplit("/", 1)[1])
+    waiting = client.get(res["Location"]).content.decode()
+    assert 'data-finished="0"' in waiting and "spinner" in waiting
+
+    from analysis.services import comparison_run
+
+    comparison_run(comparison_id=cid)
+    html = client.get(f"/comparisons/{cid}/").content.decode()
+    assert_inert(html)
+    assert 'id="metrics-table"' in html and "per_token_latency_ms" in html
+    statuses = dict(re.findall(r'<td class="mono">([a-z_]+)</td><td>[^<]*</td>\s*<td class="st-([a-z]+)">', html))
+    assert statuses.get("matmul_tiling") == "fixed", statuses
+    assert HOSTILE[1] in _json_scripts(html)["chart-ops"]["yAxis"][0]["data"]
+    assert "&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;" in html  # op-type table cell, escaped
+    md = client.get(f"/api/comparisons/{cid}/export/?format=md")
+    assert md.status_code == 200 and md["Content-Disposition"].endswith('.md"')
+    assert "per_token_latency_ms" in md.content.decode() and "<img" not in md.content.decode()
+    csv_text = client.get(f"/api/comparisons/{cid}/export/?format=csv").content.decode()
+    assert csv_text.startswith("section,name,unit")
+    assert client.get(f"/api/comparisons/{cid}/export/?format=xlsx").status_code == 404
 
 
-def test_login_invite_accept_flow(make_user) -> None:
-    from profiles.models import Membership
-
-    owner = make_user("ann", password="s3cret-pass-A")
-    viewer = make_user("vic", password="s3cret-pass-V")
-    project = project_with(owner)
-
-    anon = _csrf_client()
-    assert anon.get(f"/projects/{project.pk}/").status_code == 302  # to the login page
-    token = _token(anon, "/login/")
-    bad = anon.post("/login/", {"username": "ann", "password": "wrong", "csrfmiddlewaretoken": token})
-    assert b"Wrong username or password" in bad.content
-    token = _token(anon, "/login/")
-    assert anon.post("/login/", {"username": "ann", "password": "s3cret-pass-A",
-                                 "csrfmiddlewaretoken": token}).status_code == 302
-    token = _token(anon, f"/projects/{project.pk}/")
-    res = anon.post(f"/projects/{project.pk}/invite/", {"username": "vic", "role": "viewer", "csrfmiddlewaretoken": token})
-    assert res.status_code == 302
-    page = anon.get(f"/projects/{project.pk}/")
-    assert b"vic" in page.content and b"Invited vic as Viewer" in page.content
-    # Unknown usernames get a message, not an invitation.
-    token = _token(anon, f"/projects/{project.pk}/")
-    anon.post(f"/projects/{project.pk}/invite/", {"username": "nobody", "role": "viewer", "csrfmiddlewaretoken": token})
-    assert b"No active user" in anon.get(f"/projects/{project.pk}/").content
-    token = _token(anon, "/")
-    assert anon.post("/logout/", {"csrfmiddlewaretoken": token}).status_code == 302
-    assert anon.get("/").status_code == 302
-
-    v = _csrf_client(viewer)
-    home = v.get("/")
-    assert b"invites you to" in home.content
-    inv = viewer.invitations.get()
-    token = _token(v, "/")
-    assert v.post(f"/invitations/{inv.pk}/accept/", {"csrfmiddlewaretoken": token}).status_code == 302
-    assert Membership.objects.get(project=project, user=viewer).role == "viewer"
-    assert v.get(f"/projects/{project.pk}/").status_code == 200
+def test_timeline_page_and_api(client, world) -> None:
+    client.force_login(world["viewer"])
+    p = world["before"]
+    html = client.get(f"/profiles/{p.pk}/timeline/").content.decode()
+    assert f'data-timeline-url="/api/profiles/{p.pk}/timeline/"' in html
+    window = client.get(f"/api/profiles/{p.pk}/timeline/?width_px=800").json()
+    assert window["tracks"] if "tracks" in window else window
+    found = client.get(f"/api/profiles/{p.pk}/timeline/search/", {"q": "onerror"}).json()
+    assert found["total"] > 0 and found["matches"][0]["name"] == HOSTILE[1]
+    m = found["matches"][0]
+    event = client.get(f"/api/profiles/{p.pk}/timeline/event/", {"lane": m["lane"], "idx": m["idx"]}).json()
+    assert event["name"] == HOSTILE[1]
+    assert client.get(f"/api/profiles/{p.pk}/timeline/event/", {"idx": 10**9}).status_code == 404
+    trace = client.get(f"/api/profiles/{p.pk}/trace/")
+    assert trace.status_code == 200 and trace["Content-Disposition"].startswith("attachment")
+    body = b"".join(trace.streaming_content)
+    assert json.loads(body)["traceEvents"]
 
 
-def test_language_switch_is_kept_in_the_session(make_user) -> None:
-    user = make_user("li")
-    client = _csrf_client(user)
-    token = _token(client, "/")
-    res = client.post("/language/", {"language": "zh-hans", "next": "/", "csrfmiddlewaretoken": token})
-    assert res.status_code == 302 and res["Location"] == "/"
-    assert client.session["pypto_language"] == "zh-hans"
-    page = client.get("/")
-    assert b'<html lang="zh-hans">' in page.content
-    # An off-site ``next`` is not followed.
-    token = _token(client, "/")
-    res = client.post("/language/", {"language": "en", "next": "https://evil.example/", "csrfmiddlewaretoken": token})
-    assert res["Location"] == "/"
+def test_non_members_get_404_everywhere(client, world) -> None:
+    from analysis.services import comparison_create
+
+    p = world["before"]
+    c = comparison_create(user=world["owner"], base=world["before"], candidate=world["after"])
+    client.force_login(world["stranger"])
+    for url in (f"/profiles/{p.pk}/", f"/profiles/{p.pk}/timeline/", f"/projects/{world['project'].pk}/",
+                f"/projects/{world['project'].pk}/compare/", f"/comparisons/{c.pk}/",
+                f"/api/profiles/{p.pk}/timeline/", f"/api/profiles/{p.pk}/timeline/search/?q=a",
+                f"/api/profiles/{p.pk}/timeline/event/?idx=0", f"/api/profiles/{p.pk}/trace/",
+                f"/api/profiles/{p.pk}/pagedata/", f"/api/comparisons/{c.pk}/export/?format=md"):
+        assert client.get(url).status_code == 404, url
+    # viewers read but cannot start comparisons
+    client.force_login(world["viewer"])
+    res = client.post(f"/projects/{world['project'].pk}/compare/", {"base": p.pk, "candidate": world["after"].pk})
+    assert res.status_code in (403, 404)
 
 
-def test_user_data_is_escaped(make_user) -> None:
-    from profiles.models import Profile
+def test_views_built_on_first_use_when_missing(client, world) -> None:
+    """A profile analysed before page data existed gets it built on the first visit."""
+    from analysis.services import storage_delete_prefix
 
-    owner = make_user("esc")
-    project = project_with(owner)
-    project.name = "<script>alert(1)</script>{{ secret }}"
-    project.save()
-    Profile.objects.create(project=project, name="<img src=x onerror=alert(1)>", original_filename="a.csv",
-                           size=1, status="failed", error="<b>bad</b>", summary={"k": "</script><script>x()"})
-    client = Client()
-    client.force_login(owner)
-    body = client.get(f"/projects/{project.pk}/").content
-    assert b"<script>alert(1)" not in body and b"&lt;script&gt;alert(1)&lt;/script&gt;{{ secret }}" in body
-    assert b"<img src=x" not in body
-    prof = Profile.objects.get(project=project)
-    body = client.get(f"/profiles/{prof.pk}/").content
-    assert b"<b>bad</b>" not in body and b"&lt;b&gt;bad&lt;/b&gt;" in body
-    assert b"</script><script>x()" not in body  # the summary goes through json_script
+    p = world["after"]
+    storage_delete_prefix(f"{p.parquet_prefix}/views")
+    assert not default_storage.exists(f"{p.parquet_prefix}/views/pages.json")
+    client.force_login(world["owner"])
+    html = client.get(f"/profiles/{p.pk}/").content.decode()
+    assert "chart-op-types" in _json_scripts(html)
+    assert default_storage.exists(f"{p.parquet_prefix}/views/pages.json")
 
 
-def test_api_token_endpoint(make_user) -> None:
-    make_user("tok", password="s3cret-pass-T")
-    client = Client(enforce_csrf_checks=True)
-    res = client.post("/api/auth/token/", {"username": "tok", "password": "s3cret-pass-T"},
-                      content_type="application/json")
-    assert res.status_code == 200 and len(res.json()["token"]) == 40
-    again = client.post("/api/auth/token/", {"username": "tok", "password": "s3cret-pass-T"},
-                        content_type="application/json")
-    assert again.json()["token"] == res.json()["token"]
-    assert client.post("/api/auth/token/", {"username": "tok", "password": "x"},
-                       content_type="application/json").status_code == 400
-    listed = Client().get("/api/projects/", HTTP_AUTHORIZATION=f"Token {res.json()['token']}")
-    assert listed.status_code == 200 and listed.json() == []
-    assert Client().get("/api/projects/").status_code in (401, 403)
-
-
-def test_openapi_schema_lists_the_contract(make_user) -> None:
-    client = Client()
-    client.force_login(make_user("sch"))
-    res = client.get("/api/schema/")
-    assert res.status_code == 200
-    text = res.content.decode()
-    for path in ("/api/projects/", "/api/projects/{project_id}/profiles/", "/api/profiles/{profile_id}/",
-                 "/api/profiles/{profile_id}/findings/", "/api/artifacts/{artifact_id}/download/",
-                 "/api/comparisons/", "/api/auth/token/", "/api/uploads/{upload_id}/"):
-        assert path in text, path
+def test_language_switch_chinese(client, world) -> None:
+    client.force_login(world["owner"])
+    client.post("/language/", {"language": "zh-hans", "next": "/"})
+    html = client.get(f"/profiles/{world['before'].pk}/").content.decode()
+    assert "发现" in html  # "Findings"
+    assert "时间线" in html  # "timeline"

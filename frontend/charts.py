@@ -1,0 +1,150 @@
+"""ECharts options for the pages, built with pyecharts (or plain dicts where pyecharts adds nothing).
+
+The options travel to the page through ``json_script`` (escaped JSON in a script tag of type
+application/json) and are started by frontend/static/frontend/js/charts.js, which also installs a tooltip
+formatter that escapes every string: names here come from uploaded profiles and are untrusted. No JsCode.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from django.utils.translation import gettext as _
+from pyecharts import options as opts
+from pyecharts.charts import Bar, Line
+
+_INIT = opts.InitOpts(animation_opts=opts.AnimationOpts(animation=False))
+
+
+def _dump(chart: Any) -> dict[str, Any]:
+    return json.loads(chart.dump_options())
+
+
+def _truncate_category_labels(option: dict[str, Any], width: int = 160) -> None:
+    """Long op names on a category axis: cut to ``width`` px (pyecharts' LabelOpts has no width)."""
+    for axis in option.get("yAxis", []):
+        if axis.get("type") == "category" or axis.get("data"):
+            axis.setdefault("axisLabel", {}).update({"width": width, "overflow": "truncate"})
+
+
+def op_type_chart(op_types: list[dict[str, Any]], limit: int = 15) -> dict[str, Any]:
+    """Horizontal bars: device time per op type (ms), largest at the top."""
+    rows = list(reversed(op_types[:limit]))
+    bar = (
+        Bar(init_opts=_INIT)
+        .add_xaxis([r["op_type"] for r in rows])
+        .add_yaxis(_("Device time (ms)"), [round(r["time_us"] / 1e3, 3) for r in rows],
+                   label_opts=opts.LabelOpts(is_show=False))
+        .reversal_axis()
+        .set_global_opts(
+            tooltip_opts=opts.TooltipOpts(trigger="axis"),
+            legend_opts=opts.LegendOpts(is_show=False),
+            xaxis_opts=opts.AxisOpts(name="ms"),
+        )
+    )
+    out = _dump(bar)
+    _truncate_category_labels(out)
+    out["grid"] = {"left": 170, "right": 40, "top": 20, "bottom": 30}
+    return out
+
+
+def decode_chart(decode: dict[str, Any]) -> dict[str, Any]:
+    """Per-token latency (ms) over decode steps."""
+    line = (
+        Line(init_opts=_INIT)
+        .add_xaxis([str(s) for s in decode.get("steps", [])])
+        .add_yaxis(_("Per-token latency (ms)"), [round(v, 4) for v in decode.get("latency_ms", [])],
+                   is_symbol_show=len(decode.get("steps", [])) < 200, label_opts=opts.LabelOpts(is_show=False))
+        .set_global_opts(
+            tooltip_opts=opts.TooltipOpts(trigger="axis"),
+            legend_opts=opts.LegendOpts(is_show=False),
+            xaxis_opts=opts.AxisOpts(name=_("step")),
+            yaxis_opts=opts.AxisOpts(name="ms", is_scale=True),
+        )
+    )
+    out = _dump(line)
+    out["grid"] = {"left": 60, "right": 50, "top": 30, "bottom": 40}
+    return out
+
+
+def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
+    """Achieved FLOP/s (TFLOP/s) against arithmetic intensity (FLOP/byte), log-log, under the SKU's roofs."""
+    points = roof.get("points", [])
+    peak = float(roof.get("peak_flops_per_s") or 0) / 1e12
+    bw = float(roof.get("hbm_bytes_per_s") or 0) / 1e12
+    xs = [p["intensity"] for p in points if p.get("intensity")]
+    lo = min(xs + [0.1]) / 4
+    hi = max(xs + [roof.get("ridge_flop_per_byte") or 100]) * 4
+    roof_line: list[list[float]] = []
+    if peak and bw:
+        ridge = peak / bw
+        steps = 40
+        for i in range(steps + 1):
+            x = lo * (hi / lo) ** (i / steps)
+            roof_line.append([x, min(peak, bw * x)])
+        roof_line.append([ridge, peak])
+        roof_line.sort()
+    by_type: dict[str, list[Any]] = {}
+    for p in points:
+        by_type.setdefault(p["op_type"], []).append({
+            "value": [p["intensity"], p["flops_per_s"] / 1e12, p["total_us"]],
+            "name": f'{p["op_type"]} {p["shape"]}',
+        })
+    biggest = max((p["total_us"] for p in points), default=1.0) or 1.0
+    series: list[dict[str, Any]] = [{
+        "type": "line", "name": _("Roof (peak FLOP/s, HBM bandwidth)"), "data": roof_line, "showSymbol": False,
+        "lineStyle": {"color": "#888", "type": "dashed"}, "tooltip": {"show": False}, "silent": True,
+    }]
+    for op_type, data in list(by_type.items())[:20]:
+        for d in data:
+            d["symbolSize"] = max(6, min(30, 6 + 24 * math.sqrt(d["value"][2] / biggest)))
+        series.append({"type": "scatter", "name": op_type, "data": data})
+    return {
+        "animation": False,
+        "legend": {"type": "scroll", "top": 0},
+        "tooltip": {"trigger": "item"},
+        "grid": {"left": 70, "right": 30, "top": 40, "bottom": 50},
+        "xAxis": {"type": "log", "name": _("FLOP/byte"), "nameLocation": "middle", "nameGap": 28, "min": lo, "max": hi},
+        "yAxis": {"type": "log", "name": "TFLOP/s"},
+        "series": series,
+    }
+
+
+def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-token latency (ms) and tokens/s of the project's ready profiles, oldest first."""
+    lat = [[r["when"], r["per_token_ms"], r["name"]] for r in rows if r.get("per_token_ms") is not None]
+    tps = [[r["when"], r["tokens_per_s"], r["name"]] for r in rows if r.get("tokens_per_s") is not None]
+    return {
+        "animation": False,
+        "legend": {"top": 0},
+        "tooltip": {"trigger": "item"},
+        "grid": {"left": 60, "right": 60, "top": 40, "bottom": 40},
+        "xAxis": {"type": "time"},
+        "yAxis": [{"type": "value", "name": "ms", "scale": True}, {"type": "value", "name": _("tokens/s"), "scale": True}],
+        "series": [
+            {"type": "line", "name": _("Per-token latency (ms)"), "data": lat, "yAxisIndex": 0},
+            {"type": "line", "name": _("Tokens/s"), "data": tps, "yAxisIndex": 1},
+        ],
+    }
+
+
+def op_diff_chart(ops: list[dict[str, Any]], unit: str, limit: int = 15) -> dict[str, Any]:
+    """Before/after device time per op type (the largest changes), grouped bars."""
+    rows = list(reversed(ops[:limit]))
+    bar = (
+        Bar(init_opts=_INIT)
+        .add_xaxis([r["op_type"] for r in rows])
+        .add_yaxis(_("Baseline"), [round(r["base_us"], 2) for r in rows], label_opts=opts.LabelOpts(is_show=False))
+        .add_yaxis(_("Candidate"), [round(r["new_us"], 2) for r in rows], label_opts=opts.LabelOpts(is_show=False))
+        .reversal_axis()
+        .set_global_opts(
+            tooltip_opts=opts.TooltipOpts(trigger="axis"),
+            xaxis_opts=opts.AxisOpts(name=unit),
+        )
+    )
+    out = _dump(bar)
+    _truncate_category_labels(out)
+    out["grid"] = {"left": 170, "right": 60, "top": 30, "bottom": 30}
+    return out

@@ -1,0 +1,69 @@
+// The top-ops table: rows from a json_script payload, filtered by op type, shape and block, sorted by any
+// column. Every cell is set with textContent (names are untrusted).
+(function () {
+  "use strict";
+  var root = document.getElementById("top-ops");
+  var src = document.getElementById("top-ops-data");
+  if (!root || !src) return;
+  var rows = JSON.parse(src.textContent);
+  var body = root.querySelector("tbody");
+  var typeSel = document.getElementById("f-type"), blockSel = document.getElementById("f-block");
+  var shapeIn = document.getElementById("f-shape"), nameIn = document.getElementById("f-name");
+  var countEl = document.getElementById("top-ops-count");
+  var sortKey = "total_us", sortDir = -1;
+  function fill(sel, key) {
+    var seen = {};
+    rows.forEach(function (r) { seen[r[key]] = true; });
+    Object.keys(seen).sort().forEach(function (v) {
+      var o = document.createElement("option"); o.value = v; o.textContent = v; sel.appendChild(o);
+    });
+  }
+  fill(typeSel, "op_type"); fill(blockSel, "block");
+  function fmt(key, v) {
+    if (v === null || v === undefined) return "—";
+    if (key === "share" || key === "roofline_efficiency") return (v * 100).toFixed(1) + "%";
+    if (typeof v === "number") return v >= 100 ? v.toFixed(0) : v.toFixed(2);
+    return String(v);
+  }
+  var cols = Array.prototype.map.call(root.querySelectorAll("thead th"), function (th) { return th.dataset.key; });
+  function render() {
+    var t = typeSel.value, b = blockSel.value, s = shapeIn.value.trim().toLowerCase(), n = nameIn.value.trim().toLowerCase();
+    var out = rows.filter(function (r) {
+      return (!t || r.op_type === t) && (!b || r.block === b) && (!s || r.shape.toLowerCase().indexOf(s) >= 0) &&
+        (!n || r.name.toLowerCase().indexOf(n) >= 0);
+    });
+    out.sort(function (x, y) {
+      var a = x[sortKey], c = y[sortKey];
+      if (a === c) return 0;
+      if (a === null || a === undefined) return 1;
+      if (c === null || c === undefined) return -1;
+      return (a < c ? -1 : 1) * sortDir;
+    });
+    var frag = document.createDocumentFragment();
+    out.slice(0, 300).forEach(function (r) {
+      var tr = document.createElement("tr");
+      cols.forEach(function (k) {
+        var td = document.createElement("td");
+        td.textContent = fmt(k, r[k]);
+        if (typeof r[k] === "number") td.className = "num";
+        if (k === "shape" || k === "name") td.className = "mono small";
+        tr.appendChild(td);
+      });
+      frag.appendChild(tr);
+    });
+    body.textContent = "";
+    body.appendChild(frag);
+    countEl.textContent = String(out.length);
+  }
+  root.querySelectorAll("thead th").forEach(function (th) {
+    th.addEventListener("click", function () {
+      if (sortKey === th.dataset.key) { sortDir = -sortDir; } else { sortKey = th.dataset.key; sortDir = -1; }
+      root.querySelectorAll("thead th").forEach(function (o) { o.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", sortDir < 0 ? "descending" : "ascending");
+      render();
+    });
+  });
+  [typeSel, blockSel].forEach(function (e) { e.addEventListener("change", render); });
+  [shapeIn, nameIn].forEach(function (e) { e.addEventListener("input", render); });
+  render();
+})();

@@ -1,0 +1,94 @@
+"""Comparison pages: pick a baseline and a candidate among a project's ready profiles; the comparison's own
+page (stable URL /comparisons/ID/) with metrics, op-type and block diffs, finding status and exports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_http_methods
+
+from analysis import selectors as analysis_selectors
+from analysis import services as analysis_services
+from analysis.models import JobStatus
+from frontend import charts
+from profiles import selectors, services
+from profiles.models import Profile, ProfileStatus
+
+
+class CompareForm(forms.Form):
+    base = forms.ModelChoiceField(queryset=Profile.objects.none(), label=gettext_lazy("Baseline (before)"))
+    candidate = forms.ModelChoiceField(queryset=Profile.objects.none(), label=gettext_lazy("Candidate (after)"))
+
+    def __init__(self, *args: Any, project: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        ready = selectors.profiles_of_project(project=project).filter(status=ProfileStatus.READY).only(
+            "id", "name", "created_at")[:500]
+        for name in ("base", "candidate"):
+            self.fields[name].queryset = Profile.objects.filter(pk__in=[p.pk for p in ready]).order_by("-created_at")
+            self.fields[name].label_from_instance = lambda p: f"#{p.pk} {p.name} · {p.created_at:%Y-%m-%d %H:%M}"
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("base") and data.get("candidate") and data["base"].pk == data["candidate"].pk:
+            raise forms.ValidationError(_("Pick two different profiles."))
+        return data
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def compare_new(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+    initial = {k: request.GET.get(k) for k in ("base", "candidate") if request.GET.get(k, "").isdigit()}
+    form = CompareForm(request.POST or None, project=project, initial=initial)
+    if request.method == "POST":
+        services.require_write(user=request.user, project=project)
+        if form.is_valid():
+            try:
+                comparison = analysis_services.comparison_create(
+                    user=request.user, base=form.cleaned_data["base"], candidate=form.cleaned_data["candidate"])
+            except ValidationError as exc:
+                messages.error(request, " ".join(exc.messages))
+            else:
+                return redirect("comparison", comparison_id=comparison.pk)
+    return render(request, "frontend/compare_new.html", {
+        "project": project, "form": form,
+        "can_write": selectors.can_write(user=request.user, project=project),
+        "recent": analysis_selectors.comparisons_of_project(project=project)[:20],
+    })
+
+
+def _metric_rows(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for m in metrics:
+        if m.get("base") is None and m.get("new") is None:
+            continue
+        verdict = "noise" if m.get("significant") is False and m.get("delta") else (
+            "better" if m.get("better") is True else "worse" if m.get("better") is False else "same")
+        rows.append({**m, "verdict": verdict, "is_share": m.get("unit") == "share"})
+    return rows
+
+
+@login_required
+def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
+    comparison = analysis_selectors.comparison_get_for_user(user=request.user, comparison_id=comparison_id)
+    result = comparison.result or {}
+    done = comparison.status == JobStatus.DONE
+    unit = _("µs per token") if result.get("normalisation") == "per_token" else "µs"
+    context: dict[str, Any] = {
+        "comparison": comparison, "project": comparison.project, "result": result, "done": done,
+        "finished": comparison.status in (JobStatus.DONE, JobStatus.FAILED), "unit": unit,
+        "metrics": _metric_rows(result.get("metrics", [])) if done else [],
+        "ops": result.get("ops", [])[:60], "blocks": result.get("blocks", []),
+        "findings": result.get("findings", []),
+    }
+    if done and result.get("ops"):
+        context["chart_ops"] = charts.op_diff_chart(result["ops"], unit)
+    return render(request, "frontend/comparison.html", context)

@@ -1,0 +1,53 @@
+"""The project dashboard: headline numbers over time, open findings, recent comparisons. The project page
+(frontend/views/projects.py) adds ``project_dashboard_context`` to its own context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models.fields.json import KT
+
+from analysis import selectors as analysis_selectors
+from analysis.models import Finding
+from frontend import charts
+from profiles.models import Profile, ProfileStatus
+
+HISTORY_POINTS = 500  # the newest ready profiles drawn in the history chart
+
+
+def _float(text: Any) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
+def project_dashboard_context(project: Any) -> dict[str, Any]:
+    ready = Profile.objects.filter(project=project, status=ProfileStatus.READY)
+    rows = list(
+        ready.order_by("-created_at", "-id")
+        .annotate(ptl=KT("summary__report__profile__decode__per_token_ms_p50"),
+                  tps=KT("summary__report__profile__decode__tokens_per_s"),
+                  sim=KT("summary__simulated"))
+        .values("id", "name", "created_at", "ptl", "tps", "sim")[:HISTORY_POINTS]
+    )
+    rows.reverse()
+    history = [{"id": r["id"], "name": r["name"], "when": r["created_at"].isoformat(),
+                "per_token_ms": _float(r["ptl"]), "tokens_per_s": _float(r["tps"])} for r in rows]
+    latest = rows[-1] if rows else None
+    open_findings = []
+    if latest is not None:
+        open_findings = list(Finding.objects.filter(profile_id=latest["id"]).order_by("order", "id")
+                             .only("id", "rule", "severity", "title", "profile_id")[:20])
+    has_history = any(h["per_token_ms"] or h["tokens_per_s"] for h in history)
+    return {
+        "dashboard": {
+            "latest": latest,
+            "ready_count": len(rows),
+            "open_findings": open_findings,
+            "comparisons": list(analysis_selectors.comparisons_of_project(project=project)[:10]),
+            "has_history": has_history,
+        },
+        "chart_history": charts.history_chart(history) if has_history else None,
+    }
