@@ -19,7 +19,7 @@ from typing import Any, Callable
 from pypto_core import __version__
 from pypto_core.capture import host
 from pypto_core.capture.agent_config import AgentConfig
-from pypto_core.capture.client import ApiClient, ApiError, Backoff, ConnectionLost
+from pypto_core.capture.client import ApiClient, ApiError, Backoff
 from pypto_core.capture.ledger import JobLedger
 from pypto_core.capture.options import OptionsError, validate_params
 from pypto_core.capture.upload import MAX_CHUNK_BYTES, ResumableUpload, pack_folder
