@@ -408,11 +408,13 @@ int64_t scan_events(const uint8_t *buf, int64_t len, int64_t pos, const char *ar
     Scan s = {buf, len, pos, -1};
     const char *akeys[256];
     int64_t alens[256];
-    int64_t used_at_start[N_FIXED + 256];
     if (n_args > 256) n_args = 256;
     int nf = N_FIXED + n_args;
     Cols c = {buf, len, lens, kinds, out, region_cap, used, cap, -1};
     for (int f = 0; f < nf; f++) used[f] = 0;
+    /* cleared in bulk: clearing per event touched one page per field and cost a tenth of the scan */
+    memset(kinds, 0, (size_t)nf * (size_t)cap);
+    memset(lens, 0, (size_t)nf * (size_t)cap * sizeof(int32_t));
     const char *k = arg_keys;
     for (int i = 0; i < n_args; i++) {
         akeys[i] = k;
@@ -437,11 +439,7 @@ int64_t scan_events(const uint8_t *buf, int64_t len, int64_t pos, const char *ar
         if (ev >= cap) { st = ST_FULL; break; }
         if (s.b[s.p] != '{') { s.err_pos = s.p; st = ST_ERROR; break; }
         int64_t ev_start = s.p;
-        for (int f = 0; f < nf; f++) {
-            kinds[(int64_t)f * cap + ev] = K_ABSENT;
-            lens[(int64_t)f * cap + ev] = 0;
-            used_at_start[f] = used[f];
-        }
+
         tsdur_ok[ev] = 0;
         ts[ev] = 0;
         dur[ev] = 0;
@@ -535,7 +533,12 @@ int64_t scan_events(const uint8_t *buf, int64_t len, int64_t pos, const char *ar
         break;
     event_fail:
         if (rc == ERR_TRUNC) {
-            for (int f = 0; f < nf; f++) used[f] = used_at_start[f]; /* drop the partial event */
+            for (int f = 0; f < nf; f++) { /* drop the partial event */
+                int64_t i = (int64_t)f * cap + ev;
+                if (kinds[i] != K_ABSENT) used[f] -= lens[i];
+                kinds[i] = K_ABSENT;
+                lens[i] = 0;
+            }
             s.p = ev_start;
             consumed = ev_start;
             st = ST_NEED_MORE;

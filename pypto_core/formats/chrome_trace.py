@@ -256,7 +256,8 @@ def _flows(events: pa.Table, host: pa.Table, kernels: pa.Table, api: pa.Table, k
     host_index = pc.if_else(is_api_kind, pa.scalar(None, pa.int64()), pairs["host_index"])
     api_index = pc.if_else(is_api_kind, pairs["api_index"], pa.scalar(None, pa.int64()))
     out = pa.table({"host_index": host_index, "kernel_index": pairs["kernel_index"], "kind": pairs["cat"], "api_index": api_index})
-    out = out.sort_by([("kernel_index", "ascending")])
+    # a join returns rows in no set order: sort fully so that the same file always gives the same table
+    out = out.sort_by([("kernel_index", "ascending"), ("kind", "ascending"), ("host_index", "ascending"), ("api_index", "ascending")])
     return conform("flows", out), int(unbound or 0)
 
 

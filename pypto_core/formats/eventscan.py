@@ -358,6 +358,39 @@ def _scan_object(
         raise _fail(path, f"malformed JSON: expected ',' or '}}' near byte {buf.total - len(buf.data) + buf.pos}")
 
 
+@dataclass
+class _Scratch:
+    """One native call's outputs; a fresh set per call, so the scan of the next chunk can run while a
+    worker thread turns this one into Arrow arrays (both release the GIL)."""
+
+    lens: np.ndarray
+    kinds: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    ok: np.ndarray
+    used: np.ndarray
+    out: np.ndarray
+    region: int
+
+    @classmethod
+    def new(cls, nf: int, region: int) -> "_Scratch":
+        return cls(
+            lens=np.empty((nf, EVENT_CAP), dtype=np.int32),
+            kinds=np.empty((nf, EVENT_CAP), dtype=np.uint8),
+            ts=np.empty(EVENT_CAP, dtype=np.int64),
+            dur=np.empty(EVENT_CAP, dtype=np.int64),
+            ok=np.empty(EVENT_CAP, dtype=np.uint8),
+            used=np.zeros(nf, dtype=np.int64),
+            # one region per field, each as large as the input left: virtual memory, only the written
+            # pages become resident, and the used bytes are copied out when the batch is built
+            out=np.empty(nf * region, dtype=np.uint8),
+            region=region,
+        )
+
+
+_MAX_PENDING = 2  # batches being built behind the scanner: bounds the memory in flight
+
+
 class _NativeScan:
     def __init__(self, path: Path, arg_keys: tuple[str, ...]) -> None:
         self.path = path
@@ -365,56 +398,60 @@ class _NativeScan:
         self.names = FIXED_FIELDS + tuple(f"arg:{k}" for k in arg_keys)
         self.nf = len(self.names)
         self.keys_blob = b"".join(k.encode() + b"\0" for k in arg_keys) + b"\0"
-        self.lens = np.zeros((self.nf, EVENT_CAP), dtype=np.int32)
-        self.kinds = np.zeros((self.nf, EVENT_CAP), dtype=np.uint8)
-        self.ts = np.zeros(EVENT_CAP, dtype=np.int64)
-        self.dur = np.zeros(EVENT_CAP, dtype=np.int64)
-        self.ok = np.zeros(EVENT_CAP, dtype=np.uint8)
-        self.used = np.zeros(self.nf, dtype=np.int64)
         self.status = np.zeros(4, dtype=np.int64)
+        self._schema = pa.schema([(n, pa.string()) for n in self.names] + [("ts_ns", pa.int64()), ("dur_ns", pa.int64())])
 
     def schema(self) -> pa.Schema:
-        return pa.schema([(n, pa.string()) for n in self.names] + [("ts_ns", pa.int64()), ("dur_ns", pa.int64())])
+        return self._schema
 
     def run(self, buf: _Buffer, batches: list[pa.RecordBatch]) -> None:
         """Scan events from the cursor to the array's closing ']'."""
+        from concurrent.futures import Future, ThreadPoolExecutor
+
         lib = native_scanner()
         assert lib is not None
-        while True:
-            data = buf.data
-            # One region per field, each as large as the input left: virtual memory, only written pages
-            # become resident (a few MB per chunk), and the used bytes are copied out right after.
-            region = len(data) - buf.pos + 64
-            out = np.empty(self.nf * region, dtype=np.uint8)
-            lib.scan_events(
-                data, len(data), buf.pos, self.keys_blob, len(self.arg_keys), EVENT_CAP,
-                self.lens.ctypes.data, self.kinds.ctypes.data, self.ts.ctypes.data, self.dur.ctypes.data,
-                self.ok.ctypes.data, out.ctypes.data, region, self.used.ctypes.data, self.status.ctypes.data,
-            )  # fmt: skip
-            status, consumed, err_pos, n = (int(x) for x in self.status)
-            if status == _ST_ERROR:
-                where = buf.total - len(data) + err_pos
-                raise _fail(self.path, f"malformed JSON in the event list near byte {where}")
-            if n:
-                batches.append(self._batch(n, out, region))
-            del out
-            buf.pos = consumed
-            if status == _ST_ARRAY_END:
-                return
-            if status == _ST_NEED_MORE and not buf.more():
-                raise _fail(self.path, "truncated JSON: the file ends inside the event list")
+        pending: list[Future[pa.RecordBatch]] = []
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pypto-columns") as pool:
+            try:
+                while True:
+                    data = buf.data
+                    sc = _Scratch.new(self.nf, len(data) - buf.pos + 64)
+                    lib.scan_events(
+                        data, len(data), buf.pos, self.keys_blob, len(self.arg_keys), EVENT_CAP,
+                        sc.lens.ctypes.data, sc.kinds.ctypes.data, sc.ts.ctypes.data, sc.dur.ctypes.data,
+                        sc.ok.ctypes.data, sc.out.ctypes.data, sc.region, sc.used.ctypes.data,
+                        self.status.ctypes.data,
+                    )  # fmt: skip
+                    status, consumed, err_pos, n = (int(x) for x in self.status)
+                    if status == _ST_ERROR:
+                        where = buf.total - len(data) + err_pos
+                        raise _fail(self.path, f"malformed JSON in the event list near byte {where}")
+                    if n:
+                        pending.append(pool.submit(self._batch, n, sc))
+                        while len(pending) > _MAX_PENDING:
+                            batches.append(pending.pop(0).result())
+                    del sc
+                    buf.pos = consumed
+                    if status == _ST_ARRAY_END:
+                        break
+                    if status == _ST_NEED_MORE and not buf.more():
+                        raise _fail(self.path, "truncated JSON: the file ends inside the event list")
+            finally:
+                done = [f.result() for f in pending]  # re-raises a worker's InputError in order
+        batches.extend(done)
 
-    def _batch(self, n: int, out: np.ndarray, region: int) -> pa.RecordBatch:
+    def _batch(self, n: int, sc: _Scratch) -> pa.RecordBatch:
         columns: list[pa.Array] = []
+        region = sc.region
         for f in range(self.nf):
-            present = self.kinds[f, :n] != 0
+            present = sc.kinds[f, :n] != 0
             if not present.any():
                 columns.append(pa.nulls(n, pa.string()))
                 continue
-            used = int(self.used[f])
+            used = int(sc.used[f])
             offsets = np.zeros(n + 1, dtype=np.int32)
-            np.cumsum(self.lens[f, :n], out=offsets[1:])
-            data = out[f * region : f * region + used].copy()
+            np.cumsum(sc.lens[f, :n], out=offsets[1:])
+            data = sc.out[f * region : f * region + used].copy()
             validity = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
             arr = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), validity)
             try:
@@ -422,10 +459,10 @@ class _NativeScan:
             except pa.ArrowInvalid:
                 raise _fail(self.path, f"invalid UTF-8 text in field {self.names[f]!r}") from None
             columns.append(arr)
-        ok = self.ok[:n]
-        columns.append(pa.array(self.ts[:n].copy(), pa.int64(), mask=(ok & 1) == 0))
-        columns.append(pa.array(self.dur[:n].copy(), pa.int64(), mask=(ok & 2) == 0))
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema())
+        ok = sc.ok[:n]
+        columns.append(pa.array(sc.ts[:n].copy(), pa.int64(), mask=(ok & 1) == 0))
+        columns.append(pa.array(sc.dur[:n].copy(), pa.int64(), mask=(ok & 2) == 0))
+        return pa.RecordBatch.from_arrays(columns, schema=self._schema)
 
 
 # ---------------------------------------------------------------------------------------------- fallback
