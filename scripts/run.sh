@@ -7,9 +7,11 @@ export DEBUG="${DEBUG:-1}"
 PORT="${PORT:-8000}"
 .venv/bin/python manage.py migrate --noinput
 .venv/bin/python manage.py collectstatic --noinput -v 0
-.venv/bin/python manage.py pypto_demo
+DEMO="$(.venv/bin/python manage.py pypto_demo)"
+echo "$DEMO"
+CREDENTIALS="$(echo "$DEMO" | sed -n 's/^Demo account: //p')"
 .venv/bin/celery -A pypto_web worker -Q ingest,diagnose,light --loglevel=INFO --concurrency=2 &
 WORKER=$!
 trap 'kill $WORKER 2>/dev/null || true' EXIT INT TERM
-echo "PyPTO dashboard: http://127.0.0.1:${PORT}/  (user: demo, password: see above)"
+echo "PyPTO dashboard: http://127.0.0.1:${PORT}/  (${CREDENTIALS})"
 .venv/bin/python manage.py runserver "127.0.0.1:${PORT}"
