@@ -60,6 +60,8 @@ _NAME_LISTS = ("input_dtypes", "input_formats", "output_dtypes", "output_formats
 # FORMATS.md §0.9: communication kernels were "HCCL" until 2023, "COMMUNICATION" since.
 _CORE_TYPE_RENAMES = {"HCCL": "COMMUNICATION"}
 
+_DICT_STRING = pa.dictionary(pa.int32(), pa.string())
+
 _EXTRA_ORDER = ("model_id", "context_id", "op_state", "hf32_eligible", "model_name", "infer_id")
 
 
@@ -132,12 +134,7 @@ def _convert(batch: pa.RecordBatch, cols: KernelColumns) -> pa.RecordBatch:
     for c in _TEXTS:
         a = raw(c)
         if a is not None:
-            out[c] = to_text(a)
-    if "core_type" in out:
-        ct = out["core_type"]
-        for old, new in _CORE_TYPE_RENAMES.items():
-            ct = pc.if_else(pc.equal(ct, old), pa.scalar(new), ct)
-        out["core_type"] = ct
+            out[c] = to_text(_renamed(a) if c == "core_type" else a)
     for c in _TIMES:
         a = raw(c)
         if a is not None:
@@ -176,6 +173,36 @@ def _convert(batch: pa.RecordBatch, cols: KernelColumns) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
+def _renamed(arr: pa.Array) -> pa.Array:
+    """Core types under their current names; on a dictionary array only the distinct values are touched."""
+    if pa.types.is_dictionary(arr.type):
+        return pa.DictionaryArray.from_arrays(arr.indices, _renamed(arr.dictionary))
+    arr = to_text(arr)
+    for old, new in _CORE_TYPE_RENAMES.items():
+        arr = pc.if_else(pc.equal(arr, old), pa.scalar(new), arr)
+    return arr
+
+
+def fast_column_types(cols: KernelColumns) -> dict[str, pa.DataType]:
+    """Arrow CSV types that do the conversions inside Arrow's parser (the fast path).
+
+    Times as decimals whose unscaled integer is the ns count (exact, no float); integers as int64;
+    repeated text (names, types, shapes) dictionary-encoded so later cleaning and shape parsing touch each
+    distinct string once; counters float64. A cell that does not fit fails the whole read, and
+    :func:`iter_kernel_batches` then takes the validating string path.
+    """
+    types: dict[str, pa.DataType] = {h: pa.string() for h in cols.header}
+    types.update({c: pa.float64() for c in cols.counters})
+    for canonical, src in cols.mapping.items():
+        if canonical in _TIMES:
+            types[src] = csvtable.decimal_type(1000)
+        elif canonical in _INTS:
+            types[src] = pa.int64()
+        elif canonical in _TEXTS or canonical in _SHAPES or canonical in _NAME_LISTS:
+            types[src] = _DICT_STRING
+    return types
+
+
 def _decide_dropped(first: pa.RecordBatch, cols: KernelColumns) -> None:
     """Unknown text columns (not counters) are skipped with a warning, judged on the first batch.
 
@@ -195,9 +222,10 @@ def iter_kernel_batches(
 ) -> Iterator[pa.RecordBatch]:
     """Stream a kernel CSV as canonical batches; warnings accumulate in ``cols`` (see ``cols.warnings()``).
 
-    Fast path: counter columns parsed as float64 by Arrow's C++ converter. A counter column holding text
-    makes that converter fail; the file is then re-read with every column as text and validated per
-    value, skipping the batches already delivered (the block boundaries do not depend on column types).
+    Fast path: Arrow's C++ parser converts the columns itself (:func:`fast_column_types`). A cell it
+    cannot convert (text in a counter, ``40.0`` as a block count, a time with more than 3 decimals) makes
+    it fail; the file is then re-read with every column as text and validated per value, skipping the
+    batches already delivered (the block boundaries do not depend on column types).
     """
     cols = cols or map_columns(path)
 
@@ -208,11 +236,11 @@ def iter_kernel_batches(
         return "skip"
 
     def batches(fast: bool) -> Iterator[pa.RecordBatch]:
-        types = {c: pa.float64() for c in cols.counters} if fast else {}
+        types = fast_column_types(cols) if fast else {h: pa.string() for h in cols.header}
         read_opts = pcsv.ReadOptions(block_size=block_size, use_threads=True)
         parse_opts = pcsv.ParseOptions(newlines_in_values=False, invalid_row_handler=on_invalid_row)
         convert_opts = pcsv.ConvertOptions(
-            column_types={**{h: pa.string() for h in cols.header}, **types},
+            column_types=types,
             null_values=list(csvtable.NULL_TOKENS),
             strings_can_be_null=False,
             quoted_strings_can_be_null=False,
@@ -230,9 +258,9 @@ def iter_kernel_batches(
             yield _convert(raw, cols)
             delivered += 1
         return
-    except pa.ArrowInvalid as exc:
-        if "conversion error" not in str(exc):
-            raise InputError(str(path), f"malformed CSV ({csvtable._short(exc)})") from exc
+    except pa.ArrowInvalid:
+        # A cell the typed parse refused (text in a counter, "40.0" as a count, ...), or a broken file:
+        # the validating path below says which, per value, or raises InputError.
         skipped_before_retry = cols.skipped_rows
     except (pa.ArrowException, OSError) as exc:
         raise InputError(str(path), f"cannot read CSV ({csvtable._short(exc)})") from exc

@@ -41,19 +41,24 @@ def parse_shape_text(text: str) -> list[list[int]] | None:
 
 
 def _unique_parse(arr: pa.Array, parse, out_type: pa.DataType) -> tuple[pa.Array, int, str]:
-    """Parse each distinct string of ``arr`` once; returns (parsed array, bad count, first bad example)."""
-    cleaned = clean_strings(arr)
-    encoded = pc.dictionary_encode(cleaned)
-    if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.combine_chunks()
-    uniques = encoded.dictionary.to_pylist()
-    parsed = [parse(u) for u in uniques]
-    dictionary = pa.array(parsed, type=out_type)
-    out = dictionary.take(encoded.indices)
-    bad_ids = [i for i, p in enumerate(parsed) if p is None]
+    """Parse each distinct string of ``arr`` once; returns (parsed array, bad count, first bad example).
+
+    A dictionary array (as the kernel reader asks Arrow's CSV parser for) is used as it is; a plain one is
+    dictionary-encoded first.
+    """
+    if pa.types.is_dictionary(arr.type):
+        values, indices = clean_strings(arr.dictionary), arr.indices
+    else:
+        encoded = pc.dictionary_encode(clean_strings(arr))
+        values, indices = encoded.dictionary, encoded.indices
+    uniques = values.to_pylist()
+    # A blank cell is null, not unreadable; only non-blank values that fail to parse count as bad.
+    parsed = [parse(u) if u is not None else None for u in uniques]
+    out = pa.array(parsed, type=out_type).take(indices)
+    bad_ids = [i for i, (u, p) in enumerate(zip(uniques, parsed)) if u is not None and p is None]
     if not bad_ids:
         return out, 0, ""
-    bad_mask = pc.is_in(encoded.indices, pa.array(bad_ids, type=encoded.indices.type))
+    bad_mask = pc.is_in(indices, pa.array(bad_ids, type=indices.type))
     count = pc.sum(pc.cast(bad_mask, pa.int64())).as_py() or 0
     return out, count, uniques[bad_ids[0]]
 
@@ -67,7 +72,9 @@ def parse_shapes(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.Array | pa.Chunked
         return pa.chunked_array([r[0] for r in results], type=SHAPES_TYPE), bad, example
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), SHAPES_TYPE), 0, ""
-    return _unique_parse(arr.cast(pa.string()), parse_shape_text, SHAPES_TYPE)
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.cast(pa.string())
+    return _unique_parse(arr, parse_shape_text, SHAPES_TYPE)
 
 
 def _split_names(text: str) -> list[str]:
@@ -80,6 +87,7 @@ def parse_name_lists(arr: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedAr
         return pa.chunked_array([parse_name_lists(c) for c in arr.chunks], type=STRINGS_TYPE)
     if pa.types.is_null(arr.type):
         return pa.nulls(len(arr), STRINGS_TYPE)
-    # Splitting in Arrow is already vectorised; no cache needed.
+    if pa.types.is_dictionary(arr.type):  # split the distinct values only, then expand
+        return pc.take(pc.split_pattern(clean_strings(arr.dictionary), ";"), arr.indices)
     cleaned = clean_strings(arr.cast(pa.string()))
     return pc.split_pattern(cleaned, ";")
