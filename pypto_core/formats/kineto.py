@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from pypto_core.errors import InputError
 from pypto_core.formats.chrome_trace import to_float64, to_int64
-from pypto_core.formats.eventscan import scan_file
+from pypto_core.formats.eventscan import Pieces, scan_file
 from pypto_core.profile import Profile, ProfileMeta, conform, empty_table
 
 KINETO_ARG_KEYS: tuple[str, ...] = (
@@ -55,9 +55,19 @@ KINETO_ARG_KEYS: tuple[str, ...] = (
     "labels",
 )
 
-HOST_CATS = ("cpu_op", "user_annotation", "operator", "python_function")
-API_CATS = ("cuda_runtime", "cuda_driver", "privateuse1_runtime", "runtime", "privateuse1_driver")
-KERNEL_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset")
+HOST_CATS_KEPT = ["cpu_op", "user_annotation", "operator"]  # python_function: stack frames, not operators
+API_CATS = ["cuda_runtime", "cuda_driver", "privateuse1_runtime", "runtime", "privateuse1_driver"]
+KERNEL_CATS = ["kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"]
+_BASE = ["name", "cat", "pid", "tid", "ts_ns", "dur_ns"]
+_PIECE_COLUMNS = {
+    "host": _BASE + ["arg:External id", "arg:Input Dims", "arg:Input dims", "arg:Sequence number"],
+    "api": _BASE + ["arg:correlation"],
+    "kernel": _BASE + ["arg:type", "arg:stream", "arg:device", "arg:correlation", "arg:External id", "arg:bytes",
+                       "arg:Collective name", "arg:Process Group Name", "arg:Process Group Description",
+                       "arg:In msg nelems", "arg:dtype"],
+    "counter": ["name", "ts_ns", "arg0_key", "arg0_val"],
+    "meta": ["name", "pid", "tid", "arg:name", "arg:labels"],
+}
 # HTA's communication-kernel pattern (hta/common/types.py), plus hccl for Ascend names
 COMM_KERNEL = r"(?i)(^nccl)|(ncclKernel)|(ncclDevKernel)|(^hccl)"
 
@@ -93,30 +103,42 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
     Raises ``InputError`` naming the file when it is empty, not JSON, truncated, or has no ``traceEvents``.
     """
     p = Path(path)
-    scanned = scan_file(p, KINETO_ARG_KEYS)
+    pieces = Pieces(_PIECE_COLUMNS, KINETO_ARG_KEYS)
+    counts = {"events": 0}
+
+    def on_batch(batch: pa.RecordBatch) -> None:
+        # classify each batch as it is scanned and keep only what the tables need (bounded memory)
+        counts["events"] += batch.num_rows
+        ph = batch.column("ph")
+        cat = pc.utf8_lower(pc.fill_null(batch.column("cat"), ""))
+        is_x = pc.fill_null(pc.equal(ph, "X"), False)
+        pieces.add("host", batch, pc.and_(is_x, pc.is_in(cat, pa.array(HOST_CATS_KEPT))))
+        pieces.add("api", batch, pc.and_(is_x, pc.is_in(cat, pa.array(API_CATS))))
+        pieces.add("kernel", batch, pc.and_(is_x, pc.is_in(cat, pa.array(KERNEL_CATS))))
+        pieces.add("counter", batch, pc.fill_null(pc.equal(ph, "C"), False))
+        pieces.add("meta", batch, pc.fill_null(pc.equal(ph, "M"), False))
+
+    scanned = scan_file(p, KINETO_ARG_KEYS, on_batch=on_batch)
     if not scanned.wrapped:
         raise InputError(str(p), "a bare JSON array, not a Kineto trace (no traceEvents object); "
                          "is it an Ascend trace_view.json?")
     header = scanned.header
-    ev = scanned.events
     warnings: list[str] = []
+    host, api, kern = pieces.table("host"), pieces.table("api"), pieces.table("kernel")
+    counter_rows, meta_rows = pieces.table("counter"), pieces.table("meta")
 
+    # ts relative to baseTimeNanoseconds (which newer traces write after traceEvents): add it at the end
     base = header.get("baseTimeNanoseconds")
-    ts = ev["ts_ns"]
-    if isinstance(base, int) and ev.num_rows:
-        lo = pc.min(ts).as_py()
-        if lo is not None and lo < _RELATIVE_BEFORE_NS:
-            ts = pc.add(ts, pa.scalar(base, pa.int64()))
-    ev = ev.set_column(ev.column_names.index("ts_ns"), "ts_ns", ts)
+    if isinstance(base, int):
+        lows = [pc.min(t["ts_ns"]).as_py() for t in (host, api, kern, counter_rows) if t.num_rows]
+        lows = [v for v in lows if v is not None]
+        if lows and min(lows) < _RELATIVE_BEFORE_NS:
+            shift = pa.scalar(base, pa.int64())
+            host, api, kern, counter_rows = (
+                t.set_column(t.column_names.index("ts_ns"), "ts_ns", pc.add(t["ts_ns"], shift))
+                for t in (host, api, kern, counter_rows)
+            )
 
-    cat = pc.utf8_lower(pc.fill_null(ev["cat"], ""))
-    is_x = pc.equal(ev["ph"], "X")
-
-    def of(cats: tuple[str, ...]) -> pa.Table:
-        return ev.filter(pc.and_(is_x, pc.is_in(cat, pa.array(list(cats)))))
-
-    host = of(HOST_CATS)
-    host = host.filter(pc.invert(pc.equal(pc.utf8_lower(pc.fill_null(host["cat"], "")), "python_function")))
     host_ops = pa.table(
         {
             "name": host["name"],
@@ -131,7 +153,6 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
         }
     )
 
-    api = of(API_CATS)
     api_calls = pa.table(
         {
             "name": api["name"],
@@ -144,7 +165,6 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
         }
     )
 
-    kern = of(KERNEL_CATS)
     kcat = pc.utf8_lower(kern["cat"])
     npu_type = kern["arg:type"]
     core_type = pc.if_else(
@@ -172,7 +192,7 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
     communication = _communication(kern)
     steps = _steps(host_ops)
 
-    lanes = _lanes(ev)
+    lanes = _lanes(meta_rows)
     meta = ProfileMeta(
         format="kineto",
         source=str(p),
@@ -191,7 +211,7 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
         if key in header:
             meta.extra[key] = header[key]
     meta.extra["lanes"] = lanes
-    meta.extra["events"] = ev.num_rows
+    meta.extra["events"] = counts["events"]
     meta.extra["input_bytes"] = scanned.input_bytes
     if kernels.num_rows and meta.device is None:
         meta.device = None
@@ -203,7 +223,7 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
         flows=flows,
         steps=steps,
         communication=communication,
-        counters=_counters(ev),
+        counters=_counters(counter_rows),
     )
 
 
@@ -275,17 +295,15 @@ def _steps(host_ops: pa.Table) -> pa.Table:
     return conform("steps", t.sort_by("start_ns"))
 
 
-def _counters(ev: pa.Table) -> pa.Table:
-    c = ev.filter(pc.equal(ev["ph"], "C"))
+def _counters(c: pa.Table) -> pa.Table:
     if c.num_rows == 0:
         return empty_table("counters")
     return conform("counters", pa.table({"track": c["name"], "ts_ns": c["ts_ns"], "value": to_float64(c["arg0_val"]),
                                          "unit": c["arg0_key"]}))
 
 
-def _lanes(ev: pa.Table) -> list[dict[str, Any]]:
-    meta = ev.filter(pc.is_in(ev["name"], pa.array(["process_name", "thread_name", "process_labels"])))
-    meta = meta.filter(pc.equal(meta["ph"], "M"))
+def _lanes(meta: pa.Table) -> list[dict[str, Any]]:
+    meta = meta.filter(pc.is_in(meta["name"], pa.array(["process_name", "thread_name", "process_labels"])))
     out: list[dict[str, Any]] = []
     for name, pid, tid, value, label in zip(*(meta[c].to_pylist() for c in ("name", "pid", "tid", "arg:name", "arg:labels"))):
         out.append({"kind": name, "pid": pid, "tid": tid, "value": value if name != "process_labels" else label})
