@@ -42,3 +42,9 @@ if [ "${1:-}" = "--browser" ] && ! command -v shellcheck >/dev/null; then
   SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq shellcheck >/dev/null || true
 fi
+# `docker compose config` validates docker/compose.yaml in the tests; Debian's docker-compose does it
+# where the compose plugin is not installed (no engine is needed for `config`).
+if [ "${1:-}" = "--browser" ] && ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
+  SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq docker-compose >/dev/null || true
+fi
