@@ -142,11 +142,19 @@ def _vm_hwm_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _cpu_s() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)  # all threads of this process
+    return r.ru_utime + r.ru_stime
+
+
 def measure_convert(kind: str, src: Path, out_dir: Path) -> dict[str, Any]:
     """In this process: read ``src`` into a Profile and save it as Parquet; time, counts and peak RSS."""
     from pypto_core.formats.eventscan import native_scanner
 
     native_scanner()  # a first-ever run compiles the scanner: not part of the measurement
+    cpu0 = _cpu_s()
     t0 = time.perf_counter()
     if kind == "kineto":
         from pypto_core.formats.kineto import read_kineto
@@ -167,7 +175,7 @@ def measure_convert(kind: str, src: Path, out_dir: Path) -> dict[str, Any]:
     read_s = time.perf_counter() - t0
     profile.save(out_dir)
     seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "read_s": read_s, "events": events, "decoded_bytes": decoded,
+    return {"seconds": seconds, "read_s": read_s, "cpu_s": _cpu_s() - cpu0, "events": events, "decoded_bytes": decoded,
             "kernels": profile.kernels.num_rows, "host_ops": profile.host_ops.num_rows,
             "flows": profile.flows.num_rows, "peak_rss_mb": _vm_hwm_mb()}
 
@@ -213,6 +221,8 @@ def _measure(kind: str, label: str, src: Path, work: Path, size_mb: int, gen: di
         "read_s": round(conv["read_s"], 2),
         "mb_per_s": round(decoded_mb / conv["seconds"], 1),
         "events_per_s": round(conv["events"] / conv["seconds"]),
+        "cpu_s": round(conv["cpu_s"], 2),
+        "mb_per_cpu_s": round(decoded_mb / conv["cpu_s"], 1) if conv["cpu_s"] else None,
         "peak_rss_mb": round(conv["peak_rss_mb"], 1),
         "kernels": conv["kernels"], "host_ops": conv["host_ops"], "flows": conv["flows"],
         "parquet_mb": round(sum(f.stat().st_size for f in out_dir.iterdir()) / MB, 1),
@@ -226,6 +236,13 @@ def _measure(kind: str, label: str, src: Path, work: Path, size_mb: int, gen: di
                       "parquet_load_peak_rss_mb": round(load["peak_rss_mb"], 1)})
     shutil.rmtree(out_dir, ignore_errors=True)
     return entry
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return None
 
 
 def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -250,7 +267,9 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
     from pypto_core.formats.eventscan import native_scanner
 
     return {"benchmark": "readers_json", "targets": {"mb_per_s": 200, "peak_rss_mb": 1024},
-            "note": "mb_per_s counts decompressed bytes for .json.gz (gzip decoding included)",
+            "note": "mb_per_s counts decompressed bytes for .json.gz (gzip decoding included); mb_per_cpu_s "
+                    "divides by the CPU time of all the reader's threads (what a busy shared machine cannot blur)",
+            "load_avg_at_start": _loadavg(),
             "native_scanner": native_scanner() is not None, "cpu_count": os.cpu_count(), "results": results}
 
 

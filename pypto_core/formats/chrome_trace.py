@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.formats.eventscan import ScannedTrace, scan_file
+from pypto_core.formats.eventscan import scan_file
 from pypto_core.profile import conform, empty_table
 
 # args keys the Ascend readers use (everything else in args is skipped by the scanner, not parsed)
@@ -227,7 +227,7 @@ def bind_flow_ends(
 
 def _flows(events: pa.Table, host: pa.Table, kernels: pa.Table, api: pa.Table, kinds: tuple[str, ...]) -> tuple[pa.Table, int]:
     """Flow pairs of the given categories -> (host_index | api_index, kernel_index, kind) rows."""
-    fl = events.filter(pc.and_(pc.is_in(events["ph"], pa.array(["s", "f"])), pc.is_in(events["cat"], pa.array(list(kinds)))))
+    fl = events
     if fl.num_rows == 0:
         return empty_table("flows").append_column("api_index", pa.array([], pa.int64())), 0
     fl = fl.select(["ph", "cat", "id", "pid", "tid", "ts_ns"])
@@ -273,32 +273,83 @@ def _steps_from_host(host: pa.Table) -> pa.Table:
 # ---------------------------------------------------------------------------------------------- reader
 
 
+_X_COLUMNS = ["name", "cat", "pid", "tid", "ts_ns", "dur_ns", "arg:Task Type", "arg:Physic Stream Id", "arg:Task Id",
+              "arg:connection_id", "arg:correlation_id", "arg:level", "arg:Thread Id", "arg:Input Dims",
+              "arg:Sequence number", "_seq"]
+_PIECE_COLUMNS = {
+    **{kind: _X_COLUMNS for kind in (LANE_DEVICE, LANE_HOST, LANE_API, LANE_COMMUNICATION, LANE_OVERLAP, "deferred")},
+    "counter": ["name", "pid", "ts_ns", "arg0_key", "arg0_val"],
+    "flow": ["ph", "cat", "id", "pid", "tid", "ts_ns"],
+    "meta": ["ph", "name", "pid", "tid", "arg:name", "arg:labels"],
+}
+_FLOW_CATS = ("async_npu", "HostToDevice")
+_SLICE_KINDS = (LANE_DEVICE, LANE_HOST, LANE_API, LANE_COMMUNICATION, LANE_OVERLAP)
+
+
 def read_trace_view(path: str | os.PathLike[str]) -> TraceTables:
     """Read a torch_npu ``trace_view.json`` or an msprof ``msprof_*.json`` timeline.
 
+    Streams: each scanned batch is split by lane into the few columns each table needs (slices of a
+    process whose ``process_name`` comes later in the file wait, slimmed, until the end).
     Raises ``InputError`` naming the file when it is empty, not JSON, truncated, or not a chrome trace.
     """
-    scanned = scan_file(path, ASCEND_ARG_KEYS)
-    return tables_from_ascend_events(scanned, Path(path))
+    from pypto_core.formats.eventscan import Pieces
 
+    pieces = Pieces(_PIECE_COLUMNS, ASCEND_ARG_KEYS, extra=(pa.field("_seq", pa.int64()),))
+    proc_names: dict[str, str] = {}
+    state = {"events": 0, "python_function": 0}
 
-def tables_from_ascend_events(scanned: ScannedTrace, path: Path) -> TraceTables:
-    ev = scanned.events
-    lanes = lanes_from_metadata(ev)
-    pid_kind = _pid_kind_column(ev, lanes)
-    ph = ev["ph"]
-    is_x = pc.equal(ph, "X")
-    ev = ev.append_column("_kind", pid_kind)
+    def on_batch(batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        batch = batch.append_column("_seq", pa.array(np.arange(state["events"], state["events"] + n, dtype=np.int64)))
+        state["events"] += n
+        ph = pc.fill_null(batch.column("ph"), "")
+        is_m = pc.equal(ph, "M")
+        if pc.any(is_m).as_py():
+            pieces.add("meta", batch, is_m)
+            m = batch.filter(pc.and_(is_m, pc.equal(batch.column("name"), "process_name")))
+            proc_names.update(zip(m.column("pid").to_pylist(), m.column("arg:name").to_pylist()))
+        pieces.add("counter", batch, pc.equal(ph, "C"))
+        pieces.add("flow", batch, pc.and_(pc.is_in(ph, pa.array(["s", "f"])),
+                                          pc.fill_null(pc.is_in(batch.column("cat"), pa.array(list(_FLOW_CATS))), False)))
+        is_pyfn = pc.fill_null(pc.equal(batch.column("cat"), "python_function"), False)
+        state["python_function"] += int(pc.sum(pc.and_(pc.equal(ph, "X"), is_pyfn).cast(pa.int64())).as_py() or 0)
+        is_x = pc.and_(pc.equal(ph, "X"), pc.invert(is_pyfn))
+        known = {pid: classify_process(name, None) for pid, name in proc_names.items()}
+        kind = _lookup(batch.column("pid"), pa.array(list(known), pa.string()), pa.array(list(known.values()), pa.string()))
+        for k in _SLICE_KINDS:
+            pieces.add(k, batch, pc.and_(is_x, pc.fill_null(pc.equal(kind, k), False)))
+        pieces.add("deferred", batch, pc.and_(is_x, pc.is_null(kind)))
 
-    def slices(kind: str) -> pa.Table:
-        return ev.filter(pc.and_(is_x, pc.equal(ev["_kind"], kind)))
-
+    scanned = scan_file(path, ASCEND_ARG_KEYS, on_batch=on_batch)
+    meta = pieces.table("meta")
+    lanes = lanes_from_metadata(meta)
+    slices_by_kind = {k: pieces.table(k) for k in _SLICE_KINDS}
+    deferred = pieces.table("deferred")
+    if deferred.num_rows:
+        dkind = _pid_kind_column(deferred, lanes)
+        for k in _SLICE_KINDS:
+            late = deferred.filter(pc.fill_null(pc.equal(dkind, k), False))
+            if late.num_rows:
+                slices_by_kind[k] = pa.concat_tables([slices_by_kind[k], late]).sort_by("_seq")  # file order
     hints: dict[str, Any] = {
-        "events": ev.num_rows,
+        "events": state["events"],
         "input_bytes": scanned.input_bytes,
         "native_scanner": scanned.native,
         "processes": sorted({n for n in lanes["process_name"].to_pylist() if n}),
+        "python_function_events": state["python_function"],
     }
+    return tables_from_ascend_events(slices_by_kind, pieces.table("flow"), pieces.table("counter"), lanes, hints)
+
+
+def tables_from_ascend_events(
+    slices_by_kind: dict[str, pa.Table], flow_rows: pa.Table, counter_rows: pa.Table, lanes: pa.Table,
+    hints: dict[str, Any],
+) -> TraceTables:
+    """Canonical tables from the lane-split slices, the flow ends and the counter samples."""
+
+    def slices(kind: str) -> pa.Table:
+        return slices_by_kind[kind]
 
     # kernels: Ascend Hardware slices
     dev = slices(LANE_DEVICE)
@@ -317,11 +368,8 @@ def tables_from_ascend_events(scanned: ScannedTrace, path: Path) -> TraceTables:
         }
     )
 
-    # host ops: CPU-side framework slices (python_function stack frames counted, not kept)
-    host_all = slices(LANE_HOST)
-    skipped = pc.is_in(host_all["cat"], pa.array(list(_HOST_SKIPPED_CATS)))
-    hints["python_function_events"] = int(pc.sum(pc.fill_null(skipped, False).cast(pa.int64())).as_py() or 0)
-    host = host_all.filter(pc.invert(pc.fill_null(skipped, False)))
+    # host ops: CPU-side framework slices (python_function stack frames were counted, not kept)
+    host = slices(LANE_HOST)
     host_ops = pa.table(
         {
             "name": host["name"],
@@ -355,7 +403,7 @@ def tables_from_ascend_events(scanned: ScannedTrace, path: Path) -> TraceTables:
         }
     )
 
-    flows, unbound = _flows(ev, host_ops, kernels, api_calls, ("async_npu", "HostToDevice"))
+    flows, unbound = _flows(flow_rows, host_ops, kernels, api_calls, _FLOW_CATS)
     hints["unbound_flows"] = unbound
 
     # communication: HCCL big ops on the "Group N Communication" threads
@@ -379,7 +427,7 @@ def tables_from_ascend_events(scanned: ScannedTrace, path: Path) -> TraceTables:
     ov = slices(LANE_OVERLAP)
     overlap = pa.table({"name": ov["name"], "start_ns": ov["ts_ns"], "dur_ns": ov["dur_ns"]})
 
-    counters = _counters(ev, lanes)
+    counters = _counters(counter_rows, lanes)
 
     drop = ["_pid_text", "_tid_text"]
     return TraceTables(
@@ -396,8 +444,7 @@ def tables_from_ascend_events(scanned: ScannedTrace, path: Path) -> TraceTables:
     )
 
 
-def _counters(ev: pa.Table, lanes: pa.Table) -> pa.Table:
-    c = ev.filter(pc.equal(ev["ph"], "C"))
+def _counters(c: pa.Table, lanes: pa.Table) -> pa.Table:
     if c.num_rows == 0:
         return empty_table("counters")
     procs = lanes.filter(pc.is_null(lanes["tid"]))

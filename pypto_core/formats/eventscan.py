@@ -260,8 +260,10 @@ def raw_schema(arg_keys: tuple[str, ...]) -> pa.Schema:
 class Pieces:
     """Per-category slices of raw batches, kept with only the columns each category needs."""
 
-    def __init__(self, columns: dict[str, list[str]], arg_keys: tuple[str, ...]) -> None:
+    def __init__(self, columns: dict[str, list[str]], arg_keys: tuple[str, ...], extra: tuple[pa.Field, ...] = ()) -> None:
         schema = raw_schema(arg_keys)
+        for f in extra:  # columns the reader adds to each batch (e.g. a sequence number)
+            schema = schema.append(f)
         self.columns = columns
         self.parts: dict[str, list[pa.RecordBatch]] = {k: [] for k in columns}
         self.schemas = {k: pa.schema([schema.field(c) for c in cols]) for k, cols in columns.items()}
