@@ -21,6 +21,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -41,6 +42,9 @@ def _drf_error(exc: DjangoValidationError) -> ValidationError:
 
 # --- serialisers ----------------------------------------------------------------------------------------
 
+
+# Agent endpoints take and return small JSON objects documented in pypto_core/capture/client.py.
+FREE_FORM = extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
 
 class AgentSerializer(serializers.ModelSerializer):
     online = serializers.BooleanField(read_only=True)
@@ -108,6 +112,7 @@ class ProjectAgentsView(APIView):
 
 
 class AgentRevokeView(APIView):
+    @FREE_FORM
     def post(self, request: Request, agent_id: int) -> Response:
         agent = selectors.agent_get_for_user(user=request.user, agent_id=agent_id)
         return Response(AgentSerializer(services.agent_revoke(agent=agent, user=request.user)).data)
@@ -176,6 +181,7 @@ def _job_answer(job: CaptureJob, code: int = status.HTTP_200_OK, detail: str | N
 
 
 class AgentRegisterView(AgentView):
+    @FREE_FORM
     def post(self, request: Request) -> Response:
         try:
             agent = services.agent_register(
@@ -194,11 +200,13 @@ class AgentRegisterView(AgentView):
 
 
 class AgentHeartbeatView(AgentView):
+    @FREE_FORM
     def post(self, request: Request) -> Response:
         return Response({"cancel": services.agent_heartbeat(agent=self.agent, running=request.data.get("running", []))})
 
 
 class AgentNextJobView(AgentView):
+    @FREE_FORM
     def post(self, request: Request) -> Response:
         try:
             wait_s = float(request.data.get("wait_s", 0))
@@ -211,6 +219,7 @@ class AgentNextJobView(AgentView):
 
 
 class AgentJobStatusView(AgentView):
+    @FREE_FORM
     def post(self, request: Request, job_id: int) -> Response:
         job = self.own_job(job_id)
         try:
@@ -225,6 +234,7 @@ class AgentJobStatusView(AgentView):
 
 
 class AgentJobLogView(AgentView):
+    @FREE_FORM
     def post(self, request: Request, job_id: int) -> Response:
         job = services.job_append_log(agent=self.agent, job=self.own_job(job_id), tail=str(request.data.get("tail", "")))
         return _job_answer(job)
@@ -237,6 +247,7 @@ def _agent_upload_data(session: Any) -> dict[str, Any]:
 
 
 class AgentJobUploadView(AgentView):
+    @FREE_FORM
     def post(self, request: Request, job_id: int) -> Response:
         job = self.own_job(job_id)
         try:
@@ -258,10 +269,12 @@ class AgentJobUploadView(AgentView):
 class AgentUploadView(AgentView):
     parser_classes: list[type] = []  # raw bytes, streamed
 
+    @FREE_FORM
     def get(self, request: Request, upload_id: Any) -> Response:
         job = self.own_upload_job(upload_id)
         return Response(_agent_upload_data(job.upload))
 
+    @FREE_FORM
     def put(self, request: Request, upload_id: Any) -> Response:
         job = self.own_upload_job(upload_id)
         try:
@@ -284,6 +297,7 @@ class AgentUploadView(AgentView):
 
 
 class AgentUploadCompleteView(AgentView):
+    @FREE_FORM
     def post(self, request: Request, upload_id: Any) -> Response:
         job = self.own_upload_job(upload_id)
         try:
