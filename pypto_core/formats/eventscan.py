@@ -269,7 +269,7 @@ class Pieces:
         self.schemas = {k: pa.schema([schema.field(c) for c in cols]) for k, cols in columns.items()}
 
     def add(self, kind: str, batch: pa.RecordBatch, mask: Any) -> None:
-        part = batch.filter(mask).select(self.columns[kind])
+        part = batch.select(self.columns[kind]).filter(mask)  # select first: filter only the kept columns
         if part.num_rows:
             self.parts[kind].append(part)
 
