@@ -14,6 +14,7 @@ import logging
 import shutil
 import tempfile
 import time
+import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
@@ -21,7 +22,7 @@ from typing import Any, Callable
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import InterfaceError, OperationalError, models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -139,7 +140,9 @@ def load_saved_profile(profile: Profile, dest: Path, *, folder: str | None = Non
     folders = profile.summary.get("rank_folders") or ["rank_0"]
     folder = folder if folder in folders else folders[0]
     local = dest / folder
-    _fetch_folder(f"{profile.parquet_prefix}/{folder}", local)
+    # A fanned-out upload keeps each rank's tables under that rank's own profile (rank_sources).
+    source = (profile.summary.get("rank_sources") or {}).get(folder) or f"{profile.parquet_prefix}/{folder}"
+    _fetch_folder(source, local)
     return CoreProfile.load(local)
 
 
@@ -202,9 +205,16 @@ def _progress(run: AnalysisRun, percent: int, note: str = "") -> None:
         _log(run, note)
 
 
-def _hold_if_asked(run: AnalysisRun) -> None:
+def _hold_if_asked(run: AnalysisRun, *, rank: bool = False) -> None:
+    """Pause while the hold file exists. A file naming steps (``upload``, ``rank``) holds only those."""
     hold = settings.PYPTO_PIPELINE_HOLD_FILE
     if hold and Path(hold).exists():
+        try:
+            named = set(Path(hold).read_text().split())
+        except OSError:
+            named = set()
+        if named and ("rank" if rank else "upload") not in named:
+            return
         _log(run, f"holding while {hold} exists")
         while Path(hold).exists():
             time.sleep(0.2)
@@ -263,6 +273,10 @@ def pipeline_restart(*, profile: Profile) -> Profile:
         ).update(status=ProfileStatus.QUEUED, progress=0, error="", lease_until=None)
         if not updated:
             raise ValidationError("Only a failed or ready profile can be run again.")
+        # A fanned-out upload reads every rank again.
+        Profile.objects.filter(group_id=profile.pk).update(
+            status=ProfileStatus.QUEUED, progress=0, error="", lease_until=None
+        )
         transaction.on_commit(lambda: tasks.ingest.delay(profile.pk))
     profile.refresh_from_db()
     return profile
@@ -287,7 +301,7 @@ def pipeline_ingest(*, profile_id: int) -> None:
     workdir = _workdir(profile_id, "ingest")
     try:
         _progress(run, 2, f"claimed {profile.original_filename} ({profile.size} bytes)")
-        _hold_if_asked(run)
+        _hold_if_asked(run, rank=profile.group_id is not None)
 
         t0 = time.monotonic()
         archive = _fetch_archive(profile, workdir)
@@ -302,6 +316,8 @@ def pipeline_ingest(*, profile_id: int) -> None:
         _progress(run, 30, f"unpacked {len(files)} files, {total} bytes")
         if not files:
             raise InputError(profile.original_filename, "the archive contains no files")
+        if profile.group_id is None and _fan_out(profile, run, unpacked, workdir):
+            return
 
         t0 = time.monotonic()
         summary = _read_and_store(profile, run, unpacked, files, workdir)
@@ -321,15 +337,23 @@ def pipeline_ingest(*, profile_id: int) -> None:
             )
             if updated:
                 transaction.on_commit(lambda: tasks.diagnose.delay(profile_id))
+            if updated and profile.group_id is not None:
+                _rank_finished(profile.group_id)
         _log(run, f"done: format {summary.get('format')}, timings {timings}")
     except InputError as exc:
         _fail(profile_id, run, _user_message(exc, workdir))
+        if profile.group_id is not None:
+            with transaction.atomic():
+                _rank_finished(profile.group_id)
     except TRANSIENT_ERRORS:
         _release(profile_id, ProfileStatus.QUEUED)
         raise
     except Exception as exc:  # a bug in a reader must not leave the profile "parsing" for ever
         log.exception("ingest of profile %s failed", profile_id)
         _fail(profile_id, run, f"{profile.original_filename}: internal error while reading ({type(exc).__name__}: {exc})")
+        if profile.group_id is not None:
+            with transaction.atomic():
+                _rank_finished(profile.group_id)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -381,6 +405,127 @@ def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: l
     if profile.parquet_prefix and profile.parquet_prefix != prefix:
         storage_delete_prefix(profile.parquet_prefix)  # a previous run's tables
     return summary
+
+
+# --- multi-rank fan-out -------------------------------------------------------------------------------
+
+
+def _rank_paths(profile: Profile, unpacked: Path) -> list[Path]:
+    """The rank folders (or files) of a multi-rank upload, when it has at least PYPTO_FANOUT_MIN_RANKS."""
+    detect = engine_function("pypto_core.formats.detect", "detect")
+    if detect is None or profile.upload_kind not in ("zip", "tar", "tar.gz"):
+        return []
+    try:
+        found = detect(unpacked)
+    except InputError:
+        return []  # the ordinary read names the problem
+    if found.kind != "group":
+        return []
+    paths = sorted({Path(c.path).resolve() for c in found.children})
+    root = unpacked.resolve()
+    # Only disjoint parts of the archive are split; anything nested or the root itself is read whole.
+    if root in paths or any(a != b and b.is_relative_to(a) for a in paths for b in paths):
+        return []
+    return paths if len(paths) >= max(2, settings.PYPTO_FANOUT_MIN_RANKS) else []
+
+
+def _fan_out(profile: Profile, run: AnalysisRun, unpacked: Path, workdir: Path) -> bool:
+    """Split a multi-rank upload: one child profile per rank (its own small tar in storage), one ingest
+    task per rank; the last rank to finish starts the cluster step (``_rank_finished``). A redelivered
+    fan-out reuses the children it already made (keyed by file name) and queues only unfinished ranks.
+    """
+    import tarfile
+
+    from analysis import tasks
+
+    paths = _rank_paths(profile, unpacked)
+    if not paths:
+        return False
+    _progress(run, 32, f"{len(paths)} ranks: one ingest task per rank")
+    children = {c.original_filename: c for c in profile.ranks.all()}
+    for i, path in enumerate(paths):
+        rel = path.relative_to(unpacked.resolve()).as_posix()
+        filename = f"{i:04d}-{rel.replace('/', '_')}.tar"[:200]
+        child = children.get(filename)
+        if child is not None and child.archive:
+            continue
+        tar_path = workdir / filename
+        with tarfile.open(tar_path, "w") as tf:
+            tf.add(path, arcname=rel)
+        with open(tar_path, "rb") as fh:
+            digest = hashlib.sha256()
+            while block := fh.read(_COPY_BLOCK):
+                digest.update(block)
+            fh.seek(0)
+            child = child or Profile(
+                project_id=profile.project_id, group=profile, rank=i, name=f"{profile.name} · {rel}"[:200],
+                sku=profile.sku, tags=profile.tags, original_filename=filename, upload_kind="tar",
+                created_by_id=profile.created_by_id, status=ProfileStatus.QUEUED,
+            )
+            child.size = tar_path.stat().st_size
+            child.sha256 = digest.hexdigest()
+            child.archive.save(filename, File(fh, name=filename), save=False)
+        child.save()
+        children[filename] = child
+    with transaction.atomic():
+        Profile.objects.filter(pk=profile.pk).update(
+            progress=35, lease_until=None, summary={"ranks": len(paths), "fanout": True, "files": len(paths)}
+        )
+        AnalysisRun.objects.filter(pk=run.pk).update(
+            status=JobStatus.DONE, progress=100, finished_at=timezone.now(), timings={"fanout_ranks": len(paths)}
+        )
+        pending = [c.pk for c in children.values() if c.status in (ProfileStatus.QUEUED, ProfileStatus.PARSING)]
+        transaction.on_commit(lambda: [tasks.ingest.delay(pk) for pk in pending])
+        if not pending:
+            _rank_finished(profile.pk)
+    _log(run, f"fanned out to {len(paths)} ranks ({len(pending)} queued)")
+    return True
+
+
+def _rank_finished(group_id: int) -> None:
+    """Called in the transaction of a rank's last write. When no rank is left to read, one conditional
+    UPDATE moves the upload to the cluster step, so exactly one finisher queues it."""
+    from analysis import tasks
+
+    ranks = list(Profile.objects.filter(group_id=group_id).order_by("rank", "id"))
+    read = [r for r in ranks if r.parquet_prefix and r.status in (ProfileStatus.ANALYZING, ProfileStatus.READY)]
+    waiting = [r for r in ranks if r.status in (ProfileStatus.UPLOADED, ProfileStatus.QUEUED, ProfileStatus.PARSING)]
+    if waiting:
+        share = (len(ranks) - len(waiting)) / max(len(ranks), 1)
+        Profile.objects.filter(pk=group_id, status=ProfileStatus.PARSING).update(progress=35 + int(25 * share))
+        return
+    failed = [r for r in ranks if r.status == ProfileStatus.FAILED]
+    if not read:
+        reasons = "; ".join(f"{r.name}: {r.error}" for r in failed)[:3900]
+        Profile.objects.filter(pk=group_id, status=ProfileStatus.PARSING).update(
+            status=ProfileStatus.FAILED, error=f"no rank could be read ({reasons})", lease_until=None
+        )
+        return
+    folders, sources = [], {}
+    for r in read:
+        for folder in r.summary.get("rank_folders") or ["rank_0"]:
+            name = folder if folder not in sources else f"{folder}_{r.pk}"
+            folders.append(name)
+            sources[name] = f"{r.parquet_prefix}/{folder}"
+    primary = read[0]
+    summary = {k: v for k, v in primary.summary.items() if k not in ("rank_folders", "report", "finding_count")}
+    summary.update({
+        "fanout": True, "ranks": len(folders), "rank_folders": folders, "rank_sources": sources,
+        "rank_profiles": [{"id": r.pk, "rank": r.rank, "name": r.name, "status": r.status} for r in ranks],
+        "files": sum(int(r.summary.get("files", 0) or 0) for r in read),
+        "unpacked_bytes": sum(int(r.summary.get("unpacked_bytes", 0) or 0) for r in read),
+        "warnings": list(primary.summary.get("warnings", []))
+        + [f"{r.name} was not read: {r.error}" for r in failed],
+    })
+    group = Profile.objects.get(pk=group_id)
+    moved = Profile.objects.filter(pk=group_id, status=ProfileStatus.PARSING).update(
+        status=ProfileStatus.ANALYZING, progress=60, lease_until=None, summary=summary,
+        detected_format=primary.detected_format,
+        # The upload's own folder, for its page data and timeline index (the tables stay with the ranks).
+        parquet_prefix=f"projects/{group.project_id}/parquet/{group_id}/cluster-{uuid.uuid4().hex[:12]}",
+    )
+    if moved:
+        transaction.on_commit(lambda: tasks.diagnose.delay(group_id))
 
 
 # --- diagnose -----------------------------------------------------------------------------------------
@@ -544,7 +689,18 @@ def comparison_create(*, user: Any, base: Profile, candidate: Profile) -> Compar
     return comparison
 
 
+class ProfilesNotReady(Exception):
+    """A comparison's profiles are still in the pipeline: the task retries later instead of failing."""
+
+
+_IN_PIPELINE = (ProfileStatus.UPLOADED, ProfileStatus.QUEUED, ProfileStatus.PARSING, ProfileStatus.ANALYZING)
+
+
 def comparison_run(*, comparison_id: int) -> None:
+    pending = Comparison.objects.filter(pk=comparison_id, status=JobStatus.QUEUED).filter(
+        models.Q(base__status__in=_IN_PIPELINE) | models.Q(candidate__status__in=_IN_PIPELINE)).exists()
+    if pending:  # e.g. a comparison made right after both uploads (the demo, CI scripts)
+        raise ProfilesNotReady(comparison_id)
     claimed = Comparison.objects.filter(pk=comparison_id, status=JobStatus.QUEUED).update(status=JobStatus.RUNNING)
     if not claimed:
         return

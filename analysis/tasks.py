@@ -30,6 +30,14 @@ def diagnose(profile_id: int) -> None:
     services.pipeline_diagnose(profile_id=profile_id)
 
 
-@shared_task(name="analysis.tasks.compare", **_RETRY)
-def compare(comparison_id: int) -> None:
-    services.comparison_run(comparison_id=comparison_id)
+# How long a comparison waits for its profiles to leave the pipeline: 10 s steps, up to 2 hours.
+_NOT_READY_COUNTDOWN_S = 10
+_NOT_READY_MAX_RETRIES = 720
+
+
+@shared_task(name="analysis.tasks.compare", bind=True, **_RETRY)
+def compare(self, comparison_id: int) -> None:  # type: ignore[no-untyped-def]
+    try:
+        services.comparison_run(comparison_id=comparison_id)
+    except services.ProfilesNotReady as exc:
+        raise self.retry(exc=exc, countdown=_NOT_READY_COUNTDOWN_S, max_retries=_NOT_READY_MAX_RETRIES)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import secrets
+import shutil
+import tempfile
+from pathlib import Path
 
 from django.contrib.auth import get_user_model
+from django.core.files import File
 from django.db import transaction
 
 from profiles.models import Membership, Project, Role
@@ -21,7 +25,27 @@ def load_demo_profiles(project: Project) -> int:
     """
     if importlib.util.find_spec("pypto_core.synth") is None:
         return 0
-    return 0
+    if project.profiles.exists():
+        return 0  # already loaded: make run is re-runnable
+    from analysis.services import comparison_create
+    from profiles.services import profile_upload
+    from pypto_core.synth import demo_pair
+
+    owner = project.created_by
+    with tempfile.TemporaryDirectory(prefix="pypto-demo-") as tmp:
+        before_dir, after_dir = demo_pair(Path(tmp) / "pair")
+        uploaded = []
+        for label, folder in (("before: all four anti-patterns", before_dir), ("after: all four fixed", after_dir)):
+            archive = shutil.make_archive(str(Path(tmp) / folder.name), "zip", root_dir=folder.parent,
+                                          base_dir=folder.name)
+            with open(archive, "rb") as fh:
+                uploaded.append(profile_upload(project=project, user=owner, file=File(fh),
+                                               filename=f"{label.split(':')[0]}_{folder.name}.zip",
+                                               name=f"llama2-7b 910B3 (simulated) {label}", sku="910B3",
+                                               tags=["demo", "simulated"]))
+    # the comparison waits in the queue until both profiles are ready
+    comparison_create(user=owner, base=uploaded[0], candidate=uploaded[1])
+    return len(uploaded)
 
 
 @transaction.atomic
