@@ -99,6 +99,16 @@ class Comparison(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Regression tracking (issue 8): made automatically against the project's pinned baseline.
+    auto = models.BooleanField(default=False)
+    # ``pypto_core.compare.regression`` lines at the project's threshold when the comparison finished.
+    regression = models.JSONField(default=list, blank=True)
+    is_regression = models.BooleanField(default=False, db_index=True)
+    threshold_pct = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["base", "candidate"], condition=models.Q(auto=True),
+                                    name="one_auto_comparison_per_pair")
+        ]

@@ -26,6 +26,12 @@ class Project(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Regression tracking (issue 8): every new ready profile is compared with the pinned baseline, and a
+    # headline metric worse by more than the threshold (and outside the noise) flags a regression.
+    baseline = models.ForeignKey(
+        "Profile", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    regression_threshold_pct = models.FloatField(default=5.0)
 
     class Meta:
         ordering = ["name", "id"]
