@@ -27,6 +27,7 @@ class AnalysisRun(models.Model):
     class Kind(models.TextChoices):
         INGEST = "ingest", _("Ingest")
         DIAGNOSE = "diagnose", _("Diagnose")
+        REMEDIES = "remedies", _("Remedies")  # remedies made again for the latest analysis (a model file came)
 
     profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="runs")
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -39,6 +40,8 @@ class AnalysisRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The artifact version this run stored (possibly an empty set); None while it has stored none.
+    artifact_version = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -66,10 +69,14 @@ def artifact_upload_to(instance: "Artifact", filename: str) -> str:
 
 
 class Artifact(models.Model):
-    """A generated tuning config, script or patch; each regeneration is a new version."""
+    """A generated tuning config, script or patch. Every run that makes remedies stores its whole set as the
+    profile's next version (all artifacts of one run share it); older versions are kept."""
 
     profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="artifacts")
     finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL, related_name="artifacts")
+    run = models.ForeignKey(AnalysisRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="artifacts")
+    rule = models.CharField(max_length=64, blank=True, default="")  # kept when the finding row is replaced
+    header = models.JSONField(default=dict, blank=True)  # pypto_core Artifact.header: finding, profile, shapes
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=32)  # config | script | patch | report | ...
     size = models.BigIntegerField(default=0)
