@@ -472,7 +472,7 @@ class _NativeScan:
 
         lib = native_scanner()
         assert lib is not None
-        pending: list[Future[pa.RecordBatch]] = []
+        pending: list[Future[None]] = []
         # Scratch sets are recycled: fresh ones cost the kernel a page-zeroing fault per 4 KiB (measured:
         # 14% of a read), and in flight there are at most _MAX_PENDING + 1.
         free: queue.SimpleQueue[_Scratch] = queue.SimpleQueue()
@@ -494,9 +494,11 @@ class _NativeScan:
                         where = buf.total - len(data) + err_pos
                         raise _fail(self.path, f"malformed JSON in the event list near byte {where}")
                     if n:
-                        pending.append(pool.submit(self._batch_and_free, n, sc, free))
+                        # the worker builds the columns and hands them to the sink (the reader's
+                        # classification) while this thread scans on: both release the GIL
+                        pending.append(pool.submit(self._batch_to_sink, n, sc, free, batches))
                         while len(pending) > _MAX_PENDING:
-                            batches.append(pending.pop(0).result())
+                            pending.pop(0).result()
                     else:
                         free.put(sc)
                     buf.pos = consumed
@@ -505,14 +507,15 @@ class _NativeScan:
                     if status == _ST_NEED_MORE and not buf.more():
                         raise _fail(self.path, "truncated JSON: the file ends inside the event list")
             finally:
-                done = [f.result() for f in pending]  # re-raises a worker's InputError in order
-        batches.extend(done)
+                for f in pending:  # one worker, in order: re-raises a worker's InputError
+                    f.result()
 
-    def _batch_and_free(self, n: int, sc: _Scratch, free: "queue.SimpleQueue[_Scratch]") -> pa.RecordBatch:
+    def _batch_to_sink(self, n: int, sc: _Scratch, free: "queue.SimpleQueue[_Scratch]", sink: "_Sink") -> None:
         try:
-            return self._batch(n, sc)
+            batch = self._batch(n, sc)
         finally:
             free.put(sc)
+        sink.append(batch)
 
     def _batch(self, n: int, sc: _Scratch) -> pa.RecordBatch:
         columns: list[pa.Array] = []
