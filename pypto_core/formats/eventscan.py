@@ -65,6 +65,25 @@ def _cache_dir() -> Path:
     return Path(base)
 
 
+def _compile(lib_path: Path) -> bool:
+    """Build the scanner with the system C compiler (``$CC`` or cc); False where that is not possible."""
+    tmp = None
+    try:
+        lib_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib_path.parent)
+        os.close(fd)
+        cc = os.environ.get("CC", "cc")
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(_SRC)], check=True, capture_output=True, timeout=120)
+        os.replace(tmp, lib_path)  # atomic: concurrent workers never load a half-written library
+        tmp = None
+        return True
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
 def _build_native() -> ctypes.CDLL | None:
     if os.environ.get("PYPTO_NO_NATIVE"):
         return None
@@ -73,22 +92,14 @@ def _build_native() -> ctypes.CDLL | None:
     except OSError:
         return None
     digest = hashlib.sha256(source + f"{sys.platform}-{platform.machine()}".encode()).hexdigest()[:16]
-    lib_path = _cache_dir() / f"eventscan-{digest}.so"
-    if not lib_path.exists():
-        try:
-            lib_path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib_path.parent)
-            os.close(fd)
-            cc = os.environ.get("CC", "cc")
-            subprocess.run(
-                [cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(_SRC)],
-                check=True,
-                capture_output=True,
-                timeout=120,
-            )
-            os.replace(tmp, lib_path)  # atomic: concurrent workers never load a half-written library
-        except (OSError, subprocess.SubprocessError):
-            return None
+    lib_path = None
+    for base in (_cache_dir(), Path(tempfile.gettempdir()) / "pypto-cache"):  # a read-only home falls back to /tmp
+        candidate = base / f"eventscan-{digest}.so"
+        if candidate.exists() or _compile(candidate):
+            lib_path = candidate
+            break
+    if lib_path is None:
+        return None
     try:
         lib = ctypes.CDLL(str(lib_path))
     except OSError:
