@@ -11,6 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.html import format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
@@ -23,6 +24,17 @@ from profiles import selectors, services
 from profiles.models import Profile, ProfileStatus
 
 
+MAX_OPTIONS = 2000  # newest ready profiles offered in each select
+
+
+def _options(rows: list[tuple[int, str, Any]], chosen: str) -> str:
+    """``<option>`` tags, every value escaped by format_html (names are user data)."""
+    return format_html_join(
+        "", '<option value="{}"{}>#{} {} · {}</option>',
+        ((pk, " selected" if str(pk) == chosen else "", pk, name, f"{created:%Y-%m-%d %H:%M}")
+         for pk, name, created in rows))
+
+
 class CompareForm(forms.Form):
     base = forms.ModelChoiceField(queryset=Profile.objects.none(), label=gettext_lazy("Baseline (before)"))
     candidate = forms.ModelChoiceField(queryset=Profile.objects.none(), label=gettext_lazy("Candidate (after)"))
@@ -30,9 +42,9 @@ class CompareForm(forms.Form):
     def __init__(self, *args: Any, project: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         ready = selectors.profiles_of_project(project=project).filter(status=ProfileStatus.READY).only(
-            "id", "name", "created_at")[:500]
+            "id", "name", "created_at")
         for name in ("base", "candidate"):
-            self.fields[name].queryset = Profile.objects.filter(pk__in=[p.pk for p in ready]).order_by("-created_at")
+            self.fields[name].queryset = ready
             self.fields[name].label_from_instance = lambda p: f"#{p.pk} {p.name} · {p.created_at:%Y-%m-%d %H:%M}"
 
     def clean(self) -> dict[str, Any]:
@@ -58,10 +70,15 @@ def compare_new(request: HttpRequest, project_id: int) -> HttpResponse:
                 messages.error(request, " ".join(exc.messages))
             else:
                 return redirect("comparison", comparison_id=comparison.pk)
+    # Options rendered by the template from plain values: Django's Select widget renders each of a thousand
+    # options through a template (seconds); the form still validates the POST against the same queryset.
+    options = list(form.fields["base"].queryset.values_list("id", "name", "created_at")[:MAX_OPTIONS])
+    selects = {f"{k}_options": _options(options, str(form[k].value() or "")) for k in ("base", "candidate")}
     return render(request, "frontend/compare_new.html", {
-        "project": project, "form": form,
+        "project": project, "form": form, **selects,
         "can_write": selectors.can_write(user=request.user, project=project),
-        "recent": analysis_selectors.comparisons_of_project(project=project)[:20],
+        "recent": analysis_selectors.comparisons_of_project(project=project).defer(
+            "result", "base__summary", "candidate__summary")[:20],
     })
 
 

@@ -46,8 +46,21 @@ def project_dashboard_context(project: Any) -> dict[str, Any]:
             "latest": latest,
             "ready_count": len(rows),
             "open_findings": open_findings,
-            "comparisons": list(analysis_selectors.comparisons_of_project(project=project)[:10]),
+            "comparisons": list(analysis_selectors.comparisons_of_project(project=project).defer(
+                "result", "base__summary", "candidate__summary")[:10]),
             "has_history": has_history,
         },
         "chart_history": charts.history_chart(history) if has_history else None,
+        # Regression tracking (issue 8): profiles worse than the pinned baseline beyond the threshold.
+        "regressions": _regressions(project),
     }
+
+
+def _regressions(project: Any) -> dict[str, Any]:
+    from analysis.regressions import regressions_of_project
+
+    baseline = None
+    if project.baseline_id:
+        baseline = Profile.objects.filter(pk=project.baseline_id).only("id", "name").first()
+    return {"baseline": baseline, "threshold_pct": project.regression_threshold_pct,
+            "items": list(regressions_of_project(project=project)[:20])}

@@ -62,7 +62,7 @@ def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
         "project": project,
         "membership": membership,
         "can_write": selectors.can_write(user=request.user, project=project),
-        "profiles": selectors.profiles_of_project(project=project)[:200],
+        "profiles": selectors.profiles_of_project(project=project).defer("summary").select_related("created_by")[:200],
         "members": selectors.members_of_project(project=project),
         "pending": selectors.invitations_pending_of_project(project=project),
         "invite_form": InviteForm(),
