@@ -1,5 +1,7 @@
 """Benchmark: kernel_details.csv → canonical kernel columns → Parquet, streamed; then the Parquet load.
 
+The conversion measured is :func:`pypto_core.formats.kernel_csv.kernels_to_parquet`, the product's own.
+
 ``run([100, 1000], workdir)`` writes scaled copies of the real Qwen3 kernel_details.csv sample (its rows
 repeated with start times shifted by one capture span per copy, so times stay increasing and exact), then
 converts each in a fresh subprocess so that peak RSS (VmHWM) belongs to the conversion alone.
@@ -75,26 +77,19 @@ def _vm_hwm_mb() -> float:
 
 
 def measure_convert(csv_path: Path, parquet_path: Path) -> dict[str, Any]:
-    """In this process: stream the CSV into Parquet; time, rows and peak RSS."""
-    import pyarrow.parquet as pq
+    """In this process: stream the CSV into Parquet; wall and CPU time, rows and peak RSS.
 
-    from pypto_core.formats.kernel_csv import iter_kernel_batches, map_columns
+    CPU seconds (all threads) are reported beside the wall time because the shared machine is often
+    loaded by other work: wall MB/s then says more about the neighbours than about the reader.
+    """
+    from pypto_core.formats.kernel_csv import kernels_to_parquet
 
     t0 = time.perf_counter()
-    cols = map_columns(csv_path)
-    rows = 0
-    writer = None
-    try:
-        for batch in iter_kernel_batches(csv_path, cols):
-            if writer is None:
-                writer = pq.ParquetWriter(parquet_path, batch.schema, compression="zstd")
-            writer.write_batch(batch)
-            rows += batch.num_rows
-    finally:
-        if writer is not None:
-            writer.close()
+    c0 = time.process_time()
+    rows, warnings = kernels_to_parquet(csv_path, parquet_path)
     seconds = time.perf_counter() - t0
-    return {"rows": rows, "seconds": seconds, "peak_rss_mb": _vm_hwm_mb(), "warnings": cols.warnings()[:3]}
+    cpu = time.process_time() - c0
+    return {"rows": rows, "seconds": seconds, "cpu_s": cpu, "peak_rss_mb": _vm_hwm_mb(), "warnings": warnings[:3]}
 
 
 def measure_load(parquet_path: Path) -> dict[str, Any]:
@@ -142,6 +137,8 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
             entry.update({
                 "csv_to_parquet_s": round(conv["seconds"], 3),
                 "csv_mb_per_s": round(input_mb / conv["seconds"], 1),
+                "csv_cpu_s": round(conv["cpu_s"], 3),
+                "csv_mb_per_cpu_s": round(input_mb / conv["cpu_s"], 1) if conv["cpu_s"] else None,
                 "csv_rows_per_s": round(conv["rows"] / conv["seconds"]),
                 "csv_peak_rss_mb": round(conv["peak_rss_mb"], 1),
                 "parquet_mb": round(pq_path.stat().st_size / MB, 1),
@@ -158,7 +155,15 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
         for p in (csv_path, pq_path):
             p.unlink(missing_ok=True)
     return {"benchmark": "readers_csv", "targets": {"csv_mb_per_s": 300, "peak_rss_mb": 1024},
-            "cpu_count": os.cpu_count(), "results": results}
+            "cpu_count": os.cpu_count(), "load_avg_1min": _load_avg(), "results": results}
+
+
+def _load_avg() -> float | None:
+    """The machine's 1-minute load average at the end (other work competing for the cores), if known."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 if __name__ == "__main__":  # python -m pypto_core.bench.readers_csv [MB ...]

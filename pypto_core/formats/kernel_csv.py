@@ -20,6 +20,7 @@ import pyarrow.csv as pcsv
 from pypto_core.errors import InputError
 from pypto_core.formats import csvtable
 from pypto_core.formats.csvtable import ConversionNotes, to_float, to_int, to_ns, to_text
+from pypto_core.formats.parquet_sink import write_parquet_stream
 from pypto_core.formats.shapes import parse_name_lists, parse_shapes
 from pypto_core.profile import TABLE_SCHEMAS
 
@@ -61,6 +62,9 @@ _NAME_LISTS = ("input_dtypes", "input_formats", "output_dtypes", "output_formats
 _CORE_TYPE_RENAMES = {"HCCL": "COMMUNICATION"}
 
 _DICT_STRING = pa.dictionary(pa.int32(), pa.string())
+# Columns whose values repeat (names, types, ids, shapes): dictionary-encoded in Parquet; times and
+# counters are nearly unique and are written plain.
+_PARQUET_DICTIONARY = _TEXTS + _SHAPES + _NAME_LISTS + tuple(c for c in _INTS if c != "task_id")
 
 _EXTRA_ORDER = ("model_id", "context_id", "op_state", "hf32_eligible", "model_name", "infer_id")
 
@@ -290,3 +294,23 @@ def read_kernels(path: str | os.PathLike[str]) -> tuple[pa.Table, list[str]]:
     else:
         table = TABLE_SCHEMAS["kernels"].empty_table()
     return table, cols.warnings()
+
+
+def kernels_to_parquet(
+    path: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
+    *,
+    block_size: int = csvtable.DEFAULT_BLOCK_SIZE,
+) -> tuple[int, list[str]]:
+    """Stream a kernel CSV of any size into a canonical ``kernels`` Parquet file; (rows, warnings).
+
+    Memory stays bounded by a few blocks and row groups, whatever the file's size.
+    """
+    cols = map_columns(path)
+    rows = write_parquet_stream(
+        iter_kernel_batches(path, cols, block_size=block_size),
+        dest,
+        dictionary_columns=_PARQUET_DICTIONARY,
+        statistics_columns=("start_ns", "dur_ns"),
+    )
+    return rows, cols.warnings()
