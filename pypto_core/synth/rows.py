@@ -7,6 +7,7 @@ CANN 8.3.RC1 still writes ``Block Dim``/``Mix Block Dim``, the 2026 msprof/torch
 
 from __future__ import annotations
 
+from pypto_core.synth.kernels import Kernel, Tensor
 from pypto_core.synth.schedule import Placed
 
 VARIANTS = ("cann83", "2026")
@@ -103,17 +104,35 @@ def _pipes_coupled(p: Placed, freq_mhz: int) -> list[str]:
     return out
 
 
+def static_cells(k: Kernel) -> dict[str, str]:
+    """The cells of a kernel row that do not change with its placement in time."""
+    mix = k.core.startswith("MIX")
+    return {"name": k.name, "op_type": k.op_type, "core": k.core, "block_dim": str(k.block_dim),
+            "mix_block_dim": str(k.mix_block_dim), "in_dtypes": ";".join(t.dtype for t in k.inputs),
+            "in_fmts": ";".join(t.fmt for t in k.inputs), "out_dtypes": ";".join(t.dtype for t in k.outputs),
+            "out_fmts": ";".join(t.fmt for t in k.outputs), "context": "0" if mix else "N/A"}
+
+
+def shapes_cell(tensors: tuple[Tensor, ...]) -> str:
+    return _quoted([",".join(map(str, t.shape)) for t in tensors])
+
+
+def row_cells(static: dict[str, str], *, task_id: str, start: str, dur: str, wait: str, in_shapes: str,
+              out_shapes: str, pipes: list[str]) -> list[str]:
+    """The columns from ``Model ID`` to the end in op_summary order; shared by the per-row reference and the
+    step templates of ``templates`` (which pass placeholders), so both write the same layout."""
+    s = static
+    return ([MODEL_ID_NONE, task_id, str(2), s["name"], s["op_type"], "dynamic", s["core"], start + "\t", dur, wait,
+             s["block_dim"], s["mix_block_dim"], "NO", in_shapes, s["in_dtypes"], s["in_fmts"], out_shapes,
+             s["out_dtypes"], s["out_fmts"], s["context"]] + pipes)
+
+
 def kernel_cells(p: Placed, *, device_id: int, freq_mhz: int, coupled: bool) -> list[str]:
     """The columns from ``Model ID`` to the end, in op_summary order without Device_id (shared by both files);
-    ``Name``/``Op Name`` and the times are already formatted as the real files write them."""
+    ``Name``/``Op Name`` and the times are already formatted as the real files write them. The per-row
+    reference of the step templates (tests check that both write the same bytes)."""
     k = p.kernel
-    mix = k.core.startswith("MIX")
-    return ([MODEL_ID_NONE, str(p.task_id), str(2), k.name, k.op_type, "dynamic", k.core,
-             us_text(p.start_ns) + "\t", f"{p.dur_ns / 1000:.3f}", f"{p.wait_ns / 1000:.6f}",
-             str(k.block_dim), str(k.mix_block_dim), "NO",
-             _quoted([",".join(map(str, t.shape)) for t in k.inputs]),
-             ";".join(t.dtype for t in k.inputs), ";".join(t.fmt for t in k.inputs),
-             _quoted([",".join(map(str, t.shape)) for t in k.outputs]),
-             ";".join(t.dtype for t in k.outputs), ";".join(t.fmt for t in k.outputs),
-             "0" if mix else "N/A"]
-            + (_pipes_coupled(p, freq_mhz) if coupled else _pipes_split(p, freq_mhz)))
+    return row_cells(static_cells(k), task_id=str(p.task_id), start=us_text(p.start_ns),
+                     dur=f"{p.dur_ns / 1000:.3f}", wait=f"{p.wait_ns / 1000:.6f}", in_shapes=shapes_cell(k.inputs),
+                     out_shapes=shapes_cell(k.outputs),
+                     pipes=_pipes_coupled(p, freq_mhz) if coupled else _pipes_split(p, freq_mhz))

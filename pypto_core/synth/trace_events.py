@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from pypto_core.synth.kernels import HOST_TYPE_NAMES
+from pypto_core.synth.kernels import HOST_TYPE_NAMES, Kernel
 from pypto_core.synth.rows import MODEL_ID_NONE, us_text
 from pypto_core.synth.schedule import STREAM_ID, Placed, StepRecord
 
@@ -79,46 +79,58 @@ def step_event(rec: StepRecord) -> dict[str, Any]:
             "args": {"Sequence number": -1, "Fwd thread id": 0}}
 
 
-def kernel_events(p: Placed, prev_end_ns: int, *, python: bool, dtype: str) -> list[dict[str, Any]]:
-    """The host op, its aclnn call, the CANN API and launch, the device task, the flows and the overlap bars."""
-    k = p.kernel
-    ts_dev = us_text(p.start_ns)
-    ts_launch = us_text(p.launch_start_ns)
-    node_start = p.launch_start_ns + p.launch_dur_ns // 2
+def host_dims(k: Kernel) -> str:
+    """``Input Dims`` of the framework op, as torch_npu's record_shapes writes it."""
+    return ";\r\n".join(",".join(map(str, t.shape)) for t in k.inputs)
+
+
+def event_dicts(k: Kernel, v: dict[str, Any], *, python: bool, dtype: str, free: bool) -> list[dict[str, Any]]:
+    """The events of one kernel, with the placement values in ``v`` (``ts_*`` texts, ``dur_*`` numbers, ids).
+    Shared by the per-kernel reference and the step templates of ``templates`` (which pass placeholders)."""
     ev: list[dict[str, Any]] = []
     if python:
         host_type = HOST_TYPE_NAMES[dtype]
-        dims = ";\r\n".join(",".join(map(str, t.shape)) for t in k.inputs)
         types = ";\r\n".join(_HOST_TYPES.get(t.dtype, host_type) for t in k.inputs)
-        ev.append({"ph": "X", "name": k.host_op, "pid": HOST_PID, "tid": HOST_TID, "ts": us_text(p.host_start_ns),
-                   "dur": _us(p.host_dur_ns), "cat": "cpu_op",
-                   "args": {"Sequence number": -1, "Fwd thread id": 0, "Input Dims": dims, "Input type": types}})
-        ev.append({"ph": "X", "name": k.api, "pid": HOST_PID, "tid": HOST_TID, "ts": ts_launch,
-                   "dur": _us(p.launch_dur_ns), "cat": "cpu_op", "args": {"Sequence number": -1, "Fwd thread id": 0}})
-        ev.append({"ph": "s", "bp": "e", "name": "torch_to_npu", "id": p.start_ns, "pid": HOST_PID, "tid": HOST_TID,
-                   "ts": ts_launch, "cat": "async_npu"})
-        ev.append({"ph": "f", "bp": "e", "name": "torch_to_npu", "id": p.start_ns, "pid": DEVICE_PID,
-                   "tid": STREAM_ID, "ts": ts_dev, "cat": "async_npu"})
-    ev.append({"name": f"AscendCL@{k.api}", "pid": CANN_PID, "tid": HOST_TID, "ts": ts_launch,
-               "dur": _us(p.launch_dur_ns),
+        ev.append({"ph": "X", "name": k.host_op, "pid": HOST_PID, "tid": HOST_TID, "ts": v["ts_host"],
+                   "dur": v["dur_host"], "cat": "cpu_op",
+                   "args": {"Sequence number": -1, "Fwd thread id": 0, "Input Dims": v["dims"], "Input type": types}})
+        ev.append({"ph": "X", "name": k.api, "pid": HOST_PID, "tid": HOST_TID, "ts": v["ts_launch"],
+                   "dur": v["dur_launch"], "cat": "cpu_op", "args": {"Sequence number": -1, "Fwd thread id": 0}})
+        ev.append({"ph": "s", "bp": "e", "name": "torch_to_npu", "id": v["flow_id"], "pid": HOST_PID,
+                   "tid": HOST_TID, "ts": v["ts_launch"], "cat": "async_npu"})
+        ev.append({"ph": "f", "bp": "e", "name": "torch_to_npu", "id": v["flow_id"], "pid": DEVICE_PID,
+                   "tid": STREAM_ID, "ts": v["ts_dev"], "cat": "async_npu"})
+    ev.append({"name": f"AscendCL@{k.api}", "pid": CANN_PID, "tid": HOST_TID, "ts": v["ts_launch"],
+               "dur": v["dur_launch"],
                "args": {"Thread Id": HOST_TID, "Mode": "ACL_NN", "level": "acl", "id": k.api, "item_id": "0",
-                        "connection_id": p.connection_id}, "ph": "X"})
-    ev.append({"name": "Node@launch", "pid": CANN_PID, "tid": HOST_TID, "ts": us_text(node_start),
-               "dur": _us(p.launch_start_ns + p.launch_dur_ns - node_start),
+                        "connection_id": v["cid"]}, "ph": "X"})
+    ev.append({"name": "Node@launch", "pid": CANN_PID, "tid": HOST_TID, "ts": v["ts_node"], "dur": v["dur_node"],
                "args": {"Thread Id": HOST_TID, "Mode": "launch", "level": "node", "id": "0", "item_id": k.name,
-                        "connection_id": p.connection_id}, "ph": "X"})
-    cid = str(p.connection_id)
-    ev.append({"name": f"HostToDevice{cid}", "ph": "s", "cat": "HostToDevice", "id": cid, "pid": CANN_PID,
-               "tid": HOST_TID, "ts": us_text(node_start)})
-    ev.append({"name": k.name, "pid": DEVICE_PID, "tid": STREAM_ID, "ts": ts_dev, "dur": _us(p.dur_ns),
+                        "connection_id": v["cid"]}, "ph": "X"})
+    ev.append({"name": f"HostToDevice{v['cid_text']}", "ph": "s", "cat": "HostToDevice", "id": v["cid_text"],
+               "pid": CANN_PID, "tid": HOST_TID, "ts": v["ts_node"]})
+    ev.append({"name": k.name, "pid": DEVICE_PID, "tid": STREAM_ID, "ts": v["ts_dev"], "dur": v["dur_dev"],
                "args": {"Model Id": int(MODEL_ID_NONE), "Task Type": k.core, "Physic Stream Id": STREAM_ID,
-                        "Task Id": p.task_id, "Batch Id": 0, "Subtask Id": 4294967295,
-                        "connection_id": p.connection_id}, "ph": "X"})
-    ev.append({"name": f"HostToDevice{cid}", "ph": "f", "id": cid, "ts": ts_dev, "cat": "HostToDevice",
-               "pid": DEVICE_PID, "tid": STREAM_ID, "bp": "e"})
-    if p.start_ns > prev_end_ns:
-        ev.append({"name": "Free", "pid": OVERLAP_PID, "tid": OVERLAP_FREE_TID, "ts": us_text(prev_end_ns),
-                   "dur": _us(p.start_ns - prev_end_ns), "ph": "X"})
-    ev.append({"name": "Computing", "pid": OVERLAP_PID, "tid": OVERLAP_COMPUTING_TID, "ts": ts_dev,
-               "dur": _us(p.dur_ns), "ph": "X"})
+                        "Task Id": v["task_id"], "Batch Id": 0, "Subtask Id": 4294967295,
+                        "connection_id": v["cid"]}, "ph": "X"})
+    ev.append({"name": f"HostToDevice{v['cid_text']}", "ph": "f", "id": v["cid_text"], "ts": v["ts_dev"],
+               "cat": "HostToDevice", "pid": DEVICE_PID, "tid": STREAM_ID, "bp": "e"})
+    if free:
+        ev.append({"name": "Free", "pid": OVERLAP_PID, "tid": OVERLAP_FREE_TID, "ts": v["ts_free"],
+                   "dur": v["dur_free"], "ph": "X"})
+    ev.append({"name": "Computing", "pid": OVERLAP_PID, "tid": OVERLAP_COMPUTING_TID, "ts": v["ts_dev"],
+               "dur": v["dur_dev"], "ph": "X"})
     return ev
+
+
+def kernel_events(p: Placed, prev_end_ns: int, *, python: bool, dtype: str) -> list[dict[str, Any]]:
+    """The host op, its aclnn call, the CANN API and launch, the device task, the flows and the overlap bars
+    (the per-kernel reference of the step templates; tests check that both write the same bytes)."""
+    node_start = p.launch_start_ns + p.launch_dur_ns // 2
+    v = {"ts_host": us_text(p.host_start_ns), "dur_host": _us(p.host_dur_ns), "ts_launch": us_text(p.launch_start_ns),
+         "dur_launch": _us(p.launch_dur_ns), "flow_id": p.start_ns, "ts_dev": us_text(p.start_ns),
+         "dur_dev": _us(p.dur_ns), "cid": p.connection_id, "cid_text": str(p.connection_id),
+         "ts_node": us_text(node_start), "dur_node": _us(p.launch_start_ns + p.launch_dur_ns - node_start),
+         "task_id": p.task_id, "ts_free": us_text(prev_end_ns), "dur_free": _us(p.start_ns - prev_end_ns),
+         "dims": host_dims(p.kernel)}
+    return event_dicts(p.kernel, v, python=python, dtype=dtype, free=p.start_ns > prev_end_ns)
