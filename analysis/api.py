@@ -9,7 +9,7 @@ from django.http import FileResponse
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -26,7 +26,7 @@ class ArtifactSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Artifact
-        fields = ["id", "name", "kind", "size", "sha256", "version", "created_at", "download_url"]
+        fields = ["id", "name", "kind", "rule", "size", "sha256", "version", "created_at", "download_url", "header"]
 
     def get_download_url(self, obj: Artifact) -> str:
         return reverse("api-artifact-download", args=[obj.pk])
@@ -50,18 +50,60 @@ class ProfileFindingsView(APIView):
         return Response(selectors.findings_report(profile=profile))
 
 
+def _version_param(request: Request) -> int | None:
+    raw = request.query_params.get("version")
+    if raw in (None, ""):
+        return None
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ValidationError({"version": "an artifact version number"}) from exc
+
+
 class ProfileArtifactsView(APIView):
+    """The latest analysis's artifacts; ``?version=N`` one older set; ``?all=1`` every version, newest first."""
+
     @extend_schema(responses=ArtifactSerializer(many=True))
     def get(self, request: Request, profile_id: int) -> Response:
         profile = profile_get_for_user(user=request.user, profile_id=profile_id)
-        return Response(ArtifactSerializer(selectors.artifacts_of_profile(profile=profile), many=True).data)
+        if request.query_params.get("all") in ("1", "true", "yes"):
+            rows = selectors.artifacts_history_of_profile(profile=profile)
+        else:
+            rows = selectors.artifacts_of_profile(profile=profile, version=_version_param(request))
+        return Response(ArtifactSerializer(rows, many=True).data)
+
+
+class ProfileArtifactsZipView(APIView):
+    """One zip of one analysis's artifacts (latest, or ``?version=N``) with MANIFEST.json, as an attachment."""
+
+    @extend_schema(responses={(200, "application/zip"): bytes})
+    def get(self, request: Request, profile_id: int) -> FileResponse:
+        import io
+
+        from analysis.artifact_services import artifact_set_zip
+
+        profile = profile_get_for_user(user=request.user, profile_id=profile_id)
+        rows = list(selectors.artifacts_of_profile(profile=profile, version=_version_param(request)))
+        if not rows:
+            raise NotFound("This analysis has no artifacts.")
+        # The name is built from ids only: profile names are untrusted text.
+        filename = f"profile-{profile.pk}-remedies-v{rows[0].version}.zip"
+        response = attachment_response(io.BytesIO(artifact_set_zip(artifacts=rows)), filename)
+        response["Content-Type"] = "application/zip"
+        return response
 
 
 class ArtifactDownloadView(APIView):
     @extend_schema(responses={(200, "application/octet-stream"): bytes})
     def get(self, request: Request, artifact_id: int) -> FileResponse:
+        from pypto_core.remedies.artifact import MEDIA_TYPES
+
         artifact = selectors.artifact_get_for_user(user=request.user, artifact_id=artifact_id)
-        return attachment_response(artifact.file.open("rb"), artifact.name)
+        response = attachment_response(artifact.file.open("rb"), artifact.name)
+        suffix = artifact.name[artifact.name.rfind("."):] if "." in artifact.name else ""
+        # Still an attachment with nosniff and a sandbox CSP: the type only tells tools what the file is.
+        response["Content-Type"] = MEDIA_TYPES.get(suffix, "application/octet-stream")
+        return response
 
 
 class ComparisonCreateView(APIView):

@@ -27,12 +27,19 @@ def findings_report(*, profile: Profile) -> dict[str, Any]:
     }
 
 
-def artifacts_of_profile(*, profile: Profile) -> QuerySet[Artifact]:
-    """The latest version of each artifact name."""
-    seen: dict[str, int] = {}
-    for a in profile.artifacts.order_by("name", "-version").values("id", "name"):
-        seen.setdefault(a["name"], a["id"])
-    return Artifact.objects.filter(pk__in=seen.values()).order_by("name")
+def artifacts_of_profile(*, profile: Profile, version: int | None = None) -> QuerySet[Artifact]:
+    """One stored set: the latest analysis's (default) or ``version``'s. A run that made no remedies stored
+    an empty set, so a profile whose findings went away lists nothing rather than stale files."""
+    from analysis.artifact_services import artifact_latest_version
+
+    if version is None:
+        version = artifact_latest_version(profile=profile)
+    return profile.artifacts.filter(version=version).order_by("name", "id")
+
+
+def artifacts_history_of_profile(*, profile: Profile) -> QuerySet[Artifact]:
+    """Every stored version, newest first."""
+    return profile.artifacts.order_by("-version", "name", "id")
 
 
 def artifact_get_for_user(*, user: Any, artifact_id: int) -> Artifact:

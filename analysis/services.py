@@ -544,7 +544,7 @@ def pipeline_diagnose(*, profile_id: int) -> None:
         diagnose = engine_function("pypto_core.rules", "diagnose")
         report_dict: dict[str, Any] | None = None
         findings: list[dict[str, Any]] = []
-        artifacts: list[tuple[str, str, bytes, str | None]] = []
+        artifacts: list[Any] = []  # pypto_core.remedies.Artifact
         if diagnose is None or not profile.parquet_prefix:
             why = "the rules are not installed yet" if diagnose is None else "no parsed tables"
             _log(run, f"skipping diagnosis: {why}")
@@ -559,8 +559,11 @@ def pipeline_diagnose(*, profile_id: int) -> None:
             findings = list(report_dict.get("findings", []))
             _progress(run, 80, f"{len(findings)} findings")
             t0 = time.monotonic()
-            model_source, model_filename = _model_source(profile)
-            artifacts = _generate_remedies(report, core, model_source, model_filename)
+            from analysis.artifact_services import model_source_of, remedies_generate
+
+            model_source, model_filename = model_source_of(profile)
+            artifacts = remedies_generate(report=report, profile_meta=core.meta, model_source=model_source,
+                                          model_filename=model_filename)
             timings["remedies_s"] = round(time.monotonic() - t0, 3)
             _progress(run, 90, f"{len(artifacts)} artifacts")
             try:  # page data and the timeline index (analysis/pagedata.py); never at the cost of the findings
@@ -589,8 +592,10 @@ def pipeline_diagnose(*, profile_id: int) -> None:
                 for i, f in enumerate(findings)
             )
             by_rule = {row.rule: row for row in rows}
-            for name, kind, content, rule in artifacts:
-                _artifact_save(profile, name=name, kind=kind, content=content, finding=by_rule.get(rule or ""))
+            from analysis.artifact_services import artifact_set_store
+
+            # The whole set is the profile's next artifact version; older versions are kept.
+            artifact_set_store(profile=profile, run=run, artifacts=artifacts, findings_by_rule=by_rule)
             summary = dict(profile.summary)
             if report_dict is not None:
                 summary["report"] = {k: v for k, v in report_dict.items() if k != "findings"}

@@ -41,3 +41,15 @@ def compare(self, comparison_id: int) -> None:  # type: ignore[no-untyped-def]
         services.comparison_run(comparison_id=comparison_id)
     except services.ProfilesNotReady as exc:
         raise self.retry(exc=exc, countdown=_NOT_READY_COUNTDOWN_S, max_retries=_NOT_READY_MAX_RETRIES)
+
+
+
+@shared_task(name="analysis.tasks.remedies", bind=True, **_RETRY)
+def remedies(self, run_id: int) -> None:  # type: ignore[no-untyped-def]
+    """Remedies made again for a profile's latest analysis (a model file was attached); light queue."""
+    from analysis import artifact_services
+
+    try:
+        artifact_services.remedies_run(run_id=run_id)
+    except artifact_services.ProfileBusy as exc:
+        raise self.retry(exc=exc, countdown=_NOT_READY_COUNTDOWN_S, max_retries=_NOT_READY_MAX_RETRIES)

@@ -7,6 +7,8 @@ from analysis import api, timeline_api
 urlpatterns = [
     path("profiles/<int:profile_id>/findings/", api.ProfileFindingsView.as_view(), name="api-profile-findings"),
     path("profiles/<int:profile_id>/artifacts/", api.ProfileArtifactsView.as_view(), name="api-profile-artifacts"),
+    path("profiles/<int:profile_id>/artifacts/zip/", api.ProfileArtifactsZipView.as_view(),
+         name="api-profile-artifacts-zip"),
     path("artifacts/<int:artifact_id>/download/", api.ArtifactDownloadView.as_view(), name="api-artifact-download"),
     path("comparisons/", api.ComparisonCreateView.as_view(), name="api-comparisons"),
     path("comparisons/<int:comparison_id>/", api.ComparisonDetailView.as_view(), name="api-comparison"),

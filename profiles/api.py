@@ -101,6 +101,12 @@ class UploadFormSerializer(serializers.Serializer):
     name = serializers.CharField(required=False, allow_blank=True, default="")
     sku = serializers.CharField(required=False, allow_blank=True, default="")
     tags = serializers.CharField(required=False, allow_blank=True, default="", help_text="comma-separated")
+    model_file = serializers.FileField(required=False, allow_null=True, default=None,
+                                       help_text="optional: your model's .py file, for diffs against it")
+
+
+class ModelFileSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="your model's .py file (e.g. modeling_llama.py)")
 
 
 class UploadStartSerializer(serializers.Serializer):
@@ -232,7 +238,7 @@ class ProjectProfilesView(APIView):
         try:
             profile = services.profile_upload(
                 project=project, user=request.user, file=data["file"], filename=data["file"].name,
-                name=data["name"], sku=data["sku"], tags=data["tags"],
+                name=data["name"], sku=data["sku"], tags=data["tags"], model_file=data.get("model_file"),
             )
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc
@@ -326,6 +332,30 @@ class ProfileRerunView(APIView):
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc
         return Response(ProfileSerializer(profile).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ProfileModelFileView(APIView):
+    """``POST`` multipart ``file``: attach the model file; the remedies are made again with diffs against it."""
+
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request={"multipart/form-data": ModelFileSerializer}, responses={202: dict})
+    def post(self, request: Request, profile_id: int) -> Response:
+        profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+        services.require_write(user=request.user, project=profile.project)
+        serializer = ModelFileSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        upload = serializer.validated_data["file"]
+        try:
+            run = services.profile_model_file_attach(profile=profile, user=request.user, file=upload,
+                                                     filename=upload.name)
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
+        return Response(
+            {"profile": profile.pk, "model_file": profile.model_file.name.rsplit("/", 1)[-1],
+             "run": run.pk if run else None, "artifacts_url": reverse("api-profile-artifacts", args=[profile.pk])},
+            status=status.HTTP_202_ACCEPTED,
+        )
 
 
 class ProfileArchiveView(APIView):

@@ -7,7 +7,7 @@ import os
 import uuid
 from datetime import timedelta
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO, Any, Iterable
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -164,11 +164,16 @@ def profile_upload(
     name: str = "",
     sku: str = "",
     tags: Iterable[str] | str | None = None,
+    model_file: File | None = None,
 ) -> Profile:
-    """Store the upload untouched (kept for good), record its checksum, and queue the pipeline."""
+    """Store the upload untouched (kept for good), record its checksum, and queue the pipeline.
+
+    ``model_file`` (optional): the user's model source, for the remedies' unified diffs.
+    """
     require_write(user=user, project=project)
     filename = _clean_filename(filename)
     kind = _upload_kind(filename)
+    model_name = _check_model_file(file=model_file, filename=model_file.name or "") if model_file else ""
     file.seek(0)
     sha256, size = _sha256_of(file)
     if size == 0:
@@ -190,6 +195,8 @@ def profile_upload(
     # The bytes go to storage before the row exists: a failed insert leaves an orphan file, never a row
     # that points at nothing.
     profile.archive.save(filename, file, save=False)
+    if model_file is not None:
+        profile.model_file.save(model_name, model_file, save=False)
     with transaction.atomic():
         profile.save()
         from analysis.services import pipeline_start
@@ -350,6 +357,59 @@ def profile_delete(*, profile: Profile, user: AbstractBaseUser) -> None:
                 storage_delete_prefix(prefix)
 
         transaction.on_commit(remove_files)
+
+
+def _check_model_file(*, file: File, filename: str) -> str:
+    """A model file is one UTF-8 Python module under the size limit; returns its cleaned name.
+
+    It is parsed (never run) so that a wrong file is refused here rather than making diffs nobody can apply.
+    """
+    import ast
+
+    from analysis.artifact_services import MODEL_FILE_MAX_BYTES
+
+    name = _clean_filename(filename)
+    if not name.endswith(".py"):
+        raise ValidationError({"file": _("%(name)s is not a Python file (.py).") % {"name": name}})
+    file.seek(0)
+    raw = file.read(MODEL_FILE_MAX_BYTES + 1)
+    file.seek(0)
+    if not raw:
+        raise ValidationError({"file": _("%(name)s is empty.") % {"name": name}})
+    if len(raw) > MODEL_FILE_MAX_BYTES:
+        raise ValidationError({"file": _("%(name)s is larger than %(n)d bytes.")
+                               % {"name": name, "n": MODEL_FILE_MAX_BYTES}})
+    try:
+        ast.parse(raw.decode("utf-8"), filename=name)
+    except UnicodeDecodeError as exc:
+        raise ValidationError({"file": _("%(name)s is not UTF-8 text.") % {"name": name}}) from exc
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise ValidationError({"file": _("%(name)s is not valid Python: %(why)s")
+                               % {"name": name, "why": str(exc)[:200]}}) from exc
+    return name
+
+
+def profile_model_file_attach(*, profile: Profile, user: AbstractBaseUser, file: File, filename: str) -> Any:
+    """Attach (or replace) the profile's model file and make the remedies again for its latest analysis, so
+    each patch also comes as a unified diff against this file (a new artifact version).
+
+    Returns the queued remedies run, or None when there is nothing to make them for yet (a failed profile;
+    a re-run reads the file). A profile still in the pipeline gets them from its diagnosis and the queued run.
+    """
+    require_write(user=user, project=profile.project)
+    name = _check_model_file(file=file, filename=filename)
+    old = profile.model_file.name if profile.model_file else ""
+    storage = profile.model_file.storage
+    profile.model_file.save(name, file, save=False)  # bytes first: a failed update leaves an orphan, not a hole
+    with transaction.atomic():
+        Profile.objects.filter(pk=profile.pk).update(model_file=profile.model_file.name)
+        profile.refresh_from_db(fields=["status", "model_file"])
+        from analysis.artifact_services import remedies_start
+
+        run = remedies_start(profile=profile)
+        if old and old != profile.model_file.name:
+            transaction.on_commit(lambda: storage.delete(old))
+    return run
 
 
 def partial_upload_path(session: UploadSession) -> Path:

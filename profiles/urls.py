@@ -20,4 +20,5 @@ urlpatterns = [
     path("profiles/<int:profile_id>/", api.ProfileDetailView.as_view(), name="api-profile"),
     path("profiles/<int:profile_id>/rerun/", api.ProfileRerunView.as_view(), name="api-profile-rerun"),
     path("profiles/<int:profile_id>/archive/", api.ProfileArchiveView.as_view(), name="api-profile-archive"),
+    path("profiles/<int:profile_id>/model-file/", api.ProfileModelFileView.as_view(), name="api-profile-model-file"),
 ]
