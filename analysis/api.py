@@ -35,7 +35,8 @@ class ArtifactSerializer(serializers.ModelSerializer):
 class ComparisonSerializer(serializers.ModelSerializer):
     class Meta:
         model = Comparison
-        fields = ["id", "project", "base", "candidate", "status", "error", "result", "created_at", "finished_at"]
+        fields = ["id", "project", "base", "candidate", "status", "error", "result", "created_at", "finished_at",
+                  "auto", "is_regression", "regression", "threshold_pct"]
 
 
 class ComparisonCreateSerializer(serializers.Serializer):
@@ -127,3 +128,31 @@ class ComparisonDetailView(APIView):
         comparison = selectors.comparison_get_for_user(user=request.user, comparison_id=comparison_id)
         data: dict[str, Any] = ComparisonSerializer(comparison).data
         return Response(data)
+
+
+class RegressionSerializer(serializers.ModelSerializer):
+    comparison = serializers.IntegerField(source="pk", read_only=True)
+    base_name = serializers.CharField(source="base.name", read_only=True)
+    candidate_name = serializers.CharField(source="candidate.name", read_only=True)
+    lines = serializers.JSONField(source="regression", read_only=True)
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Comparison
+        fields = ["comparison", "base", "base_name", "candidate", "candidate_name", "lines", "threshold_pct",
+                  "created_at", "finished_at", "url"]
+
+    def get_url(self, obj: Comparison) -> str:
+        return reverse("api-comparison", args=[obj.pk])
+
+
+class ProjectRegressionsView(APIView):
+    """The profiles that regressed against the project's pinned baseline (automatic comparisons)."""
+
+    @extend_schema(responses=RegressionSerializer(many=True))
+    def get(self, request: Request, project_id: int) -> Response:
+        from analysis.regressions import regressions_of_project
+        from profiles.selectors import project_get_for_user
+
+        project = project_get_for_user(user=request.user, project_id=project_id)
+        return Response(RegressionSerializer(regressions_of_project(project=project), many=True).data)

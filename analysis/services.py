@@ -600,9 +600,13 @@ def pipeline_diagnose(*, profile_id: int) -> None:
             if report_dict is not None:
                 summary["report"] = {k: v for k, v in report_dict.items() if k != "findings"}
                 summary["finding_count"] = len(findings)
-            Profile.objects.filter(pk=profile_id, status=ProfileStatus.ANALYZING).update(
+            became_ready = Profile.objects.filter(pk=profile_id, status=ProfileStatus.ANALYZING).update(
                 status=ProfileStatus.READY, progress=100, lease_until=None, summary=summary
             )
+            if became_ready:  # regression tracking: compare with the project's pinned baseline, after commit
+                from analysis.regressions import comparison_auto_queue
+
+                comparison_auto_queue(profile_id=profile_id)
             AnalysisRun.objects.filter(pk=run.pk).update(
                 status=JobStatus.DONE, progress=100, finished_at=timezone.now(), timings=timings
             )
@@ -720,10 +724,18 @@ def comparison_run(*, comparison_id: int) -> None:
                 raise InputError(p.name, f"profile is {p.status}, not ready")
         base = load_saved_profile(comparison.base, workdir / "base")
         new = load_saved_profile(comparison.candidate, workdir / "new")
-        result = compare(base, new)
+        # The findings' status (fixed/persisting/new) comes from the stored findings of each profile's latest
+        # diagnosis: no second diagnosis here. The metrics (per-token latency...) are measured on the tables.
+        same_sku = comparison.base.sku if comparison.base.sku == comparison.candidate.sku else ""
+        result = compare(base, new, base_report=_stored_report(comparison.base),
+                         candidate_report=_stored_report(comparison.candidate), sku=same_sku or None)
         data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        from analysis.regressions import comparison_regression_lines
+
+        lines, threshold = comparison_regression_lines(comparison=comparison, result=data)
         Comparison.objects.filter(pk=comparison_id).update(
-            status=JobStatus.DONE, result=data, error="", finished_at=timezone.now()
+            status=JobStatus.DONE, result=data, error="", finished_at=timezone.now(),
+            regression=lines, is_regression=bool(lines), threshold_pct=threshold,
         )
     except TRANSIENT_ERRORS:
         Comparison.objects.filter(pk=comparison_id).update(status=JobStatus.QUEUED)
@@ -739,16 +751,23 @@ def comparison_run(*, comparison_id: int) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _compare_function() -> Callable[[Any, Any], Any] | None:
-    fn = engine_function("pypto_core.compare", "compare_profiles")
-    if fn is not None:
-        return fn
+def _stored_report(profile: Profile) -> dict[str, Any] | None:
+    """The ``analyze`` JSON of a profile from its stored Finding rows; None when it was never diagnosed."""
+    from analysis.selectors import findings_report
+
+    if "report" not in (profile.summary or {}) and not profile.findings.exists():
+        return None
+    return findings_report(profile=profile)
+
+
+def _compare_function() -> Callable[..., Any] | None:
+    """``fn(base, new, *, base_report, candidate_report, sku)`` over ``pypto_core.compare.ProfileComparer``."""
     comparer = engine_function("pypto_core.compare", "ProfileComparer")
     if comparer is None:
         return None
 
-    def run(base: Any, new: Any) -> Any:
-        obj = comparer(base, new)
-        return obj.compare() if hasattr(obj, "compare") else obj.run()
+    def run(base: Any, new: Any, *, base_report: Any = None, candidate_report: Any = None,
+            sku: str | None = None) -> Any:
+        return comparer(base, new, sku=sku, base_report=base_report, candidate_report=candidate_report).compare()
 
     return run

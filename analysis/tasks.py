@@ -43,6 +43,13 @@ def compare(self, comparison_id: int) -> None:  # type: ignore[no-untyped-def]
         raise self.retry(exc=exc, countdown=_NOT_READY_COUNTDOWN_S, max_retries=_NOT_READY_MAX_RETRIES)
 
 
+@shared_task(name="analysis.tasks.compare_with_baseline", **_RETRY)
+def compare_with_baseline(profile_id: int) -> None:
+    """Regression tracking: the automatic comparison of a ready profile with its project's baseline (light)."""
+    from analysis.regressions import comparison_auto_create
+
+    comparison_auto_create(profile_id=profile_id)
+
 
 @shared_task(name="analysis.tasks.remedies", bind=True, **_RETRY)
 def remedies(self, run_id: int) -> None:  # type: ignore[no-untyped-def]

@@ -12,6 +12,7 @@ urlpatterns = [
     path("artifacts/<int:artifact_id>/download/", api.ArtifactDownloadView.as_view(), name="api-artifact-download"),
     path("comparisons/", api.ComparisonCreateView.as_view(), name="api-comparisons"),
     path("comparisons/<int:comparison_id>/", api.ComparisonDetailView.as_view(), name="api-comparison"),
+    path("projects/<int:project_id>/regressions/", api.ProjectRegressionsView.as_view(), name="api-project-regressions"),
     # timeline, trace, page data, exports (analysis/timeline_api.py)
     path("profiles/<int:profile_id>/timeline/", timeline_api.TimelineWindowView.as_view(), name="api-timeline"),
     path("profiles/<int:profile_id>/timeline/event/", timeline_api.TimelineEventView.as_view(),

@@ -43,8 +43,8 @@ class ProjectSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Project
-        fields = ["id", "name", "description", "created_at", "role"]
-        read_only_fields = ["id", "created_at", "role"]
+        fields = ["id", "name", "description", "created_at", "role", "baseline", "regression_threshold_pct"]
+        read_only_fields = ["id", "created_at", "role", "baseline", "regression_threshold_pct"]
 
     def get_role(self, obj: Project) -> str | None:
         request = self.context.get("request")
@@ -56,18 +56,25 @@ class ProfileSerializer(serializers.ModelSerializer):
     project = serializers.IntegerField(source="project_id", read_only=True)
     error = serializers.SerializerMethodField()
     archive_url = serializers.SerializerMethodField()
+    regression = serializers.SerializerMethodField()
 
     class Meta:
         model = Profile
         fields = [
             "id", "project", "name", "sku", "tags", "status", "progress", "error", "summary",
             "original_filename", "upload_kind", "size", "sha256", "detected_format", "rank", "group",
-            "created_at", "updated_at", "archive_url",
+            "created_at", "updated_at", "archive_url", "regression",
         ]
         read_only_fields = fields
 
     def get_error(self, obj: Profile) -> str | None:
         return obj.error or None
+
+    def get_regression(self, obj: Profile) -> dict[str, Any] | None:
+        """The automatic comparison with the project's baseline: ``{"comparison", "is_regression", "lines", ...}``."""
+        from analysis.regressions import regression_of_profile
+
+        return regression_of_profile(profile=obj)
 
     def get_archive_url(self, obj: Profile) -> str:
         return reverse("api-profile-archive", args=[obj.pk])
@@ -171,6 +178,30 @@ class ProjectDetailView(APIView):
     @extend_schema(responses=ProjectSerializer)
     def get(self, request: Request, project_id: int) -> Response:
         project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        return Response(ProjectSerializer(project, context={"request": request}).data)
+
+
+class BaselineSerializer(serializers.Serializer):
+    profile = serializers.IntegerField(required=False, allow_null=True, help_text="a profile id; null unpins")
+    threshold_pct = serializers.FloatField(required=False, help_text="regression threshold in percent")
+
+
+class ProjectBaselineView(APIView):
+    """``POST {"profile": id|null, "threshold_pct": float}``: pin the baseline new profiles are compared with."""
+
+    @extend_schema(request=BaselineSerializer, responses={200: ProjectSerializer})
+    def post(self, request: Request, project_id: int) -> Response:
+        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        serializer = BaselineSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        kwargs: dict[str, Any] = {"threshold_pct": data.get("threshold_pct")}
+        if "profile" in data:
+            kwargs["profile_id"] = data["profile"]
+        try:
+            project = services.project_baseline_set(project=project, user=request.user, **kwargs)
+        except DjangoValidationError as exc:
+            raise _drf_error(exc) from exc
         return Response(ProjectSerializer(project, context={"request": request}).data)
 
 

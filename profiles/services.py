@@ -111,6 +111,44 @@ def membership_remove(*, project: Project, user: AbstractBaseUser, member: Membe
     member.delete()
 
 
+_UNSET = object()
+MAX_REGRESSION_THRESHOLD_PCT = 1000.0
+
+
+@transaction.atomic
+def project_baseline_set(
+    *, project: Project, user: AbstractBaseUser, profile_id: int | None | object = _UNSET,
+    threshold_pct: float | None = None,
+) -> Project:
+    """Pin (or, with ``profile_id=None``, unpin) the project's baseline and set its regression threshold.
+
+    Every profile that becomes ready afterwards is compared with the baseline (analysis.regressions).
+    A profile of another project is refused with the same message as a missing one (no existence oracle).
+    """
+    require_write(user=user, project=project)
+    fields = []
+    if profile_id is not _UNSET:
+        if profile_id is None:
+            project.baseline = None
+        else:
+            profile = Profile.objects.filter(pk=profile_id, project=project).first()
+            if profile is None:
+                raise ValidationError({"profile": _("No profile %(id)s in this project.") % {"id": profile_id}})
+            if profile.status != ProfileStatus.READY:
+                raise ValidationError({"profile": _("%(name)s is %(status)s: pin a ready profile.")
+                                       % {"name": profile.name, "status": profile.status}})
+            project.baseline = profile
+        fields.append("baseline")
+    if threshold_pct is not None:
+        if not 0 < threshold_pct <= MAX_REGRESSION_THRESHOLD_PCT:
+            raise ValidationError({"threshold_pct": _("The threshold is a percentage above 0 and at most 1000.")})
+        project.regression_threshold_pct = float(threshold_pct)
+        fields.append("regression_threshold_pct")
+    if fields:
+        project.save(update_fields=fields)
+    return project
+
+
 # --- uploads --------------------------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ urlpatterns = [
     path("auth/token/", api.TokenView.as_view(), name="api-token"),
     path("projects/", api.ProjectListView.as_view(), name="api-projects"),
     path("projects/<int:project_id>/", api.ProjectDetailView.as_view(), name="api-project"),
+    path("projects/<int:project_id>/baseline/", api.ProjectBaselineView.as_view(), name="api-project-baseline"),
     path("projects/<int:project_id>/members/", api.ProjectMembersView.as_view(), name="api-project-members"),
     path("projects/<int:project_id>/invitations/", api.ProjectInvitationsView.as_view(), name="api-project-invitations"),
     path("projects/<int:project_id>/profiles/", api.ProjectProfilesView.as_view(), name="api-project-profiles"),
