@@ -146,5 +146,7 @@ def op_diff_chart(ops: list[dict[str, Any]], unit: str, limit: int = 15) -> dict
     )
     out = _dump(bar)
     _truncate_category_labels(out)
+    for legend in out.get("legend", []):
+        legend.update({"top": 0, "left": "center"})  # above the plot: at the bottom it covers the axis labels
     out["grid"] = {"left": 170, "right": 60, "top": 30, "bottom": 30}
     return out
