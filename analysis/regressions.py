@@ -94,6 +94,17 @@ def regression_of_profile(*, profile: Profile) -> dict[str, Any] | None:
     return regression_summary(comparison) if comparison is not None else None
 
 
+def regressions_by_candidate(*, profile_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """``regression_of_profile`` for many profiles in one query (the profile list of the API)."""
+    out: dict[int, dict[str, Any]] = {}
+    rows = (Comparison.objects.filter(candidate_id__in=profile_ids, auto=True)
+            .only("id", "base_id", "candidate_id", "status", "is_regression", "regression", "threshold_pct")
+            .order_by("-created_at", "-id"))
+    for comparison in rows:
+        out.setdefault(comparison.candidate_id, regression_summary(comparison))
+    return out
+
+
 def regressions_of_project(*, project: Project) -> QuerySet[Comparison]:
     """Regressed profiles against the project's current baseline, newest first."""
     if project.baseline_id is None:

@@ -74,6 +74,9 @@ class ProfileSerializer(serializers.ModelSerializer):
         """The automatic comparison with the project's baseline: ``{"comparison", "is_regression", "lines", ...}``."""
         from analysis.regressions import regression_of_profile
 
+        known = self.context.get("regressions")  # a list view fetched them all at once
+        if known is not None:
+            return known.get(obj.pk)
         return regression_of_profile(profile=obj)
 
     def get_archive_url(self, obj: Profile) -> str:
@@ -257,7 +260,11 @@ class ProjectProfilesView(APIView):
     @extend_schema(responses=ProfileSerializer(many=True))
     def get(self, request: Request, project_id: int) -> Response:
         project = selectors.project_get_for_user(user=request.user, project_id=project_id)
-        return Response(ProfileSerializer(selectors.profiles_of_project(project=project), many=True).data)
+        from analysis.regressions import regressions_by_candidate
+
+        profiles = list(selectors.profiles_of_project(project=project))
+        regressions = regressions_by_candidate(profile_ids=[p.pk for p in profiles])
+        return Response(ProfileSerializer(profiles, many=True, context={"regressions": regressions}).data)
 
     @extend_schema(request={"multipart/form-data": UploadFormSerializer}, responses={201: ProfileSerializer})
     def post(self, request: Request, project_id: int) -> Response:

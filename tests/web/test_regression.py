@@ -106,6 +106,8 @@ def test_pinned_baseline_flags_a_regression_and_not_an_improvement(worker, make_
     listed = api_for(viewer).get(f"/api/projects/{pid}/regressions/").json()
     assert [(r["comparison"], r["candidate"], r["base"]) for r in listed] == [(cid, planted.pk, fixed.pk)]
     assert listed[0]["lines"] == reg["lines"]
+    in_list = {p["id"]: p["regression"] for p in api.get(f"/api/projects/{pid}/profiles/").json()}
+    assert in_list[fixed.pk] is None and in_list[planted.pk] == reg  # the list shows the same summary
     client.force_login(viewer)
     page = client.get(f"/projects/{pid}/").content.decode()
     assert 'id="regressions"' in page and 'class="badge-regression"' in page
