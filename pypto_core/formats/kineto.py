@@ -153,6 +153,7 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
         }
     )
 
+    del host  # intermediates go as soon as their table is built: peak memory is the sum of what is alive
     api_calls = pa.table(
         {
             "name": api["name"],
@@ -188,8 +189,13 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
         }
     )
 
-    flows = _flows(kernels, host_ops, api_calls)
+    del api
     communication = _communication(kern)
+    del kern
+    host_ops = conform("host_ops", host_ops)
+    kernels = conform("kernels", kernels)
+    api_calls = conform("api_calls", api_calls)
+    flows = _flows(kernels, host_ops, api_calls)
     steps = _steps(host_ops)
 
     lanes = _lanes(meta_rows)
@@ -217,9 +223,9 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
         meta.device = None
     return Profile(
         meta=meta,
-        kernels=conform("kernels", kernels),
-        host_ops=conform("host_ops", host_ops),
-        api_calls=conform("api_calls", api_calls),
+        kernels=kernels,
+        host_ops=host_ops,
+        api_calls=api_calls,
         flows=flows,
         steps=steps,
         communication=communication,
