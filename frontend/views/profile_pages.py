@@ -56,6 +56,7 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
             "facts": _facts(profile, data),
             "findings": rows,
             "loose_artifacts": by_finding.get(None, []),
+            "has_artifacts": bool(artifacts),
             "has_data": data is not None,
         }
     }

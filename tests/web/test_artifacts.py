@@ -107,6 +107,14 @@ def test_artifacts_listed_downloaded_zipped_and_versioned_by_rerun(worker, make_
     assert sorted(m["name"] for m in manifest) == sorted(v1)
     assert {m["name"]: m["sha256"] for m in manifest} == {i["name"]: i["sha256"] for i in listed}
 
+    from django.test import Client
+
+    page = Client()
+    page.force_login(owner)
+    html = page.get(f"/profiles/{profile.pk}/").content.decode()
+    assert f'href="/api/profiles/{profile.pk}/artifacts/zip/"' in html
+    assert all(f'href="{item["download_url"]}"' in html for item in listed)
+
     # A re-run stores the whole set again as version 2 and keeps version 1.
     assert client.post(f"/api/profiles/{profile.pk}/rerun/").status_code == 202
     _ready(profile.pk, worker)
