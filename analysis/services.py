@@ -26,7 +26,7 @@ from django.db import InterfaceError, OperationalError, models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from analysis.models import AnalysisRun, Artifact, Comparison, Finding, JobStatus
+from analysis.models import AnalysisRun, Comparison, Finding, JobStatus
 from profiles.models import Profile, ProfileStatus
 from pypto_core.archive import Limits, unpack_upload
 from pypto_core.errors import InputError
@@ -621,61 +621,6 @@ def pipeline_diagnose(*, profile_id: int) -> None:
         _fail(profile_id, run, f"{profile.name}: internal error while diagnosing ({type(exc).__name__}: {exc})")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _generate_remedies(report: Any, core: Any, model_source: str | None = None,
-                       model_filename: str | None = None) -> list[tuple[str, str, bytes, str | None]]:
-    """``(name, kind, content, rule)`` from ``pypto_core.remedies.generate_artifacts`` if it exists."""
-    generate = engine_function("pypto_core.remedies", "generate_artifacts")
-    if generate is None:
-        return []
-    out = []
-    for item in generate(report, profile_meta=core.meta, model_source=model_source, model_filename=model_filename):
-        content = item.content
-        data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
-        out.append((str(item.name), str(item.kind), data, getattr(item, "rule", None)))
-    return out
-
-
-def _model_source(profile: Profile) -> tuple[str | None, str | None]:
-    """The user's model file as text (for the remedies' unified diffs), when one was attached."""
-    if not profile.model_file:
-        return None, None
-    with profile.model_file.open("rb") as fh:
-        raw = fh.read(4 * 1024 * 1024)
-    try:
-        return raw.decode("utf-8"), profile.model_file.name.rsplit("/", 1)[-1]
-    except UnicodeDecodeError:
-        return None, None
-
-
-def _artifact_save(profile: Profile, *, name: str, kind: str, content: bytes, finding: Finding | None) -> Artifact:
-    from django.core.files.base import ContentFile
-
-    latest = profile.artifacts.filter(name=name).order_by("-version").first()
-    digest = hashlib.sha256(content).hexdigest()
-    if latest is not None and latest.sha256 == digest:
-        if finding is not None and latest.finding_id != finding.pk:
-            latest.finding = finding
-            latest.save(update_fields=["finding"])
-        return latest  # unchanged: no new version
-    artifact = Artifact(
-        profile=profile,
-        finding=finding,
-        name=name,
-        kind=kind,
-        size=len(content),
-        sha256=digest,
-        version=(latest.version + 1) if latest else 1,
-    )
-    artifact.file.save(name, ContentFile(content), save=False)
-    artifact.save()
-    return artifact
-
-
-def artifact_save(*, profile: Profile, name: str, kind: str, content: bytes, finding: Finding | None = None) -> Artifact:
-    """Store a generated file as a new version (unchanged content keeps the current version)."""
-    return _artifact_save(profile, name=name, kind=kind, content=content, finding=finding)
 
 
 # --- comparisons --------------------------------------------------------------------------------------

@@ -149,12 +149,13 @@ FILE_UPLOAD_TEMP_DIR = None
 _BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for _sub in ("out", "processed"):
+    for _sub in ("out", "processed", "control"):
         (_BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_BROKER_DIR / "out"),
         "data_folder_out": str(_BROKER_DIR / "out"),
         "data_folder_processed": str(_BROKER_DIR / "processed"),
+        "control_folder": str(_BROKER_DIR / "control"),  # default is ./control in the working directory
     }
 else:
     # visibility_timeout: how long an unacknowledged (late-ack) task waits before redelivery.
@@ -182,6 +183,8 @@ PYPTO_TASK_LEASE_SECONDS = env_int("PYPTO_TASK_LEASE_SECONDS", CELERY_TASK_TIME_
 # Operations/test hook: while this file exists, pipelines pause right after claiming a profile
 # (lets an operator or a test stop a worker mid-task). Empty: no pause.
 PYPTO_PIPELINE_HOLD_FILE = env_str("PYPTO_PIPELINE_HOLD_FILE", "")
+# A multi-rank archive with at least this many ranks is read as one ingest task per rank (fan-out).
+PYPTO_FANOUT_MIN_RANKS = env_int("PYPTO_FANOUT_MIN_RANKS", 2)
 CELERY_TASK_ROUTES = {
     "analysis.tasks.ingest*": {"queue": "ingest"},
     "analysis.tasks.diagnose*": {"queue": "diagnose"},

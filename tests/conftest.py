@@ -44,12 +44,13 @@ class Worker:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    queues: str = WORKER_QUEUES
 
     def start(self) -> "Worker":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "pypto_web", "worker", "-Q", WORKER_QUEUES, "-P", "solo",
+            [sys.executable, "-m", "celery", "-A", "pypto_web", "worker", "-Q", self.queues, "-P", "solo",
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO",
              "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h"],
             cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
