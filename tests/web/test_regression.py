@@ -112,6 +112,8 @@ def test_pinned_baseline_flags_a_regression_and_not_an_improvement(worker, make_
     page = client.get(f"/projects/{pid}/").content.decode()
     assert 'id="regressions"' in page and 'class="badge-regression"' in page
     assert f'href="/comparisons/{cid}/"' in page and f'data-profile="{planted.pk}"' in page
+    shown = client.get(f"/comparisons/{cid}/").content.decode()
+    assert 'id="cmp-regression"' in shown and "per_token_latency_ms:" in shown
 
     # Idempotent: running the automatic step again makes no second comparison; the baseline is never a candidate.
     assert comparison_auto_create(profile_id=planted.pk).pk == cid
@@ -143,6 +145,7 @@ def test_pinned_baseline_flags_a_regression_and_not_an_improvement(worker, make_
     assert reg2["is_regression"] is False and reg2["lines"] == []
     better = _metric(api.get(f"/api/comparisons/{reg2['comparison']}/").json()["result"], "per_token_latency_ms")
     assert better["better"] is True and better["delta_pct"] < -5.0
+    assert 'id="cmp-regression"' not in client.get(f"/comparisons/{reg2['comparison']}/").content.decode()
     assert api.get(f"/api/projects/{pid}/regressions/").json() == []  # against the current baseline
     page = client.get(f"/projects/{pid}/").content.decode()
     assert 'id="no-regressions"' in page and "badge-regression" not in page.split('id="regressions"')[1][:2000]
