@@ -85,6 +85,7 @@ class TraceTables:
                                                                 "dur_ns": pa.array([], pa.int64())}))
     lanes: pa.Table = field(default_factory=lambda: _lanes_schema().empty_table())
     hints: dict[str, Any] = field(default_factory=dict)  # event counts, input bytes, what was skipped
+    warnings: list[str] = field(default_factory=list)  # what could not be read, for ProfileMeta.warnings
 
 
 def _lanes_schema() -> pa.Schema:
@@ -332,6 +333,11 @@ def read_trace_view(path: str | os.PathLike[str]) -> TraceTables:
             late = deferred.filter(pc.fill_null(pc.equal(dkind, k), False))
             if late.num_rows:
                 slices_by_kind[k] = pa.concat_tables([slices_by_kind[k], late]).sort_by("_seq")  # file order
+    warnings: list[str] = []
+    if deferred.num_rows:
+        unnamed = int(pc.sum(pc.is_null(dkind).cast(pa.int64())).as_py() or 0)
+        if unnamed:
+            warnings.append(f"{unnamed} slices on processes the file never names (no process_name) were skipped")
     hints: dict[str, Any] = {
         "events": state["events"],
         "input_bytes": scanned.input_bytes,
@@ -339,7 +345,9 @@ def read_trace_view(path: str | os.PathLike[str]) -> TraceTables:
         "processes": sorted({n for n in lanes["process_name"].to_pylist() if n}),
         "python_function_events": state["python_function"],
     }
-    return tables_from_ascend_events(slices_by_kind, pieces.table("flow"), pieces.table("counter"), lanes, hints)
+    tables = tables_from_ascend_events(slices_by_kind, pieces.table("flow"), pieces.table("counter"), lanes, hints)
+    tables.warnings.extend(warnings)
+    return tables
 
 
 def tables_from_ascend_events(

@@ -224,3 +224,16 @@ def test_mangled_json_gives_input_error_or_a_result(tmp_path: Path, cut: int, po
         assert str(p) in str(exc)
     else:
         assert tt.hints["events"] <= 40 + len(junk)
+
+
+def test_slices_of_unnamed_processes_are_skipped_with_a_warning(tmp_path: Path) -> None:
+    ev = [
+        {"ph": "X", "name": "orphan", "pid": 7, "tid": 1, "ts": "1.000", "dur": 1},
+        {"ph": "X", "name": "late", "pid": 9, "tid": 2, "ts": "2.000", "dur": 1, "args": {"Task Type": "AI_CORE"}},
+        {"ph": "M", "name": "process_name", "pid": 9, "tid": 0, "args": {"name": "Ascend Hardware"}},
+    ]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(ev))
+    tt = read_trace_view(p)
+    assert tt.kernels["name"].to_pylist() == ["late"]  # named after its slices: still a kernel
+    assert tt.warnings == ["1 slices on processes the file never names (no process_name) were skipped"]
