@@ -113,19 +113,27 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
 
 
 def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-token latency (ms) and tokens/s of the project's ready profiles, oldest first."""
-    lat = [[r["when"], r["per_token_ms"], r["name"]] for r in rows if r.get("per_token_ms") is not None]
-    tps = [[r["when"], r["tokens_per_s"], r["name"]] for r in rows if r.get("tokens_per_s") is not None]
+    """Per-token latency (ms) and tokens/s of the project's ready profiles, oldest first.
+
+    A category axis, one slot per profile ("#id name"): on a time axis, profiles uploaded seconds apart
+    crowded into one spot with overlapping time labels. The upload time is in each point for the tooltip."""
+    labels = [f'#{r["id"]} {r["name"]}' for r in rows]
+    lat = [[label, r["per_token_ms"], r["name"], r["when"]]
+           for label, r in zip(labels, rows) if r.get("per_token_ms") is not None]
+    tps = [[label, r["tokens_per_s"], r["name"], r["when"]]
+           for label, r in zip(labels, rows) if r.get("tokens_per_s") is not None]
     return {
         "animation": False,
         "legend": {"top": 0},
         "tooltip": {"trigger": "item"},
-        "grid": {"left": 60, "right": 60, "top": 40, "bottom": 40},
-        "xAxis": {"type": "time"},
+        "grid": {"left": 60, "right": 60, "top": 40, "bottom": 50},
+        "xAxis": {"type": "category", "data": labels, "boundaryGap": False,
+                  "axisLabel": {"width": 110, "overflow": "truncate", "hideOverlap": True}},
         "yAxis": [{"type": "value", "name": "ms", "scale": True}, {"type": "value", "name": _("tokens/s"), "scale": True}],
         "series": [
-            {"type": "line", "name": _("Per-token latency (ms)"), "data": lat, "yAxisIndex": 0},
-            {"type": "line", "name": _("Tokens/s"), "data": tps, "yAxisIndex": 1},
+            {"type": "line", "name": _("Per-token latency (ms)"), "data": lat, "yAxisIndex": 0,
+             "showSymbol": len(rows) <= 100},
+            {"type": "line", "name": _("Tokens/s"), "data": tps, "yAxisIndex": 1, "showSymbol": len(rows) <= 100},
         ],
     }
 

@@ -1,4 +1,7 @@
-"""Activates the language a user picked, kept in their session (after LocaleMiddleware's guess)."""
+"""Activates the language a user picked (after LocaleMiddleware's guess from the browser).
+
+Signed-in users: their stored choice (frontend.models.UserPreference), so it follows them to a new session
+or another browser. Anonymous pages (the login page): the choice kept in the session, as before."""
 
 from __future__ import annotations
 
@@ -7,6 +10,8 @@ from typing import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import translation
+
+from frontend.selectors import user_language_get
 
 SESSION_LANGUAGE_KEY = "pypto_language"
 
@@ -17,7 +22,9 @@ class SessionLanguageMiddleware:
         self.known = {code for code, _name in settings.LANGUAGES}
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        chosen = request.session.get(SESSION_LANGUAGE_KEY) if hasattr(request, "session") else None
+        chosen = user_language_get(user=getattr(request, "user", None))
+        if chosen not in self.known:
+            chosen = request.session.get(SESSION_LANGUAGE_KEY) if hasattr(request, "session") else None
         if chosen in self.known:
             translation.activate(chosen)
             request.LANGUAGE_CODE = chosen

@@ -22,5 +22,7 @@ urlpatterns = [
     # issue 7: timeline and comparison pages
     path("profiles/<int:profile_id>/timeline/", profile_pages.profile_timeline, name="profile-timeline"),
     path("projects/<int:project_id>/compare/", compare_pages.compare_new, name="compare-new"),
+    path("projects/<int:project_id>/compare/profiles/", compare_pages.compare_profile_search,
+         name="compare-profile-search"),
     path("comparisons/<int:comparison_id>/", compare_pages.comparison_detail, name="comparison"),
 ]

@@ -1,4 +1,5 @@
-"""The language switch: the choice is kept in the user's session (SessionLanguageMiddleware applies it)."""
+"""The language switch: stored on the user when signed in (every later session gets it), and in the session
+(the fallback for anonymous pages). frontend/middleware.py applies it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from frontend import services
 from frontend.middleware import SESSION_LANGUAGE_KEY
 
 
@@ -15,6 +17,8 @@ def set_language(request: HttpRequest) -> HttpResponseRedirect:
     code = request.POST.get("language", "")
     if code in {c for c, _n in settings.LANGUAGES}:
         request.session[SESSION_LANGUAGE_KEY] = code
+        if request.user.is_authenticated:
+            services.user_language_set(user=request.user, language=code)
     target = request.POST.get("next") or "/"
     if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
         target = "/"
