@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from pypto_core.synth.model import RunConfig
 
 # --- calibration (DOMAIN.md §7: 7B fp16 decode on 910B ~40-60 ms/token eager, 12-20 ms fused) -------------
@@ -83,6 +85,13 @@ class Kernel:
     busy: float = 0.96  # aicore_time / Duration
 
 
+def vector_block_dim(nbytes, vector_cores):  # type: ignore[no-untyped-def]  # int or int64 arrays
+    """Block Dim of a vector kernel moving ``nbytes``: one block per 8 KiB, the whole chip above 256 KiB."""
+    if isinstance(nbytes, np.ndarray):
+        return np.where(nbytes > 256 << 10, vector_cores, np.maximum(1, np.minimum(vector_cores, nbytes // 8192)))
+    return vector_cores if nbytes > 256 << 10 else max(1, min(vector_cores, nbytes // 8192))
+
+
 def _mem_us(nbytes: float, bw: float, eff: float) -> float:
     return nbytes / (bw * eff) * 1e6
 
@@ -132,7 +141,7 @@ class StepBuilder:
         nbytes = sum(t.nbytes for t in inputs) + sum(t.nbytes for t in outputs)
         dur = base_us + _mem_us(nbytes, self.bw, eff)
         big = nbytes > 4 << 20
-        blocks = self.sku.vector_cores if nbytes > 256 << 10 else max(1, min(self.sku.vector_cores, nbytes // 8192))
+        blocks = vector_block_dim(nbytes, self.sku.vector_cores)
         return Kernel(name, op_type, "AI_VECTOR_CORE", blocks, 0, inputs, outputs, dur, gap,
                       pipes or (PIPES_VECTOR if big else PIPES_TINY), host_op, api, rule,
                       busy=0.95 if big else 0.80)

@@ -113,6 +113,13 @@ def static_cells(k: Kernel) -> dict[str, str]:
             "out_fmts": ";".join(t.fmt for t in k.outputs), "context": "0" if mix else "N/A"}
 
 
+def csv_cell(text: str) -> str:
+    """``text`` as Python's csv writer (QUOTE_MINIMAL, doublequote) writes one cell."""
+    if any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
 def shapes_cell(tensors: tuple[Tensor, ...]) -> str:
     return _quoted([",".join(map(str, t.shape)) for t in tensors])
 

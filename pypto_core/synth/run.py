@@ -17,6 +17,7 @@ from pypto_core.synth.kernels import StepBuilder, nominal_step_us
 from pypto_core.synth.model import RULES, RunConfig, resolve_model, resolve_sku
 from pypto_core.synth.rows import VARIANTS
 from pypto_core.synth.schedule import Scheduler
+from pypto_core.synth.table import DecodePlan, KernelTable
 from pypto_core.synth.writers_ascend_pt import AscendPtWriter
 from pypto_core.synth.writers_msprof import MsprofWriter
 
@@ -105,23 +106,25 @@ def synthesize_run(out_dir: str | Path, *, model: str = "llama2-7b", sku: str = 
 
     # Prefill (step 0), then one step per decode token.
     prefill_costs = rule_costs_us(cfg, prompt_tokens, prompt_tokens)
-    placed, rec = scheduler.place(0, builder.step(prompt_tokens, prompt_tokens))
-    writer.write_step(placed, rec)
-    kernels_per_step = [len(placed)]
+    prefill = KernelTable.from_kernels(builder.step(prompt_tokens, prompt_tokens), prompt_tokens)
+    cols, rec = scheduler.place(0, prefill, prompt_tokens)
+    writer.write_step(prefill, cols, rec, prompt_tokens)
+    kernels_per_step = [prefill.n]
     decode_step_ns: list[int] = []
     # Decode costs are affine in the context length (every decode duration is affine in bytes): two samples.
     c0 = rule_costs_us(cfg, 1, prompt_tokens + 1)
     c1 = rule_costs_us(cfg, 1, prompt_tokens + 2)
     decode_cost_us = {r: 0.0 for r in RULES}
     step = 0
+    plan = DecodePlan(builder)
     while step < tokens or (target_bytes and writer.bytes_written < target_bytes):
         step += 1
         cache_len = prompt_tokens + step
-        kernels = builder.step(1, cache_len)
+        table = plan.table(cache_len)
         start_ns = scheduler.device_end_ns
-        placed, rec = scheduler.place(step, kernels)
-        writer.write_step(placed, rec)
-        kernels_per_step.append(len(placed))
+        cols, rec = scheduler.place(step, table, cache_len)
+        writer.write_step(table, cols, rec, cache_len)
+        kernels_per_step.append(table.n)
         decode_step_ns.append(rec.last_kernel_end_ns - start_ns)
         for r in RULES:
             decode_cost_us[r] += c0[r] + (c1[r] - c0[r]) * (step - 1)

@@ -7,10 +7,15 @@ kernel starts (host-bound), otherwise the host is ahead of the device. Times are
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pypto_core.synth.kernels import EAGER_LAUNCH_GAP_US, Kernel
+import numpy as np
+
+from pypto_core.synth.kernels import Kernel
+
+if TYPE_CHECKING:
+    from pypto_core.synth.table import KernelTable
 
 LAUNCH_LATENCY_NS = 1_200  # launch call returns -> device task may start
 HOST_OP_US = {"aten::linear": 24.0, "npu::npu_fused_infer_attention_score": 38.0}
@@ -49,46 +54,90 @@ class StepRecord:
     kernels: int
 
 
+@dataclass(slots=True)
+class StepColumns:
+    """One placed step as int64 columns (ns), one entry per kernel of its ``KernelTable``."""
+
+    step: int
+    start_ns: np.ndarray
+    dur_ns: np.ndarray
+    wait_ns: np.ndarray  # device idle since the previous task ended (Wait Time(us))
+    task_id: np.ndarray
+    connection_id: np.ndarray
+    host_start_ns: np.ndarray  # the framework op (aten::*)
+    host_dur_ns: np.ndarray
+    launch_start_ns: np.ndarray  # the aclnn call / Node@launch inside it
+    launch_dur_ns: np.ndarray
+    ratio_scale: np.ndarray  # per-kernel jitter of the pipe ratios (float)
+    prev_end_ns: int  # where the device was before this step's first kernel
+    cache_len: int  # context length of the step (its table moves with it)
+
+    def placed(self, kernels: list[Kernel]) -> list[Placed]:
+        """The same step as one object per kernel (the per-row reference path and tests; small steps only)."""
+        cols = [c.tolist() for c in (self.start_ns, self.dur_ns, self.wait_ns, self.task_id, self.connection_id,
+                                     self.host_start_ns, self.host_dur_ns, self.launch_start_ns,
+                                     self.launch_dur_ns, self.ratio_scale)]
+        return [Placed(k, self.step, *row) for k, row in zip(kernels, zip(*cols))]
+
+
 class Scheduler:
+    """Places whole steps at once: jitter and device times are numpy columns; only the host thread, whose
+    next op waits for the previous one, is a plain loop over integers."""
+
     def __init__(self, *, seed: int, base_ns: int) -> None:
-        self.rng = random.Random(seed)
+        self.rng = np.random.default_rng(seed)
         self.device_end_ns = base_ns
         self.host_ns = base_ns
         self.task_id = 1000
         self.connection_id = 100
 
-    def _jitter(self, value_us: float, rel: float) -> int:
-        factor = 1.0 + max(-3 * rel, min(3 * rel, self.rng.gauss(0.0, rel)))
-        return max(20, int(round(value_us * factor * 1000)))
+    @staticmethod
+    def _jitter(values_us: np.ndarray, rel: float, z: np.ndarray) -> np.ndarray:
+        factor = 1.0 + np.clip(z * rel, -3 * rel, 3 * rel)
+        return np.maximum(20, np.rint(values_us * factor * 1000)).astype(np.int64)
 
-    def place(self, step: int, kernels: list[Kernel]) -> tuple[list[Placed], StepRecord]:
+    def place(self, step: int, table: KernelTable, cache_len: int) -> tuple[StepColumns, StepRecord]:
+        n = table.n
         step_start = min(self.host_ns, self.device_end_ns)
-        placed: list[Placed] = []
-        compute = 0
-        for k in kernels:
-            gap = self._jitter(k.gap_us, GAP_JITTER)
-            dur = self._jitter(k.dur_us, DUR_JITTER)
-            start = self.device_end_ns + gap
-            self.device_end_ns = start + dur
-            compute += dur
-            host_dur = int(HOST_OP_US.get(k.host_op, HOST_OP_DEFAULT_US) * 1000)
-            host_bound = k.gap_us >= EAGER_LAUNCH_GAP_US / 2
-            lead = 0 if host_bound else int(self.rng.uniform(0.3, 1.0) * HOST_AHEAD_US * 1000)
-            latest_end = start - LAUNCH_LATENCY_NS
-            host_start = max(self.host_ns, latest_end - host_dur - lead)
-            host_end = min(host_start + host_dur, latest_end)
-            if host_end - host_start < 400:  # squeezed: the host was barely in time
-                host_start = max(self.host_ns, host_end - 400)
-            host_len = max(1, host_end - host_start)
-            launch_start = host_start + host_len * 2 // 5
-            launch_dur = max(1, host_len * 11 // 20)
-            self.host_ns = host_end + 300
-            self.task_id = self.task_id + 1 if self.task_id < 65535 else 1
-            self.connection_id += 1
-            placed.append(Placed(k, step, start, dur, gap, self.task_id, self.connection_id, host_start, host_len,
-                                 launch_start, launch_dur, 1.0 + self.rng.uniform(-0.04, 0.04)))
-        end = max(self.device_end_ns, self.host_ns) + 2_000
-        self.host_ns = end
-        rec = StepRecord(step, step_start, end, placed[0].start_ns if placed else step_start,
-                         self.device_end_ns, compute, len(placed))
-        return placed, rec
+        prev_end = self.device_end_ns
+        z = self.rng.standard_normal((2, n))
+        u = self.rng.random((2, n))
+        gap = self._jitter(table.gap_us, GAP_JITTER, z[0])
+        dur = self._jitter(table.durations_us(cache_len), DUR_JITTER, z[1])
+        end = prev_end + np.cumsum(gap + dur)
+        start = end - dur
+        lead = np.where(table.host_bound, 0, ((0.3 + 0.7 * u[0]) * HOST_AHEAD_US * 1000).astype(np.int64))
+        host_dur = table.host_dur_ns
+        latest = start - LAUNCH_LATENCY_NS
+        earliest = (latest - host_dur - lead).tolist()
+        latest_l, host_dur_l = latest.tolist(), host_dur.tolist()
+        hs_out = [0] * n
+        hl_out = [0] * n
+        host_ns = self.host_ns
+        for i in range(n):
+            le = latest_l[i]
+            hs = earliest[i] if earliest[i] > host_ns else host_ns
+            he = hs + host_dur_l[i]
+            if he > le:
+                he = le
+            if he - hs < 400:  # squeezed: the host was barely in time
+                hs = he - 400 if he - 400 > host_ns else host_ns
+            hs_out[i] = hs
+            hl_out[i] = he - hs if he - hs > 1 else 1
+            host_ns = he + 300
+        host_start = np.array(hs_out, dtype=np.int64)
+        host_len = np.array(hl_out, dtype=np.int64)
+        ids = np.arange(1, n + 1, dtype=np.int64)
+        task = (self.task_id + ids - 1) % 65535 + 1
+        conn = self.connection_id + ids
+        cols = StepColumns(step, start, dur, gap, task, conn, host_start, host_len, host_start + host_len * 2 // 5,
+                           np.maximum(1, host_len * 11 // 20), 1.0 + (u[1] * 0.08 - 0.04), prev_end, cache_len)
+        if n:
+            self.device_end_ns = int(end[-1])
+            self.task_id, self.connection_id = int(task[-1]), int(conn[-1])
+        self.host_ns = host_ns
+        step_end = max(self.device_end_ns, self.host_ns) + 2_000
+        self.host_ns = step_end
+        rec = StepRecord(step, step_start, step_end, int(start[0]) if n else step_start, self.device_end_ns,
+                         int(dur.sum()), n)
+        return cols, rec

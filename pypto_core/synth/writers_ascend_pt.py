@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from pypto_core.synth.model import RunConfig
-from pypto_core.synth.rows import kernel_cells, kernel_details_header
-from pypto_core.synth.schedule import Placed, StepRecord
+from pypto_core.synth.rows import kernel_details_header
+from pypto_core.synth.schedule import StepColumns, StepRecord
+from pypto_core.synth.table import KernelTable
+from pypto_core.synth.templates import STEP_CELL, StepText, template_key
 from pypto_core.synth.statistics import API_STATISTIC_HEADER, OP_STATISTIC_HEADER, Statistics
-from pypto_core.synth.trace_events import HOST_PID, TraceWriter, kernel_events, metadata_events, step_event
+from pypto_core.synth.trace_events import HOST_PID, TraceWriter, metadata_events, step_event
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 DEVICE_ID = 0
@@ -66,24 +68,32 @@ class AscendPtWriter:
         self.steps: list[StepRecord] = []
         self.prev_end_ns = base_ns
         self.kernel_count = 0
+        self._texts: dict[tuple, StepText] = {}
 
     @property
     def bytes_written(self) -> int:
         return self.kernels.bytes + self.trace.bytes
 
-    def write_step(self, placed: list[Placed], rec: StepRecord) -> None:
+    def write_step(self, table: KernelTable, cols: StepColumns, rec: StepRecord, cache_len: int) -> None:
+        """One placed step: its rows and events rendered from the step's columns (``templates``)."""
         self.steps.append(rec)
+        key = template_key(table)
+        text = self._texts.get(key)
+        if text is None:
+            if len(self._texts) > 4:  # prefill and decode share nothing; decode tables all share one
+                self._texts.clear()
+            sku = self.cfg.sku
+            text = StepText(table, prefix=[STEP_CELL, str(DEVICE_ID)], lineterminator="\r\n", python=True,
+                            dtype=self.cfg.dtype, coupled=sku.coupled, freq_mhz=sku.freq_mhz)
+            self._texts[key] = text
+        in_cells, out_cells, dims = table.shape_cells(cache_len)
+        self.kernels.write(text.rows(table, cols, in_cells, out_cells))
         self.trace.write(step_event(rec))
-        sku = self.cfg.sku
-        w = self.kernels.writer
-        for p in placed:
-            w.writerow([str(p.step), str(DEVICE_ID)]
-                       + kernel_cells(p, device_id=DEVICE_ID, freq_mhz=sku.freq_mhz, coupled=sku.coupled))
-            for ev in kernel_events(p, self.prev_end_ns, python=True, dtype=self.cfg.dtype):
-                self.trace.write(ev)
-            self.prev_end_ns = p.start_ns + p.dur_ns
-            self.stats.add(p)
-        self.kernel_count += len(placed)
+        self.trace.write_events_text(text.events(cols, dims), table.n * text.events_per_kernel)
+        if table.n:
+            self.prev_end_ns = int(cols.start_ns[-1] + cols.dur_ns[-1])
+        self.stats.add_columns(table, cols)
+        self.kernel_count += table.n
 
     def close(self, end_ns: int) -> Path:
         self.kernels.close()

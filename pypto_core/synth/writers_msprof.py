@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from pypto_core.synth.model import RunConfig
-from pypto_core.synth.rows import kernel_cells, op_summary_header
-from pypto_core.synth.schedule import Placed, StepRecord
+from pypto_core.synth.rows import op_summary_header
+from pypto_core.synth.schedule import StepColumns, StepRecord
+from pypto_core.synth.table import KernelTable
+from pypto_core.synth.templates import StepText, template_key
 from pypto_core.synth.statistics import API_STATISTIC_HEADER, OP_STATISTIC_HEADER, Statistics
-from pypto_core.synth.trace_events import TraceWriter, kernel_events, metadata_events
+from pypto_core.synth.trace_events import TraceWriter, metadata_events
 from pypto_core.synth.writers_ascend_pt import _CountingFile, stamp17
 
 DEVICE_ID = 0
@@ -49,23 +51,31 @@ class MsprofWriter:
         self.steps: list[StepRecord] = []
         self.prev_end_ns = base_ns
         self.kernel_count = 0
+        self._texts: dict[tuple, StepText] = {}
 
     @property
     def bytes_written(self) -> int:
         return self.kernels.bytes + self.trace.bytes
 
-    def write_step(self, placed: list[Placed], rec: StepRecord) -> None:
+    def write_step(self, table: KernelTable, cols: StepColumns, rec: StepRecord, cache_len: int) -> None:
+        """One placed step: its rows and events rendered from the step's columns (``templates``)."""
         self.steps.append(rec)
-        sku = self.cfg.sku
-        w = self.kernels.writer
-        for p in placed:
-            w.writerow([str(DEVICE_ID)] + kernel_cells(p, device_id=DEVICE_ID, freq_mhz=sku.freq_mhz,
-                                                       coupled=sku.coupled))
-            for ev in kernel_events(p, self.prev_end_ns, python=False, dtype=self.cfg.dtype):
-                self.trace.write(ev)
-            self.prev_end_ns = p.start_ns + p.dur_ns
-            self.stats.add(p)
-        self.kernel_count += len(placed)
+        key = template_key(table)
+        text = self._texts.get(key)
+        if text is None:
+            if len(self._texts) > 4:  # prefill and decode share nothing; decode tables all share one
+                self._texts.clear()
+            sku = self.cfg.sku
+            text = StepText(table, prefix=[str(DEVICE_ID)], lineterminator="\n", python=False,
+                            dtype=self.cfg.dtype, coupled=sku.coupled, freq_mhz=sku.freq_mhz)
+            self._texts[key] = text
+        in_cells, out_cells, dims = table.shape_cells(cache_len)
+        self.kernels.write(text.rows(table, cols, in_cells, out_cells))
+        self.trace.write_events_text(text.events(cols, dims), table.n * text.events_per_kernel)
+        if table.n:
+            self.prev_end_ns = int(cols.start_ns[-1] + cols.dur_ns[-1])
+        self.stats.add_columns(table, cols)
+        self.kernel_count += table.n
 
     def close(self, end_ns: int) -> Path:
         self.kernels.close()
