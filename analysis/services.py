@@ -35,6 +35,24 @@ log = logging.getLogger(__name__)
 
 # Errors worth a retry with backoff (the database or storage blinked); anything else is final.
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
+try:  # an S3-compatible store that does not answer is transient too
+    from botocore.exceptions import ConnectionError as _BotoConnectionError, ConnectTimeoutError, ReadTimeoutError
+
+    TRANSIENT_ERRORS += (_BotoConnectionError, ConnectTimeoutError, ReadTimeoutError)
+except ImportError:  # pragma: no cover - boto3 is in requirements.txt
+    pass
+
+
+def storage_full_reason(exc: BaseException) -> str | None:
+    """The reason, when ``exc`` says the disk or the store is out of space (final: retrying won't help)."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"storage is full ({exc.strerror})"
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code") if hasattr(exc, "response") else None
+    if code in ("QuotaExceeded", "EntityTooLarge", "InsufficientStorage", "XMinioStorageFull"):
+        return f"object storage refused the write ({code})"
+    return None
 _COPY_BLOCK = 1024 * 1024
 
 
@@ -231,9 +249,11 @@ def _fail(profile_id: int, run: AnalysisRun | None, message: str) -> None:
         _log(run, f"failed: {message}")
 
 
-def _release(profile_id: int, status: str) -> None:
-    """Give the claim back before a retry, so the retried message can claim again at once."""
-    Profile.objects.filter(pk=profile_id).update(status=status, lease_until=None)
+def _release(profile_id: int, status: str, exc: BaseException | None = None) -> None:
+    """Give the claim back before a retry, so the retried message can claim again at once. The reason
+    stays on the profile (a database or storage that does not answer) until the retry claims it."""
+    reason = f"waiting to retry: {type(exc).__name__}: {exc}"[:4000] if exc is not None else ""
+    Profile.objects.filter(pk=profile_id).update(status=status, lease_until=None, error=reason)
 
 
 def _user_message(exc: InputError, workdir: Path) -> str:
@@ -345,12 +365,18 @@ def pipeline_ingest(*, profile_id: int) -> None:
         if profile.group_id is not None:
             with transaction.atomic():
                 _rank_finished(profile.group_id)
-    except TRANSIENT_ERRORS:
-        _release(profile_id, ProfileStatus.QUEUED)
+    except TRANSIENT_ERRORS as exc:
+        _release(profile_id, ProfileStatus.QUEUED, exc)
         raise
     except Exception as exc:  # a bug in a reader must not leave the profile "parsing" for ever
-        log.exception("ingest of profile %s failed", profile_id)
-        _fail(profile_id, run, f"{profile.original_filename}: internal error while reading ({type(exc).__name__}: {exc})")
+        full = storage_full_reason(exc)
+        if full:
+            _fail(profile_id, run, f"{profile.original_filename}: {full} while saving the parsed tables; the "
+                                   "uploaded archive is kept: run the analysis again once space is freed")
+        else:
+            log.exception("ingest of profile %s failed", profile_id)
+            _fail(profile_id, run,
+                  f"{profile.original_filename}: internal error while reading ({type(exc).__name__}: {exc})")
         if profile.group_id is not None:
             with transaction.atomic():
                 _rank_finished(profile.group_id)
@@ -613,8 +639,8 @@ def pipeline_diagnose(*, profile_id: int) -> None:
         _log(run, f"done, timings {timings}")
     except InputError as exc:
         _fail(profile_id, run, _user_message(exc, workdir))
-    except TRANSIENT_ERRORS:
-        _release(profile_id, ProfileStatus.ANALYZING)
+    except TRANSIENT_ERRORS as exc:
+        _release(profile_id, ProfileStatus.ANALYZING, exc)
         raise
     except Exception as exc:
         log.exception("diagnosis of profile %s failed", profile_id)

@@ -35,6 +35,13 @@ from profiles.models import Invitation, Membership, Profile, Project, Role, Uplo
 
 def _drf_error(exc: DjangoValidationError) -> ValidationError:
     detail: Any = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+    http_status = getattr(exc, "http_status", None)  # services.UploadRefused: 413, 429, 503, 507
+    if http_status:
+        from rest_framework.exceptions import APIException
+
+        refused = APIException(detail)
+        refused.status_code = http_status
+        return refused  # type: ignore[return-value]
     return ValidationError(detail)
 
 

@@ -193,6 +193,71 @@ def _sha256_of(stream: IO[bytes]) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+class UploadRefused(ValidationError):
+    """An upload refused for a limit or a storage problem, with the HTTP status the API answers:
+    413 (too large, project quota), 429 (too many uploads in flight), 503 (storage unreachable),
+    507 (storage full). Forms show it like any ValidationError."""
+
+    def __init__(self, message: str, *, http_status: int, field: str = "file") -> None:
+        super().__init__({field: [message]})
+        self.http_status = http_status
+
+
+_IN_FLIGHT = (ProfileStatus.UPLOADED, ProfileStatus.QUEUED, ProfileStatus.PARSING, ProfileStatus.ANALYZING)
+
+
+def upload_limits_check(*, project: Project, user: AbstractBaseUser, size: int, filename: str,
+                        concurrency: bool = True) -> None:
+    """Size, project quota and uploads in flight (per user and per project), from settings (env)."""
+    if size > settings.PYPTO_MAX_UPLOAD_BYTES:
+        raise UploadRefused(
+            _("%(name)s is %(size)d bytes, over the upload limit of %(limit)d bytes.")
+            % {"name": filename, "size": size, "limit": settings.PYPTO_MAX_UPLOAD_BYTES}, http_status=413)
+    quota = settings.PYPTO_PROJECT_QUOTA_BYTES
+    if quota:
+        used = sum(Profile.objects.filter(project=project, group__isnull=True).values_list("size", flat=True))
+        if used + size > quota:
+            raise UploadRefused(
+                _("%(name)s (%(size)d bytes) would take the project over its storage quota "
+                  "(%(used)d of %(quota)d bytes used). Delete old profiles or ask an administrator.")
+                % {"name": filename, "size": size, "used": used, "quota": quota}, http_status=413)
+    if not concurrency:
+        return
+    for scope, limit, profiles, sessions in (
+        (_("you"), settings.PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_USER,
+         Profile.objects.filter(created_by=user), UploadSession.objects.filter(created_by=user)),
+        (_("this project"), settings.PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_PROJECT,
+         Profile.objects.filter(project=project), UploadSession.objects.filter(project=project)),
+    ):
+        if not limit:
+            continue
+        busy = (profiles.filter(group__isnull=True, status__in=_IN_FLIGHT).count()
+                + sessions.filter(status=UploadSession.Status.OPEN).count())
+        if busy >= limit:
+            raise UploadRefused(
+                _("Too many uploads in flight for %(scope)s (%(busy)d, limit %(limit)d): wait until some are "
+                  "analysed, then upload again.") % {"scope": scope, "busy": busy, "limit": limit},
+                http_status=429)
+
+
+def _storage_save(field: Any, name: str, content: File, filename: str) -> None:
+    """Save to storage; a full or unreachable store is a clear refusal (the caller keeps the bytes)."""
+    import errno
+
+    try:
+        field.save(name, content, save=False)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise UploadRefused(_("Storage is full: %(name)s was not stored (%(why)s). Try again later.")
+                                % {"name": filename, "why": exc.strerror}, http_status=507) from exc
+        raise
+    except Exception as exc:
+        if type(exc).__module__.startswith(("botocore", "urllib3")):
+            raise UploadRefused(_("Storage is unreachable: %(name)s was not stored (%(why)s). Try again later.")
+                                % {"name": filename, "why": type(exc).__name__}, http_status=503) from exc
+        raise
+
+
 def profile_upload(
     *,
     project: Project,
@@ -203,6 +268,7 @@ def profile_upload(
     sku: str = "",
     tags: Iterable[str] | str | None = None,
     model_file: File | None = None,
+    concurrency: bool = True,
 ) -> Profile:
     """Store the upload untouched (kept for good), record its checksum, and queue the pipeline.
 
@@ -216,8 +282,7 @@ def profile_upload(
     sha256, size = _sha256_of(file)
     if size == 0:
         raise ValidationError({"file": _("%(name)s is empty.") % {"name": filename}})
-    if size > settings.PYPTO_MAX_UPLOAD_BYTES:
-        raise ValidationError({"file": _("%(name)s is larger than the upload limit.") % {"name": filename}})
+    upload_limits_check(project=project, user=user, size=size, filename=filename, concurrency=concurrency)
     profile = Profile(
         project=project,
         name=(name.strip() or filename)[:200],
@@ -232,9 +297,9 @@ def profile_upload(
     )
     # The bytes go to storage before the row exists: a failed insert leaves an orphan file, never a row
     # that points at nothing.
-    profile.archive.save(filename, file, save=False)
+    _storage_save(profile.archive, filename, file, filename)
     if model_file is not None:
-        profile.model_file.save(model_name, model_file, save=False)
+        _storage_save(profile.model_file, model_name, model_file, model_name)
     with transaction.atomic():
         profile.save()
         from analysis.services import pipeline_start
@@ -263,8 +328,7 @@ def upload_session_start(
     _upload_kind(filename)
     if size <= 0:
         raise ValidationError({"size": _("The file is empty.")})
-    if size > settings.PYPTO_MAX_UPLOAD_BYTES:
-        raise ValidationError({"size": _("The file is larger than the upload limit.")})
+    upload_limits_check(project=project, user=user, size=size, filename=filename)
     sha256 = sha256.strip().lower()
     if sha256 and (len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256)):
         raise ValidationError({"sha256": _("Not a SHA-256 hex digest.")})
@@ -354,6 +418,7 @@ def upload_session_complete(*, session: UploadSession, user: AbstractBaseUser) -
                 name=locked.name,
                 sku=locked.sku,
                 tags=locked.tags,
+                concurrency=False,  # counted when the upload started
             )
         locked.status = UploadSession.Status.COMPLETE
         locked.profile = profile

@@ -132,6 +132,11 @@ WHITENOISE_USE_FINDERS = DEBUG
 
 # Upload limits (bytes unless named otherwise).
 PYPTO_MAX_UPLOAD_BYTES = env_int("PYPTO_MAX_UPLOAD_BYTES", 20 * 1024**3)
+# Per project: bytes of kept archives (0 = no quota). Uploads in flight (open chunked uploads plus
+# profiles not yet ready) per user and per project; over a limit the API answers 413 / 429 with the reason.
+PYPTO_PROJECT_QUOTA_BYTES = env_int("PYPTO_PROJECT_QUOTA_BYTES", 0)
+PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_USER = env_int("PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_USER", 20)
+PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_PROJECT = env_int("PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_PROJECT", 100)
 PYPTO_CHUNK_BYTES = env_int("PYPTO_CHUNK_BYTES", 8 * 1024**2)
 PYPTO_MAX_ARCHIVE_MEMBERS = env_int("PYPTO_MAX_ARCHIVE_MEMBERS", 100_000)
 PYPTO_MAX_UNPACKED_BYTES = env_int("PYPTO_MAX_UNPACKED_BYTES", 64 * 1024**3)
