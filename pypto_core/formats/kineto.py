@@ -219,8 +219,6 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
     meta.extra["lanes"] = lanes
     meta.extra["events"] = counts["events"]
     meta.extra["input_bytes"] = scanned.input_bytes
-    if kernels.num_rows and meta.device is None:
-        meta.device = None
     return Profile(
         meta=meta,
         kernels=kernels,
