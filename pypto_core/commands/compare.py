@@ -13,9 +13,7 @@ FORMATS = ("json", "md", "csv")
 
 
 def load_any(path: str) -> Profile:
-    """A saved canonical profile (folder with profile.json) loads directly; anything else goes to the readers."""
-    if (Path(path) / "profile.json").is_file():
-        return Profile.load(path)
+    """Any input ``open_profile`` reads, a saved canonical profile folder included (it loads directly)."""
     from pypto_core.formats import open_profile
 
     return open_profile(path)

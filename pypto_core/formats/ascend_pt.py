@@ -22,7 +22,7 @@ from pypto_core.formats import summary_csv
 from pypto_core.formats.communication_json import read_communication
 from pypto_core.formats.csvtable import ConversionNotes
 from pypto_core.formats.jsonfile import load_json
-from pypto_core.formats.kernel_csv import read_kernels
+from pypto_core.formats.kernel_csv import kernel_device_ids, read_kernels
 from pypto_core.formats.timeline_merge import attach_trace
 from pypto_core.profile import Profile, ProfileMeta, conform
 
@@ -144,6 +144,11 @@ def read_ascend_pt(root: str | os.PathLike[str]) -> Profile:
     if kernels is not None:
         tables["kernels"], kernel_warnings = kernels
         meta.warnings.extend(kernel_warnings)
+        ids = kernel_device_ids(tables["kernels"])  # kernel_details has Device_id since 2025 (FORMATS.md §0.9)
+        if meta.device_id is None and len(ids) == 1:
+            meta.device_id = ids[0]
+        elif len(ids) > 1:
+            meta.extra["device_ids"] = ids
         l2 = attempt("l2_cache.csv", lambda p: summary_csv.read_l2_cache(p, notes))
         if l2 is not None:
             tables["kernels"] = join_l2_cache(tables["kernels"], l2, meta.warnings)

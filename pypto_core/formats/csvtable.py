@@ -86,8 +86,12 @@ def check_text_file(path: str | os.PathLike[str]) -> bytes:
     return head
 
 
-def read_header(path: str | os.PathLike[str]) -> list[str]:
-    """The column names of a CSV file (BOM and surrounding spaces removed)."""
+def read_header(path: str | os.PathLike[str], *, allow_duplicates: bool = False) -> list[str]:
+    """The column names of a CSV file (BOM and surrounding spaces removed).
+
+    Duplicate names are an ``InputError`` unless ``allow_duplicates`` (msprof's step_trace repeats its
+    ``Reduce Start(us),Reduce Duration(us)`` pair once per all-reduce, FORMATS.md §1.4).
+    """
     head = check_text_file(path)
     first = head.split(b"\n", 1)[0].rstrip(b"\r")
     if head.startswith(b"\xef\xbb\xbf"):
@@ -97,7 +101,7 @@ def read_header(path: str | os.PathLike[str]) -> list[str]:
         raise InputError(str(path), "no header line (first line is blank)")
     # Headers of these files never contain quoted commas, but strip quotes defensively.
     names = [c.strip().strip('"').strip() for c in text.split(",")]
-    if len(set(names)) != len(names):
+    if len(set(names)) != len(names) and not allow_duplicates:
         dupes = sorted({n for n in names if names.count(n) > 1})
         raise InputError(str(path), f"duplicate column name(s) in header: {', '.join(dupes)}")
     return names
@@ -159,6 +163,32 @@ def read_csv_table(
             types.update({k: v for k, v in column_types.items() if k in types})
         return pa.schema([(n, types[n]) for n in header]).empty_table()
     return pa.Table.from_batches(batches)
+
+
+def numbered_duplicates(names: list[str]) -> list[str]:
+    """``[a, b, a, b]`` → ``[a, b, "a #2", "b #2"]``: distinct names for a header that repeats some."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n} #{seen[n]}")
+    return out
+
+
+def read_csv_numbered(path: str | os.PathLike[str]) -> pa.Table:
+    """A small CSV whose header may repeat names, all columns as strings, repeats numbered
+    (:func:`numbered_duplicates`)."""
+    names = numbered_duplicates(read_header(path, allow_duplicates=True))
+    read_opts = pcsv.ReadOptions(column_names=names, skip_rows=1, encoding="utf8")
+    convert_opts = pcsv.ConvertOptions(
+        column_types={n: pa.string() for n in names}, strings_can_be_null=False, quoted_strings_can_be_null=False
+    )
+    try:
+        return pcsv.read_csv(path, read_options=read_opts, convert_options=convert_opts)
+    except pa.ArrowInvalid as exc:
+        raise InputError(str(path), f"malformed CSV ({_short(exc)})") from exc
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), f"cannot read CSV ({_short(exc)})") from exc
 
 
 def _short(exc: BaseException) -> str:

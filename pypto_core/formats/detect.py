@@ -7,6 +7,7 @@ the rank folders. Nothing is parsed beyond a few KB per file, so detection is ch
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import sqlite3
@@ -30,6 +31,7 @@ KINETO = "kineto"  # PyTorch profiler JSON object (.json / .json.gz)
 TRACE_JSON = "trace_json"  # bare chrome-trace array: trace_view.json / msprof_*.json alone
 KERNEL_CSV = "kernel_csv"  # kernel_details.csv / op_summary csv alone
 ANALYSIS_DB = "analysis_db"  # analysis.db alone (steps and communication only)
+SAVED = "saved"  # a canonical profile written by Profile.save (profile.json + one Parquet per table)
 ARCHIVE = "archive"
 GROUP = "group"
 
@@ -190,6 +192,31 @@ def _ascend_pt_dir(p: Path) -> Detection | None:
     return Detection(kind, p, found, rank_hint=_rank_hint(p))
 
 
+# profile.json of a saved profile is a few KB (meta and warnings); anything far larger is something else.
+_SAVED_JSON_MAX = 16 * 1024 * 1024
+
+
+def _saved_dir(p: Path) -> Detection | None:
+    """A folder written by ``Profile.save``: ``profile.json`` with ``schema_version`` and ``meta``, plus
+    Parquet tables. Checked before the profiler layouts so that a saved profile is never re-parsed."""
+    doc_path = p / "profile.json"
+    if not doc_path.is_file():
+        return None
+    tables = sorted(f.name for f in p.iterdir() if f.is_file() and f.name.endswith(".parquet"))
+    if not tables:
+        return None
+    try:
+        if doc_path.stat().st_size > _SAVED_JSON_MAX:
+            return None
+        doc = json.loads(doc_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not (isinstance(doc, dict) and "schema_version" in doc and isinstance(doc.get("meta"), dict)):
+        return None
+    rank = doc["meta"].get("rank")
+    return Detection(SAVED, p, ["profile.json", *tables], rank_hint=rank if isinstance(rank, int) else None)
+
+
 def _msprof_dir(p: Path) -> Detection | None:
     out = p / msprof.OUTPUT_DIR
     if out.is_dir() or p.name == msprof.OUTPUT_DIR:
@@ -212,7 +239,7 @@ def _rank_hint(p: Path) -> int | None:
 
 def detect_dir(p: Path, depth: int) -> Detection | None:
     """This folder as one profile, or as a group of the profiles below it; None when there is none."""
-    own = _ascend_pt_dir(p) or _msprof_dir(p)
+    own = _saved_dir(p) or _ascend_pt_dir(p) or _msprof_dir(p)
     if own is not None:
         return own
     if depth >= _MAX_SCAN_DEPTH:

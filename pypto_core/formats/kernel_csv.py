@@ -296,6 +296,14 @@ def read_kernels(path: str | os.PathLike[str]) -> tuple[pa.Table, list[str]]:
     return table, cols.warnings()
 
 
+def kernel_device_ids(kernels: pa.Table) -> list[int]:
+    """The distinct device ids of a kernel table (its ``Device_id`` column), sorted; [] when absent."""
+    if "device_id" not in kernels.column_names or kernels.num_rows == 0:
+        return []
+    ids = pc.unique(pc.drop_null(kernels["device_id"])).to_pylist()
+    return sorted(int(i) for i in ids)
+
+
 def kernels_to_parquet(
     path: str | os.PathLike[str],
     dest: str | os.PathLike[str],

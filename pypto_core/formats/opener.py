@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import shutil
 import tempfile
@@ -10,7 +11,9 @@ from pathlib import Path
 
 from pypto_core.errors import InputError
 from pypto_core.formats import detect as det
-from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
+import pyarrow as pa
+
+from pypto_core.profile import SCHEMA_VERSION, Profile, ProfileGroup, ProfileMeta
 
 
 def open_profiles(path: str | os.PathLike[str]) -> ProfileGroup:
@@ -102,6 +105,8 @@ def _number_ranks(profiles: list[Profile]) -> None:
 def read_one(found: det.Detection) -> list[Profile]:
     """Read a non-group detection; msprof folders may hold several devices (one profile each)."""
     path = found.path
+    if found.kind == det.SAVED:
+        return [_load_saved(path)]
     if found.kind == det.ASCEND_PT:
         from pypto_core.formats.ascend_pt import read_ascend_pt
 
@@ -150,6 +155,19 @@ def read_one(found: det.Detection) -> list[Profile]:
             raise InputError(str(path), "Kineto JSON reader is not available in this build")
         return [reader(path)]
     raise InputError(str(path), f"unsupported input kind {found.kind!r}")
+
+
+def _load_saved(path: Path) -> Profile:
+    """A folder written by ``Profile.save``; one from a newer schema is refused rather than misread."""
+    doc = json.loads((path / "profile.json").read_text(encoding="utf-8"))
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise InputError(str(path), f"saved profile has schema_version {version!r}; this PyPTO reads up to "
+                                    f"{SCHEMA_VERSION}")
+    try:
+        return Profile.load(path)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise InputError(str(path), f"saved profile could not be loaded ({exc})") from exc
 
 
 def _read_analysis_only(path: Path) -> Profile:

@@ -154,6 +154,59 @@ def read_step_trace_time(path: str | os.PathLike[str], notes: ConversionNotes) -
     return conform("steps", pa.table(cols))
 
 
+# msprof step_trace_*.csv (FORMATS.md §1.4): µs columns → extra step columns in ns.
+_ITERATION_COLUMNS = {
+    "FP Start(us)": "fp_start_ns",
+    "BP End(us)": "bp_end_ns",
+    "FP to BP Time(us)": "fp_to_bp_ns",
+    "Iteration Refresh(us)": "iteration_refresh_ns",
+    "Data Aug Bound(us)": "data_aug_bound_ns",
+}
+
+
+def read_msprof_step_trace(path: str | os.PathLike[str], notes: ConversionNotes) -> pa.Table:
+    """msprof step_trace_*.csv (``Iteration ID`` rows) → ``steps``.
+
+    An iteration ends at ``Iteration End`` and lasts ``Iteration Time`` (end minus the previous end, per the
+    msprof docs), so it starts at their difference; without a time the start is ``FP Start``. The
+    ``Reduce Start/Duration`` pairs (one per all-reduce) are summed into ``reduce_ns`` and counted in
+    ``reduce_count``; whether they overlap compute is not known here, so ``communication_ns`` stays empty.
+    """
+    table = csvtable.read_csv_numbered(path)
+    header = table.column_names
+    _require(path, header, "Iteration ID", "Iteration End(us)")
+    n = table.num_rows
+    end = to_ns(table["Iteration End(us)"], column="Iteration End(us)", notes=notes)
+    cols: dict[str, Any] = {"step_id": to_int(table["Iteration ID"], column="Iteration ID", notes=notes)}
+    for src, dst in _ITERATION_COLUMNS.items():
+        if src in header:
+            cols[dst] = to_ns(table[src], column=src, notes=notes)
+    if "Iteration Time(us)" in header:
+        cols["iteration_ns"] = to_ns(table["Iteration Time(us)"], column="Iteration Time(us)", notes=notes)
+        start = pc.subtract(end, cols["iteration_ns"])
+    else:
+        start = pa.nulls(n, pa.int64())
+    if "fp_start_ns" in cols:
+        start = pc.coalesce(start, cols["fp_start_ns"])
+    cols["start_ns"] = start
+    cols["end_ns"] = end
+    reduce_cols = [c for c in header if c.split(" #")[0] == "Reduce Duration(us)"]
+    if reduce_cols:
+        durations = [pc.fill_null(to_ns(table[c], column=c, notes=notes), 0) for c in reduce_cols]
+        present = [pc.cast(pc.is_valid(to_ns(table[c])), pa.int64()) for c in reduce_cols]
+        total = durations[0]
+        count = present[0]
+        for d, p in zip(durations[1:], present[1:]):
+            total, count = pc.add(total, d), pc.add(count, p)
+        cols["reduce_ns"] = total
+        cols["reduce_count"] = count
+    if "Model ID" in header:
+        cols["model_id"] = to_int(table["Model ID"], column="Model ID", notes=notes)
+    if "Device_id" in header:
+        cols["device_id"] = to_int(table["Device_id"], column="Device_id", notes=notes)
+    return conform("steps", pa.table(cols))
+
+
 def read_statistic(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """op_statistic / api_statistic: small aggregate tables kept as rows of numbers in the metadata."""
     table = csvtable.read_csv_table(path)
