@@ -59,4 +59,4 @@ def test_compose_file_is_valid() -> None:
     assert res.returncode == 0, res.stderr
     services = subprocess.run([*compose, "-f", "docker/compose.yaml", "config", "--services"], cwd=REPO,
                               capture_output=True, text=True).stdout.split()
-    assert {"web", "worker", "redis", "postgres"} <= set(services)
+    assert {"web", "worker-ingest", "worker-diagnose", "worker-light", "redis", "postgres"} <= set(services)
