@@ -115,3 +115,13 @@ def test_kernels_to_parquet_removes_its_file_on_bad_input(tmp_path):
 def test_kernel_device_ids():
     assert kernel_device_ids(pa.table({"device_id": pa.array([3, None, 1, 3], pa.int64())})) == [1, 3]
     assert kernel_device_ids(pa.table({"name": ["x"]})) == []
+
+
+def test_fallback_after_batches_were_delivered_keeps_every_row_once(tmp_path, monkeypatch):
+    rows = [_row(task=i, start=f"1764246877{i:06d}.500") for i in range(2000)] + [_row(task=9999, ratio="junk")]
+    path = _write(tmp_path / "k.csv", rows)
+    batches = list(kernel_csv.iter_kernel_batches(path, kernel_csv.map_columns(path), block_size=8 * 1024))
+    assert len(batches) > 10  # the refused cell sits many batches in
+    got = pa.Table.from_batches(batches)
+    assert got["task_id"].to_pylist() == list(range(2000)) + [9999]
+    assert got.equals(_slow_read(path, monkeypatch)[0])
