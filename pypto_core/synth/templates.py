@@ -14,7 +14,6 @@ import csv
 import io
 import json
 import re
-from collections.abc import Callable
 
 import numpy as np
 
@@ -54,16 +53,12 @@ def round3(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _holes(text: str, spec: Callable[[str, bool], str]) -> tuple[str, list[str]]:
-    """``text`` with %% escaped and each placeholder replaced by ``spec(name, quoted)``; the names in order."""
-    order: list[str] = []
-
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1) or m.group(2)
-        order.append(name)
-        return spec(name, m.group(1) is not None)
-
-    return _PLACEHOLDER.sub(sub, text.replace("%", "%%")), order
+def _fill_holes(text: str, specs: list[tuple[str, str]]) -> str:
+    """``text`` with %% escaped and each placeholder replaced by its %-spec (whole-step text, a few passes)."""
+    text = text.replace("%", "%%")
+    for placeholder, spec in specs:
+        text = text.replace(placeholder, spec)
+    return text
 
 
 def _event_spec(name: str, quoted: bool) -> str:
@@ -96,37 +91,44 @@ class StepText:
                                                   "task_id", "ts_free", "dur_free", "dims")}
         kinds = self.kinds
 
-        def row_spec(name: str, quoted: bool) -> str:
-            return _CSV_SPEC.get(name) or _PIPE_SPEC[kinds[int(name[1:])]]
-
+        # Pipe cells of a core the kernel does not use are constant ("0.0", "0", "0.000"): written into its
+        # template, so only the used ones are formatted per step (a vector kernel skips 14 of 25).
+        n_pipes = len(kinds)
+        if coupled:
+            present = np.ones((table.n, n_pipes), dtype=bool)
+        else:
+            aic, aiv = table.has_aic[:, None], table.has_aiv[:, None]
+            present = np.hstack([np.repeat(aic, 13, axis=1), np.repeat(aiv, 11, axis=1), aic])
+        absent_text = ["0" if kind == "d" else "0.000" if kind == "f" else "0.0" for kind in kinds]
+        rows: list[str] = []
+        ev_texts: list[str] = []
         self.events_per_kernel = 0
-        row_fmts: list[str] = []
-        ev_fmts: list[str] = []
-        row_order: list[str] | None = None
-        ev_order: list[str] | None = None
-        for k in table.kernels:
+        for i, k in enumerate(table.kernels):
             buf.seek(0)
             buf.truncate()
             static = dict(static_cells(k), block_dim=_ph("block"), mix_block_dim=_ph("mix"))
+            cells = [pipes[j] if present[i, j] else absent_text[j] for j in range(n_pipes)]
             w.writerow(prefix + row_cells(static, task_id=_ph("task"), start=_ph("start"), dur=_ph("dur"),
                                           wait=_ph("wait"), in_shapes=_ph("in"), out_shapes=_ph("out"),
-                                          pipes=pipes))
-            fmt, order = _holes(buf.getvalue(), row_spec)
-            row_fmts.append(fmt)
-            assert row_order is None or order == row_order
-            row_order = order
+                                          pipes=cells))
+            rows.append(buf.getvalue())
             # Every kernel has a Free bar before it: the jitter keeps each gap >= 20 ns (schedule._jitter).
             events = event_dicts(k, ev_values, python=python, dtype=dtype, free=True)
             self.events_per_kernel = len(events)
-            text = "".join(", " + json.dumps(e) for e in events)
-            fmt, order = _holes(text, _event_spec)
-            ev_fmts.append(fmt)
-            assert ev_order is None or order == ev_order
-            ev_order = order
-        self.row_fmt = "".join(row_fmts)
-        self.ev_fmt = "".join(ev_fmts)
-        self.row_order = row_order or []
-        self.ev_order = ev_order or []
+            ev_texts.append("".join(", " + json.dumps(e) for e in events))
+        # The order of the values in a row (all pipe cells present) and in a kernel's events.
+        self.row_order = [m.group(1) or m.group(2) for m in _PLACEHOLDER.finditer(
+            "".join(prefix) + "@@task@@@@start@@@@dur@@@@wait@@@@block@@@@mix@@@@in@@@@out@@" + "".join(pipes))]
+        self.ev_order = [m.group(1) or m.group(2) for m in _PLACEHOLDER.finditer(ev_texts[0])] if ev_texts else []
+        # Which values each row uses (a start time is two: µs and the ns remainder).
+        width = [2 if name in ("start",) else 1 for name in self.row_order]
+        head = np.ones((table.n, len(self.row_order) - n_pipes), dtype=bool)
+        used = np.hstack([head, present]) if table.n else np.zeros((0, len(self.row_order)), dtype=bool)
+        self.row_mask = np.repeat(used, width, axis=1)
+        self.row_fmt = _fill_holes("".join(rows), [(_ph(n), _CSV_SPEC.get(n) or _PIPE_SPEC[kinds[int(n[1:])]])
+                                                  for n in self.row_order])
+        quoted = [('"' + _ph(n) + '"', _event_spec(n, True)) for n in dict.fromkeys(self.ev_order)]
+        self.ev_fmt = _fill_holes("".join(ev_texts), quoted + [(_ph(n), "%d") for n in dict.fromkeys(self.ev_order)])
 
     # -- per step ---------------------------------------------------------------------------------------------
     def _pipes(self, t_: KernelTable, cols: StepColumns, block: np.ndarray) -> list[list[float] | list[int]]:
@@ -158,21 +160,22 @@ class StepText:
             out.append(np.where(a, t / dur_us * 100, 0.0))
         return [round3(col).tolist() if kind == "r" else col.tolist() for kind, col in zip(self.kinds, out)]
 
-    def _fill(self, fmt: str, order: list[str], columns: dict[str, list]) -> str:
+    def _fill(self, fmt: str, order: list[str], columns: dict[str, list], mask: np.ndarray | None = None) -> str:
         n = self.n
         width = sum(2 if name.startswith("ts_") or name == "start" else 1 for name in order)
         m = np.empty((n, width), dtype=object)
         j = 0
         for name in order:
             col = columns[name]
-            if isinstance(col, tuple):  # (q, r) of a time
+            if isinstance(col, tuple):  # (µs, ns remainder) of a time
                 m[:, j] = col[0]
                 m[:, j + 1] = col[1]
                 j += 2
             else:
                 m[:, j] = col
                 j += 1
-        return fmt % tuple(m.ravel().tolist())
+        values = m.ravel() if mask is None else m[mask]  # row-major either way
+        return fmt % tuple(values.tolist())
 
     def rows(self, table: KernelTable, cols: StepColumns, in_cells: list[str], out_cells: list[str]) -> str:
         """The step's CSV rows; ``in_cells``/``out_cells`` are shape cells already quoted for CSV."""
@@ -185,7 +188,7 @@ class StepText:
             "in": in_cells, "out": out_cells, "block": block.tolist(), "mix": table.mix_block_dim.tolist()}
         for j, col in enumerate(self._pipes(table, cols, block)):
             columns[f"p{j}"] = col
-        return self._fill(self.row_fmt, self.row_order, columns)
+        return self._fill(self.row_fmt, self.row_order, columns, self.row_mask)
 
     def events(self, cols: StepColumns, dims: list[str]) -> str:
         def ts(ns: np.ndarray) -> tuple[list[int], list[int]]:
