@@ -14,11 +14,12 @@ from typing import Any, Iterable
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from analysis.models import AnalysisRun, Artifact, Finding, JobStatus
+from analysis.services import TRANSIENT_ERRORS
 from profiles.models import Profile, ProfileStatus
 from pypto_core.errors import InputError
 from pypto_core.remedies import generate_artifacts
@@ -27,8 +28,6 @@ from pypto_core.remedies.bundle import bundle_zip
 from pypto_core.rules.finding import Finding as CoreFinding
 
 log = logging.getLogger(__name__)
-
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
 
 # A model file is one Python module (transformers' modeling_llama.py is about 40 KB; the largest modeling
 # files are a few hundred KB); the remedies read at most this much of it.
