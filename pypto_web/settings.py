@@ -44,6 +44,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "pypto_web.errors.ServiceUnavailableMiddleware",  # database down: 503 with a reason, not a 500 page
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -203,6 +204,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": None,
+    "EXCEPTION_HANDLER": "pypto_web.errors.api_exception_handler",  # database down: 503 with a reason
 }
 SPECTACULAR_SETTINGS = {"TITLE": "PyPTO API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False}
 

@@ -100,3 +100,16 @@ def test_four_ranks_fan_out_over_s3_and_survive_a_killed_worker(make_user, api_f
     for p in [group, *ranks]:
         assert p.archive.name in keys and not (Path(settings.MEDIA_ROOT) / p.archive.name).exists()
     assert not (tmp_path / "worker-media-unused").exists()
+
+    # The rank selector: the upload's page links every rank; a rank's page links back to the cluster.
+    from django.test import Client
+    from django.urls import reverse
+
+    browser = Client()
+    browser.force_login(owner)
+    page = browser.get(reverse("profile", args=[group_id])).content.decode()
+    assert 'id="rank-selector"' in page
+    for r in ranks:
+        assert f'href="{reverse("profile", args=[r.pk])}"' in page
+    rank_page = browser.get(reverse("profile", args=[ranks[0].pk])).content.decode()
+    assert f'href="{reverse("profile", args=[group_id])}"' in rank_page and 'id="rank-selector"' in rank_page
