@@ -60,6 +60,7 @@ class _Side:
     token_latency_ms: np.ndarray  # per decode step, for the noise test
     block: np.ndarray  # block name per kernel (object array of a few distinct strings)
     gap_ns: np.ndarray
+    cache: dict[str, Any] = field(default_factory=dict)  # encodings computed once per side
 
     @classmethod
     def of(cls, profile: Profile, sku: str | None) -> "_Side":
@@ -91,6 +92,20 @@ def kernel_blocks(graph: OperatorCallGraph) -> np.ndarray:
     out[graph.lm_head_mask] = "lm_head"
     out[graph.is_role("communication")] = "communication"
     return out
+
+
+_Codes = tuple[np.ndarray, list[str]]  # an integer code per kernel, and the text of each code
+
+
+def _encode(values: np.ndarray | pa.Array | pa.ChunkedArray) -> _Codes:
+    """Dictionary-encode a text column (Arrow's hash table in C++, not np.unique over Python strings)."""
+    arr = pa.array(values, type=pa.string()) if isinstance(values, np.ndarray) else values
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not pa.types.is_string(arr.type) and not pa.types.is_large_string(arr.type):
+        arr = arr.cast(pa.string())
+    enc = arr.dictionary_encode()
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
 
 
 def shapes_text(shapes: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -197,17 +212,17 @@ class ProfileComparer:
         """Divide a side's times by this to compare like with like: its decode tokens, or 1."""
         return float(side.tokens) if self.per_token else 1.0
 
-    def _grouped(self, side: _Side, keys: np.ndarray) -> dict[Any, tuple[float, int]]:
+    def _grouped(self, side: _Side, keys: np.ndarray | _Codes) -> dict[Any, tuple[float, int]]:
         mask = side.scope_mask(self.per_token)
         if not mask.any():
             return {}
-        k = keys[mask]
+        codes, labels = keys if isinstance(keys, tuple) else _encode(keys)
+        k = codes[mask]
         dur = side.graph.dur[mask].astype(np.float64)
-        uniq, inv = np.unique(k.astype(str), return_inverse=True)
-        total = np.bincount(inv, weights=dur, minlength=len(uniq))
-        count = np.bincount(inv, minlength=len(uniq))
+        total = np.bincount(k, weights=dur, minlength=len(labels))
+        count = np.bincount(k, minlength=len(labels))
         unit = self._per_unit(side)
-        return {u: (float(t) / unit / 1000.0, int(c)) for u, t, c in zip(uniq.tolist(), total, count)}
+        return {labels[i]: (float(total[i]) / unit / 1000.0, int(count[i])) for i in np.flatnonzero(count)}
 
     def _diff_rows(self, key_name: str, base: dict[Any, tuple[float, int]],
                    new: dict[Any, tuple[float, int]]) -> list[dict[str, Any]]:
@@ -221,10 +236,14 @@ class ProfileComparer:
         rows.sort(key=lambda r: -abs(r["delta_us"]))
         return rows
 
-    def _op_types(self, side: _Side) -> np.ndarray:
-        k = side.profile.kernels
-        ops = pc.coalesce(k["op_type"], k["name"], pa.scalar("?"))
-        return np.asarray(ops.to_numpy(zero_copy_only=False), dtype=object)
+    def _op_types(self, side: _Side) -> _Codes:
+        """Op type (else kernel name) per kernel, dictionary-encoded once per side: codes and labels."""
+        cached = side.cache.get("op_types")
+        if cached is None:
+            k = side.profile.kernels
+            cached = _encode(pc.coalesce(k["op_type"], k["name"], pa.scalar("?")))
+            side.cache["op_types"] = cached
+        return cached
 
     def _ops(self) -> list[dict[str, Any]]:
         return self._diff_rows("op_type", self._grouped(self.base, self._op_types(self.base)),
@@ -242,17 +261,25 @@ class ProfileComparer:
         mask = side.scope_mask(self.per_token) & (side.block == block)
         if not mask.any():
             return []
-        ops, counts = np.unique(self._op_types(side)[mask].astype(str), return_counts=True)
-        return [str(o) for o in ops[np.argsort(-counts)][:8]]
+        codes, labels = self._op_types(side)
+        counts = np.bincount(codes[mask], minlength=len(labels))
+        present = sorted(np.flatnonzero(counts).tolist(), key=lambda i: labels[i])
+        order = np.argsort(-counts[present], kind="stable")
+        return [labels[present[i]] for i in order[:8]]
 
-    def _shape_keys(self, side: _Side) -> np.ndarray:
+    def _shape_keys(self, side: _Side) -> _Codes:
+        """"op shape" per kernel as codes: op codes and shape-text codes paired as integers, and text built
+        only for the distinct pairs (not one Python string per kernel)."""
+        ops, op_labels = self._op_types(side)
         k = side.profile.kernels
-        ops = self._op_types(side)
         if not k.num_rows:
-            return ops
-        text = np.asarray(pc.fill_null(shapes_text(k["input_shapes"]), "").to_numpy(zero_copy_only=False),
-                          dtype=object)
-        return ops + " " + text
+            return ops, op_labels
+        shapes, shape_labels = _encode(pc.fill_null(shapes_text(k["input_shapes"]), ""))
+        pair = ops.astype(np.int64) * max(1, len(shape_labels)) + shapes
+        uniq, codes = np.unique(pair, return_inverse=True)
+        width = max(1, len(shape_labels))
+        labels = [op_labels[int(u) // width] + " " + shape_labels[int(u) % width] for u in uniq]
+        return codes.reshape(-1), labels
 
     def _shapes(self, top: int) -> list[dict[str, Any]]:
         rows = self._diff_rows("op_shape", self._grouped(self.base, self._shape_keys(self.base)),
