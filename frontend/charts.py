@@ -116,12 +116,10 @@ def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-token latency (ms) and tokens/s of the project's ready profiles, oldest first.
 
     A category axis, one slot per profile ("#id name"): on a time axis, profiles uploaded seconds apart
-    crowded into one spot with overlapping time labels. The upload time is in each point for the tooltip."""
+    crowded into one spot with overlapping time labels."""
     labels = [f'#{r["id"]} {r["name"]}' for r in rows]
-    lat = [[label, r["per_token_ms"], r["name"], r["when"]]
-           for label, r in zip(labels, rows) if r.get("per_token_ms") is not None]
-    tps = [[label, r["tokens_per_s"], r["name"], r["when"]]
-           for label, r in zip(labels, rows) if r.get("tokens_per_s") is not None]
+    lat = [[label, r["per_token_ms"], r["name"]] for label, r in zip(labels, rows) if r.get("per_token_ms") is not None]
+    tps = [[label, r["tokens_per_s"], r["name"]] for label, r in zip(labels, rows) if r.get("tokens_per_s") is not None]
     return {
         "animation": False,
         "legend": {"top": 0},

@@ -11,6 +11,14 @@ ZH = {
     "Queued": "排队中", "Running": "运行中", "Done": "完成", "Failed": "失败", "Ingest": "导入", "Diagnose": "诊断",
     "Claimed": "已领取", "Uploading": "上传中", "Cancelled": "已取消", "Capture agents": "采集代理", "Projects": "项目",
     "Agents": "代理", "Capture": "采集",
+    "All statuses": "全部状态", "Filter": "筛选", "Pages": "分页", "Newer": "较新", "Older": "较早",
+    "Page %(n)s of %(total)s": "第 %(n)s 页，共 %(total)s 页", "No profiles with this status.": "没有该状态的性能数据。",
+    "Search by name…": "按名称搜索……",
+    "Regressions": "性能回退", "regression": "回退", "baseline": "基线", "threshold %(pct)s%%": "阈值 %(pct)s%%",
+    "No profile is worse than the baseline beyond the threshold.": "没有性能数据比基线差且超过阈值。",
+    "All remedies of this analysis (zip)": "本次分析的全部修复方案 (zip)",
+    "The %(n)s newest ready profiles are listed; type a name to find older ones.":
+        "列出最新的 %(n)s 份已就绪性能数据；输入名称可查找更早的。",
     "The agent's token. Copy it now: it is stored hashed and never shown again.":
         "代理的令牌。请立即复制：它以哈希形式保存，不会再次显示。",
     "On the host:": "在主机上：", "Agent": "代理", "State": "状态", "Host": "主机", "Capabilities": "能力",

@@ -26,9 +26,12 @@ if [ ! -f frontend/static/vendor/echarts/echarts.min.js ] || \
    [ node_modules/echarts/dist/echarts.min.js -nt frontend/static/vendor/echarts/echarts.min.js ]; then
   cp node_modules/echarts/dist/echarts.min.js frontend/static/vendor/echarts/echarts.min.js
 fi
-# Translations: compile locale/*/LC_MESSAGES/django.po (msgfmt comes with gettext).
+# Translations: compile locale/*/LC_MESSAGES/django.po into the git-ignored django.mo on every run
+# (compilemessages skips a .mo newer than its .po); msgfmt comes with gettext. A fresh machine has no
+# package lists yet, hence the update. tests/web/test_pages_lists.py fails on a stale .mo.
 if ! command -v msgfmt >/dev/null; then
   SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gettext >/dev/null
 fi
 .venv/bin/python manage.py compilemessages -v 0 --ignore=.venv --ignore=node_modules
@@ -41,6 +44,11 @@ fi
 if [ "${1:-}" = "--browser" ] && ! command -v shellcheck >/dev/null; then
   SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq shellcheck >/dev/null || true
+fi
+# A CJK font, so that Chromium's screenshots of the Chinese pages show text rather than empty boxes.
+if [ "${1:-}" = "--browser" ] && command -v fc-list >/dev/null && [ -z "$(fc-list :lang=zh 2>/dev/null)" ]; then
+  SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq fonts-wqy-microhei >/dev/null || true
 fi
 # `docker compose config` validates docker/compose.yaml in the tests; Debian's docker-compose does it
 # where the compose plugin is not installed (no engine is needed for `config`).

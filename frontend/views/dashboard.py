@@ -12,7 +12,10 @@ from analysis.models import Finding
 from frontend import charts
 from profiles.models import Profile, ProfileStatus
 
-HISTORY_POINTS = 500  # the newest ready profiles drawn in the history chart
+# The newest ready profiles drawn in the history chart, one category slot each. 500 made the project page
+# miss 200 ms with 1,000 profiles (three JSON extractions per row, ~80 KB of chart JSON); 200 slots are
+# about as many as a 1,000 px wide chart can show apart.
+HISTORY_POINTS = 200
 
 
 def _float(text: Any) -> float | None:

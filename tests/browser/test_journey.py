@@ -132,6 +132,13 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
     assert {t.strip() for t in page.locator("#top-ops tbody tr td:first-child").all_inner_texts()} == {"MatMulV2"}
     page.select_option("#f-type", "")
     page.screenshot(path=str(ARTIFACTS / "1-profile.png"), full_page=True)
+    # at the narrowest page width the top-ops table fits its card: long names and shapes wrap
+    page.set_viewport_size({"width": 1100, "height": 900})
+    table, box = page.evaluate("() => { const t = document.getElementById('top-ops');"
+                               " return [t.scrollWidth, t.parentElement.clientWidth]; }")
+    assert table <= box, f"top-ops table {table}px wide in a {box}px card"
+    page.locator("#top-ops").screenshot(path=str(ARTIFACTS / "1b-top-ops-1100.png"))
+    page.set_viewport_size({"width": 1280, "height": 900})
 
     with page.expect_download() as dl:
         page.locator("#findings a.artifact").first.click()
@@ -165,6 +172,9 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
     wait_ready(page, worker)
 
     page.goto(f"{page.base}/projects/{project.pk}/compare/")
+    page.fill("#search_base", "BEFORE")  # the name search refills the select from the server
+    page.wait_for_function("document.getElementById('id_base').dataset.searching === '0'")
+    assert page.locator("#id_base option[value]:not([value=''])").count() == 1
     page.select_option("#id_base", str(before_id))
     page.select_option("#id_candidate", str(after_id))
     page.click("#compare-form button[type=submit]")
@@ -187,6 +197,9 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
     page.goto(f"{page.base}/projects/{project.pk}/")
     charts_ready(page)
     assert page.locator("#recent-comparisons li").count() == 1
+    # the project's title comes first, then the dashboard, then the profiles
+    tops = [page.locator(sel).bounding_box()["y"] for sel in ("#project-header h1", "#dashboard", "#profiles")]
+    assert tops == sorted(tops), tops
     page.screenshot(path=str(ARTIFACTS / "4-dashboard.png"), full_page=True)
 
     with page.expect_navigation():
@@ -196,6 +209,16 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
     assert "发现的问题" in page.inner_text("#findings h2")
     page.screenshot(path=str(ARTIFACTS / "5-profile-zh.png"), full_page=True)
     assert page.dialogs == [] and page.errors == []
+    # the choice is the user's: another browser (a new session) shows Chinese after logging in
+    other = page.context.browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+    fresh = other.new_page()
+    fresh.base = page.base
+    log_in(fresh, "mei")
+    assert "项目" in fresh.inner_text("body")
+    fresh.goto(f"{page.base}/projects/{project.pk}/")
+    charts_ready(fresh)
+    fresh.screenshot(path=str(ARTIFACTS / "4b-dashboard-zh-new-session.png"), full_page=True)
+    other.close()
 
 
 def test_hostile_names_are_text_in_pages_and_tooltips(browser_page, make_user, tmp_path, settings) -> None:

@@ -22,7 +22,7 @@
   function fmt(key, v) {
     if (v === null || v === undefined) return "—";
     if (key === "share" || key === "roofline_efficiency") return (v * 100).toFixed(1) + "%";
-    if (typeof v === "number") return v >= 100 ? v.toFixed(0) : v.toFixed(2);
+    if (typeof v === "number") return v >= 100 || (key === "count" && v === Math.round(v)) ? v.toFixed(0) : v.toFixed(2);
     return String(v);
   }
   var cols = Array.prototype.map.call(root.querySelectorAll("thead th"), function (th) { return th.dataset.key; });
@@ -44,7 +44,15 @@
       var tr = document.createElement("tr");
       cols.forEach(function (k) {
         var td = document.createElement("td");
-        td.textContent = fmt(k, r[k]);
+        if (k === "shape") {
+          // a line may break after each input's shape ("a;b"): text nodes with <wbr> between, never markup
+          fmt(k, r[k]).split(";").forEach(function (part, i) {
+            if (i) { td.appendChild(document.createTextNode(";")); td.appendChild(document.createElement("wbr")); }
+            td.appendChild(document.createTextNode(part));
+          });
+        } else {
+          td.textContent = fmt(k, r[k]);
+        }
         if (typeof r[k] === "number") td.className = "num";
         if (k === "shape" || k === "name") td.className = "mono small";
         tr.appendChild(td);
