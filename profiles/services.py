@@ -441,12 +441,17 @@ def profile_rerun(*, profile: Profile, user: AbstractBaseUser) -> Profile:
 def profile_delete(*, profile: Profile, user: AbstractBaseUser) -> None:
     """Delete a profile on a member's request: the only way its archive is ever removed."""
     require_write(user=user, project=profile.project)
-    names = [profile.archive.name] if profile.archive else []
-    if profile.model_file:
-        names.append(profile.model_file.name)
-    for artifact in profile.artifacts.all():
-        names.append(artifact.file.name)
-    prefix = profile.parquet_prefix
+    names: list[str] = []
+    prefixes: list[str] = []
+    # A multi-rank upload takes its rank profiles (rows cascade; their files are listed here) with it.
+    for p in [profile, *profile.ranks.all()]:
+        if p.archive:
+            names.append(p.archive.name)
+        if p.model_file:
+            names.append(p.model_file.name)
+        names.extend(artifact.file.name for artifact in p.artifacts.all())
+        if p.parquet_prefix:
+            prefixes.append(p.parquet_prefix)
     storage = profile.archive.storage
     with transaction.atomic():
         profile.delete()
@@ -456,7 +461,7 @@ def profile_delete(*, profile: Profile, user: AbstractBaseUser) -> None:
 
             for name in names:
                 storage.delete(name)
-            if prefix:
+            for prefix in prefixes:
                 storage_delete_prefix(prefix)
 
         transaction.on_commit(remove_files)
