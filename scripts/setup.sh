@@ -14,6 +14,8 @@ if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ pyproject.toml -n
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r requirements.txt
   .venv/bin/pip install -q --no-deps -e .
+  # build the C event scanner of the JSON readers now, not during the first ingest
+  .venv/bin/python -c "from pypto_core.formats.eventscan import native_scanner; native_scanner()" || true
   touch "$stamp"
 fi
 
