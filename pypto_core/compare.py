@@ -31,6 +31,9 @@ from pypto_core.profile import Profile
 from pypto_core.rules.finding import Report
 
 COMPARE_SCHEMA_VERSION = 1
+# The tables a comparison reads (through OperatorCallGraph): a saved profile can be loaded with only these
+# (``Profile.load(path, tables=COMPARE_TABLES)``); api_calls, the largest of the rest, is never read.
+COMPARE_TABLES: tuple[str, ...] = ("kernels", "steps", "host_ops", "flows")
 
 # A single-valued metric (no per-step samples) changes "significantly" only beyond this relative tolerance:
 # shares computed from the same kernels move by far less than 1% between two reads of one run [INFERRED].
@@ -258,7 +261,10 @@ class ProfileComparer:
         return rows
 
     def _block_ops(self, side: _Side, block: str) -> list[str]:
-        mask = side.scope_mask(self.per_token) & (side.block == block)
+        block_codes, block_labels = side.cache.get("blocks") or side.cache.setdefault("blocks", _encode(side.block))
+        if block not in block_labels:
+            return []
+        mask = side.scope_mask(self.per_token) & (block_codes == block_labels.index(block))
         if not mask.any():
             return []
         codes, labels = self._op_types(side)

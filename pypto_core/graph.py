@@ -311,8 +311,13 @@ class OperatorCallGraph:
             ok = step >= 0
             np.maximum.at(rows, step[ok], m[ok])
             has_kernels[np.unique(step[ok])] = True
-            for i in np.nonzero(has_kernels)[0]:  # one union per step; steps are few (tokens)
-                sel = step == i
+            # One union per step, over its kernels in their original order: group by a stable sort once
+            # (a mask per step is steps x kernels: 850 x 400k on a 1 GB trace).
+            order = np.argsort(step, kind="stable")
+            sorted_step = step[order]
+            for i in np.nonzero(has_kernels)[0]:
+                lo, hi = np.searchsorted(sorted_step, [i, i + 1])
+                sel = order[lo:hi]
                 busy[i] = _interval_union_ns(self.start[sel], self.end[sel])
         latency = np.array([b - a for a, b in bounds], np.int64) if bounds else np.zeros(0, np.int64)
         with_rows = rows[has_kernels & (rows > 0)]

@@ -4,8 +4,8 @@ Target (issue 5): two profiles of 1 GB of trace each compared in under 5 s, load
 The pair is the demo's before/after at scale: llama2-7b on 910B3 with all four anti-patterns planted (base)
 and all fixed (new), each written by ``pypto_core.synth`` in the ascend_pt format at ``size_mb``, read with
 ``open_profile`` and saved as Parquet under ``workdir`` (reused on later runs). The measured part runs in a
-child process so that its peak RSS (VmHWM) is its own: load both Parquet profiles, build both call graphs,
-compare.
+child process so that its peak RSS (VmHWM) is its own: import, load both Parquet profiles (the tables a
+comparison reads, ``compare.COMPARE_TABLES``), build both call graphs, compare.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 _CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from pypto_core.compare import ProfileComparer
+from pypto_core.compare import COMPARE_TABLES, ProfileComparer
 from pypto_core.profile import Profile
-base = Profile.load(sys.argv[1])
-new = Profile.load(sys.argv[2])
+base = Profile.load(sys.argv[1], tables=COMPARE_TABLES)
+new = Profile.load(sys.argv[2], tables=COMPARE_TABLES)
 t1 = time.perf_counter()
 comparer = ProfileComparer(base, new)
 t2 = time.perf_counter()
