@@ -493,6 +493,7 @@ def _fan_out(profile: Profile, run: AnalysisRun, unpacked: Path, workdir: Path) 
             child.archive.save(filename, File(fh, name=filename), save=False)
         child.save()
         children[filename] = child
+        _progress(run, 32, f"rank archive {filename} stored")  # renews the lease while splitting
     with transaction.atomic():
         Profile.objects.filter(pk=profile.pk).update(
             progress=35, lease_until=None, summary={"ranks": len(paths), "fanout": True, "files": len(paths)}
