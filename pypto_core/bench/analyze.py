@@ -9,11 +9,11 @@ peak RSS is its own): load the Parquet tables, build the call graph, run every r
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from pypto_core.bench._measure import child_json, saved_simulated_profile
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -36,23 +36,8 @@ TARGET_RSS_MB = 1024.0
 
 def prepare(size_mb: float, workdir: Path) -> tuple[Path, dict[str, Any]]:
     """The saved Parquet profile for ``size_mb`` (built once: synth, read, save)."""
-    saved = workdir / f"analyze_{int(size_mb)}mb.profile"
-    info_path = saved / "bench_info.json"
-    if info_path.exists():
-        return saved, json.loads(info_path.read_text())
-    from pypto_core.formats import open_profile
-    from pypto_core.synth import synthesize_run
-
-    t0 = time.perf_counter()
-    run = synthesize_run(workdir / f"synth_{int(size_mb)}mb", size_mb=size_mb, tokens=4, prompt_tokens=128)
-    t1 = time.perf_counter()
-    profile = open_profile(run.path)
-    t2 = time.perf_counter()
-    profile.save(saved)
-    info = {"trace_bytes": run.bytes_written, "synth_s": round(t1 - t0, 1), "parse_s": round(t2 - t1, 1),
-            "decode_tokens": run.decode_tokens}
-    info_path.write_text(json.dumps(info))
-    return saved, info
+    return saved_simulated_profile(workdir / f"analyze_{int(size_mb)}mb.profile",
+                                   workdir / f"synth_{int(size_mb)}mb", size_mb)
 
 
 def run(sizes_mb: list[float], workdir: str | Path) -> dict[str, Any]:
@@ -62,8 +47,7 @@ def run(sizes_mb: list[float], workdir: str | Path) -> dict[str, Any]:
     results = []
     for size in sizes_mb:
         saved, info = prepare(size, work)
-        out = subprocess.run([sys.executable, "-c", _CHILD, str(saved)], capture_output=True, text=True, check=True)
-        measured = json.loads(out.stdout.strip().splitlines()[-1])
+        measured = child_json(_CHILD, str(saved), check=True)
         total = measured["load_s"] + measured["analyze_s"]
         results.append({"size_mb": size, **info, **measured, "load_plus_analyze_s": round(total, 3),
                         "meets_target": total < TARGET_S and measured["peak_rss_mb"] < TARGET_RSS_MB})

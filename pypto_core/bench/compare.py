@@ -11,11 +11,11 @@ comparison reads, ``compare.COMPARE_TABLES``), build both call graphs, compare.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from pypto_core.bench._measure import child_json, saved_simulated_profile
 
 _CHILD = r"""
 import json, sys, time
@@ -45,24 +45,8 @@ SIDES = {"base": frozenset(), "new": frozenset({"matmul_tiling", "attention_memo
 
 def prepare(size_mb: float, workdir: Path, side: str) -> tuple[Path, dict[str, Any]]:
     """The saved Parquet profile of one side for ``size_mb`` (built once: synth, read, save)."""
-    saved = workdir / f"compare_{side}_{int(size_mb)}mb.profile"
-    info_path = saved / "bench_info.json"
-    if info_path.exists():
-        return saved, json.loads(info_path.read_text())
-    from pypto_core.formats import open_profile
-    from pypto_core.synth import synthesize_run
-
-    t0 = time.perf_counter()
-    run = synthesize_run(workdir / f"synth_{side}_{int(size_mb)}mb", size_mb=size_mb, tokens=4, prompt_tokens=128,
-                         fixed=SIDES[side])
-    t1 = time.perf_counter()
-    profile = open_profile(run.path)
-    t2 = time.perf_counter()
-    profile.save(saved)
-    info = {"trace_bytes": run.bytes_written, "synth_s": round(t1 - t0, 1), "parse_s": round(t2 - t1, 1),
-            "decode_tokens": run.decode_tokens}
-    info_path.write_text(json.dumps(info))
-    return saved, info
+    return saved_simulated_profile(workdir / f"compare_{side}_{int(size_mb)}mb.profile",
+                                   workdir / f"synth_{side}_{int(size_mb)}mb", size_mb, fixed=SIDES[side])
 
 
 def run(sizes_mb: list[float], workdir: str | Path) -> dict[str, Any]:
@@ -73,9 +57,7 @@ def run(sizes_mb: list[float], workdir: str | Path) -> dict[str, Any]:
     for size in sizes_mb:
         base, base_info = prepare(size, work, "base")
         new, new_info = prepare(size, work, "new")
-        out = subprocess.run([sys.executable, "-c", _CHILD, str(base), str(new)], capture_output=True, text=True,
-                             check=True)
-        measured = json.loads(out.stdout.strip().splitlines()[-1])
+        measured = child_json(_CHILD, str(base), str(new), check=True)
         total = measured["load_s"] + measured["graphs_s"] + measured["compare_s"]
         results.append({"size_mb": size, "base": base_info, "new": new_info, **measured,
                         "load_plus_compare_s": round(total, 3), "meets_target": total < TARGET_S})

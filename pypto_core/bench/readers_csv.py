@@ -12,26 +12,20 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from pypto_core.bench._measure import child_json, load_avg, samples_dir, vm_hwm_mb
+
 SAMPLE_REL = Path("ascend_pt/qwen3_0.6b_train_4npu_level2/rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
 MB = 1024 * 1024
 
 
-def _samples_dir() -> Path:
-    env = os.environ.get("PYPTO_SAMPLES")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "samples"
-
-
 def generate(path: Path, size_mb: int, sample: Path | None = None) -> dict[str, Any]:
     """Write a ``size_mb`` kernel_details.csv built from the real sample's rows; returns rows and bytes."""
-    sample = sample or _samples_dir() / SAMPLE_REL
+    sample = sample or samples_dir() / SAMPLE_REL
     lines = sample.read_text(encoding="utf-8").splitlines()
     header, rows = lines[0], [r for r in lines[1:] if r]
     start_col = header.split(",").index("Start Time(us)")
@@ -64,18 +58,6 @@ def generate(path: Path, size_mb: int, sample: Path | None = None) -> dict[str, 
     return {"rows": n_rows, "bytes": path.stat().st_size}
 
 
-def _vm_hwm_mb() -> float:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def measure_convert(csv_path: Path, parquet_path: Path) -> dict[str, Any]:
     """In this process: stream the CSV into Parquet; wall and CPU time, rows and peak RSS.
 
@@ -89,7 +71,7 @@ def measure_convert(csv_path: Path, parquet_path: Path) -> dict[str, Any]:
     rows, warnings = kernels_to_parquet(csv_path, parquet_path)
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - c0
-    return {"rows": rows, "seconds": seconds, "cpu_s": cpu, "peak_rss_mb": _vm_hwm_mb(), "warnings": warnings[:3]}
+    return {"rows": rows, "seconds": seconds, "cpu_s": cpu, "peak_rss_mb": vm_hwm_mb(), "warnings": warnings[:3]}
 
 
 def measure_load(parquet_path: Path) -> dict[str, Any]:
@@ -98,7 +80,7 @@ def measure_load(parquet_path: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     table = pq.read_table(parquet_path)
     seconds = time.perf_counter() - t0
-    return {"rows": table.num_rows, "seconds": seconds, "arrow_mb": table.nbytes / MB, "peak_rss_mb": _vm_hwm_mb()}
+    return {"rows": table.num_rows, "seconds": seconds, "arrow_mb": table.nbytes / MB, "peak_rss_mb": vm_hwm_mb()}
 
 
 def _child(kind: str, *paths: Path) -> dict[str, Any]:
@@ -106,13 +88,7 @@ def _child(kind: str, *paths: Path) -> dict[str, Any]:
         "import json,sys; from pathlib import Path; from pypto_core.bench import readers_csv as b; "
         f"print(json.dumps(b.measure_{kind}(*[Path(p) for p in sys.argv[1:]])))"
     )
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = subprocess.run([sys.executable, "-c", code, *map(str, paths)], capture_output=True, text=True, env=env,
-                         check=False)
-    if out.returncode != 0:
-        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json(code, *map(str, paths))
 
 
 def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -155,15 +131,7 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
         for p in (csv_path, pq_path):
             p.unlink(missing_ok=True)
     return {"benchmark": "readers_csv", "targets": {"csv_mb_per_s": 300, "peak_rss_mb": 1024},
-            "cpu_count": os.cpu_count(), "load_avg_1min": _load_avg(), "results": results}
-
-
-def _load_avg() -> float | None:
-    """The machine's 1-minute load average at the end (other work competing for the cores), if known."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
+            "cpu_count": os.cpu_count(), "load_avg_1min": (load_avg() or [None])[0], "results": results}
 
 
 if __name__ == "__main__":  # python -m pypto_core.bench.readers_csv [MB ...]

@@ -14,11 +14,12 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from pypto_core.bench._measure import child_json, cpu_s, load_avg, samples_dir, vm_hwm_mb
 
 MB = 1024 * 1024
 TRACE_VIEW_REL = Path("ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json")
@@ -26,11 +27,6 @@ KINETO_REL = Path("kineto/trace_diff_pair/control.json.gz")
 GZIP_MAX_MB = 200  # gzip inputs only up to this size: compressing 1 GB here would dominate the run
 ID_STRIDE = 10**7  # per-copy offset of flow / correlation ids (> any id in the samples' ranges)
 _ID_ARGS = ("connection_id", "correlation_id", "External id", "correlation", "Record function id")
-
-
-def _samples_dir() -> Path:
-    env = os.environ.get("PYPTO_SAMPLES")
-    return Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "samples"
 
 
 def _us_to_ns(v: Any) -> int:
@@ -102,7 +98,7 @@ def _write_events(fh: Any, templates: list[Any], span: int, target: int, first_c
 
 def generate_trace_view(path: Path, size_mb: int) -> dict[str, Any]:
     """A ``size_mb`` trace_view.json (bare array, string ts) from the real level2 sample's events."""
-    events = json.loads((_samples_dir() / TRACE_VIEW_REL).read_text(encoding="utf-8"))
+    events = json.loads((samples_dir() / TRACE_VIEW_REL).read_text(encoding="utf-8"))
     templates, span = _templates(events)
     with path.open("w", encoding="utf-8") as fh:
         fh.write("[")
@@ -113,7 +109,7 @@ def generate_trace_view(path: Path, size_mb: int) -> dict[str, Any]:
 
 def generate_kineto(path: Path, size_mb: int) -> dict[str, Any]:
     """A ``size_mb`` Kineto trace (object with traceEvents, numeric ts) from the real A100 sample."""
-    with gzip.open(_samples_dir() / KINETO_REL, "rt", encoding="utf-8") as fh:
+    with gzip.open(samples_dir() / KINETO_REL, "rt", encoding="utf-8") as fh:
         doc = json.load(fh)
     events = doc.pop("traceEvents")
     templates, span = _templates(events)
@@ -130,25 +126,6 @@ def _gzip(src: Path, dst: Path) -> None:
         shutil.copyfileobj(fi, fo, 8 * MB)
 
 
-def _vm_hwm_mb() -> float:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _cpu_s() -> float:
-    import resource
-
-    r = resource.getrusage(resource.RUSAGE_SELF)  # all threads of this process
-    return r.ru_utime + r.ru_stime
-
-
 def measure_convert(kind: str, src: Path, out_dir: Path) -> dict[str, Any]:
     """In this process: read ``src`` into a Profile and save it as Parquet; time, counts and peak RSS."""
     # imports and the first-ever compile of the scanner happen once per worker, not per file: untimed
@@ -158,7 +135,7 @@ def measure_convert(kind: str, src: Path, out_dir: Path) -> dict[str, Any]:
     from pypto_core.formats.eventscan import native_scanner
 
     native_scanner()
-    cpu0 = _cpu_s()
+    cpu0 = cpu_s()
     t0 = time.perf_counter()
     if kind == "kineto":
         from pypto_core.formats.kineto import read_kineto
@@ -179,20 +156,20 @@ def measure_convert(kind: str, src: Path, out_dir: Path) -> dict[str, Any]:
     read_s = time.perf_counter() - t0
     profile.save(out_dir)
     seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "read_s": read_s, "cpu_s": _cpu_s() - cpu0, "events": events, "decoded_bytes": decoded,
+    return {"seconds": seconds, "read_s": read_s, "cpu_s": cpu_s() - cpu0, "events": events, "decoded_bytes": decoded,
             "kernels": profile.kernels.num_rows, "host_ops": profile.host_ops.num_rows,
-            "flows": profile.flows.num_rows, "peak_rss_mb": _vm_hwm_mb()}
+            "flows": profile.flows.num_rows, "peak_rss_mb": vm_hwm_mb()}
 
 
 def measure_load(out_dir: Path) -> dict[str, Any]:
     from pypto_core.profile import Profile
 
-    cpu0 = _cpu_s()
+    cpu0 = cpu_s()
     t0 = time.perf_counter()
     profile = Profile.load(out_dir)
     seconds = time.perf_counter() - t0
     rows = sum(profile.table(n).num_rows for n in ("kernels", "host_ops", "api_calls", "flows", "counters"))
-    return {"seconds": seconds, "cpu_s": _cpu_s() - cpu0, "rows": rows, "peak_rss_mb": _vm_hwm_mb()}
+    return {"seconds": seconds, "cpu_s": cpu_s() - cpu0, "rows": rows, "peak_rss_mb": vm_hwm_mb()}
 
 
 def _child(fn: str, *args: str) -> dict[str, Any]:
@@ -201,12 +178,7 @@ def _child(fn: str, *args: str) -> dict[str, Any]:
         f"a=sys.argv[1:]; print(json.dumps(b.{fn}(*[a[0]] + [Path(x) for x in a[1:]] if '{fn}'=='measure_convert' "
         "else [Path(x) for x in a])))"
     )
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=False)
-    if out.returncode != 0:
-        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json(code, *args)
 
 
 def _measure(kind: str, label: str, src: Path, work: Path, size_mb: int, gen: dict[str, Any]) -> dict[str, Any]:
@@ -243,13 +215,6 @@ def _measure(kind: str, label: str, src: Path, work: Path, size_mb: int, gen: di
     return entry
 
 
-def _loadavg() -> list[float] | None:
-    try:
-        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
-    except OSError:
-        return None
-
-
 def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
     """Generate, convert and load each size and input kind; MB/s, events/s and peak RSS for each."""
     work = Path(workdir)
@@ -274,7 +239,7 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
     return {"benchmark": "readers_json", "targets": {"mb_per_s": 200, "peak_rss_mb": 1024},
             "note": "mb_per_s counts decompressed bytes for .json.gz (gzip decoding included); mb_per_cpu_s "
                     "divides by the CPU time of all the reader's threads (what a busy shared machine cannot blur)",
-            "load_avg_at_start": _loadavg(),
+            "load_avg_at_start": load_avg(),
             "native_scanner": native_scanner() is not None, "cpu_count": os.cpu_count(), "results": results}
 
 

@@ -1,0 +1,87 @@
+"""Helpers the benchmarks share: child-process measurement, peak RSS, load average, saved simulated profiles.
+
+Private (the leading underscore keeps it out of :func:`pypto_core.bench.registry`): it has no ``run``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout that holds ``pypto_core``
+
+
+def samples_dir() -> Path:
+    """The real sample captures: ``$PYPTO_SAMPLES``, else ``shared/samples`` beside the checkout."""
+    env = os.environ.get("PYPTO_SAMPLES")
+    return Path(env) if env else ROOT.parent / "shared" / "samples"
+
+
+def vm_hwm_mb() -> float:
+    """This process's peak RSS in MiB: VmHWM where /proc has it, else ``ru_maxrss`` (KiB on Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cpu_s() -> float:
+    """User plus system CPU seconds of all the threads of this process so far."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def load_avg() -> list[float] | None:
+    """The machine's 1, 5 and 15-minute load averages (other work competing for the cores), if known."""
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return None
+
+
+def child_json(code: str, *args: str, check: bool = False) -> dict[str, Any]:
+    """Run ``python -c code *args`` in a fresh process (so its peak RSS is its own) with this checkout first
+    on the path; the JSON object on the last line it prints.
+
+    A failed child gives ``{"error": <its last stderr line>}``, or raises ``CalledProcessError`` if ``check``.
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=check)
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def saved_simulated_profile(saved: Path, synth_dir: Path, size_mb: float,
+                            fixed: frozenset[str] = frozenset()) -> tuple[Path, dict[str, Any]]:
+    """The simulated ascend_pt run of ``size_mb`` saved as Parquet at ``saved``, built once (synth into
+    ``synth_dir``, read, save) and reused on later runs; with how long synth and parse took."""
+    info_path = saved / "bench_info.json"
+    if info_path.exists():
+        return saved, json.loads(info_path.read_text())
+    from pypto_core.formats import open_profile
+    from pypto_core.synth import synthesize_run
+
+    t0 = time.perf_counter()
+    run = synthesize_run(synth_dir, size_mb=size_mb, tokens=4, prompt_tokens=128, fixed=fixed)
+    t1 = time.perf_counter()
+    profile = open_profile(run.path)
+    t2 = time.perf_counter()
+    profile.save(saved)
+    info = {"trace_bytes": run.bytes_written, "synth_s": round(t1 - t0, 1), "parse_s": round(t2 - t1, 1),
+            "decode_tokens": run.decode_tokens}
+    info_path.write_text(json.dumps(info))
+    return saved, info
