@@ -87,8 +87,10 @@ class Profiler:
             self._prof = self._build(self.options)
         return self
 
-    def _build(self, options: CaptureOptions) -> Any:
+    def _build(self, options: CaptureOptions, first_step: int = 0) -> Any:
         prof = backends.build_profiler(self.backend or "cpu", options, self.output_dir, self.worker_name)
+        if first_step:
+            _number_steps_from(prof, first_step)
         prof.start()
         return prof
 
@@ -102,13 +104,15 @@ class Profiler:
             return
         cycle, k = divmod(position, o.wait + o.warmup + o.active)
         if cycle < o.repeat and k == o.wait:
-            self._prof = self._build(o.replace(wait=0, skip_first=0, repeat=1))
+            # numbered from the run's start: ProfilerStep#N in the trace is the N-th step() of the run
+            self._prof = self._build(o.replace(wait=0, skip_first=0, repeat=1), first_step=index)
             self._window_steps = 0
 
     def step(self) -> None:
         """Mark the end of one step (one generated token, one request): drives the warmup/active schedule.
 
-        Step numbers in the written trace count from the start of each recorded window."""
+        Step numbers in the written trace (``ProfilerStep#N``) count from the start of the run, so the
+        windows of a repeated schedule do not reuse numbers and N matches the script's own step count."""
         if self._joined is not None:
             self._joined.step()
             return
@@ -187,6 +191,19 @@ class Profiler:
         if not self.output_dir.is_dir() or not any(self.output_dir.iterdir()):
             raise PyptoError(f"{self.output_dir}: nothing was recorded")
         return upload_profile(self.output_dir, server=server, project=project, token=token, name=name)
+
+
+def _number_steps_from(prof: Any, first: int) -> None:
+    """Make a profiler built for one window (its schedule starts at 0) label its steps from ``first``.
+
+    torch.profiler.profile and torch_npu's profile both name a step ``"ProfilerStep#" + str(step_num)`` and
+    ask ``schedule(step_num)`` for the next action, so the counter moves and the schedule is shifted back by
+    the same amount: the window records exactly as before, under the run's step numbers."""
+    if not hasattr(prof, "step_num") or not callable(getattr(prof, "schedule", None)):
+        return  # a profiler without these (an unknown backend) keeps its own numbering
+    window_schedule = prof.schedule
+    prof.schedule = lambda step: window_schedule(max(0, step - first))
+    prof.step_num = first
 
 
 def _env_params() -> dict[str, Any] | None:

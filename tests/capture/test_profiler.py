@@ -42,8 +42,8 @@ def test_context_manager_records_only_the_active_steps(tmp_path: Path) -> None:
             prof.step()
     assert prof.backend == "cpu" and prof.steps == 6
     # step 0 waits (no torch profiler at all), 1 warms up, 2-3 are recorded; nothing after the single repeat
-    # (step numbers in the trace count from the start of the recorded window)
-    assert _step_names(_trace(tmp_path)) == ["ProfilerStep#1", "ProfilerStep#2"]
+    # (step numbers in the trace count from the start of the run, not of the recorded window)
+    assert _step_names(_trace(tmp_path)) == ["ProfilerStep#2", "ProfilerStep#3"]
 
 
 def test_repeat_writes_one_trace_per_window(tmp_path: Path) -> None:
@@ -51,7 +51,11 @@ def test_repeat_writes_one_trace_per_window(tmp_path: Path) -> None:
         for _ in range(8):
             _work()
             prof.step()
-    assert len(list(tmp_path.glob("*.pt.trace.json"))) == 2
+    traces = sorted(tmp_path.glob("*.pt.trace.json"), key=lambda p: p.stat().st_mtime_ns)
+    assert len(traces) == 2
+    # step 0 is skipped, 1 waits, 2 is recorded, 3 waits, 4 is recorded: each window keeps the run's number
+    names = [_step_names(json.loads(t.read_text())) for t in traces]
+    assert names == [["ProfilerStep#2"], ["ProfilerStep#4"]]
 
 
 def test_without_a_schedule_the_whole_block_is_recorded(tmp_path: Path) -> None:
