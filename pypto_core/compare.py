@@ -293,10 +293,27 @@ class ProfileComparer:
         return rows[:top]
 
     # -- findings -----------------------------------------------------------------------------------
-    def _block_time_us(self, side: _Side, blocks: tuple[str, ...], with_gaps: bool) -> float:
-        mask = side.scope_mask(self.per_token) & np.isin(side.block, blocks)
-        total = side.graph.dur[mask].sum() + (side.gap_ns[mask].sum() if with_gaps else 0)
-        return float(total) / self._per_unit(side) / 1000.0
+    def _block_time_ns(self, side: _Side, blocks: tuple[str, ...], scope: np.ndarray) -> float:
+        """Kernel time of ``blocks`` within ``scope``, plus the device idle gap each launch left before it
+        (a removed kernel also removes that gap)."""
+        mask = scope & np.isin(side.block, blocks)
+        return float(side.graph.dur[mask].sum() + side.gap_ns[mask].sum())
+
+    def _measured_saving_us(self, blocks: tuple[str, ...]) -> float:
+        """What the fix saved, on the baseline's scale (the same scope as the rules' estimates: the whole run).
+
+        Decode time is compared per token and scaled by the baseline's token count, so a rerun that decoded a
+        different number of tokens is still compared fairly; the rest of the run (prefill) is compared as is.
+        """
+        b, n = self.base, self.new
+        if not self.per_token:
+            every_b, every_n = np.ones(b.graph.n, bool), np.ones(n.graph.n, bool)
+            return (self._block_time_ns(b, blocks, every_b) - self._block_time_ns(n, blocks, every_n)) / 1000.0
+        b_dec, n_dec = b.graph.decode_kernel_mask, n.graph.decode_kernel_mask
+        decode = (self._block_time_ns(b, blocks, b_dec) / b.tokens
+                  - self._block_time_ns(n, blocks, n_dec) / n.tokens) * b.tokens
+        rest = self._block_time_ns(b, blocks, ~b_dec) - self._block_time_ns(n, blocks, ~n_dec)
+        return (decode + rest) / 1000.0
 
     def _findings(self) -> list[dict[str, Any]]:
         if self.base_report is None:
@@ -311,12 +328,7 @@ class ProfileComparer:
                                    "measured_saving_us": None}
             blocks = RULE_BLOCKS.get(rule)
             if blocks:
-                # a removed kernel also removes the device idle gap its launch left before it
-                gaps = True
-                # measured on the baseline's scale: per-token saving times the baseline's token count
-                scale = self._per_unit(self.base)
-                measured = (self._block_time_us(self.base, blocks, gaps)
-                            - self._block_time_us(self.new, blocks, gaps)) * scale
+                measured = self._measured_saving_us(blocks)
                 row["measured_saving_us"] = measured
                 est = f.get("estimated_saving_us")
                 if est and measured:
