@@ -149,6 +149,10 @@ def test_pages_render_for_members(setup, client, settings) -> None:
     job = CaptureJob.objects.get()
     assert made.status_code == 302 and job.params["active"] == 2 and job.params["aic_metrics"] == "Memory"
     assert client.get(f"/captures/{job.pk}/").status_code == 200
+    # the project page links the agents page, for every member (a viewer sees agents and jobs, read-only)
+    client.force_login(setup["viewer"])
+    assert f'href="/projects/{pid}/agents/"'.encode() in client.get(f"/projects/{pid}/").content
+    assert client.get(f"/projects/{pid}/agents/").status_code == 200
     client.force_login(setup["outsider"])
     assert client.get(f"/projects/{pid}/agents/").status_code == 404
     assert client.get(f"/captures/{job.pk}/").status_code == 404
