@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from pypto_core.remedies.artifact import Artifact
 from pypto_core.remedies.context import RemedyContext
-from pypto_core.remedies.header import comment_block, header_data, header_lines
-from pypto_core.remedies.model_diff import model_file_diff
+from pypto_core.remedies.model_diff import patch_artifacts
 from pypto_core.remedies.registry import register
-from pypto_core.remedies.safe_text import py_literal
 
 MODULE_NAME = "fused_attention_patch.py"
 DIFF_NAME = "fused_attention_patch.diff"
@@ -112,13 +110,5 @@ class FusedAttentionOptimizer:
     rule = "attention_memory_bound"
 
     def generate(self, ctx: RemedyContext) -> list[Artifact]:
-        flagged = [(op.name, op.op_type) for op in ctx.flagged_ops()]
-        header = comment_block(header_lines(ctx, "fused attention patch (IFA/FIA decode, PFA/FA prefill)"))
-        text = header + TEMPLATE.replace("__FLAGGED_OPS__", py_literal(flagged))
-        data = header_data(ctx)
-        artifacts = [Artifact(MODULE_NAME, "patch", text.encode(), self.rule, data)]
-        if ctx.model_source is not None:
-            diff = model_file_diff(ctx.model_source, ctx.model_filename, module_text=text, module_name=MODULE_NAME,
-                                   apply_function=APPLY_FUNCTION)
-            artifacts.append(Artifact(DIFF_NAME, "diff", diff.encode(), self.rule, data))
-        return artifacts
+        return patch_artifacts(ctx, TEMPLATE, purpose="fused attention patch (IFA/FIA decode, PFA/FA prefill)",
+                               module_name=MODULE_NAME, diff_name=DIFF_NAME, apply_function=APPLY_FUNCTION)

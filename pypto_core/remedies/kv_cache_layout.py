@@ -13,10 +13,8 @@ from typing import Any
 
 from pypto_core.remedies.artifact import Artifact
 from pypto_core.remedies.context import RemedyContext
-from pypto_core.remedies.header import comment_block, header_data, header_lines
-from pypto_core.remedies.model_diff import model_file_diff
+from pypto_core.remedies.model_diff import patch_artifacts
 from pypto_core.remedies.registry import register
-from pypto_core.remedies.safe_text import py_literal
 
 MODULE_NAME = "kv_cache_layout_patch.py"
 DIFF_NAME = "kv_cache_layout_patch.diff"
@@ -217,14 +215,6 @@ class KVCacheLayoutOptimizer:
     rule = "kv_cache_layout"
 
     def generate(self, ctx: RemedyContext) -> list[Artifact]:
-        flagged = [(op.name, op.op_type) for op in ctx.flagged_ops()]
-        header = comment_block(header_lines(ctx, "BSND KV-cache layout patch (scatter_update_ + IFA/PFA BSND)"))
-        text = header + (TEMPLATE.replace("__FLAGGED_OPS__", py_literal(flagged))
-                         .replace("__MAX_CACHE_LEN__", py_literal(max_cache_len(ctx.finding.details))))
-        data = header_data(ctx)
-        artifacts = [Artifact(MODULE_NAME, "patch", text.encode(), self.rule, data)]
-        if ctx.model_source is not None:
-            diff = model_file_diff(ctx.model_source, ctx.model_filename, module_text=text, module_name=MODULE_NAME,
-                                   apply_function=APPLY_FUNCTION)
-            artifacts.append(Artifact(DIFF_NAME, "diff", diff.encode(), self.rule, data))
-        return artifacts
+        return patch_artifacts(ctx, TEMPLATE, purpose="BSND KV-cache layout patch (scatter_update_ + IFA/PFA BSND)",
+                               module_name=MODULE_NAME, diff_name=DIFF_NAME, apply_function=APPLY_FUNCTION,
+                               fills={"MAX_CACHE_LEN": max_cache_len(ctx.finding.details)})

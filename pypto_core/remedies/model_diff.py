@@ -10,8 +10,12 @@ from __future__ import annotations
 import difflib
 import keyword
 import re
+from typing import Any
 
-from pypto_core.remedies.safe_text import safe_filename
+from pypto_core.remedies.artifact import Artifact
+from pypto_core.remedies.context import RemedyContext
+from pypto_core.remedies.header import comment_block, header_data, header_lines
+from pypto_core.remedies.safe_text import py_literal, safe_filename
 
 _CAUSAL_LM_CLASS = re.compile(r"^class\s+([A-Za-z_][A-Za-z0-9_]*ForCausalLM)\s*[(:]", re.MULTILINE)
 _HOOK_ON_INIT = '''
@@ -64,6 +68,27 @@ def model_file_diff(source: str, filename: str | None, *, module_text: str, modu
     lines = difflib.unified_diff(_lines(source), _lines(patched),
                                  fromfile=f"a/{name}", tofile=f"b/{name}", n=3)
     return "".join(_mark_missing_newline(line) for line in lines)
+
+
+def patch_artifacts(ctx: RemedyContext, template: str, *, purpose: str, module_name: str, diff_name: str,
+                    apply_function: str, after_load: bool = False,
+                    fills: dict[str, Any] | None = None) -> list[Artifact]:
+    """A patch module and, when the user attached their model file, the diff that inlines it there.
+
+    The module is the comment header for ``purpose`` and then ``template`` with ``__FLAGGED_OPS__`` (the flagged
+    (name, type) pairs) and each ``__KEY__`` of ``fills`` replaced by its ``py_literal``, all in one pass so that
+    an op name that spells a placeholder stays text.
+    """
+    values = {"FLAGGED_OPS": [(op.name, op.op_type) for op in ctx.flagged_ops()], **(fills or {})}
+    placeholders = re.compile("__(" + "|".join(map(re.escape, values)) + ")__")
+    text = comment_block(header_lines(ctx, purpose)) + placeholders.sub(lambda m: py_literal(values[m[1]]), template)
+    rule, data = ctx.rule, header_data(ctx)
+    artifacts = [Artifact(module_name, "patch", text.encode(), rule, data)]
+    if ctx.model_source is not None:
+        diff = model_file_diff(ctx.model_source, ctx.model_filename, module_text=text, module_name=module_name,
+                               apply_function=apply_function, after_load=after_load)
+        artifacts.append(Artifact(diff_name, "diff", diff.encode(), rule, data))
+    return artifacts
 
 
 def _lines(text: str) -> list[str]:

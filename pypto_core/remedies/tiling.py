@@ -16,9 +16,8 @@ import json
 from pypto_core.remedies.artifact import Artifact
 from pypto_core.remedies.context import FlaggedOp, RemedyContext
 from pypto_core.remedies.header import comment_block, header_data, header_lines
-from pypto_core.remedies.model_diff import model_file_diff
+from pypto_core.remedies.model_diff import patch_artifacts
 from pypto_core.remedies.registry import register
-from pypto_core.remedies.safe_text import py_literal
 
 CONFIG_NAME = "aoe_tune_ops.json"
 SCRIPT_NAME = "aoe_tune.sh"
@@ -178,13 +177,7 @@ class TilingOptimizer:
                      Artifact(SCRIPT_NAME, "script", script.encode(), self.rule, data)]
         shapes = weight_shapes(ops)
         if shapes:
-            header = comment_block(header_lines(ctx, "MatMul weight FRACTAL_NZ / padding patch"))
-            flagged = [(op.name, op.op_type) for op in ops]
-            text = header + (PATCH_TEMPLATE.replace("__WEIGHT_SHAPES__", py_literal(shapes))
-                             .replace("__FLAGGED_OPS__", py_literal(flagged)))
-            artifacts.append(Artifact(PATCH_NAME, "patch", text.encode(), self.rule, data))
-            if ctx.model_source is not None:
-                diff = model_file_diff(ctx.model_source, ctx.model_filename, module_text=text,
-                                       module_name=PATCH_NAME, apply_function=APPLY_FUNCTION, after_load=True)
-                artifacts.append(Artifact(DIFF_NAME, "diff", diff.encode(), self.rule, data))
+            artifacts += patch_artifacts(ctx, PATCH_TEMPLATE, purpose="MatMul weight FRACTAL_NZ / padding patch",
+                                         module_name=PATCH_NAME, diff_name=DIFF_NAME, apply_function=APPLY_FUNCTION,
+                                         after_load=True, fills={"WEIGHT_SHAPES": shapes})
         return artifacts

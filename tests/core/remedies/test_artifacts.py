@@ -102,6 +102,16 @@ def test_hostile_op_names_stay_data(rule: str) -> None:
                 assert "\r" not in line and "\u2028" not in line
 
 
+@pytest.mark.parametrize("rule", ["kv_cache_layout", "matmul_tiling"])
+def test_op_name_spelling_a_placeholder_stays_text(rule: str) -> None:
+    """Placeholders are filled in one pass: ``__MAX_CACHE_LEN__`` inside an op name is not filled in again."""
+    name = "x__MAX_CACHE_LEN____WEIGHT_SHAPES__y"
+    ops = [{"name": name, "op_type": "MatMulV2", "input_shapes": [[1, 64], [64, 96]], "count": 1}]
+    patch = next(a for a in generate_artifacts([make_finding(rule, ops=ops)], profile_meta=PROFILE_META)
+                 if a.kind == "patch")
+    assert name in _strings_and_names(ast.parse(patch.text()))[0]
+
+
 def test_safe_text_helpers() -> None:
     assert comment_text("a\nb\rc\u2028d\x85e\x00") == "a?b?c?d?e?"
     assert len(comment_text("x" * 1000)) == 300
