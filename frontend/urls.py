@@ -7,6 +7,7 @@ from frontend.views import accounts, compare_pages, language, profile_pages, pro
 urlpatterns = [
     path("login/", accounts.LoginView.as_view(), name="login"),
     path("logout/", accounts.LogoutView.as_view(), name="logout"),
+    path("signup/", accounts.signup, name="signup"),
     path("language/", language.set_language, name="set-language"),
     path("", projects.project_list, name="projects"),
     path("invitations/<int:invitation_id>/accept/", projects.invitation_answer, {"action": "accept"},

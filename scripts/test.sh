@@ -8,7 +8,7 @@ export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/pyp
 export CELERY_BROKER_URL="${TEST_CELERY_BROKER_URL:-redis://127.0.0.1:6379/15}"
 export PYPTO_VAR_DIR="${PYPTO_VAR_DIR:-$PWD/var/test}"
 export DEBUG=0
-mkdir -p "$PYPTO_VAR_DIR"
+mkdir -p "$PYPTO_VAR_DIR/staticfiles"
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?
