@@ -5,7 +5,7 @@ and ``kineto`` (PyTorch profiler traces). It knows JSON, not profilers: each eve
 columns (``ph``, ``name``, ``cat``, ``pid``, ``tid``, ``id``, ``bp``, the first args key and value, and any
 args keys the caller asks for) plus exact ``ts_ns`` / ``dur_ns`` int64 columns. The readers give meaning.
 
-Speed: the hot loop is ``_eventscan.c`` (compiled on first use with the system C compiler, cached under
+Speed: the hot loop is ``_eventscan.c`` (compiled on first use by ``native.load_library``, cached under
 ``$PYPTO_CACHE`` or ``~/.cache/pypto``), one pass over the bytes writing Arrow string views; Python only
 handles whole columns. Without a compiler a pure-Python fallback gives the same columns, slower and holding
 the whole file. Memory: the input is read in 8 MiB chunks; only the columns produced so far are kept.
@@ -15,15 +15,10 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import hashlib
 import json
 import mmap
 import os
-import platform
 import queue
-import subprocess
-import sys
-import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -35,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from pypto_core.errors import InputError
+from pypto_core.formats.native import load_library
 
 FIXED_FIELDS: tuple[str, ...] = ("ph", "name", "cat", "pid", "tid", "id", "bp", "arg0_key", "arg0_val")
 READ_CHUNK = 8 << 20  # bytes per read; ~35k trace_view events
@@ -60,49 +56,9 @@ class ScannedTrace:
 # ---------------------------------------------------------------------------------------------- native
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("PYPTO_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "pypto")
-    return Path(base)
-
-
-def _compile(lib_path: Path) -> bool:
-    """Build the scanner with the system C compiler (``$CC`` or cc); False where that is not possible."""
-    tmp = None
-    try:
-        lib_path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib_path.parent)
-        os.close(fd)
-        cc = os.environ.get("CC", "cc")
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(_SRC)], check=True, capture_output=True, timeout=120)
-        os.replace(tmp, lib_path)  # atomic: concurrent workers never load a half-written library
-        tmp = None
-        return True
-    except (OSError, subprocess.SubprocessError):
-        return False
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-
-
 def _build_native() -> ctypes.CDLL | None:
-    if os.environ.get("PYPTO_NO_NATIVE"):
-        return None
-    try:
-        source = _SRC.read_bytes()
-    except OSError:
-        return None
-    digest = hashlib.sha256(source + f"{sys.platform}-{platform.machine()}".encode()).hexdigest()[:16]
-    lib_path = None
-    for base in (_cache_dir(), Path(tempfile.gettempdir()) / "pypto-cache"):  # a read-only home falls back to /tmp
-        candidate = base / f"eventscan-{digest}.so"
-        if candidate.exists() or _compile(candidate):
-            lib_path = candidate
-            break
-    if lib_path is None:
-        return None
-    try:
-        lib = ctypes.CDLL(str(lib_path))
-    except OSError:
+    lib = load_library(_SRC, "eventscan")
+    if lib is None:
         return None
     p = ctypes.c_void_p
     i64 = ctypes.c_int64
