@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from pypto_core.errors import InputError
-from pypto_core.formats import csvtable
+from pypto_core.formats import csvscan, csvtable
 from pypto_core.formats.csvtable import ConversionNotes, to_float, to_int, to_ns, to_text
 from pypto_core.formats.parquet_sink import write_parquet_stream
 from pypto_core.formats.shapes import parse_name_lists, parse_shapes
@@ -125,10 +125,13 @@ def is_kernel_header(header: list[str]) -> bool:
     )
 
 
-def _convert(batch: pa.RecordBatch, cols: KernelColumns) -> pa.RecordBatch:
-    """One raw batch (strings, counters maybe float64) → canonical kernel columns + extras + counters."""
+def _convert(batch: pa.RecordBatch, cols: KernelColumns, ready: dict[str, pa.Array] | None = None) -> pa.RecordBatch:
+    """One raw batch (strings, counters maybe float64) → canonical kernel columns + extras + counters.
+
+    ``ready``: canonical columns already in their final form (the native scanner's times and ids).
+    """
     notes = cols.notes
-    out: dict[str, pa.Array] = {}
+    out: dict[str, pa.Array] = dict(ready or {})
     n = batch.num_rows
 
     def raw(canonical: str) -> pa.Array | None:
@@ -140,11 +143,11 @@ def _convert(batch: pa.RecordBatch, cols: KernelColumns) -> pa.RecordBatch:
         if a is not None:
             out[c] = to_text(_renamed(a) if c == "core_type" else a)
     for c in _TIMES:
-        a = raw(c)
+        a = raw(c) if c not in out else None
         if a is not None:
             out[c] = to_ns(a, column=cols.mapping[c], notes=notes)
     for c in _INTS:
-        a = raw(c)
+        a = raw(c) if c not in out else None
         if a is not None:
             out[c] = to_int(a, column=cols.mapping[c], notes=notes)
     for c in _SHAPES:
@@ -218,20 +221,73 @@ def _decide_dropped(first: pa.RecordBatch, cols: KernelColumns) -> None:
             cols.dropped_columns.append(c)
 
 
+def native_column_kinds(cols: KernelColumns) -> list[int]:
+    """The C scanner's kind per header column: times exact ns, ids int64, repeated text as dictionary codes,
+    counters float64 (the same split as :func:`fast_column_types`)."""
+    by_source = {src: canonical for canonical, src in cols.mapping.items()}
+    kinds = []
+    for h in cols.header:
+        canonical = by_source.get(h)
+        if canonical is None:
+            kinds.append(csvscan.FLOAT)
+        elif canonical in _TIMES:
+            kinds.append(csvscan.TIME_NS)
+        elif canonical in _INTS:
+            kinds.append(csvscan.INT)
+        else:
+            kinds.append(csvscan.TEXT)
+    return kinds
+
+
 def iter_kernel_batches(
     path: str | os.PathLike[str],
     cols: KernelColumns | None = None,
     *,
     block_size: int = csvtable.DEFAULT_BLOCK_SIZE,
+    native: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Stream a kernel CSV as canonical batches; warnings accumulate in ``cols`` (see ``cols.warnings()``).
 
-    Fast path: Arrow's C++ parser converts the columns itself (:func:`fast_column_types`). A cell it
-    cannot convert (text in a counter, ``40.0`` as a block count, a time with more than 3 decimals) makes
-    it fail; the file is then re-read with every column as text and validated per value, skipping the
-    batches already delivered (the block boundaries do not depend on column types).
+    Fastest path: the C scanner (:mod:`csvscan`) converts every column in one pass over the bytes. It takes
+    only cells it reads exactly as the validating path does; at the first other row (a wrong field count,
+    a number it does not read) the rest of the file goes the pyarrow way below, skipping the rows already
+    delivered, so warnings and errors stay those of the validating path. Without a C compiler (or with
+    ``native=False``) the pyarrow paths read the whole file.
     """
     cols = cols or map_columns(path)
+    csvtable.check_text_file(path)
+    delivered = 0
+    if native:
+        kinds = native_column_kinds(cols)
+        ready_names = {i: c for c, src in cols.mapping.items() if c in _TIMES or c in _INTS
+                       for i in [cols.header.index(src)]}
+        try:
+            for arrays in csvscan.scan_columns(path, cols.header, kinds, csvtable.NULL_TOKENS):
+                ready = {ready_names[i]: a for i, a in enumerate(arrays) if i in ready_names}
+                raw = pa.RecordBatch.from_arrays(
+                    [a for i, a in enumerate(arrays) if i not in ready_names],
+                    names=[h for i, h in enumerate(cols.header) if i not in ready_names],
+                )
+                if delivered == 0:
+                    _decide_dropped(raw, cols)
+                yield _convert(raw, cols, ready)
+                delivered += raw.num_rows
+            return
+        except csvscan.NotNative as stop:
+            delivered = stop.rows
+        except OSError as exc:
+            raise InputError(str(path), f"cannot read CSV ({exc.strerror or exc})") from exc
+    yield from _iter_arrow(path, cols, block_size, delivered)
+
+
+def _iter_arrow(path: str | os.PathLike[str], cols: KernelColumns, block_size: int, delivered: int) -> Iterator[pa.RecordBatch]:
+    """The pyarrow paths, from the row after the ``delivered`` first ones.
+
+    Fast: Arrow's C++ parser converts the columns itself (:func:`fast_column_types`). A cell it cannot
+    convert (text in a counter, ``40.0`` as a block count, a time with more than 3 decimals) makes it fail;
+    the file is then re-read with every column as text and validated per value, skipping the rows already
+    delivered (malformed rows, skipped by both reads, are not counted).
+    """
 
     def on_invalid_row(row: pcsv.InvalidRow) -> str:
         cols.skipped_rows += 1
@@ -252,15 +308,25 @@ def iter_kernel_batches(
         reader = pcsv.open_csv(path, read_options=read_opts, parse_options=parse_opts, convert_options=convert_opts)
         yield from reader
 
-    csvtable.check_text_file(path)
-    delivered = 0
-    skipped_before_retry = 0
-    try:
-        for raw in batches(fast=True):
+    def undelivered(fast: bool) -> Iterator[pa.RecordBatch]:
+        """Batches (sliced where needed) after the rows already delivered; the first batch decides which
+        unknown columns are dropped when nothing was delivered before."""
+        nonlocal delivered
+        seen = 0
+        for raw in batches(fast):
+            start, seen = seen, seen + raw.num_rows
+            if seen <= delivered:
+                continue
+            if start < delivered:
+                raw = raw.slice(delivered - start)
             if delivered == 0:
                 _decide_dropped(raw, cols)
             yield _convert(raw, cols)
-            delivered += 1
+            delivered = seen
+
+    skipped_before_retry = 0
+    try:
+        yield from undelivered(fast=True)
         return
     except pa.ArrowInvalid:
         # A cell the typed parse refused (text in a counter, "40.0" as a count, ...), or a broken file:
@@ -272,12 +338,7 @@ def iter_kernel_batches(
     cols.skipped_rows = 0
     cols.skipped_example = ""
     try:
-        for i, raw in enumerate(batches(fast=False)):
-            if i == 0 and delivered == 0:
-                _decide_dropped(raw, cols)
-            if i < delivered:
-                continue
-            yield _convert(raw, cols)
+        yield from undelivered(fast=False)
     except pa.ArrowInvalid as exc:
         raise InputError(str(path), f"malformed CSV ({csvtable._short(exc)})") from exc
     except (pa.ArrowException, OSError) as exc:
