@@ -9,7 +9,7 @@ Members (session or ``Token``):
 Agents:
   POST /api/agent/register/  heartbeat/  jobs/next/ (long-poll, ``{"wait_s": N}``)
   POST /api/agent/jobs/{id}/status/  jobs/{id}/log/  jobs/{id}/upload/
-  GET, PUT /api/agent/uploads/{uuid}/   POST /api/agent/uploads/{uuid}/complete/   (the resumable protocol)
+  GET, PUT, DELETE /api/agent/uploads/{uuid}/   POST /api/agent/uploads/{uuid}/complete/   (the resumable protocol)
 """
 
 from __future__ import annotations
@@ -294,6 +294,13 @@ class AgentUploadView(AgentView):
                 raise
             return Response({"offset": expected, "detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(_agent_upload_data(session))
+
+
+    @FREE_FORM
+    def delete(self, request: Request, upload_id: Any) -> Response:
+        """Abort the job's open upload (the agent's answer to a cancel)."""
+        services.job_upload_abort(agent=self.agent, job=self.own_upload_job(upload_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class AgentUploadCompleteView(AgentView):

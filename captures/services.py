@@ -18,6 +18,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from captures.models import AGENT_TRANSITIONS, FINAL_STATUSES, HEARTBEAT_S, Agent, CaptureJob, JobStatus
 from profiles import services as profile_services
@@ -44,9 +45,9 @@ def agent_create(*, project: Project, user: AbstractBaseUser, name: str) -> tupl
     profile_services.require_write(user=user, project=project)
     name = (name or "").strip()
     if not name:
-        raise ValidationError({"name": "An agent needs a name."})
+        raise ValidationError({"name": _("An agent needs a name.")})
     if Agent.objects.filter(project=project, name=name[:100]).exists():
-        raise ValidationError({"name": "This project already has an agent of that name."})
+        raise ValidationError({"name": _("This project already has an agent of that name.")})
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     agent = Agent.objects.create(
         project=project, name=name[:100], token_hash=hash_token(token), token_prefix=token[:12], created_by=user
@@ -86,7 +87,7 @@ def agent_register(
 ) -> Agent:
     """Record what the host reported. Workloads are names and descriptions only: the commands stay on the host."""
     if not isinstance(capabilities, dict) or len(str(capabilities)) > _CAPABILITIES_MAX_CHARS:
-        raise ValidationError({"capabilities": "Must be a JSON object of reasonable size."})
+        raise ValidationError({"capabilities": _("Must be a JSON object of reasonable size.")})
     clean: list[dict[str, Any]] = []
     for item in workloads if isinstance(workloads, list) else []:
         if isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"]:
@@ -126,11 +127,12 @@ def capture_create(
     profile_services.require_write(user=user, project=project)
     agent = Agent.objects.filter(project=project, pk=agent_id).first()
     if agent is None:
-        raise ValidationError({"agent": "No such agent in this project."})
+        raise ValidationError({"agent": _("No such agent in this project.")})
     if agent.revoked:
-        raise ValidationError({"agent": "This agent's token was revoked."})
+        raise ValidationError({"agent": _("This agent's token was revoked.")})
     if workload not in agent.workload_names():
-        raise ValidationError({"workload": f"The agent does not offer a workload named {workload!r}."})
+        raise ValidationError(
+            {"workload": _("The agent does not offer a workload named %(name)s.") % {"name": repr(workload)}})
     try:
         options = validate_params(params or {})
     except OptionsError as exc:
@@ -224,6 +226,8 @@ def job_upload_start(
         raise PermissionDenied("not this agent's job")
     if job.status != JobStatus.UPLOADING:
         raise PermissionDenied(f"the job is {job.status}, not uploading")
+    if job.cancel_requested:
+        raise PermissionDenied("the job was cancelled")
     with transaction.atomic():
         locked = CaptureJob.objects.select_for_update().get(pk=job.pk)
         if locked.upload_id and locked.upload.status == UploadSession.Status.OPEN and locked.upload.size == size:
@@ -244,7 +248,11 @@ def job_upload_start(
 
 
 def job_upload_append(*, job: CaptureJob, offset: int, stream: Any, length: int) -> UploadSession:
+    """Append a chunk, unless the job was cancelled or ended: the refusal is how the agent learns of a cancel
+    between chunks (``job`` is read by the request, so the flag is current)."""
     assert job.upload is not None
+    if job.cancel_requested or job.status != JobStatus.UPLOADING:
+        raise PermissionDenied("the job was cancelled" if job.cancel_requested else f"the job is {job.status}")
     return profile_services.upload_session_append(
         session=job.upload, user=_uploader(job), offset=offset, stream=stream, length=length
     )
@@ -256,9 +264,31 @@ def job_upload_complete(*, agent: Agent, job: CaptureJob) -> Profile:
         raise PermissionDenied("not this agent's upload")
     if job.status not in (JobStatus.UPLOADING, JobStatus.DONE):
         raise PermissionDenied(f"the job is {job.status}")
+    if job.status == JobStatus.UPLOADING and job.cancel_requested:
+        raise PermissionDenied("the job was cancelled")  # cancelled after the last chunk: no profile
     profile = profile_services.upload_session_complete(session=job.upload, user=_uploader(job))
     CaptureJob.objects.filter(pk=job.pk, status=JobStatus.UPLOADING).update(
         status=JobStatus.DONE, profile=profile, finished_at=timezone.now(), message=""
     )
     job.refresh_from_db()
     return profile
+
+
+def job_upload_abort(*, agent: Agent, job: CaptureJob) -> bool:
+    """Drop the job's open upload, its received bytes and its session (a cancelled capture leaves nothing
+    half-sent, nor an open upload counted against the user's uploads in flight). A completed upload stays."""
+    if job.agent_id != agent.pk:
+        raise PermissionDenied("not this agent's job")
+    with transaction.atomic():
+        locked = CaptureJob.objects.select_for_update().get(pk=job.pk)
+        session = UploadSession.objects.select_for_update().filter(
+            pk=locked.upload_id, status=UploadSession.Status.OPEN
+        ).first()
+        if session is None:
+            return False
+        path = profile_services.partial_upload_path(session)
+        locked.upload = None
+        locked.save(update_fields=["upload", "updated_at"])
+        session.delete()
+        transaction.on_commit(lambda: path.unlink(missing_ok=True))
+    return True

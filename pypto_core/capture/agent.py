@@ -39,6 +39,15 @@ class TokenRefused(PyptoError):
     """The server refused the agent's token (unknown or revoked)."""
 
 
+class UploadCancelled(PyptoError):
+    """The job was cancelled while its output was being uploaded."""
+
+
+def _cancel_answer(exc: ApiError) -> bool:
+    """A refusal that carries the job's cancelled state (the server answers a chunk PUT this way)."""
+    return exc.status == 409 and isinstance(exc.body, dict) and bool(exc.body.get("cancel"))
+
+
 class Agent:
     def __init__(
         self,
@@ -165,33 +174,58 @@ class Agent:
         self.upload(job_id, archive)
 
     def upload(self, job_id: int, archive: Path) -> None:
-        answer = self._status(job_id, "uploading")
-        if answer.get("status") == "cancelled":
-            self._finish(job_id, "cancelled", None, report=False)
-            return
+        """Send the packed output; a cancel (told by a refused chunk or a heartbeat) aborts it between chunks."""
+        cancel = threading.Event()
+        with self._lock:
+            self._running[job_id] = cancel  # the heartbeat reports it and sets the event on a cancel
         hold = os.environ.get(ENV_HOLD_FILE)
 
         def progress(sent: int, total: int) -> None:
-            while hold and os.path.exists(hold):
+            while hold and os.path.exists(hold) and not cancel.is_set():
                 time.sleep(0.1)
+            if cancel.is_set():
+                raise UploadCancelled(f"cancelled after {sent} of {total} bytes")
 
+        sender = ResumableUpload(
+            self.client,
+            f"/api/agent/jobs/{job_id}/upload/",
+            archive,
+            metadata={"name": f"capture {job_id}"},
+            state_path=archive.with_suffix(".upload.json"),
+            chunk_bytes=self.chunk_bytes,
+            progress=progress,
+        )
         try:
-            profile = ResumableUpload(
-                self.client,
-                f"/api/agent/jobs/{job_id}/upload/",
-                archive,
-                metadata={"name": f"capture {job_id}"},
-                state_path=archive.with_suffix(".upload.json"),
-                chunk_bytes=self.chunk_bytes,
-                progress=progress,
-            ).run()
+            answer = self._status(job_id, "uploading")
+            if answer.get("status") == "cancelled":
+                self._finish(job_id, "cancelled", None, report=False)
+                sender.abort()
+                archive.unlink(missing_ok=True)
+                return
+            if answer.get("cancel"):
+                raise UploadCancelled("cancelled before the upload started")
+            profile = sender.run()
+        except UploadCancelled as exc:
+            self._abort_upload(job_id, sender, archive, str(exc))
+            return
         except ApiError as exc:
             self._check_auth(exc)
+            if _cancel_answer(exc):
+                self._abort_upload(job_id, sender, archive, "cancelled while uploading")
+                return
             self._finish(job_id, "failed", f"upload refused: {exc}")
             return
+        finally:
+            with self._lock:
+                self._running.pop(job_id, None)
         self.ledger.record(job_id, state="done", profile=profile.get("id"))
         archive.unlink(missing_ok=True)
         log.info("job %s uploaded as profile %s", job_id, profile.get("id"))
+
+    def _abort_upload(self, job_id: int, sender: ResumableUpload, archive: Path, message: str) -> None:
+        sender.abort()  # DELETE the open upload: nothing half-sent is left on the server
+        archive.unlink(missing_ok=True)
+        self._finish(job_id, "cancelled", message)
 
     def resume_unfinished(self) -> None:
         """After a restart: finish uploads that were cut off; never rerun a workload that had started."""

@@ -84,6 +84,18 @@ class ResumableUpload:
         self._send_from(offset)
         return self._complete()
 
+    def abort(self) -> None:
+        """Give the upload up: delete the server's open upload (its bytes) if one exists, forget the state.
+
+        Best effort: a server that cannot be told keeps an open upload that its stale-upload sweep removes."""
+        url = self.upload_url or (self._read_state() or {}).get("url")
+        if url:
+            try:
+                self.client.request("DELETE", url, ok=(200, 204, 404, 410))
+            except PyptoError:
+                pass
+        self._clear_state()
+
     # -- steps -------------------------------------------------------------------------------------------
 
     def _open(self) -> tuple[int, dict[str, Any] | None]:

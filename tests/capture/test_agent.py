@@ -246,6 +246,42 @@ def test_killed_agent_resumes_its_upload_and_the_job_finishes_once(deployment: d
 
 
 @pytest.mark.slow
+def test_cancel_during_the_upload_aborts_it(deployment: dict[str, Any]) -> None:
+    """A cancel while the agent uploads (4 KiB chunks, held mid-way): the next chunk is refused with the
+    cancelled state, the agent deletes the open upload and the job ends cancelled, with no profile."""
+    from profiles.models import Profile, UploadSession
+    from profiles.services import partial_upload_path
+
+    hold = deployment["tmp"] / "hold"
+    hold.touch()
+    agent = deployment["start_agent"](PYPTO_AGENT_HOLD_FILE=str(hold))
+    wait_until(lambda: registered(deployment["agent_id"]), "agent registration", limit_s=LIMIT_S)
+    job_id = capture(deployment, "matmul", {"active": 4})
+
+    def mid_upload() -> Any:
+        job = job_row(job_id)
+        return job if job.status == "uploading" and job.upload and 0 < job.upload.received < job.upload.size else None
+
+    try:
+        job = wait_until(mid_upload, "the upload to start", limit_s=LIMIT_S)
+    except AssertionError:
+        raise AssertionError(agent.tail()) from None
+    partial = partial_upload_path(job.upload)
+    assert partial.exists()
+    r = deployment["api"].post(f"/api/captures/{job_id}/cancel/")
+    assert r.status_code == 200 and r.json()["status"] == "uploading" and r.json()["cancel_requested"] is True
+    hold.unlink()  # the agent sends its next chunk (or hears the cancel in a heartbeat first)
+    job = wait_job(job_id, ("cancelled", "failed", "done"), agent)
+    assert job.status == "cancelled", (job.message, agent.tail())
+    assert "cancelled" in job.message and job.profile_id is None and job.upload_id is None
+    assert not UploadSession.objects.filter(project=deployment["project"]).exists()
+    assert not Profile.objects.filter(project=deployment["project"]).exists()
+    wait_until(lambda: not partial.exists(), "the partial upload to be removed", limit_s=30)
+    assert runs(deployment) == 1
+    assert agent.proc.poll() is None  # the agent goes on serving jobs
+
+
+@pytest.mark.slow
 def test_cancel_stops_the_running_workload(deployment: dict[str, Any]) -> None:
     agent = deployment["start_agent"]()
     wait_until(lambda: registered(deployment["agent_id"]), "agent registration", limit_s=LIMIT_S)

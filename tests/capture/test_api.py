@@ -156,3 +156,33 @@ def test_pages_render_for_members(setup, client, settings) -> None:
     client.force_login(setup["outsider"])
     assert client.get(f"/projects/{pid}/agents/").status_code == 404
     assert client.get(f"/captures/{job.pk}/").status_code == 404
+
+
+def test_a_cancelled_upload_is_refused_chunks_and_can_be_deleted(setup, django_capture_on_commit_callbacks) -> None:
+    from profiles.models import UploadSession
+    from profiles.services import partial_upload_path
+
+    job = setup["api"].post(f"/api/projects/{setup['project'].pk}/captures/",
+                            {"agent": setup["agent_id"], "workload": "llama"}, format="json").json()
+    agent = agent_client(setup["token"])
+    agent.post("/api/agent/jobs/next/", {}, format="json")
+    for step in ("running", "uploading"):
+        assert agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": step}, format="json").status_code == 200
+    opened = agent.post(f"/api/agent/jobs/{job['id']}/upload/", {"filename": "c.tar.gz", "size": 8}, format="json")
+    assert opened.status_code == 201, opened.content
+    url = opened.json()["url"]
+    put = agent.put(url, b"1234", content_type="application/octet-stream", HTTP_CONTENT_RANGE="bytes 0-3/8")
+    assert put.status_code == 200 and put.json()["offset"] == 4
+    setup["api"].post(f"/api/captures/{job['id']}/cancel/")
+    put = agent.put(url, b"5678", content_type="application/octet-stream", HTTP_CONTENT_RANGE="bytes 4-7/8")
+    assert put.status_code == 409 and put.json()["cancel"] is True and put.json()["status"] == "uploading"
+    assert agent.post(url.rstrip("/") + "/complete/", {}, format="json").status_code == 409
+    session = UploadSession.objects.get()
+    assert session.received == 4
+    with django_capture_on_commit_callbacks(execute=True):
+        assert agent.delete(url).status_code == 204
+    assert not UploadSession.objects.exists() and not partial_upload_path(session).exists()
+    assert CaptureJob.objects.get(pk=job["id"]).upload_id is None
+    assert agent.delete(url).status_code == 404  # aborting twice is harmless
+    ok = agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": "cancelled"}, format="json")
+    assert ok.status_code == 200 and ok.json()["status"] == "cancelled"
