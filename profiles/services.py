@@ -79,13 +79,19 @@ def invitation_create(
     return Invitation.objects.create(project=project, user=invitee, role=role, invited_by=invited_by)
 
 
-@transaction.atomic
-def invitation_accept(*, invitation: Invitation, user: AbstractBaseUser) -> Membership:
+def _invitation_answer(*, invitation: Invitation, user: AbstractBaseUser, status: str, not_yours: str) -> None:
+    """Mark ``user``'s own pending invitation answered; anyone else's, or one already answered, is refused."""
     if invitation.user_id != user.pk or invitation.status != Invitation.Status.PENDING:
-        raise PermissionDenied(_("This invitation is not yours to accept."))
-    invitation.status = Invitation.Status.ACCEPTED
+        raise PermissionDenied(not_yours)
+    invitation.status = status
     invitation.answered_at = timezone.now()
     invitation.save(update_fields=["status", "answered_at"])
+
+
+@transaction.atomic
+def invitation_accept(*, invitation: Invitation, user: AbstractBaseUser) -> Membership:
+    _invitation_answer(invitation=invitation, user=user, status=Invitation.Status.ACCEPTED,
+                       not_yours=_("This invitation is not yours to accept."))
     membership, _created = Membership.objects.get_or_create(
         project=invitation.project, user=user, defaults={"role": invitation.role}
     )
@@ -94,11 +100,8 @@ def invitation_accept(*, invitation: Invitation, user: AbstractBaseUser) -> Memb
 
 @transaction.atomic
 def invitation_decline(*, invitation: Invitation, user: AbstractBaseUser) -> None:
-    if invitation.user_id != user.pk or invitation.status != Invitation.Status.PENDING:
-        raise PermissionDenied(_("This invitation is not yours to decline."))
-    invitation.status = Invitation.Status.DECLINED
-    invitation.answered_at = timezone.now()
-    invitation.save(update_fields=["status", "answered_at"])
+    _invitation_answer(invitation=invitation, user=user, status=Invitation.Status.DECLINED,
+                       not_yours=_("This invitation is not yours to decline."))
 
 
 @transaction.atomic
