@@ -31,7 +31,7 @@ from rest_framework.views import APIView
 
 from captures import selectors, services
 from captures.auth import AgentTokenAuthentication, IsAgent
-from captures.models import Agent, CaptureJob, JobStatus
+from captures.models import FINAL_STATUSES, Agent, CaptureJob
 from profiles import selectors as profile_selectors
 from profiles.api import ProfileSerializer, upload_session_data
 
@@ -174,7 +174,8 @@ class AgentView(APIView):
 
 
 def _job_answer(job: CaptureJob, code: int = status.HTTP_200_OK, detail: str | None = None) -> Response:
-    body: dict[str, Any] = {"status": job.status, "cancel": job.cancel_requested or job.status == JobStatus.CANCELLED}
+    # cancel: stop working on it (asked by a user, or the job ended on the server, e.g. failed by jobs_expire)
+    body: dict[str, Any] = {"status": job.status, "cancel": job.cancel_requested or job.status in FINAL_STATUSES}
     if detail:
         body["detail"] = detail
     return Response(body, status=code)
@@ -195,7 +196,7 @@ class AgentRegisterView(AgentView):
             raise _drf_error(exc) from exc
         return Response(
             {"agent": {"id": agent.pk, "name": agent.name}, "project": agent.project_id,
-             "heartbeat_s": services.HEARTBEAT_S, "max_wait_s": services.MAX_WAIT_S}
+             "heartbeat_s": services.heartbeat_interval_s(), "max_wait_s": services.MAX_WAIT_S}
         )
 
 

@@ -61,6 +61,7 @@ class JobStatus(models.TextChoices):
 
 
 FINAL_STATUSES = (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
+ACTIVE_STATUSES = (JobStatus.CLAIMED, JobStatus.RUNNING, JobStatus.UPLOADING)  # an agent holds the job
 # What an agent may report after each status (done is set only by completing the job's upload).
 AGENT_TRANSITIONS: dict[str, tuple[str, ...]] = {
     JobStatus.CLAIMED: (JobStatus.RUNNING, JobStatus.FAILED, JobStatus.CANCELLED),
@@ -85,6 +86,9 @@ class CaptureJob(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # set at the claim: the workload's timeout (as its agent reported it) plus a grace; past it, a job still
+    # claimed or running is failed by services.jobs_expire
+    deadline = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -12,15 +12,27 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from captures.models import AGENT_TRANSITIONS, FINAL_STATUSES, HEARTBEAT_S, Agent, CaptureJob, JobStatus
+from captures.models import (
+    ACTIVE_STATUSES,
+    AGENT_TRANSITIONS,
+    FINAL_STATUSES,
+    HEARTBEAT_S,
+    Agent,
+    CaptureJob,
+    JobStatus,
+)
 from profiles import services as profile_services
 from profiles.models import Profile, Project, UploadSession
 from pypto_core.capture.options import OptionsError, validate_params
@@ -108,12 +120,23 @@ def agent_register(
     return agent
 
 
+def heartbeat_interval_s() -> int:
+    """What agents are told at registration: a third of the staleness window, so two lost beats are harmless."""
+    return max(1, min(HEARTBEAT_S, settings.PYPTO_CAPTURE_AGENT_STALE_S // 3))
+
+
 def agent_heartbeat(*, agent: Agent, running: list[Any]) -> list[int]:
-    """Mark the agent alive; returns the ids of its jobs whose cancel was requested."""
+    """Mark the agent alive; returns the ids of its jobs to stop: a cancel was requested, or a job it still
+    runs has ended on the server (failed by ``jobs_expire`` while the agent was out of touch)."""
     agent_touch(agent=agent)
+    items = running if isinstance(running, list) else []
+    ids = [int(i) for i in items if isinstance(i, int) or (isinstance(i, str) and i.isdigit())][:100]
     return list(
-        CaptureJob.objects.filter(agent=agent, cancel_requested=True)
-        .exclude(status__in=FINAL_STATUSES)
+        CaptureJob.objects.filter(agent=agent)
+        .filter(
+            (Q(cancel_requested=True) & ~Q(status__in=FINAL_STATUSES))
+            | (Q(pk__in=ids) & Q(status__in=FINAL_STATUSES))
+        )
         .values_list("id", flat=True)
     )
 
@@ -168,15 +191,80 @@ def job_claim_next(*, agent: Agent, wait_s: float = 0) -> CaptureJob | None:
     agent_touch(agent=agent)
     while True:
         queued = CaptureJob.objects.filter(agent=agent, status=JobStatus.QUEUED).order_by("created_at", "id")
-        for job_id in queued.values_list("id", flat=True)[:5]:
+        for job_id, workload, params in queued.values_list("id", "workload", "params")[:5]:
+            now = timezone.now()
+            deadline = now + timedelta(seconds=job_budget_s(agent=agent, workload=workload, params=params))
             if CaptureJob.objects.filter(pk=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(
-                status=JobStatus.CLAIMED, claimed_at=timezone.now()
+                status=JobStatus.CLAIMED, claimed_at=now, deadline=deadline
             ):
                 return CaptureJob.objects.get(pk=job_id)
         if time.monotonic() >= deadline:
             agent_touch(agent=agent)
             return None
         time.sleep(_POLL_INTERVAL_S)
+
+
+def job_budget_s(*, agent: Agent, workload: str, params: dict[str, Any] | None) -> int:
+    """Seconds a claimed job may take before it is failed: the timeout the agent reported for the workload
+    (the project default when it reported none) plus the grace. A vLLM workload profiles for ``duration_s``,
+    then waits up to its timeout for stop_profile and again for the folder to settle
+    (pypto_core/capture/workloads.py profile_vllm)."""
+    info = next((w for w in agent.workloads if isinstance(w, dict) and w.get("name") == workload), {})
+    timeout = info.get("timeout_s")
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
+        timeout = settings.PYPTO_CAPTURE_DEFAULT_TIMEOUT_S
+    if info.get("kind") == "vllm":
+        try:
+            duration = validate_params(params or {}).duration_s
+        except OptionsError:
+            duration = 0
+        timeout = 2 * timeout + duration
+    return int(timeout) + settings.PYPTO_CAPTURE_GRACE_S
+
+
+def _utc(moment: datetime) -> str:
+    return moment.astimezone(dt_timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def jobs_expire(*, project_id: int | None = None, job_id: int | None = None) -> int:
+    """Fail the jobs an agent holds but will not finish; returns how many changed. Idempotent and cheap, so it
+    runs on read (the capture selectors) as well as from anywhere periodic.
+
+    - the agent sent nothing for PYPTO_CAPTURE_AGENT_STALE_S (killed, host down, network gone): its claimed,
+      running and uploading jobs fail, naming the agent and its last request;
+    - a job still claimed or running past its deadline (set at the claim) fails, the agent being alive.
+    Each change is a conditional UPDATE on the state that was read, so a concurrent report, cancel or second
+    reader changes nothing twice. An agent that comes back is refused these jobs (its ledger never reruns one).
+    """
+    now = timezone.now()
+    stale_before = now - timedelta(seconds=settings.PYPTO_CAPTURE_AGENT_STALE_S)
+    silent = Q(agent__last_seen__lt=stale_before) | Q(agent__last_seen__isnull=True)
+    late = Q(deadline__lt=now, status__in=(JobStatus.CLAIMED, JobStatus.RUNNING))
+    held = CaptureJob.objects.filter(status__in=ACTIVE_STATUSES)
+    if project_id is not None:
+        held = held.filter(project_id=project_id)
+    if job_id is not None:
+        held = held.filter(pk=job_id)
+    changed = 0
+    for job in held.filter(silent | late).select_related("agent")[:500]:
+        agent = job.agent
+        if agent.last_seen is None or agent.last_seen < stale_before:
+            seen = _utc(agent.last_seen) if agent.last_seen else "registration (it never called)"
+            message = (
+                f"agent {agent.name} stopped sending heartbeats at {seen}; the job was {job.status} "
+                f"(no request for over {settings.PYPTO_CAPTURE_AGENT_STALE_S} s)"
+            )
+            condition = silent
+        else:
+            message = (
+                f"no result by the job's deadline, {_utc(job.deadline)} (the workload's timeout plus "
+                f"{settings.PYPTO_CAPTURE_GRACE_S} s); agent {agent.name} is online but the job was still {job.status}"
+            )
+            condition = late
+        changed += CaptureJob.objects.filter(condition, pk=job.pk, status=job.status).update(
+            status=JobStatus.FAILED, message=message, finished_at=now, updated_at=now
+        )
+    return changed
 
 
 def job_report_status(*, agent: Agent, job: CaptureJob, status: str, message: str = "") -> CaptureJob:

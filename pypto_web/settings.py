@@ -191,6 +191,13 @@ PYPTO_TASK_LEASE_SECONDS = env_int("PYPTO_TASK_LEASE_SECONDS", CELERY_TASK_TIME_
 PYPTO_PIPELINE_HOLD_FILE = env_str("PYPTO_PIPELINE_HOLD_FILE", "")
 # A multi-rank archive with at least this many ranks is read as one ingest task per rank (fan-out).
 PYPTO_FANOUT_MIN_RANKS = env_int("PYPTO_FANOUT_MIN_RANKS", 2)
+# Capture jobs (captures/services.py jobs_expire): a claimed job must end within the workload's timeout as its
+# agent reported it (else the default, agent_config's DEFAULT_TIMEOUT_S) plus the grace (the agent's own
+# kill, pack and report); a job whose agent sent nothing for AGENT_STALE_S is failed (agents are told to
+# heartbeat at a third of it, at most every 15 s). 300 s: 20 missed beats, longer than the agent's 30 s backoff.
+PYPTO_CAPTURE_DEFAULT_TIMEOUT_S = env_int("PYPTO_CAPTURE_DEFAULT_TIMEOUT_S", 3600)
+PYPTO_CAPTURE_GRACE_S = env_int("PYPTO_CAPTURE_GRACE_S", 600)
+PYPTO_CAPTURE_AGENT_STALE_S = env_int("PYPTO_CAPTURE_AGENT_STALE_S", 300)
 CELERY_TASK_ROUTES = {
     "analysis.tasks.ingest*": {"queue": "ingest"},
     "analysis.tasks.diagnose*": {"queue": "diagnose"},

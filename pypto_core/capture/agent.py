@@ -197,8 +197,9 @@ class Agent:
         )
         try:
             answer = self._status(job_id, "uploading")
-            if answer.get("status") == "cancelled":
-                self._finish(job_id, "cancelled", None, report=False)
+            if answer.get("status") in ("cancelled", "failed"):
+                # ended on the server meanwhile (a cancel, or failed while this agent was out of touch)
+                self._finish(job_id, str(answer["status"]), answer.get("detail"), report=False)
                 sender.abort()
                 archive.unlink(missing_ok=True)
                 return
@@ -211,7 +212,8 @@ class Agent:
         except ApiError as exc:
             self._check_auth(exc)
             if _cancel_answer(exc):
-                self._abort_upload(job_id, sender, archive, "cancelled while uploading")
+                ended = exc.body.get("status") if exc.body.get("status") in ("failed", "cancelled") else None
+                self._abort_upload(job_id, sender, archive, "cancelled while uploading", ended=ended)
                 return
             self._finish(job_id, "failed", f"upload refused: {exc}")
             return
@@ -222,10 +224,13 @@ class Agent:
         archive.unlink(missing_ok=True)
         log.info("job %s uploaded as profile %s", job_id, profile.get("id"))
 
-    def _abort_upload(self, job_id: int, sender: ResumableUpload, archive: Path, message: str) -> None:
+    def _abort_upload(
+        self, job_id: int, sender: ResumableUpload, archive: Path, message: str, *, ended: str | None = None
+    ) -> None:
+        """``ended``: the status the server already gave the job (then nothing is reported)."""
         sender.abort()  # DELETE the open upload: nothing half-sent is left on the server
         archive.unlink(missing_ok=True)
-        self._finish(job_id, "cancelled", message)
+        self._finish(job_id, ended or "cancelled", message, report=ended is None)
 
     def resume_unfinished(self) -> None:
         """After a restart: finish uploads that were cut off; never rerun a workload that had started."""

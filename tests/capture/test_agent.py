@@ -282,6 +282,47 @@ def test_cancel_during_the_upload_aborts_it(deployment: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
+def test_a_killed_agents_job_fails_after_the_staleness_window_and_is_not_rerun(
+    deployment: dict[str, Any], settings: Any
+) -> None:
+    """SIGKILL during a long workload: the server fails the job once the agent has been silent for the
+    (shortened) window, naming the agent; the agent restarted later does not run it again."""
+    settings.PYPTO_CAPTURE_AGENT_STALE_S = 4  # the live server runs in this process: it reads this setting
+    agent = deployment["start_agent"]()
+    wait_until(lambda: registered(deployment["agent_id"]), "agent registration", limit_s=LIMIT_S)
+    job_id = capture(deployment, "sleeper")
+    pid = None
+    try:
+        # alive and heartbeating (told every 1 s): running well past the window is fine
+        wait_until(lambda: "tick 40" in job_row(job_id).log_tail, "the workload to run 8 s", limit_s=LIMIT_S)
+        pid = int(deployment["runs"].read_text().split()[0])
+        detail = deployment["api"].get(f"/api/captures/{job_id}/").json()
+        assert detail["status"] == "running", detail
+        agent.kill()
+        assert deployment["api"].get(f"/api/captures/{job_id}/").json()["status"] == "running"  # not yet
+
+        def failed() -> Any:
+            answer = deployment["api"].get(f"/api/captures/{job_id}/").json()  # the check runs on read
+            return answer if answer["status"] != "running" else None
+
+        answer = wait_until(failed, "the server to fail the job", limit_s=60)
+        assert answer["status"] == "failed", answer
+        assert answer["message"].startswith("agent npu-host stopped sending heartbeats at "), answer["message"]
+        assert answer["finished_at"] is not None
+    finally:
+        if pid is not None:  # the workload runs in its own session: the agent's SIGKILL did not reach it
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    second = deployment["start_agent"]()
+    wait_until(lambda: "not run twice" in second.tail(), "the restarted agent to settle the job", limit_s=LIMIT_S)
+    job = job_row(job_id)
+    assert job.status == "failed" and "stopped sending heartbeats" in job.message  # kept, not overwritten
+    assert runs(deployment) == 1 and second.proc.poll() is None
+
+
+@pytest.mark.slow
 def test_cancel_stops_the_running_workload(deployment: dict[str, Any]) -> None:
     agent = deployment["start_agent"]()
     wait_until(lambda: registered(deployment["agent_id"]), "agent registration", limit_s=LIMIT_S)

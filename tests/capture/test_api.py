@@ -186,3 +186,64 @@ def test_a_cancelled_upload_is_refused_chunks_and_can_be_deleted(setup, django_c
     assert agent.delete(url).status_code == 404  # aborting twice is harmless
     ok = agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": "cancelled"}, format="json")
     assert ok.status_code == 200 and ok.json()["status"] == "cancelled"
+
+
+def test_claim_sets_a_deadline_and_a_late_job_is_failed_on_read(setup, settings) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.PYPTO_CAPTURE_GRACE_S = 30
+    settings.PYPTO_CAPTURE_DEFAULT_TIMEOUT_S = 1000
+    agent = agent_client(setup["token"])
+    reg = agent.post("/api/agent/register/", {"hostname": "h1", "workloads": [
+        {"name": "llama", "kind": "python", "timeout_s": 120}, {"name": "untimed", "kind": "python"},
+        {"name": "vllm", "kind": "vllm", "timeout_s": 100}]}, format="json")
+    assert reg.json()["heartbeat_s"] == 15  # a third of the default 300 s window, at most 15
+    url = f"/api/projects/{setup['project'].pk}/captures/"
+    ids = [setup["api"].post(url, {"agent": setup["agent_id"], "workload": w, "params": p}, format="json").json()["id"]
+           for w, p in (("llama", {}), ("untimed", {}), ("vllm", {"duration_s": 20}))]
+    budgets = {}
+    for _ in ids:
+        claimed = agent.post("/api/agent/jobs/next/", {}, format="json").json()
+        job = CaptureJob.objects.get(pk=claimed["id"])
+        budgets[job.workload] = round((job.deadline - job.claimed_at).total_seconds())
+    # the reported timeout (else the project default) plus the grace; vLLM: duration + stop + settle waits
+    assert budgets == {"llama": 150, "untimed": 1030, "vllm": 2 * 100 + 20 + 30}
+
+    late = ids[0]
+    assert agent.post(f"/api/agent/jobs/{late}/status/", {"status": "running"}, format="json").status_code == 200
+    assert setup["api"].get(f"/api/captures/{late}/").json()["status"] == "running"  # the agent is online
+    CaptureJob.objects.filter(pk=late).update(deadline=timezone.now() - timedelta(seconds=1))  # time passes
+    answer = setup["api"].get(f"/api/captures/{late}/").json()
+    assert answer["status"] == "failed" and "deadline" in answer["message"] and "npu-1 is online" in answer["message"]
+    # the agent still running it is told to stop, by its next log post or heartbeat; its late reports change nothing
+    assert agent.post(f"/api/agent/jobs/{late}/log/", {"tail": "x"}, format="json").json()["cancel"] is True
+    assert agent.post("/api/agent/heartbeat/", {"running": [late]}, format="json").json() == {"cancel": [late]}
+    r = agent.post(f"/api/agent/jobs/{late}/status/", {"status": "uploading"}, format="json")
+    assert r.status_code == 409 and CaptureJob.objects.get(pk=late).status == JobStatus.FAILED
+    # the others, within their deadlines and with a live agent, are untouched by reading the list
+    listed = {j["id"]: j["status"] for j in setup["api"].get(url).json()}
+    assert listed == {late: "failed", ids[1]: "claimed", ids[2]: "claimed"}
+
+
+def test_a_silent_agents_jobs_fail_once_on_read(setup, settings) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.PYPTO_CAPTURE_AGENT_STALE_S = 60
+    url = f"/api/projects/{setup['project'].pk}/captures/"
+    job_id = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama"}, format="json").json()["id"]
+    queued = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama"}, format="json").json()["id"]
+    agent = agent_client(setup["token"])
+    agent.post("/api/agent/jobs/next/", {}, format="json")
+    agent.post(f"/api/agent/jobs/{job_id}/status/", {"status": "running"}, format="json")
+    last = timezone.now() - timedelta(seconds=61)
+    Agent.objects.filter(pk=setup["agent_id"]).update(last_seen=last)  # the agent went silent a minute ago
+    listed = {j["id"]: j for j in setup["api"].get(url).json()}
+    assert listed[job_id]["status"] == "failed" and listed[queued]["status"] == "queued"  # a queued job waits
+    assert listed[job_id]["message"].startswith(f"agent npu-1 stopped sending heartbeats at {last:%Y-%m-%d %H:%M:%S} UTC")
+    finished = CaptureJob.objects.get(pk=job_id).finished_at
+    assert setup["api"].get(f"/api/captures/{job_id}/").json()["finished_at"] is not None
+    assert CaptureJob.objects.get(pk=job_id).finished_at == finished  # a second read changes nothing
