@@ -26,6 +26,9 @@
 #if defined(__GLIBC__)
 #include <locale.h>
 #endif
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* column kinds (kernel_csv._NATIVE_KINDS) */
 #define K_TEXT 1
@@ -49,8 +52,9 @@ typedef struct {
     int32_t *offsets; /* count + 1 */
     uint32_t *hashes; /* per code */
     int32_t count, cap;
-    int32_t *slots; /* code + 1, 0 = empty */
+    uint64_t *slots; /* hash << 32 | (code + 1); 0 = empty */
     int32_t nslots;
+    int32_t last; /* the previous row's code: low-cardinality columns repeat it; -1 none */
 } Dict;
 
 typedef struct {
@@ -70,7 +74,8 @@ static void dict_reset(Dict *d) {
     d->data_len = 0;
     d->count = 0;
     d->offsets[0] = 0;
-    memset(d->slots, 0, sizeof(int32_t) * (size_t)d->nslots);
+    d->last = -1;
+    memset(d->slots, 0, sizeof(uint64_t) * (size_t)d->nslots);
 }
 
 static int dict_init(Dict *d) {
@@ -80,7 +85,7 @@ static int dict_init(Dict *d) {
     d->data = malloc((size_t)d->data_cap);
     d->offsets = malloc(sizeof(int32_t) * (size_t)(d->cap + 1));
     d->hashes = malloc(sizeof(uint32_t) * (size_t)d->cap);
-    d->slots = calloc((size_t)d->nslots, sizeof(int32_t));
+    d->slots = calloc((size_t)d->nslots, sizeof(uint64_t));
     if (!d->data || !d->offsets || !d->hashes || !d->slots) return -1;
     dict_reset(d);
     return 0;
@@ -115,12 +120,12 @@ static inline uint32_t hash_bytes(const uint8_t *p, int64_t n) {
 
 static int dict_grow_slots(Dict *d) {
     int32_t ns = d->nslots * 2;
-    int32_t *slots = calloc((size_t)ns, sizeof(int32_t));
+    uint64_t *slots = calloc((size_t)ns, sizeof(uint64_t));
     if (!slots) return -1;
     for (int32_t c = 0; c < d->count; c++) {
         uint32_t i = d->hashes[c] & (uint32_t)(ns - 1);
         while (slots[i]) i = (i + 1) & (uint32_t)(ns - 1);
-        slots[i] = c + 1;
+        slots[i] = (uint64_t)d->hashes[c] << 32 | (uint32_t)(c + 1);
     }
     free(d->slots);
     d->slots = slots;
@@ -130,15 +135,20 @@ static int dict_grow_slots(Dict *d) {
 
 /* the code of string p[0:n] in d, adding it when new; -1 when out of memory or the dictionary is too big */
 static int32_t dict_intern(Dict *d, const uint8_t *p, int64_t n) {
+    if (d->last >= 0) {
+        int32_t c = d->last;
+        if (d->offsets[c + 1] - d->offsets[c] == n && memcmp(d->data + d->offsets[c], p, (size_t)n) == 0) return c;
+    }
     uint32_t h = hash_bytes(p, n);
     uint32_t mask = (uint32_t)(d->nslots - 1);
     uint32_t i = h & mask;
     for (;;) {
-        int32_t s = d->slots[i];
+        uint64_t s = d->slots[i];
         if (!s) break;
-        int32_t c = s - 1;
-        if (d->hashes[c] == h && d->offsets[c + 1] - d->offsets[c] == n && memcmp(d->data + d->offsets[c], p, (size_t)n) == 0)
-            return c;
+        int32_t c = (int32_t)(uint32_t)s - 1;
+        if ((uint32_t)(s >> 32) == h && d->offsets[c + 1] - d->offsets[c] == n &&
+            memcmp(d->data + d->offsets[c], p, (size_t)n) == 0)
+            return d->last = c;
         i = (i + 1) & mask;
     }
     if (d->data_len + n > INT32_MAX) return -1; /* int32 offsets */
@@ -165,9 +175,27 @@ static int32_t dict_intern(Dict *d, const uint8_t *p, int64_t n) {
     d->data_len += n;
     d->offsets[c + 1] = (int32_t)d->data_len;
     d->hashes[c] = h;
-    d->slots[i] = c + 1;
+    d->slots[i] = (uint64_t)h << 32 | (uint32_t)(c + 1);
     if ((int64_t)d->count * 2 > d->nslots && dict_grow_slots(d) != 0) return -1;
-    return c;
+    return d->last = c;
+}
+
+/* offset of the first ',', '"', CR or LF in b[p:n], or n */
+static inline int64_t field_end(const uint8_t *b, int64_t p, int64_t n) {
+#if defined(__SSE2__)
+    const __m128i comma = _mm_set1_epi8(','), quote = _mm_set1_epi8('"'), cr = _mm_set1_epi8('\r'),
+                  lf = _mm_set1_epi8('\n');
+    while (p + 16 <= n) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(b + p));
+        __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, comma), _mm_cmpeq_epi8(v, quote)),
+                                 _mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, lf)));
+        int bits = _mm_movemask_epi8(m);
+        if (bits) return p + __builtin_ctz((unsigned)bits);
+        p += 16;
+    }
+#endif
+    while (p < n && b[p] != ',' && b[p] != '"' && b[p] != '\n' && b[p] != '\r') p++;
+    return p;
 }
 
 /* ------------------------------------------------------------------------------------------- numbers */
@@ -303,15 +331,15 @@ static int parse_float(const uint8_t *p, int64_t n, double *out) {
         e10 += eneg ? -ev : ev;
     }
     if (i != n) return -1;
+    if (mant == 0 && !dropped) {
+        *out = neg ? -0.0 : 0.0;
+        return 0;
+    }
     if (!dropped && mant <= (1ULL << 53) && e10 >= -22 && e10 <= 22) {
         /* Clinger: both operands exact doubles, one correctly rounded operation */
         double v = (double)mant;
         v = e10 < 0 ? v / POW10[-e10] : v * POW10[e10];
         *out = neg ? -v : v;
-        return 0;
-    }
-    if (mant == 0 && !dropped) {
-        *out = neg ? -0.0 : 0.0;
         return 0;
     }
 #if defined(__GLIBC__)
@@ -471,10 +499,8 @@ int64_t csv_scan(Scanner *s, const uint8_t *b, int64_t n, int64_t pos, int32_t a
                 if (p < n && b[p] != ',' && b[p] != '\n' && b[p] != '\r') BAIL(2); /* text after a closing quote */
             } else {
                 st = p;
-                while (p < n && b[p] != ',' && b[p] != '\n' && b[p] != '\r') {
-                    if (b[p] == '"') BAIL(3); /* a quote inside an unquoted field */
-                    p++;
-                }
+                p = field_end(b, p, n);
+                if (p < n && b[p] == '"') BAIL(3); /* a quote inside an unquoted field */
                 len = p - st;
             }
             if (p >= n && !at_eof) goto need_more;

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import queue
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -91,6 +93,8 @@ def scan_columns(
     header: Sequence[str],
     kinds: Sequence[int],
     null_tokens: Sequence[str],
+    *,
+    background: bool = False,
 ) -> Iterator[list[pa.Array]]:
     """Yield batches of ``path`` as one Arrow array per header column, typed by ``kinds``.
 
@@ -98,7 +102,61 @@ def scan_columns(
     TIME_NS as exact int64 ns from µs; INT as int64 (4294967295 null); FLOAT as float64; numeric cells
     in ``null_tokens`` are null. Raises :class:`NotNative` where the scanner stops (also before the first
     batch, e.g. without a compiler); OSError from reading passes through.
+
+    ``background``: scan in a second thread, at most ``_AHEAD`` batches ahead of the consumer (the scanner
+    releases the GIL, so scanning overlaps the caller's conversion on a second core).
     """
+    if background:
+        return _ahead(_scan(path, header, kinds, null_tokens))
+    return _scan(path, header, kinds, null_tokens)
+
+
+_AHEAD = 1  # batches scanned ahead of the consumer: bounds the memory in flight
+
+
+def _ahead(batches: Iterator[list[pa.Array]]) -> Iterator[list[pa.Array]]:
+    q: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=_AHEAD)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for b in batches:
+                while not stop.is_set():
+                    try:
+                        q.put(("data", b), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("end", None))
+        except BaseException as exc:  # handed to the consumer, which raises it
+            q.put(("error", exc))
+        finally:
+            batches.close()  # type: ignore[attr-defined]
+
+    thread = threading.Thread(target=work, name="pypto-csvscan", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "data":
+                yield item  # type: ignore[misc]
+            elif kind == "end":
+                return
+            else:
+                raise item  # type: ignore[misc]
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _scan(
+    path: str | os.PathLike[str],
+    header: Sequence[str],
+    kinds: Sequence[int],
+    null_tokens: Sequence[str],
+) -> Iterator[list[pa.Array]]:
     lib = native_lib()
     if lib is None:
         raise NotNative(0, "no C compiler")

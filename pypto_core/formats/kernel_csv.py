@@ -262,7 +262,7 @@ def iter_kernel_batches(
         ready_names = {i: c for c, src in cols.mapping.items() if c in _TIMES or c in _INTS
                        for i in [cols.header.index(src)]}
         try:
-            for arrays in csvscan.scan_columns(path, cols.header, kinds, csvtable.NULL_TOKENS):
+            for arrays in csvscan.scan_columns(path, cols.header, kinds, csvtable.NULL_TOKENS, background=True):
                 ready = {ready_names[i]: a for i, a in enumerate(arrays) if i in ready_names}
                 raw = pa.RecordBatch.from_arrays(
                     [a for i, a in enumerate(arrays) if i not in ready_names],

@@ -1,12 +1,13 @@
-"""The typed fast path of the kernel CSV reader gives exactly what the validating string path gives,
-and falls back to it (with the same warnings) whenever Arrow's typed parse refuses a cell."""
+"""The fast paths of the kernel CSV reader (the native C scanner, then Arrow's typed parse) give exactly
+what the validating string path gives, and fall back to it (with the same warnings) whenever they refuse
+a cell or a row."""
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from pypto_core.formats import csvtable, kernel_csv
+from pypto_core.formats import csvscan, csvtable, kernel_csv
 from pypto_core.formats.kernel_csv import kernel_device_ids, kernels_to_parquet, read_kernels
 from tests.paths import SAMPLES
 
@@ -24,7 +25,30 @@ def _slow_read(path, monkeypatch):
     """The same file through the validating string path only."""
     with monkeypatch.context() as m:
         m.setattr(kernel_csv, "fast_column_types", lambda cols: {h: pa.string() for h in cols.header})
+        m.setattr(csvscan, "_NATIVE", None)
         return read_kernels(path)
+
+
+def _native_takes(path):
+    """True when the C scanner reads the whole file itself (no row left to the pyarrow paths)."""
+    cols = kernel_csv.map_columns(path)
+    try:
+        for _ in csvscan.scan_columns(path, cols.header, kernel_csv.native_column_kinds(cols), csvtable.NULL_TOKENS):
+            pass
+    except csvscan.NotNative:
+        return False
+    return True
+
+
+@pytest.fixture(params=["native", "arrow"])
+def fast_reader(request, monkeypatch):
+    """Run a test once with the C scanner first (the default) and once without it (no C compiler)."""
+    if request.param == "native":
+        if csvscan.native_lib() is None:
+            pytest.skip("no C compiler")
+    else:
+        monkeypatch.setattr(csvscan, "_NATIVE", None)
+    return request.param
 
 
 def _row(**kw):
@@ -40,14 +64,14 @@ def _row(**kw):
     "ascend_pt/llm_matmul_pipeutil_2025/kernel_details.csv",
     "msprof/op_summary_fixture/op_summary_1.csv",
 ])
-def test_fast_path_equals_string_path_on_real_samples(sample, monkeypatch):
+def test_fast_path_equals_string_path_on_real_samples(sample, monkeypatch, fast_reader):
     fast, fast_warn = read_kernels(SAMPLES / sample)
     slow, slow_warn = _slow_read(SAMPLES / sample, monkeypatch)
     assert fast.num_rows > 0
     assert fast.equals(slow) and fast_warn == slow_warn
 
 
-def test_sub_ns_digits_round_half_away_from_zero_like_the_string_path(tmp_path, monkeypatch):
+def test_sub_ns_digits_round_half_away_from_zero_like_the_string_path(tmp_path, monkeypatch, fast_reader):
     # 2023 files carry 4 decimals (0.1 ns): "496.8508" -> 496851 ns, "-2.0005" -> -2001 ns
     path = _write(tmp_path / "k.csv", [_row(dur="496.8508"), _row(task=2, dur="0.0004"), _row(task=3, dur="-2.0005"),
                                        _row(task=4, start="1764246877073569.6405")])
@@ -63,7 +87,7 @@ def test_sub_ns_digits_round_half_away_from_zero_like_the_string_path(tmp_path, 
     dict(dur="1.0000000001"),  # more digits than the fast decimal holds
     dict(dim="x"),  # unreadable shape
 ])
-def test_refused_cells_fall_back_to_the_validating_path(tmp_path, monkeypatch, bad):
+def test_refused_cells_fall_back_to_the_validating_path(tmp_path, monkeypatch, bad, fast_reader):
     rows = [_row(task=i, start=f"17642468770735{i:02d}.640") for i in range(5)] + [_row(task=9, **bad)]
     path = _write(tmp_path / "k.csv", rows)
     fast, fast_warn = read_kernels(path)
@@ -117,7 +141,8 @@ def test_kernel_device_ids():
     assert kernel_device_ids(pa.table({"name": ["x"]})) == []
 
 
-def test_fallback_after_batches_were_delivered_keeps_every_row_once(tmp_path, monkeypatch):
+def test_fallback_after_batches_were_delivered_keeps_every_row_once(tmp_path, monkeypatch, fast_reader):
+    monkeypatch.setattr(csvscan, "MAX_ROWS", 128)  # the native scan delivers many batches before the junk
     rows = [_row(task=i, start=f"1764246877{i:06d}.500") for i in range(2000)] + [_row(task=9999, ratio="junk")]
     path = _write(tmp_path / "k.csv", rows)
     batches = list(kernel_csv.iter_kernel_batches(path, kernel_csv.map_columns(path), block_size=8 * 1024))
@@ -125,3 +150,127 @@ def test_fallback_after_batches_were_delivered_keeps_every_row_once(tmp_path, mo
     got = pa.Table.from_batches(batches)
     assert got["task_id"].to_pylist() == list(range(2000)) + [9999]
     assert got.equals(_slow_read(path, monkeypatch)[0])
+
+
+# ------------------------------------------------------------------------------------- native scanner
+
+
+@pytest.mark.parametrize("sample", [
+    "ascend_pt/qwen3_0.6b_train_4npu_level2/rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
+    "ascend_pt/llm_arithutil_2023/kernel_details.csv",
+    "ascend_pt/llm_matmul_pipeutil_2025/kernel_details.csv",
+])
+def test_native_scanner_reads_real_samples_itself(sample):
+    # the other two samples hold a truncated row (31 of 32 fields): the scanner leaves them to pyarrow
+    if csvscan.native_lib() is None:
+        pytest.skip("no C compiler")
+    assert _native_takes(SAMPLES / sample)
+
+
+def test_native_scanner_across_read_chunks_equals_the_string_path(tmp_path, monkeypatch):
+    # rows, quoted shape cells and CRLFs split across reads; many small batches
+    if csvscan.native_lib() is None:
+        pytest.skip("no C compiler")
+    rows = [_row(task=i, start=f"1764246877{i:06d}.{i % 1000:03d}", name=f"op_{i % 13}", dim=i % 5,
+                 ratio="N/A" if i % 11 == 0 else f"0.{i}") for i in range(700)]
+    path = tmp_path / "k.csv"
+    path.write_bytes((HEADER + "".join(ROW.format(**r) for r in rows)).replace("\n", "\r\n").encode())
+    monkeypatch.setattr(csvscan, "READ_CHUNK", 997)
+    monkeypatch.setattr(csvscan, "MAX_ROWS", 61)
+    assert _native_takes(path)
+    fast, fast_warn = read_kernels(path)
+    slow, slow_warn = _slow_read(path, monkeypatch)
+    assert fast.num_rows == 700 and fast.equals(slow) and fast_warn == slow_warn == []
+
+
+@pytest.mark.parametrize("text, takes", [
+    ('"0,1"', False),  # 3 fields in a row of 2 columns... via a quoted comma: fine, but here a wrong count
+    ('0', True),
+    ('0,"x"y', False),  # text after a closing quote
+    ('0,x"y', False),  # a quote inside an unquoted field
+    ('0,"x\ny"', False),  # a newline inside quotes
+    ('0,"x', False),  # unterminated quote
+    ('+5,x', False),  # a sign the string path refuses
+    ('1e400,x', False),  # out of range
+    ('inf,x', False),
+])
+def test_native_scanner_refuses_what_it_cannot_read_exactly(tmp_path, text, takes):
+    if csvscan.native_lib() is None:
+        pytest.skip("no C compiler")
+    path = tmp_path / "t.csv"
+    path.write_text("n,s\n" + (text if "," in text else text + ",x") + "\n", encoding="utf-8")
+    try:
+        list(csvscan.scan_columns(path, ["n", "s"], [csvscan.FLOAT, csvscan.TEXT], csvtable.NULL_TOKENS))
+        took = True
+    except csvscan.NotNative:
+        took = False
+    assert took == takes
+
+
+_CELLS = ["", "N/A", "NA", "-", "nan", "None", " 5 ", "5\t", '"5"', "+5", "5.0", "40.", "5.5", "-2.0005", "1e3",
+          ".5", "5.", "inf", "1e400", "4294967295", "abc", "-0", "0.0005", "9999999999999999.9999",
+          "1764246877073569.640\t", "0000000000000000001", "12345678901234567890123", "é", "\u00a05", "x y",
+          "4096,1;7", '"4096,1;;2"', "DT_BF16;INT64", 'a"b', "HCCL", " MatMul "]
+
+
+# per HEADER column: cells the scanner takes (mangled ones are drawn from _CELLS now and then)
+_INT_OK, _TIME_OK = ["0", "7", "-3", "4294967295", "N/A", "", "40.0", '"12"'], ["1764246877073569.640\t", "1.5", "-2.0005", "0", "N/A", "496.8508"]
+_GOOD = [_INT_OK] * 4 + [["MatMul_1", "hcom_x", "N/A", " a b ", '"q"'], ["MatMul", "N/A"], ["AI_CORE", "HCCL", "N/A"]] + \
+    [_TIME_OK] * 3 + [_INT_OK, ['"4096,1;7"', '"""4096,1;;2"""', "", "N/A", '"x,1"'], ["DT_BF16;INT64", "", "N/A"],
+                      ["0.25", "1e-3", "-0.0", "N/A", "", "12345678901234567890.5", "0.1234567890123456789"]]
+
+
+def _cell(draw, st, col):
+    if col < len(_GOOD) and draw(st.integers(0, 99)) < 97:
+        return draw(st.sampled_from(_GOOD[col]))
+    text = draw(st.sampled_from(_CELLS) | st.text(alphabet='0123456789.-+eE ,;"\tNA/x', max_size=8))
+    how = draw(st.sampled_from(["plain", "quoted", "quoted"]))
+    return '"' + text.replace('"', '""') + '"' if how == "quoted" else text
+
+
+def test_native_scanner_on_mangled_csv_equals_the_validating_path(tmp_path_factory, monkeypatch):
+    """Whatever the cells, the default reader (C scanner first) gives the validating path's table and
+    warnings, or the same InputError."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from pypto_core.errors import InputError
+
+    if csvscan.native_lib() is None:
+        pytest.skip("no C compiler")
+    ncols = HEADER.count(",") + 1
+
+    @st.composite
+    def files(draw):
+        rows = []
+        for _ in range(draw(st.integers(1, 6))):
+            n = draw(st.sampled_from([ncols] * 18 + [ncols - 1, ncols + 1]))
+            rows.append(",".join(_cell(draw, st, c) for c in range(n)))
+        ends = draw(st.lists(st.sampled_from(["\n", "\r\n", "\r", "\n\n"]), min_size=len(rows), max_size=len(rows)))
+        last = draw(st.sampled_from(["", "\n"]))
+        return HEADER + "".join(r + e for r, e in zip(rows[:-1], ends)) + rows[-1] + last
+
+    def outcome(read, path):
+        try:
+            table, warnings = read(path)
+        except InputError as exc:
+            return ("error", str(exc))
+        except OverflowError as exc:  # shapes.parse_shape_text with a dim beyond int64: same on every path
+            return ("error", f"{type(exc).__name__}: {exc}")
+        return ("ok", table, warnings)
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(text=files())
+    def check(text):
+        path = tmp_path_factory.mktemp("m") / "k.csv"
+        path.write_bytes(text.encode("utf-8"))
+        native = outcome(read_kernels, path)
+        slow = outcome(lambda p: _slow_read(p, monkeypatch), path)
+        assert native[0] == slow[0], (native, slow)
+        if native[0] == "error":
+            assert native[1] == slow[1]
+        else:
+            assert native[1].equals(slow[1]), (native[1].to_pylist(), slow[1].to_pylist())
+            assert native[2] == slow[2]
+
+    check()
