@@ -16,6 +16,7 @@ if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ pyproject.toml -n
   .venv/bin/pip install -q --no-deps -e .
   # build the C event scanner of the JSON readers now, not during the first ingest
   .venv/bin/python -c "from pypto_core.formats.eventscan import native_scanner; native_scanner()" || true
+  .venv/bin/python -c "from pypto_core.formats.csvscan import native_lib; native_lib()" || true
   touch "$stamp"
 fi
 

@@ -22,6 +22,9 @@ _CACHE_LIMIT = 200_000
 _shape_cache: dict[str, list[list[int]] | None] = {}
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def parse_shape_text(text: str) -> list[list[int]] | None:
     """``"4096,1,2048;;2048"`` → ``[[4096, 1, 2048], [], [2048]]``; None when a dim is not an integer.
 
@@ -35,6 +38,8 @@ def parse_shape_text(text: str) -> list[list[int]] | None:
         value = [[int(d) for d in slot.split(",")] if slot.strip() else [] for slot in text.split(";")]
     except ValueError:
         value = None
+    if value is not None and any(not _INT64_MIN <= d <= _INT64_MAX for slot in value for d in slot):
+        value = None  # a dimension no tensor can have: unreadable, not an overflow later in Arrow
     if len(_shape_cache) < _CACHE_LIMIT:
         _shape_cache[text] = value
     return value

@@ -54,3 +54,10 @@ def test_shapes_keep_slots_aligned_with_dtypes():
     assert shapes.to_pylist() == [[[4096, 1, 2048], [4096, 1, 1024], [], []], [[375815680]], None, None, None]
     assert bad == 1
     assert parse_name_lists(pa.array(["DT_BF16;INT64;INT64", "N/A"])).to_pylist() == [["DT_BF16", "INT64", "INT64"], None]
+
+
+def test_a_shape_dimension_beyond_int64_is_unreadable_not_a_crash() -> None:
+    from pypto_core.formats.shapes import parse_shape_text
+
+    assert parse_shape_text("12345678901234567890123,1;2") is None
+    assert parse_shape_text("9223372036854775807;1") == [[9223372036854775807], [1]]
