@@ -15,6 +15,8 @@ Chunked, resumable upload (for multi-GB archives):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
@@ -43,6 +45,15 @@ def _drf_error(exc: DjangoValidationError) -> ValidationError:
         refused.status_code = http_status
         return refused  # type: ignore[return-value]
     return ValidationError(detail)
+
+
+@contextmanager
+def _service_errors() -> Iterator[None]:
+    """A service's Django ``ValidationError`` answered as the API's own (400, or an upload refusal's status)."""
+    try:
+        yield
+    except DjangoValidationError as exc:
+        raise _drf_error(exc) from exc
 
 
 class ProjectSerializer(serializers.ModelSerializer):
@@ -177,10 +188,8 @@ class ProjectListView(APIView):
     def post(self, request: Request) -> Response:
         serializer = ProjectSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
+        with _service_errors():
             project = services.project_create(user=request.user, **serializer.validated_data)
-        except DjangoValidationError as exc:
-            raise _drf_error(exc) from exc
         return Response(ProjectSerializer(project, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
@@ -208,10 +217,8 @@ class ProjectBaselineView(APIView):
         kwargs: dict[str, Any] = {"threshold_pct": data.get("threshold_pct")}
         if "profile" in data:
             kwargs["profile_id"] = data["profile"]
-        try:
+        with _service_errors():
             project = services.project_baseline_set(project=project, user=request.user, **kwargs)
-        except DjangoValidationError as exc:
-            raise _drf_error(exc) from exc
         return Response(ProjectSerializer(project, context={"request": request}).data)
 
 
@@ -234,10 +241,8 @@ class ProjectInvitationsView(APIView):
         project = selectors.project_get_for_user(user=request.user, project_id=project_id)
         serializer = InvitationCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
+        with _service_errors():
             invitation = services.invitation_create(project=project, invited_by=request.user, **serializer.validated_data)
-        except DjangoValidationError as exc:
-            raise _drf_error(exc) from exc
         return Response(InvitationSerializer(invitation, context={"request": request}).data, status=status.HTTP_201_CREATED)
 
 
@@ -280,13 +285,11 @@ class ProjectProfilesView(APIView):
         serializer = UploadFormSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        try:
+        with _service_errors():
             profile = services.profile_upload(
                 project=project, user=request.user, file=data["file"], filename=data["file"].name,
                 name=data["name"], sku=data["sku"], tags=data["tags"], model_file=data.get("model_file"),
             )
-        except DjangoValidationError as exc:
-            raise _drf_error(exc) from exc
         return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
 
 
@@ -297,10 +300,8 @@ class UploadStartView(APIView):
         services.require_write(user=request.user, project=project)
         serializer = UploadStartSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
+        with _service_errors():
             session = services.upload_session_start(project=project, user=request.user, **serializer.validated_data)
-        except DjangoValidationError as exc:
-            raise _drf_error(exc) from exc
         return Response(upload_session_data(session), status=status.HTTP_201_CREATED)
 
 
@@ -324,13 +325,12 @@ class UploadView(APIView):
                 {"chunk": "the Upload-Offset (or Content-Range) and Content-Length headers are required"}
             ) from exc
         try:
-            session = services.upload_session_append(
-                session=session, user=request.user, offset=offset, stream=request._request, length=length
-            )
+            with _service_errors():
+                session = services.upload_session_append(
+                    session=session, user=request.user, offset=offset, stream=request._request, length=length
+                )
         except services.OffsetMismatch as exc:
             return Response({"offset": exc.expected, "detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except DjangoValidationError as exc:
-            raise _drf_error(exc) from exc
         return Response(upload_session_data(session))
 
 
@@ -348,10 +348,8 @@ class UploadCompleteView(APIView):
     @extend_schema(request=None, responses={201: ProfileSerializer})
     def post(self, request: Request, upload_id: Any) -> Response:
         session = selectors.upload_session_get_for_user(user=request.user, session_id=upload_id)
-        try:
+        with _service_errors():
             profile = services.upload_session_complete(session=session, user=request.user)
-        except DjangoValidationError as exc:
-            raise _drf_error(exc) from exc
         return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
 
 
@@ -372,10 +370,8 @@ class ProfileRerunView(APIView):
     @extend_schema(request=None, responses={202: ProfileSerializer})
     def post(self, request: Request, profile_id: int) -> Response:
         profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
-        try:
+        with _service_errors():
             profile = services.profile_rerun(profile=profile, user=request.user)
-        except DjangoValidationError as exc:
-            raise _drf_error(exc) from exc
         return Response(ProfileSerializer(profile).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -391,11 +387,9 @@ class ProfileModelFileView(APIView):
         serializer = ModelFileSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         upload = serializer.validated_data["file"]
-        try:
+        with _service_errors():
             run = services.profile_model_file_attach(profile=profile, user=request.user, file=upload,
                                                      filename=upload.name)
-        except DjangoValidationError as exc:
-            raise _drf_error(exc) from exc
         return Response(
             {"profile": profile.pk, "model_file": profile.model_file.name.rsplit("/", 1)[-1],
              "run": run.pk if run else None, "artifacts_url": reverse("api-profile-artifacts", args=[profile.pk])},
