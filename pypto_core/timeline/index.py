@@ -20,6 +20,7 @@ import json
 import math
 import os
 import shutil
+import struct
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.profile import Profile
-from pypto_core.timeline.lanes import Lane, collect_lanes
+from pypto_core.timeline.lanes import Lane, _base_ns, _Interner, counter_columns, slice_tables
 from pypto_core.timeline.lod import MAX_DEPTH, Bars, merge, nesting_depth, running_end
 
 INDEX_VERSION = 1
@@ -65,83 +66,229 @@ def _write_arrow(path: Path, table: pa.Table, compress: bool) -> list[int]:
     return firsts
 
 
+class _NpyWriter:
+    """An ``.npy`` file of a 1-D array written in pieces: a fixed 128-byte header, patched with the final
+    length on close (numpy pads its headers with spaces to a multiple of 64 bytes, so this is a plain .npy)."""
+
+    HEADER = 128
+
+    def __init__(self, path: Path, dtype: Any) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.dtype = np.dtype(dtype)
+        self.count = 0
+        self._file = open(path, "wb")
+        self._file.write(b"\0" * self.HEADER)
+
+    def write(self, array: np.ndarray) -> None:
+        array = np.ascontiguousarray(array, self.dtype)
+        self._file.write(memoryview(array).cast("B"))
+        self.count += len(array)
+
+    def close(self) -> None:
+        text = "{'descr': %r, 'fortran_order': False, 'shape': (%d,), }" % (self.dtype.str, self.count)
+        body = self.HEADER - 10
+        self._file.seek(0)
+        self._file.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", body) + (text.ljust(body - 1) + "\n").encode("latin1"))
+        self._file.close()
+
+    def read(self, first: int, count: int) -> np.ndarray:
+        """``count`` items from ``first`` of a closed file, into ordinary memory (no mapping stays resident)."""
+        return np.fromfile(self.path, self.dtype, count=count, offset=self.HEADER + first * self.dtype.itemsize)
+
+
+class _Columns:
+    """Writers for one set of columns (``events/`` or one ``lod/<k>/``)."""
+
+    def __init__(self, folder: Path, columns: dict[str, Any]) -> None:
+        self.writers = {name: _NpyWriter(folder / f"{name}.npy", dtype) for name, dtype in columns.items()}
+        self.row_counts: list[np.ndarray] = []
+
+    def __getitem__(self, name: str) -> _NpyWriter:
+        return self.writers[name]
+
+    def write(self, **arrays: np.ndarray) -> None:
+        for name, array in arrays.items():
+            self.writers[name].write(array)
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.close()
+        counts = np.concatenate(self.row_counts) if self.row_counts else np.empty(0, np.int64)
+        _save(next(iter(self.writers.values())).path.parent / "offsets.npy",
+              np.r_[0, np.cumsum(counts)].astype(np.int64))
+
+
+def _lane_order(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Order of one lane's events by start, longest first on ties, then source order (stable)."""
+    if len(start) == 0:
+        return np.empty(0, np.int64)
+    lo = int(start.min())
+    dur = end - start
+    dmax = int(dur.max())
+    if (int(start.max()) - lo + 1) * (dmax + 1) < 2**62:  # one int64 key: a single (mostly presorted) sort
+        return np.argsort((start - lo) * (dmax + 1) + (dmax - dur), kind="stable")
+    return np.lexsort((-dur, start))
+
+
+def _bit_length(t: np.ndarray) -> np.ndarray:
+    """Bit length of each non-negative int64 (exact: float64 rounding up near a power of two is corrected)."""
+    bits = np.frexp(t.astype(np.float64))[1].astype(np.int64)
+    bits = np.minimum(bits, 63)
+    over = (bits > 0) & (t < np.left_shift(np.int64(1), np.maximum(bits - 1, 0)))
+    bits[over] -= 1
+    bits[t <= 0] = 0
+    return bits
+
+
+def _break_sizes(start: np.ndarray, end: np.ndarray, endmax: np.ndarray, row_first: np.ndarray) -> np.ndarray:
+    """Histogram (by bit length) of the smallest pixel that separates each event from the one before it.
+
+    At ``P`` ns per pixel, event i starts a new bar iff it or the previous event is at least ``P`` long or
+    the gap to the previous events' running end is at least ``P`` (``lod.merge``; merging level by level
+    equals merging the raw events at once), i.e. iff ``max(dur_i, dur_i-1, gap_i) >= P``. So the bar count
+    of every level follows from this one histogram: rows + #{t >= P}.
+    """
+    hist = np.zeros(65, np.int64)
+    if len(start) < 2:
+        return hist
+    dur = end - start
+    t = np.maximum(np.maximum(dur[1:], dur[:-1]), start[1:] - endmax[:-1])
+    t[row_first[1:] - 1] = 0  # a row's first event always starts a bar; counted with the rows
+    hist += np.bincount(_bit_length(t), minlength=65)
+    return hist
+
+
 def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> Path:
-    """Build the timeline index of ``profile`` in ``out_dir`` (replaced if present); returns the folder."""
+    """Build the timeline index of ``profile`` in ``out_dir`` (replaced if present); returns the folder.
+
+    Lane by lane, so that memory stays near one lane's columns whatever the size of the profile: each lane's
+    events are sorted on their own and appended to the ``.npy`` files, the level-of-detail bar counts come
+    from one histogram per lane (``_break_sizes``), and the stored levels are then merged lane by lane from
+    the events read back from disk.
+    """
     out = Path(out_dir)
     tmp = out.with_name(out.name + ".building")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
 
-    ev = collect_lanes(profile)
-    # Sort by lane and start, longest first on ties so parents precede children; then give each event a depth.
-    order = np.lexsort((ev.start - ev.end, ev.start, ev.lane))
-    lane, start, end, name, row = ev.lane[order], ev.start[order], ev.end[order], ev.name[order], ev.row[order]
-    depth = nesting_depth(lane, start, end)
-    order = np.lexsort((start, depth, lane))  # stable: keeps parents first among equal starts
-    lane, start, end, name, row, depth = (a[order] for a in (lane, start, end, name, row, depth))
-    n = len(start)
+    base = _base_ns(profile)
+    lanes: list[Lane] = []
+    interner = _Interner()
+    sources = slice_tables(profile, base, lanes, interner)
+    strings = interner.finish()
 
-    row_key = lane.astype(np.int64) * MAX_DEPTH + depth
-    row_first = np.flatnonzero(np.r_[True, row_key[1:] != row_key[:-1]]) if n else np.empty(0, np.int64)
-    offsets = np.r_[row_first, n].astype(np.int64)
-    track_row = np.repeat(np.arange(len(row_first), dtype=np.int32), np.diff(offsets))
+    events = _Columns(tmp / "events", {"start": np.int64, "end": np.int64, "endmax": np.int64, "name": np.int32,
+                                       "row": np.int64})
+    rows: list[tuple[int, int]] = []  # (lane, depth) per track row
+    lane_spans: list[tuple[int, int, int]] = []  # (first event, event count, first track row) per lane
+    breaks = np.zeros(65, np.int64)
+    span_end = 0
+    n = 0
+    for src in sources:
+        lane_of_row, start_all, end_all = src.columns()
+        names = interner.ids(src.slot)
+        rowmap = np.full(src.num_rows, -1, np.int64)
+        key = lane_of_row + 1  # 0: a row without a start
+        by_lane = np.argsort(key.astype(np.uint16) if src.lane_count < 2**16 - 1 else key, kind="stable")
+        bounds = np.r_[0, np.cumsum(np.bincount(key, minlength=src.lane_count + 1))]
+        del key, lane_of_row
+        for local in range(src.lane_count):
+            source_rows = by_lane[bounds[local + 1]:bounds[local + 2]]
+            m = len(source_rows)
+            start, end = start_all[source_rows], end_all[source_rows]
+            order = _lane_order(start, end)
+            depth = nesting_depth(None, start[order], end[order])
+            order = order[np.argsort(depth, kind="stable")]  # by depth, then start (a radix sort on uint8)
+            per_depth = np.bincount(depth, minlength=MAX_DEPTH)
+            del depth
+            source_rows, start, end = source_rows[order], start[order], end[order]
+            del order
+            depths = np.flatnonzero(per_depth)
+            row_counts = per_depth[depths].astype(np.int64)
+            row_first = np.r_[0, np.cumsum(row_counts)[:-1]].astype(np.int64)
+            endmax = running_end(np.repeat(np.arange(len(depths), dtype=np.int32), row_counts), end)
+            if m:
+                span_end = max(span_end, int(end.max()))
+                breaks += _break_sizes(start, end, endmax, row_first)
+            lane_spans.append((n, m, row_counts))
+            rows.extend((src.first_lane + local, d) for d in depths.tolist())
+            events.write(start=start, end=end, endmax=endmax, name=names[source_rows], row=source_rows)
+            rowmap[source_rows] = np.arange(n, n + m, dtype=np.int64)
+            n += m
+            del start, end, endmax, source_rows
+        _save(tmp / "rowmap" / f"{src.table}.npy", rowmap)
+        del start_all, end_all, names, rowmap, by_lane
+    events.row_counts = [rc for _, _, rc in lane_spans]
+    events.close()
 
-    _save(tmp / "events" / "start.npy", start)
-    _save(tmp / "events" / "end.npy", end)
-    _save(tmp / "events" / "endmax.npy", running_end(track_row, end))
-    _save(tmp / "events" / "name.npy", name)
-    _save(tmp / "events" / "row.npy", row)
-    _save(tmp / "events" / "offsets.npy", offsets)
+    counter_lane, counter_t, counter_v = counter_columns(profile, base, lanes)
+    counter_ranges: dict[str, list[int]] = {}
+    if len(counter_t):
+        span_end = max(span_end, int(counter_t.max()))
+        by_lane = np.argsort(counter_lane, kind="stable")
+        counter_lane = counter_lane[by_lane]
+        t_out = _NpyWriter(tmp / "counters" / "t.npy", np.int64)
+        v_out = _NpyWriter(tmp / "counters" / "v.npy", np.float64)
+        for lane_id in np.unique(counter_lane).tolist():
+            lo, hi = np.searchsorted(counter_lane, [lane_id, lane_id + 1])
+            picks = by_lane[lo:hi]
+            picks = picks[np.argsort(counter_t[picks], kind="stable")]
+            t_out.write(counter_t[picks])
+            v_out.write(counter_v[picks])
+            counter_ranges[str(lane_id)] = [int(lo), int(hi)]
+        t_out.close()
+        v_out.close()
+        del by_lane
+    del counter_lane, counter_t, counter_v
 
-    span_end = int(end.max()) if n else 0
-    if len(ev.counter_t):
-        span_end = max(span_end, int(ev.counter_t.max()))
-
-    # The pyramid: each level merges the previous one further (merging is associative).
+    # The levels to store: a level is stored when it has at most STORE_RATIO of the bars of the last stored
+    # one, and the top level (a pixel wider than the whole span) if it still shrinks.
     levels: list[int] = []
-    bars = Bars.from_events(track_row, start, end, np.arange(n, dtype=np.int64))
+    at_least = len(rows) + np.cumsum(breaks[::-1])[::-1]  # at_least[b]: rows + #{t of bit length >= b}
     last_stored = n
     k = FIRST_LEVEL
     while n:
-        merged = merge(bars, 1 << k)
+        count = int(at_least[k + 1]) if k + 1 < len(at_least) else len(rows)  # t >= 2**k: bit length > k
         top = (1 << k) > span_end
-        if len(merged) <= STORE_RATIO * last_stored or (top and not levels) or (top and len(merged) < last_stored):
-            d = tmp / "lod" / str(k)
-            _save(d / "start.npy", merged.start)
-            _save(d / "end.npy", merged.end)
-            _save(d / "endmax.npy", running_end(merged.row, merged.end))
-            _save(d / "count.npy", merged.count.astype(np.int32))
-            _save(d / "busy.npy", merged.busy)
-            _save(d / "longest.npy", merged.longest)
-            _save(d / "offsets.npy", np.searchsorted(merged.row, np.arange(len(row_first) + 1)).astype(np.int64))
+        if count <= STORE_RATIO * last_stored or (top and not levels) or (top and count < last_stored):
             levels.append(k)
-            last_stored = len(merged)
-        bars = merged
+            last_stored = count
         if top:
             break
         k += 1
 
-    counter_ranges: dict[str, list[int]] = {}
-    if len(ev.counter_t):
-        c_order = np.lexsort((ev.counter_t, ev.counter_lane))
-        c_lane = ev.counter_lane[c_order]
-        _save(tmp / "counters" / "t.npy", ev.counter_t[c_order])
-        _save(tmp / "counters" / "v.npy", ev.counter_v[c_order])
-        for lane_id in np.unique(c_lane).tolist():
-            lo, hi = np.searchsorted(c_lane, [lane_id, lane_id + 1])
-            counter_ranges[str(lane_id)] = [int(lo), int(hi)]
+    # The pyramid, lane by lane from the sorted events read back; merging straight from one stored level to
+    # the next equals merging through every level in between (see ``_break_sizes``).
+    pyramid = {k: _Columns(tmp / "lod" / str(k), {"start": np.int64, "end": np.int64, "endmax": np.int64,
+                                                  "count": np.int32, "busy": np.int64, "longest": np.int64})
+               for k in levels}
+    for first, m, row_counts in lane_spans:
+        if not m or not levels:
+            continue
+        lane_rows = np.repeat(np.arange(len(row_counts), dtype=np.int32), row_counts)
+        bars = Bars.from_events(lane_rows, events["start"].read(first, m), events["end"].read(first, m),
+                                np.arange(first, first + m, dtype=np.int64))
+        del lane_rows
+        for k in levels:
+            bars = merge(bars, 1 << k)
+            pyramid[k].write(start=bars.start, end=bars.end, endmax=running_end(bars.row, bars.end),
+                             count=bars.count, busy=bars.busy, longest=bars.longest)
+            pyramid[k].row_counts.append(np.bincount(bars.row, minlength=len(row_counts)).astype(np.int64))
+        del bars
+    for level in pyramid.values():
+        level.close()
+    if n:
+        assert [pyramid[k]["start"].count for k in levels] == [
+            int(at_least[k + 1]) if k + 1 < len(at_least) else len(rows) for k in levels]
 
-    # Source row -> event index, per source table; and the host op <-> kernel links.
+    # Source rows, for an event's details, written a batch at a time.
     details: dict[str, list[int]] = {}
-    for table_name in sorted({ln.table for ln in ev.lanes if ln.kind == "slices"}):
-        source = profile.table(table_name)
-        rowmap = np.full(source.num_rows, -1, np.int64)
-        mine = np.flatnonzero(np.isin(lane, [ln.id for ln in ev.lanes if ln.table == table_name]))
-        rowmap[row[mine]] = mine
-        _save(tmp / "rowmap" / f"{table_name}.npy", rowmap)
+    for table_name in sorted({src.table for src in sources}):
         (tmp / "details").mkdir(exist_ok=True)
-        details[table_name] = _write_arrow(tmp / "details" / f"{table_name}.arrow", source, compress=True)
+        details[table_name] = _write_arrow(tmp / "details" / f"{table_name}.arrow", profile.table(table_name),
+                                           compress=True)
 
     flows = profile.flows
     flow_kinds: list[str] = []
@@ -158,14 +305,14 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
         by_kernel = np.argsort(kernel_idx[by_host], kind="stable")
         _save(tmp / "flows" / "by_kernel.npy", by_kernel)
 
-    _write_arrow(tmp / "strings.arrow", pa.table({"s": ev.strings}), compress=False)
+    _write_arrow(tmp / "strings.arrow", pa.table({"s": strings}), compress=False)
     doc = {
         "version": INDEX_VERSION,
-        "base_ns": str(ev.base_ns),
+        "base_ns": str(base),
         "end_ns": span_end,
         "event_count": n,
-        "lanes": [ln.to_dict() for ln in ev.lanes],
-        "rows": [[int(a), int(b)] for a, b in zip(lane[row_first].tolist(), depth[row_first].tolist())],
+        "lanes": [ln.to_dict() for ln in lanes],
+        "rows": [[int(a), int(b)] for a, b in rows],
         "levels": levels,
         "counter_ranges": counter_ranges,
         "details": details,

@@ -8,6 +8,7 @@ index and the chrome-trace export share the same lane assignment and the same ti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -74,6 +75,7 @@ class _Interner:
     def __init__(self) -> None:
         self._dicts: list[pa.Array] = []
         self._indices: list[np.ndarray] = []
+        self._maps: list[np.ndarray] = []
 
     def add(self, column: pa.ChunkedArray | pa.Array) -> int:
         col = pc.fill_null(column, "")
@@ -81,18 +83,38 @@ class _Interner:
             col = col.combine_chunks()
         encoded = pc.dictionary_encode(col.cast(pa.string()))
         self._dicts.append(encoded.dictionary)
-        self._indices.append(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False))
+        self._indices.append(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32, copy=False))
         return len(self._dicts) - 1
 
-    def finish(self) -> tuple[pa.Array, list[np.ndarray]]:
+    def finish(self) -> pa.Array:
+        """The shared string table; ``ids(slot)`` then maps a column's rows into it."""
         if not self._dicts:
-            return pa.array([], pa.string()), []
-        strings = pc.unique(pa.concat_arrays(self._dicts) if self._dicts else pa.array([], pa.string()))
-        ids = []
-        for dictionary, indices in zip(self._dicts, self._indices):
-            mapping = pc.index_in(dictionary, value_set=strings).to_numpy(zero_copy_only=False).astype(np.int32)
-            ids.append(mapping[indices] if len(indices) else np.empty(0, np.int32))
-        return strings, ids
+            return pa.array([], pa.string())
+        strings = pc.unique(pa.concat_arrays(self._dicts))
+        self._maps = [pc.index_in(d, value_set=strings).to_numpy(zero_copy_only=False).astype(np.int32)
+                      for d in self._dicts]
+        return strings
+
+    def ids(self, slot: int) -> np.ndarray:
+        """Name id per row of the column added as ``slot`` (int32)."""
+        indices = self._indices[slot]
+        return self._maps[slot][indices] if len(indices) else np.empty(0, np.int32)
+
+
+@dataclass
+class SliceTable:
+    """The slices of one source table: its lanes are ``first_lane .. first_lane + lane_count - 1``."""
+
+    table: str
+    first_lane: int
+    lane_count: int
+    num_rows: int
+    slot: int  # the interner slot of its names
+    _columns: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per source row: local lane (int32, -1 for a row without a start), start and end (relative ns)."""
+        return self._columns()
 
 
 def _base_ns(profile: Profile) -> int:
@@ -108,73 +130,72 @@ def _base_ns(profile: Profile) -> int:
     return int(min(lows)) if lows else 0
 
 
-def collect_lanes(profile: Profile) -> LaneEvents:
-    """Assign every slice and counter sample of ``profile`` to a lane (columnar, no per-event objects)."""
-    base = _base_ns(profile)
-    lanes: list[Lane] = []
-    interner = _Interner()
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]] = []  # lane, start, end, intern slot, row
+def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Interner) -> list[SliceTable]:
+    """Register the slice lanes of ``profile`` in ``lanes`` (in viewer order); columns are computed on demand,
+    one table at a time, so that a caller never holds more than one table's columns."""
+    sources: list[SliceTable] = []
 
-    def add_slices(table_name: str, table: pa.Table, start: np.ndarray, dur: np.ndarray, names: pa.Array,
-                   keys: np.ndarray, key_names: list[tuple[str, str]]) -> None:
-        valid = start >= 0
+    def add(table_name: str, table: pa.Table, names: pa.ChunkedArray | pa.Array,
+            columns: Callable[[], tuple[np.ndarray, np.ndarray]], keys: np.ndarray,
+            key_names: list[tuple[str, str]]) -> None:
         first_lane = len(lanes)
         for group, lane_name in key_names:
             lanes.append(Lane(len(lanes), lane_name, group, "slices", table_name, _SORT[table_name]))
-        slot = interner.add(names)
-        rows = np.flatnonzero(valid)
-        parts.append(((keys[rows] + first_lane).astype(np.int32), start[rows] - base,
-                      start[rows] - base + np.maximum(dur[rows], 0), slot, rows))
+
+        def load() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            start, dur = columns()
+            lane = keys.astype(np.int32)
+            lane[start < 0] = -1
+            start = start - base
+            return lane, start, start + np.maximum(dur, 0)
+
+        sources.append(SliceTable(table_name, first_lane, len(key_names), table.num_rows, interner.add(names), load))
 
     steps = profile.steps
     if steps.num_rows:
-        start = _int_column(steps, "start_ns", -1)
-        end = _int_column(steps, "end_ns", -1)
         ids = pc.fill_null(steps["step_id"], -1).to_pylist()
         names = pa.array([f"Step {i}" if i >= 0 else "Step" for i in ids], pa.string())
-        add_slices("steps", steps, start, np.maximum(end - start, 0), names, np.zeros(steps.num_rows, np.int64),
-                   [("Steps", "Profiler steps")])
+
+        def step_columns() -> tuple[np.ndarray, np.ndarray]:
+            start = _int_column(steps, "start_ns", -1)
+            return start, np.maximum(_int_column(steps, "end_ns", -1) - start, 0)
+
+        add("steps", steps, names, step_columns, np.zeros(steps.num_rows, np.int32), [("Steps", "Profiler steps")])
+
+    def plain(table: pa.Table, dur: str) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+        return lambda: (_int_column(table, "start_ns", -1), _int_column(table, dur, 0))
 
     host = profile.host_ops
     if host.num_rows:
         pairs, inverse = _group_pairs(_int_column(host, "pid", -1), _int_column(host, "tid", -1))
-        add_slices("host_ops", host, _int_column(host, "start_ns", -1), _int_column(host, "dur_ns", 0),
-                   host["name"], inverse, [(f"Host process {p}", f"Thread {t}") for p, t in pairs.tolist()])
+        add("host_ops", host, host["name"], plain(host, "dur_ns"), inverse.astype(np.int32),
+            [(f"Host process {p}", f"Thread {t}") for p, t in pairs.tolist()])
 
     api = profile.api_calls
     if api.num_rows:
         pairs, inverse = _group_pairs(_int_column(api, "pid", -1), _int_column(api, "tid", -1))
-        add_slices("api_calls", api, _int_column(api, "start_ns", -1), _int_column(api, "dur_ns", 0),
-                   api["name"], inverse, [(f"CANN API (process {p})", f"Thread {t}") for p, t in pairs.tolist()])
+        add("api_calls", api, api["name"], plain(api, "dur_ns"), inverse.astype(np.int32),
+            [(f"CANN API (process {p})", f"Thread {t}") for p, t in pairs.tolist()])
 
     kernels = profile.kernels
     if kernels.num_rows:
         pairs, inverse = _group_pairs(_int_column(kernels, "device_id", -1), _int_column(kernels, "stream_id", -1))
-        add_slices("kernels", kernels, _int_column(kernels, "start_ns", -1), _int_column(kernels, "dur_ns", 0),
-                   kernels["name"], inverse,
-                   [(f"NPU {d}" if d >= 0 else "Device", f"Stream {s}" if s >= 0 else "Stream ?")
-                    for d, s in pairs.tolist()])
+        add("kernels", kernels, kernels["name"], plain(kernels, "dur_ns"), inverse.astype(np.int32),
+            [(f"NPU {d}" if d >= 0 else "Device", f"Stream {s}" if s >= 0 else "Stream ?")
+             for d, s in pairs.tolist()])
 
     comm = profile.communication
     if comm.num_rows:
         groups = pc.fill_null(comm["group"], "").combine_chunks()
         encoded = pc.dictionary_encode(groups)
-        add_slices("communication", comm, _int_column(comm, "start_ns", -1), _int_column(comm, "elapse_ns", 0),
-                   comm["name"], encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
-                   [("Communication", g or "(no group)") for g in encoded.dictionary.to_pylist()])
+        add("communication", comm, comm["name"], plain(comm, "elapse_ns"),
+            encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32),
+            [("Communication", g or "(no group)") for g in encoded.dictionary.to_pylist()])
+    return sources
 
-    strings, name_ids = interner.finish()
-    if parts:
-        lane = np.concatenate([p[0] for p in parts])
-        start = np.concatenate([p[1] for p in parts])
-        end = np.concatenate([p[2] for p in parts])
-        name = np.concatenate([name_ids[p[3]][p[4]] for p in parts]).astype(np.int32)
-        row = np.concatenate([p[4] for p in parts]).astype(np.int64)
-    else:
-        lane = np.empty(0, np.int32)
-        start = end = row = np.empty(0, np.int64)
-        name = np.empty(0, np.int32)
 
+def counter_columns(profile: Profile, base: int, lanes: list[Lane]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Register the counter lanes in ``lanes``; returns lane (int32), time (relative ns) and value per sample."""
     c_lane, c_t, c_v = [], [], []
     counters = profile.counters
     if counters.num_rows:
@@ -198,10 +219,35 @@ def collect_lanes(profile: Profile) -> LaneEvents:
         c_lane.append(tracks.indices.to_numpy(zero_copy_only=False).astype(np.int32) + first)
         c_t.append(_int_column(memory, "ts_ns", base) - base)
         c_v.append(pc.fill_null(memory["allocated_bytes"], 0).to_numpy().astype(np.float64) / 1e6)
+    return (np.concatenate(c_lane) if c_lane else np.empty(0, np.int32),
+            np.concatenate(c_t) if c_t else np.empty(0, np.int64),
+            np.concatenate(c_v) if c_v else np.empty(0, np.float64))
 
+
+def collect_lanes(profile: Profile) -> LaneEvents:
+    """Assign every slice and counter sample of ``profile`` to a lane (columnar, no per-event objects)."""
+    base = _base_ns(profile)
+    lanes: list[Lane] = []
+    interner = _Interner()
+    sources = slice_tables(profile, base, lanes, interner)
+    strings = interner.finish()
+    parts = []
+    for src in sources:
+        lane, start, end = src.columns()
+        rows = np.flatnonzero(lane >= 0)
+        parts.append((lane[rows] + src.first_lane, start[rows], end[rows], interner.ids(src.slot)[rows], rows))
+    if parts:
+        lane = np.concatenate([p[0] for p in parts]).astype(np.int32)
+        start = np.concatenate([p[1] for p in parts])
+        end = np.concatenate([p[2] for p in parts])
+        name = np.concatenate([p[3] for p in parts]).astype(np.int32)
+        row = np.concatenate([p[4] for p in parts]).astype(np.int64)
+    else:
+        lane = np.empty(0, np.int32)
+        start = end = row = np.empty(0, np.int64)
+        name = np.empty(0, np.int32)
+    counter_lane, counter_t, counter_v = counter_columns(profile, base, lanes)
     return LaneEvents(
         base_ns=base, lanes=lanes, strings=strings, lane=lane, start=start, end=end, name=name, row=row,
-        counter_lane=np.concatenate(c_lane) if c_lane else np.empty(0, np.int32),
-        counter_t=np.concatenate(c_t) if c_t else np.empty(0, np.int64),
-        counter_v=np.concatenate(c_v) if c_v else np.empty(0, np.float64),
+        counter_lane=counter_lane, counter_t=counter_t, counter_v=counter_v,
     )

@@ -16,19 +16,24 @@ import numpy as np
 MAX_DEPTH = 32
 
 
-def nesting_depth(lane: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def nesting_depth(lane: np.ndarray | None, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Depth of each event in its lane; events must be sorted by (lane, start, longest first).
 
     The depth is the number of earlier events of the lane still open at its start, which is the stack depth
-    for properly nested slices (and a usable row for the odd partially overlapping pair).
+    for properly nested slices (and a usable row for the odd partially overlapping pair). ``lane`` None:
+    all events are of one lane.
     """
     n = len(start)
     if n == 0:
         return np.empty(0, np.uint8)
-    span = int(end.max()) + 2
-    offset = lane.astype(np.int64) * span  # keys of one lane never mix with another lane's
-    key_start = offset + start
-    key_end = np.sort(offset + np.maximum(end, start + 1))  # a zero-length event closes just after it opens
+    if lane is None:
+        key_start = start
+        key_end = np.sort(np.maximum(end, start + 1))  # a zero-length event closes just after it opens
+    else:
+        span = int(end.max()) + 2
+        offset = lane.astype(np.int64) * span  # keys of one lane never mix with another lane's
+        key_start = offset + start
+        key_end = np.sort(offset + np.maximum(end, start + 1))
     closed = np.searchsorted(key_end, key_start, side="right")
     depth = np.arange(n, dtype=np.int64) - closed
     return np.minimum(depth, MAX_DEPTH - 1).astype(np.uint8)
