@@ -244,7 +244,9 @@ def read_flows(conn: sqlite3.Connection, host_ops: pa.Table, kernels: pa.Table) 
     hosts = pa.table({"id": host_ops["correlation_id"], "host_index": pa.array(range(host_ops.num_rows), pa.int64())})
     links = pa.table({"id": ids["id"].cast(pa.int64()), "cid": ids["connectionId"].cast(pa.int64())})
     devs = pa.table({"cid": kernels["correlation_id"], "kernel_index": pa.array(range(kernels.num_rows), pa.int64())})
-    joined = hosts.join(links, "id", use_threads=False).join(devs, "cid", use_threads=False)
+    # inner joins (pyarrow's default is a left outer join): host ops without a task link make no flow
+    joined = hosts.join(links, "id", join_type="inner", use_threads=False).join(
+        devs, "cid", join_type="inner", use_threads=False)
     joined = joined.sort_by([("host_index", "ascending"), ("kernel_index", "ascending")])
     return conform("flows", pa.table({"host_index": joined["host_index"], "kernel_index": joined["kernel_index"],
                                       "kind": pa.array(["async_npu"] * joined.num_rows, pa.string())}))
@@ -316,6 +318,8 @@ def read_meta(conn: sqlite3.Connection, meta: ProfileMeta) -> None:
             except (TypeError, ValueError):
                 pass
         meta.extra["db_metadata"] = md
+        if str(md.get("SIMULATED", "")).strip().lower() in ("true", "1", "yes"):
+            meta.simulated = True  # our simulator's mark (pypto_core.synth.profiler_db); never in real files
     if "SESSION_TIME_INFO" in tables:
         row = conn.execute("select startTimeNs, endTimeNs from SESSION_TIME_INFO").fetchone()
         if row:

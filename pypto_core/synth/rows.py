@@ -38,7 +38,14 @@ def kernel_details_header(variant: str, coupled: bool) -> list[str]:
             + _SHAPE_COLUMNS + (PIPE_COLUMNS_COUPLED if coupled else PIPE_COLUMNS_SPLIT))
 
 
-def op_summary_header(variant: str, coupled: bool) -> list[str]:
+def op_summary_header(variant: str, coupled: bool, *, legacy: bool = False) -> list[str]:
+    """op_summary's columns; ``legacy``: the CANN <= 7.0 era (``device_N/summary``), without ``Device_id``
+    (one file per device), ``OP State`` and ``HF32 Eligible`` (both added around CANN 8.0, FORMATS.md §0.9;
+    [INF] from the 2023 kernel_details samples, which are op_summary renamed)."""
+    if legacy:
+        return (["Model ID", "Task ID", "Stream ID", "Op Name", "OP Type", "Task Type", "Task Start Time(us)",
+                 "Task Duration(us)", "Task Wait Time(us)"] + block_columns("cann83") + _SHAPE_COLUMNS[1:]
+                + (PIPE_COLUMNS_COUPLED if coupled else PIPE_COLUMNS_SPLIT))
     return (["Device_id", "Model ID", "Task ID", "Stream ID", "Op Name", "OP Type", "OP State", "Task Type",
              "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)"] + block_columns(variant)
             + _SHAPE_COLUMNS + (PIPE_COLUMNS_COUPLED if coupled else PIPE_COLUMNS_SPLIT))
@@ -125,16 +132,21 @@ def shapes_cell(tensors: tuple[Tensor, ...]) -> str:
 
 
 def row_cells(static: dict[str, str], *, task_id: str, start: str, dur: str, wait: str, in_shapes: str,
-              out_shapes: str, pipes: list[str]) -> list[str]:
+              out_shapes: str, pipes: list[str], legacy: bool = False) -> list[str]:
     """The columns from ``Model ID`` to the end in op_summary order; shared by the per-row reference and the
-    step templates of ``templates`` (which pass placeholders), so both write the same layout."""
+    step templates of ``templates`` (which pass placeholders), so both write the same layout. ``legacy``:
+    the CANN <= 7.0 columns (no ``OP State``/``HF32 Eligible``, no TAB after the start time)."""
     s = static
+    if legacy:
+        return ([MODEL_ID_NONE, task_id, str(2), s["name"], s["op_type"], s["core"], start, dur, wait,
+                 s["block_dim"], s["mix_block_dim"], in_shapes, s["in_dtypes"], s["in_fmts"], out_shapes,
+                 s["out_dtypes"], s["out_fmts"], s["context"]] + pipes)
     return ([MODEL_ID_NONE, task_id, str(2), s["name"], s["op_type"], "dynamic", s["core"], start + "\t", dur, wait,
              s["block_dim"], s["mix_block_dim"], "NO", in_shapes, s["in_dtypes"], s["in_fmts"], out_shapes,
              s["out_dtypes"], s["out_fmts"], s["context"]] + pipes)
 
 
-def kernel_cells(p: Placed, *, device_id: int, freq_mhz: int, coupled: bool) -> list[str]:
+def kernel_cells(p: Placed, *, device_id: int, freq_mhz: int, coupled: bool, legacy: bool = False) -> list[str]:
     """The columns from ``Model ID`` to the end, in op_summary order without Device_id (shared by both files);
     ``Name``/``Op Name`` and the times are already formatted as the real files write them. The per-row
     reference of the step templates (tests check that both write the same bytes)."""
@@ -142,4 +154,4 @@ def kernel_cells(p: Placed, *, device_id: int, freq_mhz: int, coupled: bool) -> 
     return row_cells(static_cells(k), task_id=str(p.task_id), start=us_text(p.start_ns),
                      dur=f"{p.dur_ns / 1000:.3f}", wait=f"{p.wait_ns / 1000:.6f}", in_shapes=shapes_cell(k.inputs),
                      out_shapes=shapes_cell(k.outputs),
-                     pipes=_pipes_coupled(p, freq_mhz) if coupled else _pipes_split(p, freq_mhz))
+                     pipes=_pipes_coupled(p, freq_mhz) if coupled else _pipes_split(p, freq_mhz), legacy=legacy)

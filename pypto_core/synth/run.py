@@ -9,19 +9,25 @@ costs add up: all-planted minus all-fixed equals the sum of the four (up to the 
 from __future__ import annotations
 
 import dataclasses
+import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pypto_core.synth.kernels import StepBuilder, nominal_step_us
 from pypto_core.synth.model import RULES, RunConfig, resolve_model, resolve_sku
+from pypto_core.synth.profiler_db import ProfilerDbWriter, write_analysis_db
 from pypto_core.synth.rows import VARIANTS
 from pypto_core.synth.schedule import Scheduler
 from pypto_core.synth.table import DecodePlan, KernelTable
 from pypto_core.synth.writers_ascend_pt import AscendPtWriter
 from pypto_core.synth.writers_msprof import MsprofWriter
+from pypto_core.synth.writers_msprof_legacy import MsprofLegacyWriter
 
-LAYOUTS = ("ascend_pt", "msprof")
+LAYOUTS = ("ascend_pt", "msprof", "msprof_legacy")  # msprof_legacy: CANN <= 7.0 device_N/summary|timeline
+LEGACY_VARIANT = "cann70"  # what a msprof_legacy run records as its variant (its columns are of that era)
+DB_MODES = (False, True, "only")  # no db; db beside the text export; db export only
 BASE_EPOCH_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z: a fixed start keeps runs byte-identical
 DEMO_TOKENS = 2
 DEMO_PROMPT = 512
@@ -81,14 +87,21 @@ def rule_costs_us(cfg: RunConfig, s: int, cache_len: int) -> dict[str, float]:
 def synthesize_run(out_dir: str | Path, *, model: str = "llama2-7b", sku: str = "910B3", tokens: int = 8,
                    prompt_tokens: int = 512, batch: int = 1, dtype: str = "fp16", layout: str = "ascend_pt",
                    variant: str = "cann83", fixed: frozenset[str] | set[str] | tuple[str, ...] = frozenset(),
-                   size_mb: float | None = None, seed: int = 0) -> SynthRun:
+                   size_mb: float | None = None, seed: int = 0, db: bool | str = False) -> SynthRun:
     """Write one simulated profile under ``out_dir`` and return what was written. With ``size_mb`` the run
     keeps adding decode steps until the kernel table and timeline reach that many MB (``tokens`` is then a
-    minimum), written as a stream."""
+    minimum), written as a stream. ``db=True`` also writes the SQLite export of the same run (ascend_pt:
+    ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db + analysis.db; msprof: PROF_*/msprof_{ts}.db),
+    ``db="only"`` the SQLite export alone (as ``export_type=db`` / ``msprof --type=db`` do).
+    ``layout="msprof_legacy"`` writes the CANN <= 7.0 layout and columns (``variant`` is then ignored)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
+    if db not in DB_MODES:
+        raise ValueError(f"db must be one of {DB_MODES}, not {db!r}")
+    if db and layout == "msprof_legacy":
+        raise ValueError("the CANN <= 7.0 layout has no db export here (msprof_*.db came with CANN 8.0)")
     cfg = RunConfig(resolve_model(model), resolve_sku(sku), tokens=tokens, prompt_tokens=prompt_tokens, batch=batch,
                     dtype=dtype, fixed=frozenset(fixed), seed=seed)
     out = Path(out_dir)
@@ -96,10 +109,20 @@ def synthesize_run(out_dir: str | Path, *, model: str = "llama2-7b", sku: str = 
     base_ns = BASE_EPOCH_NS + seed * 1_000_000_000
     meta: dict[str, Any] = {}
     writer: AscendPtWriter | MsprofWriter
+    dbw: ProfilerDbWriter | None = None
     if layout == "ascend_pt":
         writer = AscendPtWriter(out, cfg, variant=variant, base_ns=base_ns, synth_meta=meta)
-    else:
+        if db:
+            dbw = ProfilerDbWriter(writer.out / "ascend_pytorch_profiler_0.db", cfg, variant=variant,
+                                   base_ns=base_ns, pytorch=True, synth_meta=meta)
+    elif layout == "msprof":
         writer = MsprofWriter(out, cfg, variant=variant, base_ns=base_ns, synth_meta=meta, seed=seed)
+        if db:
+            dbw = ProfilerDbWriter(writer.root / f"msprof_{writer.ts14}.db", cfg, variant=variant,
+                                   base_ns=base_ns, pytorch=False, synth_meta=meta)
+    else:
+        variant = LEGACY_VARIANT
+        writer = MsprofLegacyWriter(out, cfg, variant="cann83", base_ns=base_ns, synth_meta=meta, seed=seed)
     scheduler = Scheduler(seed=seed, base_ns=base_ns)
     builder = StepBuilder(cfg)
     target_bytes = int(size_mb * 1e6) if size_mb else 0
@@ -109,6 +132,8 @@ def synthesize_run(out_dir: str | Path, *, model: str = "llama2-7b", sku: str = 
     prefill = KernelTable.from_kernels(builder.step(prompt_tokens, prompt_tokens), prompt_tokens)
     cols, rec = scheduler.place(0, prefill, prompt_tokens)
     writer.write_step(prefill, cols, rec, prompt_tokens)
+    if dbw:
+        dbw.write_step(prefill, cols, rec, prompt_tokens)
     kernels_per_step = [prefill.n]
     decode_step_ns: list[int] = []
     # Decode costs are affine in the context length (every decode duration is affine in bytes): two samples.
@@ -124,6 +149,8 @@ def synthesize_run(out_dir: str | Path, *, model: str = "llama2-7b", sku: str = 
         start_ns = scheduler.device_end_ns
         cols, rec = scheduler.place(step, table, cache_len)
         writer.write_step(table, cols, rec, cache_len)
+        if dbw:
+            dbw.write_step(table, cols, rec, cache_len)
         kernels_per_step.append(table.n)
         decode_step_ns.append(rec.last_kernel_end_ns - start_ns)
         for r in RULES:
@@ -139,7 +166,12 @@ def synthesize_run(out_dir: str | Path, *, model: str = "llama2-7b", sku: str = 
         planted_cost_per_token_ns={r: per_token[r] for r in planted},
     )
     meta.update(run.summary())
+    if db:
+        meta["export_type"] = ["db"] if db == "only" else ["text", "db"]
     root = writer.close(rec.end_ns)
+    if dbw:
+        dbw.close(rec.end_ns)
+        _finish_db(writer, layout, db)
     run.bytes_written = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     return run
 
@@ -147,11 +179,29 @@ def synthesize_run(out_dir: str | Path, *, model: str = "llama2-7b", sku: str = 
 def synthesize(out_dir: str | Path, *, model: str = "llama2-7b", sku: str = "910B3", tokens: int = 8,
                prompt_tokens: int = 512, batch: int = 1, dtype: str = "fp16", layout: str = "ascend_pt",
                variant: str = "cann83", fixed: frozenset[str] | set[str] | tuple[str, ...] = frozenset(),
-               size_mb: float | None = None, seed: int = 0) -> Path:
+               size_mb: float | None = None, seed: int = 0, db: bool | str = False) -> Path:
     """Write one simulated profile under ``out_dir``; return the ``*_ascend_pt`` or ``PROF_*`` folder."""
     return synthesize_run(out_dir, model=model, sku=sku, tokens=tokens, prompt_tokens=prompt_tokens, batch=batch,
                           dtype=dtype, layout=layout, variant=variant, fixed=fixed, size_mb=size_mb,
-                          seed=seed).path
+                          seed=seed, db=db).path
+
+
+def _finish_db(writer: AscendPtWriter | MsprofWriter, layout: str, db: bool | str) -> None:
+    """After the db export: torch_npu's analysis.db and ``_export_type``; for ``db="only"`` remove the text
+    export (a db-only torch_npu folder holds profiler_info, profiler_metadata and the two dbs; a db-only
+    msprof folder the msprof_*.db beside device_0/info.json.0)."""
+    if layout == "ascend_pt":
+        write_analysis_db(writer.out / "analysis.db", writer.steps)
+        info_path = writer.root / "profiler_info_0.json"
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info["config"]["experimental_config"]["_export_type"] = ["db"] if db == "only" else ["text", "db"]
+        info_path.write_text(json.dumps(info, indent=4), encoding="utf-8")
+        if db == "only":
+            for p in writer.out.iterdir():
+                if p.suffix in (".csv", ".json"):
+                    p.unlink()
+    elif db == "only":
+        shutil.rmtree(writer.out)
 
 
 def demo_pair(out_dir: str | Path, *, layout: str = "ascend_pt", seed: int = 0) -> tuple[Path, Path]:

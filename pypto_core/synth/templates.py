@@ -78,7 +78,7 @@ class StepText:
     """The CSV rows and trace events of steps whose tables share one ``template_key``, for one layout."""
 
     def __init__(self, table: KernelTable, *, prefix: list[str], lineterminator: str, python: bool, dtype: str,
-                 coupled: bool, freq_mhz: int) -> None:
+                 coupled: bool, freq_mhz: int, legacy: bool = False) -> None:
         self.n = table.n
         self.coupled = coupled
         self.freq = freq_mhz
@@ -110,7 +110,7 @@ class StepText:
             cells = [pipes[j] if present[i, j] else absent_text[j] for j in range(n_pipes)]
             w.writerow(prefix + row_cells(static, task_id=_ph("task"), start=_ph("start"), dur=_ph("dur"),
                                           wait=_ph("wait"), in_shapes=_ph("in"), out_shapes=_ph("out"),
-                                          pipes=cells))
+                                          pipes=cells, legacy=legacy))
             rows.append(buf.getvalue())
             # Every kernel has a Free bar before it: the jitter keeps each gap >= 20 ns (schedule._jitter).
             events = event_dicts(k, ev_values, python=python, dtype=dtype, free=True)
@@ -132,33 +132,7 @@ class StepText:
 
     # -- per step ---------------------------------------------------------------------------------------------
     def _pipes(self, t_: KernelTable, cols: StepColumns, block: np.ndarray) -> list[list[float] | list[int]]:
-        """The PipeUtilization cells as columns (rows._pipes_split / _pipes_coupled, same float operations)."""
-        dur_us = cols.dur_ns / 1000
-        t = dur_us * t_.busy
-        s = cols.ratio_scale
-        out: list[np.ndarray] = []
-        if self.coupled:
-            ratios = np.minimum(0.999, t_.coupled_ratios * s[:, None])
-            out += [t, (t * self.freq * block).astype(np.int64)]
-            for j in range(ratios.shape[1]):
-                out += [t * ratios[:, j], ratios[:, j]]
-            out.append(0.01 * s)
-        else:
-            a, v = t_.has_aic, t_.has_aiv
-            ratios = np.minimum(0.999, t_.aic_ratios * s[:, None])
-            aiv_blocks = np.where(a, t_.mix_block_dim, block)
-            out += [np.where(a, t, 0.0), np.where(a, (t * self.freq * block).astype(np.int64), 0)]
-            for j in range(ratios.shape[1]):
-                out += [np.where(a, t * ratios[:, j], 0.0), np.where(a, ratios[:, j], 0.0)]
-            out.append(np.where(a, 0.004 * s, 0.0))
-            tv = t * np.where(a, 0.98, 1.0)
-            ratios = np.minimum(0.999, t_.aiv_ratios * s[:, None])
-            out += [np.where(v, tv, 0.0), np.where(v, (tv * self.freq * aiv_blocks).astype(np.int64), 0)]
-            for j in range(ratios.shape[1]):
-                out += [np.where(v, tv * ratios[:, j], 0.0), np.where(v, ratios[:, j], 0.0)]
-            out.append(np.where(v, 0.03 * s, 0.0))
-            out.append(np.where(a, t / dur_us * 100, 0.0))
-        return [round3(col).tolist() if kind == "r" else col.tolist() for kind, col in zip(self.kinds, out)]
+        return pipe_columns(t_, cols, block, coupled=self.coupled, freq_mhz=self.freq)
 
     def _fill(self, fmt: str, order: list[str], columns: dict[str, list], mask: np.ndarray | None = None) -> str:
         n = self.n
@@ -209,3 +183,37 @@ class StepText:
             "dur_node": us(cols.launch_start_ns + cols.launch_dur_ns - node), "task_id": cols.task_id.tolist(),
             "ts_free": ts(prev_end), "dur_free": us(cols.start_ns - prev_end), "dims": dims}
         return self._fill(self.ev_fmt, self.ev_order, columns)
+
+
+def pipe_columns(t_: KernelTable, cols: StepColumns, block: np.ndarray, *, coupled: bool,
+                 freq_mhz: int) -> list[list[float] | list[int]]:
+    """A step's PipeUtilization cells as columns, in ``rows.PIPE_COLUMNS_*`` order (rows._pipes_split /
+    _pipes_coupled, same float operations; the ``round(x, 3)`` cells rounded). The db writer stores the
+    same numbers in TASK_PMU_INFO."""
+    dur_us = cols.dur_ns / 1000
+    t = dur_us * t_.busy
+    s = cols.ratio_scale
+    out: list[np.ndarray] = []
+    if coupled:
+        ratios = np.minimum(0.999, t_.coupled_ratios * s[:, None])
+        out += [t, (t * freq_mhz * block).astype(np.int64)]
+        for j in range(ratios.shape[1]):
+            out += [t * ratios[:, j], ratios[:, j]]
+        out.append(0.01 * s)
+    else:
+        a, v = t_.has_aic, t_.has_aiv
+        ratios = np.minimum(0.999, t_.aic_ratios * s[:, None])
+        aiv_blocks = np.where(a, t_.mix_block_dim, block)
+        out += [np.where(a, t, 0.0), np.where(a, (t * freq_mhz * block).astype(np.int64), 0)]
+        for j in range(ratios.shape[1]):
+            out += [np.where(a, t * ratios[:, j], 0.0), np.where(a, ratios[:, j], 0.0)]
+        out.append(np.where(a, 0.004 * s, 0.0))
+        tv = t * np.where(a, 0.98, 1.0)
+        ratios = np.minimum(0.999, t_.aiv_ratios * s[:, None])
+        out += [np.where(v, tv, 0.0), np.where(v, (tv * freq_mhz * aiv_blocks).astype(np.int64), 0)]
+        for j in range(ratios.shape[1]):
+            out += [np.where(v, tv * ratios[:, j], 0.0), np.where(v, ratios[:, j], 0.0)]
+        out.append(np.where(v, 0.03 * s, 0.0))
+        out.append(np.where(a, t / dur_us * 100, 0.0))
+    kinds = COUPLED_PIPE_KINDS if coupled else SPLIT_PIPE_KINDS
+    return [round3(col).tolist() if kind == "r" else col.tolist() for kind, col in zip(kinds, out)]

@@ -53,6 +53,7 @@ class StepStreamWriter:
     row_prefix: ClassVar[list[str]]  # cells before each kernel row's own
     lineterminator: ClassVar[str]  # of the kernel table
     python: ClassVar[bool]  # the timeline has a Python process (torch_npu) with one event per step
+    legacy: ClassVar[bool] = False  # CANN <= 7.0 op_summary columns (rows.op_summary_header)
 
     def __init__(self, cfg: RunConfig, *, variant: str, base_ns: int, synth_meta: dict[str, Any], out: Path,
                  kernels_path: Path, kernels_header: list[str], trace_path: Path) -> None:
@@ -86,7 +87,7 @@ class StepStreamWriter:
                 self._texts.clear()
             sku = self.cfg.sku
             text = StepText(table, prefix=self.row_prefix, lineterminator=self.lineterminator, python=self.python,
-                            dtype=self.cfg.dtype, coupled=sku.coupled, freq_mhz=sku.freq_mhz)
+                            dtype=self.cfg.dtype, coupled=sku.coupled, freq_mhz=sku.freq_mhz, legacy=self.legacy)
             self._texts[key] = text
         in_cells, out_cells, dims = table.shape_cells(cache_len)
         self.kernels.write(text.rows(table, cols, in_cells, out_cells))
