@@ -7,6 +7,7 @@ from typing import Any
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import FileResponse
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
@@ -58,7 +59,7 @@ def _version_param(request: Request) -> int | None:
     try:
         return int(raw)
     except ValueError as exc:
-        raise ValidationError({"version": "an artifact version number"}) from exc
+        raise ValidationError({"version": _("an artifact version number")}) from exc
 
 
 class ProfileArtifactsView(APIView):

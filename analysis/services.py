@@ -25,6 +25,7 @@ from django.core.files.storage import default_storage
 from django.db import InterfaceError, OperationalError, models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from analysis.models import AnalysisRun, Comparison, Finding, JobStatus
 from profiles.models import Profile, ProfileStatus
@@ -292,7 +293,7 @@ def pipeline_restart(*, profile: Profile) -> Profile:
             pk=profile.pk, status__in=(ProfileStatus.FAILED, ProfileStatus.READY)
         ).update(status=ProfileStatus.QUEUED, progress=0, error="", lease_until=None)
         if not updated:
-            raise ValidationError("Only a failed or ready profile can be run again.")
+            raise ValidationError(_("Only a failed or ready profile can be run again."))
         # A fanned-out upload reads every rank again.
         Profile.objects.filter(group_id=profile.pk).update(
             status=ProfileStatus.QUEUED, progress=0, error="", lease_until=None
@@ -659,9 +660,9 @@ def comparison_create(*, user: Any, base: Profile, candidate: Profile) -> Compar
     from analysis import tasks
 
     if base.project_id != candidate.project_id:
-        raise ValidationError("Both profiles must belong to the same project.")
+        raise ValidationError(_("Both profiles must belong to the same project."))
     if base.pk == candidate.pk:
-        raise ValidationError("Compare two different profiles.")
+        raise ValidationError(_("Compare two different profiles."))
     with transaction.atomic():
         comparison = Comparison.objects.create(
             project_id=base.project_id, base=base, candidate=candidate, created_by=user

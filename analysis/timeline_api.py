@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.renderers import BaseRenderer
@@ -40,7 +41,7 @@ def _int(request: Request, name: str, default: int | None = None) -> int | None:
     try:
         return int(raw)
     except ValueError:
-        raise ValidationError({name: "an integer"}) from None
+        raise ValidationError({name: _("an integer")}) from None
 
 
 class TimelineWindowView(APIView):
@@ -59,7 +60,7 @@ class TimelineEventView(APIView):
         profile = _ready_profile(request, profile_id)
         idx = _int(request, "idx")
         if idx is None:
-            raise ValidationError({"idx": "required"})
+            raise ValidationError({"idx": _("required")})
         try:
             return Response(pagedata.timeline_index(profile=profile).event(_int(request, "lane"), idx))
         except KeyError as exc:

@@ -7,9 +7,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from captures import selectors, services
+from captures.models import JobStatus
 from profiles import selectors as profile_selectors
 from pypto_core.capture.options import schema_description
 
@@ -30,7 +32,8 @@ def agents_page(request: HttpRequest, project_id: int) -> HttpResponse:
         except (ValidationError, PermissionDenied) as exc:
             messages.error(request, _errors(exc) if isinstance(exc, ValidationError) else str(exc))
         else:
-            messages.success(request, f"Agent {agent.name} registered. Copy its token now: it is not shown again.")
+            messages.success(request, _("Agent %(name)s registered. Copy its token now: it is not shown "
+                                        "again.") % {"name": agent.name})
     return render(request, "captures/agents.html", {
         "project": project, "agents": selectors.agents_of_project(project=project), "can_write": can_write,
         "new_token": new_token, "jobs": selectors.jobs_of_project(project=project)[:20],
@@ -42,7 +45,7 @@ def agents_page(request: HttpRequest, project_id: int) -> HttpResponse:
 def agent_revoke(request: HttpRequest, agent_id: int) -> HttpResponse:
     agent = selectors.agent_get_for_user(user=request.user, agent_id=agent_id)
     services.agent_revoke(agent=agent, user=request.user)
-    messages.success(request, f"Agent {agent.name}'s token was revoked.")
+    messages.success(request, _("Agent %(name)s's token was revoked.") % {"name": agent.name})
     return redirect("project-agents", project_id=agent.project_id)
 
 
@@ -72,7 +75,7 @@ def capture_form(request: HttpRequest, project_id: int) -> HttpResponse:
     agents = [a for a in selectors.agents_of_project(project=project) if not a.revoked]
     if request.method == "POST":
         choice = request.POST.get("target", "")  # "<agent id>:<workload>"
-        agent_id, _, workload = choice.partition(":")
+        agent_id, _sep, workload = choice.partition(":")
         try:
             job = services.capture_create(
                 project=project, user=request.user, agent_id=int(agent_id or 0), workload=workload,
@@ -94,6 +97,7 @@ def capture_form(request: HttpRequest, project_id: int) -> HttpResponse:
 def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
     job = selectors.job_get_for_user(user=request.user, job_id=job_id)
     return render(request, "captures/job.html", {
+        "status_labels": dict(JobStatus.choices),  # job.js shows the live status in the page's language
         "job": job, "project": job.project, "can_write": profile_selectors.can_write(user=request.user, project=job.project),
     })
 

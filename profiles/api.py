@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import FileResponse
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -322,7 +323,7 @@ class UploadView(APIView):
             length = int(request.headers.get("Content-Length", ""))
         except ValueError as exc:
             raise ValidationError(
-                {"chunk": "the Upload-Offset (or Content-Range) and Content-Length headers are required"}
+                {"chunk": _("the Upload-Offset (or Content-Range) and Content-Length headers are required")}
             ) from exc
         try:
             with _service_errors():

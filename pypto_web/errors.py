@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext as _
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
@@ -28,8 +29,10 @@ RETRY_AFTER_S = "10"
 
 
 def _reason(exc: BaseException) -> str:
-    what = "the database" if isinstance(exc, (OperationalError, InterfaceError)) else "the task queue"
-    return f"Service temporarily unavailable: {what} is not answering. Try again in a few seconds."
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return _("Service temporarily unavailable: the database is not answering. "
+                 "Try again in a few seconds.")
+    return _("Service temporarily unavailable: the task queue is not answering. Try again in a few seconds.")
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

@@ -1,5 +1,7 @@
 """Fill locale/zh_Hans/LC_MESSAGES/django.po from the table below (run after `manage.py makemessages -l
-zh_Hans`); untranslated ids are listed on stderr. Technical names (SKU, FLOP/s, Perfetto, op types) stay."""
+zh_Hans`); untranslated ids are listed on stderr. A fuzzy guess of makemessages is replaced by the table's
+translation (flag and previous msgid dropped). An entry with a msgctxt has the key CONTEXT + "\\x04" + MSGID.
+Technical names (SKU, FLOP/s, Perfetto, op types) stay."""
 
 from __future__ import annotations
 
@@ -113,6 +115,66 @@ ZH = {
     "The chunk was shorter than its Content-Length.": "该分块比其 Content-Length 短。",
     "Received %(got)d of %(size)d bytes.": "已收到 %(got)d / %(size)d 字节。",
     "Checksum mismatch: the upload is corrupt.": "校验和不匹配：上传的文件已损坏。",
+    # baseline and regression threshold (API)
+    "No profile %(id)s in this project.": "本项目中没有性能数据 %(id)s。",
+    "%(name)s is %(status)s: pin a ready profile.": "%(name)s 当前状态为 %(status)s：请选择已就绪的性能数据作为基线。",
+    "The threshold is a percentage above 0 and at most 1000.": "阈值是百分比，须大于 0 且不超过 1000。",
+    # upload limits (413, 429, 503, 507)
+    "%(name)s is %(size)d bytes, over the upload limit of %(limit)d bytes.":
+        "%(name)s 大小为 %(size)d 字节，超过了 %(limit)d 字节的上传限制。",
+    "%(name)s (%(size)d bytes) would take the project over its storage quota (%(used)d of %(quota)d bytes used). "
+    "Delete old profiles or ask an administrator.":
+        "%(name)s（%(size)d 字节）会使项目超出存储配额（已用 %(used)d / %(quota)d 字节）。请删除旧的性能数据，或联系管理员。",
+    "you": "你", "this project": "本项目",
+    "Too many uploads in flight for %(scope)s (%(busy)d, limit %(limit)d): wait until some are analysed, then upload "
+    "again.": "%(scope)s进行中的上传过多（%(busy)d 个，上限 %(limit)d 个）：请等部分上传分析完成后再上传。",
+    "Storage is full: %(name)s was not stored (%(why)s). Try again later.":
+        "存储空间已满：%(name)s 未能保存（%(why)s）。请稍后重试。",
+    "Storage is unreachable: %(name)s was not stored (%(why)s). Try again later.":
+        "无法连接存储：%(name)s 未能保存（%(why)s）。请稍后重试。",
+    "the Upload-Offset (or Content-Range) and Content-Length headers are required":
+        "需要 Upload-Offset（或 Content-Range）和 Content-Length 请求头",
+    "Service temporarily unavailable: the database is not answering. Try again in a few seconds.":
+        "服务暂时不可用：数据库无响应。请几秒后重试。",
+    "Service temporarily unavailable: the task queue is not answering. Try again in a few seconds.":
+        "服务暂时不可用：任务队列无响应。请几秒后重试。",
+    # model file (for the remedies' model diff)
+    "%(name)s is not a Python file (.py).": "%(name)s 不是 Python 文件 (.py)。",
+    "%(name)s is larger than %(n)d bytes.": "%(name)s 超过了 %(n)d 字节。",
+    "%(name)s is not UTF-8 text.": "%(name)s 不是 UTF-8 文本。",
+    "%(name)s is not valid Python: %(why)s": "%(name)s 不是合法的 Python 代码：%(why)s",
+    # pipeline, comparisons, API parameters
+    "Only a failed or ready profile can be run again.": "只有失败或已就绪的性能数据才能重新运行。",
+    "Both profiles must belong to the same project.": "两份性能数据必须属于同一个项目。",
+    "Compare two different profiles.": "请对比两份不同的性能数据。",
+    "an artifact version number": "应为产物版本号", "an integer": "应为整数", "required": "必填",
+    # capture agents
+    "An agent needs a name.": "代理需要一个名称。",
+    "This project already has an agent of that name.": "本项目已有同名的代理。",
+    "Must be a JSON object of reasonable size.": "必须是大小合理的 JSON 对象。",
+    "No such agent in this project.": "本项目中没有该代理。",
+    "This agent's token was revoked.": "该代理的令牌已被吊销。",
+    "The agent does not offer a workload named %(name)s.": "该代理没有名为 %(name)s 的工作负载。",
+    "Agent %(name)s registered. Copy its token now: it is not shown again.":
+        "代理 %(name)s 已注册。请立即复制其令牌：之后不会再次显示。",
+    "Agent %(name)s's token was revoked.": "代理 %(name)s 的令牌已吊销。",
+    # profile page: severity, ranks
+    "severity\x04high": "高", "severity\x04medium": "中", "severity\x04low": "低",
+    "Rank": "Rank", "all (cluster)": "全部（集群）",
+    "SKU source\x04detected": "自动识别", "SKU source\x04given": "用户指定", "SKU source\x04default": "默认值",
+    # timeline widget
+    "Search by name": "按名称搜索", "Search events by name": "按名称搜索事件", "Reset zoom": "重置缩放",
+    "Loading": "加载中", "W/S zoom · A/D pan · wheel zoom · drag pan · click for details":
+        "W/S 缩放 · A/D 平移 · 滚轮缩放 · 拖动平移 · 点击查看详情",
+    "Click an event to see its details.": "点击事件查看详情。", "Timeline unavailable:": "时间线不可用：",
+    "Event details unavailable:": "事件详情不可用：", "Search failed:": "搜索失败：",
+    "A run of {n} events over {dur} (busy {busy}); zoom in to separate them. Showing the longest member:":
+        "{dur} 内连续 {n} 个事件（忙碌 {busy}）；放大可分开查看。当前显示其中最长的一个：",
+    "Lane": "泳道", "Start": "开始", "(absolute {ns} ns)": "（绝对时间 {ns} ns）", "Duration": "耗时",
+    "Launches kernels": "下发的 kernel", "Launched by host ops": "由以下 host 算子下发",
+    "{n} match": "{n} 个匹配", "{n} matches": "{n} 个匹配", "{span} shown · {bar}/bar": "显示 {span} · 每条 {bar}",
+    # sign-up
+    "Create an account": "创建账号",
 }
 
 
@@ -124,14 +186,35 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+def _drop_fuzzy(out: list[str]) -> None:
+    """The entry being written has a translation from the table: drop its "fuzzy" flag and the previous msgid
+    (``#|``) makemessages guessed it from, which sit in its comment lines just above msgctxt/msgid."""
+    j = len(out) - 1
+    while j >= 0 and out[j] and not out[j].startswith("#"):  # msgid/msgctxt lines already written
+        j -= 1
+    while j >= 0 and out[j].startswith("#"):
+        if out[j].startswith("#|"):
+            del out[j]
+        elif out[j].startswith("#,"):
+            flags = [f.strip() for f in out[j][2:].split(",") if f.strip() and f.strip() != "fuzzy"]
+            if flags:
+                out[j] = "#, " + ", ".join(flags)
+            else:
+                del out[j]
+        j -= 1
+
+
 def main(path: str = "locale/zh_Hans/LC_MESSAGES/django.po") -> int:
     po = Path(path)
     lines = po.read_text(encoding="utf-8").splitlines()
     out: list[str] = []
     missing: list[str] = []
     i = 0
+    context = None
     while i < len(lines):
         line = lines[i]
+        if line.startswith("msgctxt "):
+            context = _unquote([line[8:]])
         if line.startswith("msgid "):
             block = [line[6:]]
             i += 1
@@ -139,6 +222,8 @@ def main(path: str = "locale/zh_Hans/LC_MESSAGES/django.po") -> int:
                 block.append(lines[i])
                 i += 1
             msgid = _unquote(block)
+            key = f"{context}\x04{msgid}" if context is not None else msgid
+            context = None
             out.append("msgid " + block[0])
             out.extend(block[1:])
             if i < len(lines) and lines[i].startswith("msgstr "):
@@ -147,16 +232,15 @@ def main(path: str = "locale/zh_Hans/LC_MESSAGES/django.po") -> int:
                 while i < len(lines) and lines[i].startswith('"'):
                     strs.append(lines[i])
                     i += 1
-                if msgid and msgid in ZH:
-                    out.append("msgstr " + _quote(ZH[msgid]))
+                if msgid and key in ZH:
+                    _drop_fuzzy(out)
+                    out.append("msgstr " + _quote(ZH[key]))
                 else:
                     if msgid and not _unquote(strs):
                         missing.append(msgid)
                     out.append("msgstr " + strs[0])
                     out.extend(strs[1:])
             continue
-        if line.startswith("#, fuzzy") and out and out[-1] == "":
-            pass
         out.append(line)
         i += 1
     text = "\n".join(out) + "\n"

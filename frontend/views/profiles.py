@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from analysis import selectors as analysis_selectors
 from frontend.views.profile_pages import profile_analysis_context
 from profiles import selectors, services
+from profiles.models import ProfileStatus
 
 
 @login_required
@@ -25,6 +26,7 @@ def profile_detail(request: HttpRequest, profile_id: int) -> HttpResponse:
         "findings": analysis_selectors.findings_of_profile(profile=profile),
         "artifacts": analysis_selectors.artifacts_of_profile(profile=profile),
         "runs": profile.runs.order_by("id"),
+        "status_labels": dict(ProfileStatus.choices),  # status.js shows the live status in the page language
         **profile_analysis_context(profile),  # charts, top ops, findings with remedies (issue 7)
     })
 

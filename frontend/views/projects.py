@@ -37,7 +37,8 @@ def project_list(request: HttpRequest) -> HttpResponse:
             return redirect("project", project_id=project.pk)
     projects = selectors.projects_for_user(request.user).prefetch_related("memberships")
     rows = [
-        {"project": p, "role": next((m.role for m in p.memberships.all() if m.user_id == request.user.pk), None),
+        {"project": p,
+         "role": next((m.get_role_display() for m in p.memberships.all() if m.user_id == request.user.pk), None),
          "profiles": p.profiles.count()}
         for p in projects
     ]

@@ -78,7 +78,7 @@ def test_login_project_invite_upload_and_watch(page, live_server, worker, make_u
 
     profile = Profile.objects.get()
     assert profile.status == "ready", profile.error
-    assert page.inner_text("#status") == "ready"
+    assert page.inner_text("#status") == "Ready"  # the status label (zh: 就绪), not the raw value
     assert profile.tags == ["baseline"] and profile.original_filename == archive.name
     assert profile.size == archive.stat().st_size
 

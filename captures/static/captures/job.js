@@ -3,13 +3,15 @@
   var root = document.getElementById("job");
   if (!root) return;
   var FINAL = {done: 1, failed: 1, cancelled: 1};
+  var labelsEl = document.getElementById("job-status-labels");
+  var labels = labelsEl ? JSON.parse(labelsEl.textContent) : {};
   function tick() {
     fetch(root.dataset.apiUrl, {headers: {"Accept": "application/json"}, credentials: "same-origin"})
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (job) {
         if (!job) return;
         var status = document.getElementById("job-status");
-        status.textContent = job.status;
+        status.textContent = labels[job.status] || job.status;
         status.className = "status s-" + job.status;
         document.getElementById("job-message").textContent = job.message || "";
         document.getElementById("job-log").textContent = job.log_tail || "";
@@ -18,7 +20,7 @@
           if (!holder.querySelector("a")) {
             var a = document.createElement("a");
             a.href = root.dataset.profileBase + job.profile + "/";
-            a.textContent = "Profile #" + job.profile;
+            a.textContent = (root.dataset.profileText || "Profile") + " #" + job.profile;
             holder.appendChild(a);
           }
         }

@@ -41,9 +41,33 @@
     return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
   }
 
+  // The widget's words: English here, the page's language from <template id="tl-text" data-*> (the
+  // timeline page fills it with translated text); "{n}"-style fields are filled in by fill().
+  var TEXT = {
+    search: "Search by name", searchLabel: "Search events by name", reset: "Reset zoom", loading: "Loading",
+    help: "W/S zoom · A/D pan · wheel zoom · drag pan · click for details", canvas: "Timeline",
+    hint: "Click an event to see its details.", unavailable: "Timeline unavailable:",
+    eventUnavailable: "Event details unavailable:", searchFailed: "Search failed:",
+    run: "A run of {n} events over {dur} (busy {busy}); zoom in to separate them. Showing the longest member:",
+    lane: "Lane", start: "Start", absolute: "(absolute {ns} ns)", duration: "Duration",
+    launches: "Launches kernels", launchedBy: "Launched by host ops", match: "{n} match", matches: "{n} matches",
+    scale: "{span} shown · {bar}/bar"
+  };
+
+  function pageText() {
+    var out = {}, src = document.getElementById("tl-text");
+    Object.keys(TEXT).forEach(function (k) { out[k] = (src && src.dataset[k]) || TEXT[k]; });
+    return out;
+  }
+
+  function fill(text, fields) {
+    return text.replace(/\{(\w+)\}/g, function (m, k) { return k in fields ? String(fields[k]) : m; });
+  }
+
   function Timeline(root, opts) {
     this.root = root;
     this.url = opts.url;
+    this.t = pageText();
     this.seq = 0;
     this.pending = 0;
     this.data = null;         // the last window answer
@@ -63,27 +87,27 @@
     var bar = el("div", "tl-toolbar");
     this.searchInput = el("input", "tl-search");
     this.searchInput.type = "search";
-    this.searchInput.placeholder = "Search by name";
-    this.searchInput.setAttribute("aria-label", "Search events by name");
+    this.searchInput.placeholder = this.t.search;
+    this.searchInput.setAttribute("aria-label", this.t.searchLabel);
     var prev = el("button", "tl-btn tl-prev", "‹");
     var next = el("button", "tl-btn tl-next", "›");
-    var reset = el("button", "tl-btn tl-reset", "Reset zoom");
+    var reset = el("button", "tl-btn tl-reset", this.t.reset);
     prev.type = next.type = reset.type = "button";
     this.matchInfo = el("span", "tl-matches", "");
     this.status = el("span", "tl-status", "");
     this.spinner = el("span", "tl-spinner");
     this.spinner.setAttribute("role", "status");
-    this.spinner.setAttribute("aria-label", "Loading");
+    this.spinner.setAttribute("aria-label", this.t.loading);
     this.spinner.hidden = true;
-    var help = el("span", "tl-help", "W/S zoom · A/D pan · wheel zoom · drag pan · click for details");
+    var help = el("span", "tl-help", this.t.help);
     bar.append(this.searchInput, prev, next, this.matchInfo, reset, this.spinner, this.status, help);
     this.scroller = el("div", "tl-scroller");
     this.canvas = el("canvas", "tl-canvas");
     this.canvas.tabIndex = 0;
-    this.canvas.setAttribute("aria-label", "Timeline");
+    this.canvas.setAttribute("aria-label", this.t.canvas);
     this.scroller.append(this.canvas);
     this.details = el("div", "tl-details");
-    this.details.append(el("div", "tl-hint", "Click an event to see its details."));
+    this.details.append(el("div", "tl-hint", this.t.hint));
     this.root.append(bar, this.scroller, this.details);
     this.ctx = this.canvas.getContext("2d");
 
@@ -142,7 +166,7 @@
       self.layout();
       self.draw();
     }).catch(function (err) {
-      if (seq === self.seq) self.status.textContent = "Timeline unavailable: " + err.message;
+      if (seq === self.seq) self.status.textContent = self.t.unavailable + " " + err.message;
     });
   };
 
@@ -372,7 +396,7 @@
       c.fillText(fmtNs(t), x + 2, AXIS_H / 2 - 2);
     }
     c.fillStyle = "#6b7280";
-    c.fillText(fmtNs(span) + " shown · " + fmtNs(this.data.bar_ns) + "/bar", 6, AXIS_H / 2);
+    c.fillText(fill(this.t.scale, {span: fmtNs(span), bar: fmtNs(this.data.bar_ns)}), 6, AXIS_H / 2);
   };
 
   // ---- navigation -----------------------------------------------------------------------------------
@@ -479,7 +503,7 @@
         self.renderDetails(ev, run);
         self.draw();
       })
-      .catch(function (err) { self.status.textContent = "Event details unavailable: " + err.message; });
+      .catch(function (err) { self.status.textContent = self.t.eventUnavailable + " " + err.message; });
   };
 
   Timeline.prototype.renderDetails = function (ev, run) {
@@ -487,8 +511,7 @@
     d.textContent = "";
     d.append(el("h3", "tl-ev-name", ev.name));
     if (run) {
-      d.append(el("p", "tl-run", "A run of " + run.count + " events over " + fmtNs(run.dur) + " (busy " +
-        fmtNs(run.busy) + "); zoom in to separate them. Showing the longest member:"));
+      d.append(el("p", "tl-run", fill(this.t.run, {n: run.count, dur: fmtNs(run.dur), busy: fmtNs(run.busy)})));
     }
     var table = el("table", "tl-args");
     function row(k, v) {
@@ -496,9 +519,9 @@
       tr.append(el("th", null, k), el("td", null, v));
       table.append(tr);
     }
-    row("Lane", ev.group + " / " + ev.lane_name);
-    row("Start", fmtNs(ev.start_ns) + " (absolute " + ev.start_abs_ns + " ns)");
-    row("Duration", fmtNs(ev.dur_ns));
+    row(this.t.lane, ev.group + " / " + ev.lane_name);
+    row(this.t.start, fmtNs(ev.start_ns) + " " + fill(this.t.absolute, {ns: ev.start_abs_ns}));
+    row(this.t.duration, fmtNs(ev.dur_ns));
     Object.keys(ev.args || {}).forEach(function (k) {
       var v = ev.args[k];
       if (v === null || v === undefined || k === "name") return;
@@ -506,7 +529,7 @@
     });
     d.append(table);
     if (ev.links && ev.links.length) {
-      d.append(el("h4", null, ev.table === "host_ops" ? "Launches kernels" : "Launched by host ops"));
+      d.append(el("h4", null, ev.table === "host_ops" ? this.t.launches : this.t.launchedBy));
       var ul = el("ul", "tl-links");
       ev.links.forEach(function (link) {
         var li = el("li");
@@ -541,10 +564,10 @@
     return this.getJSON(this.url + "search/?q=" + encodeURIComponent(q) + "&limit=200").then(function (res) {
       self.search = res;
       self.matchPos = -1;
-      self.matchInfo.textContent = res.total + (res.total === 1 ? " match" : " matches");
+      self.matchInfo.textContent = fill(res.total === 1 ? self.t.match : self.t.matches, {n: res.total});
       if (self.data) self.indexNames(self.data);
       self.draw();
-    }).catch(function (err) { self.status.textContent = "Search failed: " + err.message; });
+    }).catch(function (err) { self.status.textContent = self.t.searchFailed + " " + err.message; });
   };
 
   Timeline.prototype.stepMatch = function (dir) {

@@ -11,11 +11,13 @@
   var progress = document.getElementById("progress");
   var errorEl = document.getElementById("error");
   var fmt = document.getElementById("format");
+  var labelsEl = document.getElementById("status-labels");
+  var labels = labelsEl ? JSON.parse(labelsEl.textContent) : {};
   function poll() {
     fetch(root.dataset.apiUrl, {headers: {"Accept": "application/json"}, credentials: "same-origin"})
       .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
       .then(function (p) {
-        statusEl.textContent = p.status;
+        statusEl.textContent = labels[p.status] || p.status;
         statusEl.className = "status s-" + p.status;
         bar.style.width = p.progress + "%";
         progress.textContent = p.progress;
