@@ -50,6 +50,7 @@ class SynthRun:
     planted_cost_ns: dict[str, int]  # whole-run cost of each planted rule (prefill + decode)
     planted_cost_per_token_ns: dict[str, int]  # mean per decode step, planted rules only
     bytes_written: int = 0
+    export_type: list[str] = field(default_factory=lambda: ["text"])  # torch_npu's _export_type: text / db
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -63,7 +64,7 @@ class SynthRun:
             "generator": "pypto synth",
             "model": cfg.model.name, "sku": cfg.sku.name, "batch": cfg.batch, "dtype": cfg.dtype,
             "prompt_tokens": cfg.prompt_tokens, "decode_tokens": self.decode_tokens, "seed": cfg.seed,
-            "layout": self.layout, "variant": self.variant,
+            "layout": self.layout, "variant": self.variant, "export_type": self.export_type,
             "planted": list(cfg.planted_rules), "fixed": sorted(cfg.fixed),
             "kernel_count": self.kernel_count,
             "per_token_ms": round(self.per_token_ms, 4),
@@ -164,10 +165,9 @@ def synthesize_run(out_dir: str | Path, *, model: str = "llama2-7b", sku: str = 
         decode_step_ns=decode_step_ns, rule_cost_per_token_ns=per_token,
         planted_cost_ns={r: int(round((prefill_costs[r] + decode_cost_us[r]) * 1000)) for r in planted},
         planted_cost_per_token_ns={r: per_token[r] for r in planted},
+        export_type={False: ["text"], True: ["text", "db"], "only": ["db"]}[db],
     )
     meta.update(run.summary())
-    if db:
-        meta["export_type"] = ["db"] if db == "only" else ["text", "db"]
     root = writer.close(rec.end_ns)
     if dbw:
         dbw.close(rec.end_ns)
