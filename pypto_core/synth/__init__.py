@@ -2,7 +2,10 @@
 
 ``synthesize(out_dir, ...) -> Path`` writes one profile; ``synthesize_run`` also returns the ground truth
 (``SynthRun.planted_cost_ns[rule]``); ``demo_pair(out_dir)`` writes the dashboard's before/after pair.
-Everything written is marked simulated (profiler_info / profiler_metadata / device_0/info.json.0).
+Layouts: torch_npu ``*_ascend_pt``, msprof ``PROF_*`` of CANN >= 8.0 and of CANN <= 7.0 (``msprof_legacy``);
+``db=True`` adds the SQLite export (``profiler_db``), ``db="only"`` writes it alone.
+Everything written is marked simulated (profiler_info / profiler_metadata / device_0/info.json.0 / the dbs'
+META_DATA).
 """
 
 from pypto_core.synth.model import FIXES, MODELS, RULES, SKUS, RunConfig
