@@ -53,20 +53,31 @@ _SORT = {"steps": 0, "host_ops": 1, "api_calls": 2, "kernels": 3, "communication
 
 
 def _int_column(table: pa.Table, name: str, fill: int) -> np.ndarray:
-    return pc.fill_null(table[name], fill).to_numpy().astype(np.int64, copy=False)
+    col = table[name]
+    if col.null_count:
+        col = pc.fill_null(col, fill)
+    if col.num_chunks == 1:  # no copy for a single chunk without nulls
+        return col.chunk(0).to_numpy().astype(np.int64, copy=False)
+    return col.to_numpy().astype(np.int64, copy=False)
 
 
 def _group_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Unique (a, b) pairs and, per row, the index of its pair."""
+    """Unique (a, b) pairs (sorted) and, per row, the index of its pair (int32)."""
     if len(a) == 0:
-        return np.empty((0, 2), np.int64), np.empty(0, np.int64)
+        return np.empty((0, 2), np.int64), np.empty(0, np.int32)
     a_lo, b_lo = int(a.min()), int(b.min())
     b_span = int(b.max()) - b_lo + 1
-    if (int(a.max()) - a_lo + 1) * b_span < 2**62:  # one int64 key sorts far faster than unique(axis=0)
-        keys, inverse = np.unique((a - a_lo) * b_span + (b - b_lo), return_inverse=True)
-        return np.stack([keys // b_span + a_lo, keys % b_span + b_lo], axis=1), inverse.reshape(-1)
+    if (int(a.max()) - a_lo + 1) * b_span < 2**62:  # one int64 key, hashed (no sort of the rows)
+        encoded = pc.dictionary_encode(pa.array((a - a_lo) * b_span + (b - b_lo)))
+        keys = encoded.dictionary.to_numpy()
+        order = np.argsort(keys)
+        rank = np.empty(len(keys), np.int32)
+        rank[order] = np.arange(len(keys), dtype=np.int32)
+        keys = keys[order]
+        inverse = rank[encoded.indices.to_numpy()]
+        return np.stack([keys // b_span + a_lo, keys % b_span + b_lo], axis=1), inverse
     pairs, inverse = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
-    return pairs, inverse.reshape(-1)
+    return pairs, inverse.reshape(-1).astype(np.int32)
 
 
 class _Interner:
