@@ -99,7 +99,8 @@ class _NpyWriter:
         text = "{'descr': %r, 'fortran_order': False, 'shape': (%d,), }" % (self.dtype.str, self.count)
         body = self.HEADER - 10
         self._file.seek(0)
-        self._file.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", body) + (text.ljust(body - 1) + "\n").encode("latin1"))
+        header = (text.ljust(body - 1) + "\n").encode("latin1")
+        self._file.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", body) + header)
         self._file.close()
 
     def read(self, first: int, count: int) -> np.ndarray:
