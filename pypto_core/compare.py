@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import io
+from concurrent.futures import ThreadPoolExecutor
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,8 +159,10 @@ class ProfileComparer:
     def __init__(self, base: Profile, candidate: Profile, *, sku: str | None = None,
                  base_report: Report | dict[str, Any] | None = None,
                  candidate_report: Report | dict[str, Any] | None = None) -> None:
-        self.base = _Side.of(base, sku)
-        self.new = _Side.of(candidate, sku)
+        # numpy and Arrow release the GIL in the heavy parts: the two call graphs build side by side
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            base_side, new_side = pool.submit(_Side.of, base, sku), pool.submit(_Side.of, candidate, sku)
+            self.base, self.new = base_side.result(), new_side.result()
         self.base_report = _report_dict(base_report)
         self.new_report = _report_dict(candidate_report)
 

@@ -16,8 +16,11 @@ from typing import Any
 from pypto_core.bench._measure import child_json, saved_simulated_profile
 
 _CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 t0 = time.perf_counter()
+# VmHWM, not ru_maxrss: Linux carries the forking parent's peak into ru_maxrss across exec, and the parent
+# has just built the 1 GB profile
+from pypto_core.bench._measure import vm_hwm_mb
 from pypto_core.profile import Profile
 from pypto_core.rules import diagnose
 prof = Profile.load(sys.argv[1])
@@ -25,7 +28,7 @@ t1 = time.perf_counter()
 report = diagnose(prof)
 t2 = time.perf_counter()
 print(json.dumps({"load_s": round(t1 - t0, 3), "analyze_s": round(t2 - t1, 3),
-                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
+                  "peak_rss_mb": round(vm_hwm_mb(), 1),
                   "kernels": prof.kernels.num_rows, "findings": sorted(f.rule for f in report.findings),
                   "combined_speedup": report.estimated_combined_speedup}))
 """
