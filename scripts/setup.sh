@@ -29,33 +29,32 @@ if [ ! -f frontend/static/vendor/echarts/echarts.min.js ] || \
    [ node_modules/echarts/dist/echarts.min.js -nt frontend/static/vendor/echarts/echarts.min.js ]; then
   cp node_modules/echarts/dist/echarts.min.js frontend/static/vendor/echarts/echarts.min.js
 fi
+# Debian packages: installed only when missing, with one `apt-get update` first (a fresh machine has no
+# package lists yet).
+SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
+APT_UPDATED=""
+apt_install() {
+  if [ -z "$APT_UPDATED" ]; then $SUDO apt-get update -qq; APT_UPDATED=1; fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
 # Translations: compile locale/*/LC_MESSAGES/django.po into the git-ignored django.mo on every run
-# (compilemessages skips a .mo newer than its .po); msgfmt comes with gettext. A fresh machine has no
-# package lists yet, hence the update. tests/web/test_pages_lists.py fails on a stale .mo.
-if ! command -v msgfmt >/dev/null; then
-  SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gettext >/dev/null
-fi
+# (compilemessages skips a .mo newer than its .po); msgfmt comes with gettext.
+# tests/web/test_pages_lists.py fails on a stale .mo.
+command -v msgfmt >/dev/null || apt_install gettext
 .venv/bin/python manage.py compilemessages -v 0 --ignore=.venv --ignore=node_modules
 
-if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
-  SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium shellcheck >/dev/null
-fi
-if [ "${1:-}" = "--browser" ] && ! command -v shellcheck >/dev/null; then
-  SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq shellcheck >/dev/null || true
-fi
-# A CJK font, so that Chromium's screenshots of the Chinese pages show text rather than empty boxes.
-if [ "${1:-}" = "--browser" ] && command -v fc-list >/dev/null && [ -z "$(fc-list :lang=zh 2>/dev/null)" ]; then
-  SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq fonts-wqy-microhei >/dev/null || true
-fi
-# `docker compose config` validates docker/compose.yaml in the tests; Debian's docker-compose does it
-# where the compose plugin is not installed (no engine is needed for `config`).
-if [ "${1:-}" = "--browser" ] && ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
-  SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq docker-compose >/dev/null || true
+if [ "${1:-}" = "--browser" ]; then
+  # Debian's Chromium for Playwright (never a browser download) and shellcheck for the AOE script test.
+  [ -x /usr/bin/chromium ] || apt_install chromium
+  command -v shellcheck >/dev/null || apt_install shellcheck
+  # A CJK font, so that Chromium's screenshots of the Chinese pages show text rather than empty boxes.
+  if command -v fc-list >/dev/null && [ -z "$(fc-list :lang=zh 2>/dev/null)" ]; then
+    apt_install fonts-wqy-microhei || true
+  fi
+  # `docker compose config` validates docker/compose.yaml in the tests; Debian's docker-compose does it
+  # where the compose plugin is not installed (no engine is needed for `config`).
+  if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
+    apt_install docker-compose || true
+  fi
 fi
