@@ -150,8 +150,10 @@ def _fetch_archive(profile: Profile, dest: Path) -> Path:
     return target
 
 
-def load_saved_profile(profile: Profile, dest: Path, *, folder: str | None = None) -> Any:
-    """The canonical ``pypto_core.profile.Profile`` of a parsed profile (one rank folder), fetched to ``dest``."""
+def load_saved_profile(profile: Profile, dest: Path, *, folder: str | None = None,
+                       tables: tuple[str, ...] | None = None) -> Any:
+    """The canonical ``pypto_core.profile.Profile`` of a parsed profile (one rank folder), fetched to ``dest``;
+    ``tables`` limits which tables are read (the rest stay empty)."""
     from pypto_core.profile import Profile as CoreProfile
 
     if not profile.parquet_prefix:
@@ -162,19 +164,25 @@ def load_saved_profile(profile: Profile, dest: Path, *, folder: str | None = Non
     # A fanned-out upload keeps each rank's tables under that rank's own profile (rank_sources).
     source = (profile.summary.get("rank_sources") or {}).get(folder) or f"{profile.parquet_prefix}/{folder}"
     _fetch_folder(source, local)
-    return CoreProfile.load(local)
+    return CoreProfile.load(local, tables=tables)
 
 
 def _load_for_diagnosis(profile: Profile, dest: Path) -> tuple[Any, Any]:
-    """The primary rank, and the whole group when the upload had several ranks (cross-rank rules)."""
-    from pypto_core.profile import ProfileGroup
+    """The primary rank, and the whole group when the upload had several ranks (cross-rank rules).
+
+    Every table of the primary rank (the rules, page data and the timeline index read it); of the other ranks
+    only what the group-scope rules read, so that a group never holds every rank's full tables."""
+    from pypto_core.profile import Profile as CoreProfile, ProfileGroup
+    from pypto_core.rules.diagnose import GROUP_TABLES
 
     folders = profile.summary.get("rank_folders") or []
     if len(folders) <= 1:
         return load_saved_profile(profile, dest), None
-    ranks = [load_saved_profile(profile, dest, folder=folder) for folder in folders]
+    ranks = [load_saved_profile(profile, dest, folder=folder, tables=GROUP_TABLES) for folder in folders]
     group = ProfileGroup(profiles=ranks, source=profile.original_filename)
-    return group.primary(), group
+    at = next(i for i, p in enumerate(ranks) if p is group.primary())
+    group.profiles[at] = CoreProfile.load(dest / folders[at])  # already fetched there
+    return group.profiles[at], group
 
 
 # --- claims, progress, failure ------------------------------------------------------------------------

@@ -16,7 +16,7 @@ Every string here comes from the uploaded profile and is untrusted: the web laye
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow.compute as pc
@@ -30,6 +30,9 @@ TOP_OPS = 500  # rows of the top-ops table: the table filters client-side, 500 r
 TOP_OP_TYPES = 30  # bars of the breakdown chart; the rest are summed into "(other)"
 ROOFLINE_POINTS = 300  # points of the roofline scatter (the largest groups by time that have FLOPs)
 MAX_TOKEN_POINTS = 4000  # decode steps drawn; longer runs are sampled evenly
+# What ``profile_page_data`` reads: the kernels and what its call graph joins (steps, flows, host_ops).
+PAGE_DATA_TABLES: tuple[str, ...] = ("kernels", "steps", "flows", "host_ops")
+_SHAPE_BATCH = 65_536  # kernels whose shapes are converted to Python at once
 
 
 def _strings(column: Any, fill: str) -> np.ndarray:
@@ -38,17 +41,29 @@ def _strings(column: Any, fill: str) -> np.ndarray:
 
 def _shape_strings(column: Any) -> np.ndarray:
     """``[[1,4096],[4096,4096]]`` -> ``"1x4096;4096x4096"``; each distinct value formatted once."""
-    values = column.to_pylist()
     cache: dict[Any, str] = {}
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
-        key = None if v is None else tuple(tuple(s) if s is not None else () for s in v)
-        text = cache.get(key)
-        if text is None:
-            text = "" if not key else ";".join("x".join(str(d) for d in s) for s in key)
-            cache[key] = text
-        out[i] = text
+    out = np.empty(len(column), dtype=object)
+    # A batch at a time: the whole column as nested Python lists is a large transient at millions of kernels.
+    for at in range(0, len(column), _SHAPE_BATCH):
+        for i, v in enumerate(column.slice(at, _SHAPE_BATCH).to_pylist(), at):
+            key = None if v is None else tuple(tuple(s) if s is not None else () for s in v)
+            text = cache.get(key)
+            if text is None:
+                text = "" if not key else ";".join("x".join(str(d) for d in s) for s in key)
+                cache[key] = text
+            out[i] = text
     return out
+
+
+def _factorize(keys: Iterator[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` without a fixed-width unicode copy of every key (4 bytes a
+    character times the longest key, per kernel: gigabytes at millions of kernels); same order and codes."""
+    codes: dict[str, int] = {}
+    first = np.fromiter((codes.setdefault(k, len(codes)) for k in keys), dtype=np.int64)
+    uniq = sorted(codes)
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[[codes[k] for k in uniq]] = np.arange(len(uniq))
+    return np.array(uniq, dtype=object), rank[first]
 
 
 def _num(x: float) -> float | None:
@@ -87,9 +102,9 @@ def profile_page_data(profile: Profile, sku: str | None = None) -> dict[str, Any
     out["op_types"] = rows
 
     # groups by (op type, name, shapes, block)
-    keys = np.array(["\x1f".join(t) for t in zip(op_type.astype(str), name.astype(str), shapes.astype(str),
-                                                  blocks.astype(str))], dtype=object)
-    uniq, ginv = np.unique(keys.astype(str), return_inverse=True)
+    # Names as Python strings, not ``astype(str)`` (a fixed-width copy); rstrip as numpy's str dtype does.
+    uniq, ginv = _factorize("\x1f".join(t) for t in zip(op_type.astype(str), (n.rstrip("\x00") for n in name),
+                                                         shapes, blocks.astype(str)))
     n_groups = len(uniq)
     g_sum = np.bincount(ginv, weights=dur, minlength=n_groups)
     g_cnt = np.bincount(ginv, minlength=n_groups)

@@ -15,6 +15,13 @@ from pypto_core.rules.registry import discover
 
 _SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
 
+# What ``diagnose`` reads, for ``Profile.load(path, tables=...)``: the call graph (kernels, steps, flows,
+# host_ops), the summary's time span (api_calls) and the rules' ``needs``; memory is never read.
+DIAGNOSE_TABLES: tuple[str, ...] = ("kernels", "host_ops", "api_calls", "flows", "counters", "steps",
+                                    "communication")
+# What group-scope rules (slow_rank) read of every rank besides the primary one.
+GROUP_TABLES: tuple[str, ...] = ("kernels", "steps")
+
 
 def _run_rules(ctx: RuleContext, scope: str, warnings: list[str]) -> None:
     for rule in sorted(discover().values(), key=lambda r: r.id):
