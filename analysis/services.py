@@ -703,8 +703,10 @@ def comparison_run(*, comparison_id: int) -> None:
         for p in (comparison.base, comparison.candidate):
             if p.status != ProfileStatus.READY:
                 raise InputError(p.name, f"profile is {p.status}, not ready")
-        base = load_saved_profile(comparison.base, workdir / "base")
-        new = load_saved_profile(comparison.candidate, workdir / "new")
+        # only the tables a comparison reads (api_calls, the largest of the rest, never is)
+        from pypto_core.compare import COMPARE_TABLES as tables
+        base = load_saved_profile(comparison.base, workdir / "base", tables=tables)
+        new = load_saved_profile(comparison.candidate, workdir / "new", tables=tables)
         # The findings' status (fixed/persisting/new) comes from the stored findings of each profile's latest
         # diagnosis: no second diagnosis here. The metrics (per-token latency...) are measured on the tables.
         same_sku = comparison.base.sku if comparison.base.sku == comparison.candidate.sku else ""
