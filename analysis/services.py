@@ -121,9 +121,13 @@ def storage_delete_prefix(prefix: str) -> None:
 def _store_folder(local: Path, prefix: str) -> list[str]:
     stored = []
     for path in sorted(p for p in local.rglob("*") if p.is_file()):
-        rel = path.relative_to(local).as_posix()
+        name = f"{prefix}/{path.relative_to(local).as_posix()}"
+        # Exact names: storage would save beside a stale file under a new name, and the folder's reader
+        # would then find the stale one (a reused id after a database restore, say).
+        if default_storage.exists(name):
+            default_storage.delete(name)
         with open(path, "rb") as fh:
-            stored.append(default_storage.save(f"{prefix}/{rel}", File(fh, name=path.name)))
+            stored.append(default_storage.save(name, File(fh, name=path.name)))
     return stored
 
 
