@@ -35,7 +35,7 @@ _SNIFF_BYTES = 64 * 1024
 
 # A decimal number: optional sign, integer digits, optional fraction. Anchored, so junk never half-matches.
 _DECIMAL_RE = r"^(?P<sign>[-+]?)(?P<int>\d{1,18})(?:\.(?P<frac>\d*))?$"
-_INTEGER_RE = r"^[-+]?\d{1,18}$"
+_INTEGER_RE = r"^[-+]?0*\d{1,18}$"  # at most 18 significant digits: always inside int64
 _FLOAT_RE = r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?(?:inf|Infinity)$"
 
 
