@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import queue
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -21,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from pypto_core.formats.native import load_library
+from pypto_core.formats.prefetch import iterate_ahead
 
 TEXT, TIME_NS, INT, FLOAT = 1, 2, 3, 4  # column kinds, as in _csvscan.c
 READ_CHUNK = 16 << 20  # bytes per read: ~50k kernel_details rows, one batch
@@ -115,40 +114,7 @@ _AHEAD = 1  # batches scanned ahead of the consumer: bounds the memory in flight
 
 
 def _ahead(batches: Iterator[list[pa.Array]]) -> Iterator[list[pa.Array]]:
-    q: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=_AHEAD)
-    stop = threading.Event()
-
-    def work() -> None:
-        try:
-            for b in batches:
-                while not stop.is_set():
-                    try:
-                        q.put(("data", b), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(("end", None))
-        except BaseException as exc:  # handed to the consumer, which raises it
-            q.put(("error", exc))
-        finally:
-            batches.close()  # type: ignore[attr-defined]
-
-    thread = threading.Thread(target=work, name="pypto-csvscan", daemon=True)
-    thread.start()
-    try:
-        while True:
-            kind, item = q.get()
-            if kind == "data":
-                yield item  # type: ignore[misc]
-            elif kind == "end":
-                return
-            else:
-                raise item  # type: ignore[misc]
-    finally:
-        stop.set()
-        thread.join()
+    return iterate_ahead(batches, depth=_AHEAD, name="pypto-csvscan")
 
 
 def _scan(

@@ -19,7 +19,6 @@ import json
 import mmap
 import os
 import queue
-import threading
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ import pyarrow as pa
 
 from pypto_core.errors import InputError
 from pypto_core.formats.native import load_library
+from pypto_core.formats.prefetch import iterate_ahead
 
 FIXED_FIELDS: tuple[str, ...] = ("ph", "name", "cat", "pid", "tid", "id", "bp", "arg0_key", "arg0_val")
 READ_CHUNK = 8 << 20  # bytes per read; ~35k trace_view events
@@ -133,37 +133,7 @@ def _gunzip(fh: IO[bytes], path: Path) -> Iterator[bytes]:
 
 def _prefetch(chunks: Iterator[bytes], depth: int = 3) -> Iterator[bytes]:
     """Read and decompress in a second thread (file reads and zlib release the GIL, so does the scanner)."""
-    q: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)  # bounded: at most depth chunks in flight
-    stop = threading.Event()
-
-    def work() -> None:
-        try:
-            for chunk in chunks:
-                while not stop.is_set():
-                    try:
-                        q.put(("data", chunk), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(("end", None))
-        except BaseException as exc:  # handed to the consumer, which re-raises it
-            q.put(("error", exc))
-
-    thread = threading.Thread(target=work, name="pypto-read", daemon=True)
-    thread.start()
-    try:
-        while True:
-            kind, item = q.get()
-            if kind == "data":
-                yield item
-            elif kind == "end":
-                return
-            else:
-                raise item
-    finally:
-        stop.set()
+    return iterate_ahead(chunks, depth=depth, name="pypto-read")
 
 
 class _Buffer:
