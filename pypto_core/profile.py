@@ -173,7 +173,9 @@ def conform(name: str, table: pa.Table) -> pa.Table:
     for fld in schema:
         if fld.name in table.column_names:
             col = table.column(fld.name)
-            if col.type != fld.type:
+            if pa.types.is_list(fld.type) and _is_text(col.type):
+                col = _lists_from_cell_text(col, fld.type)
+            elif col.type != fld.type:
                 col = col.cast(fld.type)
         else:
             col = pa.nulls(table.num_rows, type=fld.type)
@@ -184,6 +186,22 @@ def conform(name: str, table: pa.Table) -> pa.Table:
             columns.append(table.column(extra))
             names.append(extra)
     return pa.table(columns, names=names)
+
+
+def _is_text(typ: pa.DataType) -> bool:
+    return pa.types.is_string(typ) or (pa.types.is_dictionary(typ) and pa.types.is_string(typ.value_type))
+
+
+def _lists_from_cell_text(col: pa.ChunkedArray | pa.Array, list_type: pa.DataType) -> pa.ChunkedArray | pa.Array:
+    """A list column stored as its cell text (the streaming kernel writer's form) back as lists."""
+    from pypto_core.formats.shapes import from_cell_text  # the cell grammar lives with the readers
+
+    return from_cell_text(col, list_type)
+
+
+def read_table(path: str | os.PathLike[str], name: str) -> pa.Table:
+    """One saved table (``kernels.parquet``, ...) in its canonical form."""
+    return conform(name, pq.read_table(path))
 
 
 @dataclass
@@ -262,7 +280,7 @@ class Profile:
         for name in tables or TABLE_NAMES:
             path = src / f"{name}.parquet"
             if path.exists():
-                loaded[name] = pq.read_table(path)
+                loaded[name] = pq.read_table(path)  # conformed (cell text expanded) by __post_init__
         return cls(meta=meta, **loaded)
 
 

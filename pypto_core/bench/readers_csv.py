@@ -75,10 +75,11 @@ def measure_convert(csv_path: Path, parquet_path: Path) -> dict[str, Any]:
 
 
 def measure_load(parquet_path: Path) -> dict[str, Any]:
-    import pyarrow.parquet as pq
+    """Load the saved table as the product does (``profile.read_table``: canonical types, lists expanded)."""
+    from pypto_core.profile import read_table
 
     t0 = time.perf_counter()
-    table = pq.read_table(parquet_path)
+    table = read_table(parquet_path, "kernels")
     seconds = time.perf_counter() - t0
     return {"rows": table.num_rows, "seconds": seconds, "arrow_mb": table.nbytes / MB, "peak_rss_mb": vm_hwm_mb()}
 

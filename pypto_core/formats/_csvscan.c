@@ -289,7 +289,7 @@ static locale_t c_locale(void) {
 #endif
 
 /* [-](d+[.d*]|.d+)[(e|E)[+-]d+] -> double, correctly rounded; 0 ok, -1 not read (grammar, range, rare form) */
-static int parse_float(const uint8_t *p, int64_t n, double *out) {
+static int parse_float_general(const uint8_t *p, int64_t n, double *out) {
     int64_t i = 0;
     int neg = 0;
     if (i < n && p[i] == '-') neg = 1, i++;
@@ -365,6 +365,33 @@ static int parse_float(const uint8_t *p, int64_t n, double *out) {
 #endif
 }
 
+/* parse_float_general's result, with a fast path for the counters' usual form [-]d*[.d*] of at most 19
+ * digits and no exponent: one loop, then Clinger's exact case (or zero) as in the general parser */
+static inline int parse_float(const uint8_t *p, int64_t n, double *out) {
+    int64_t i = 0;
+    int neg = 0;
+    if (n && p[0] == '-') neg = 1, i = 1;
+    uint64_t mant = 0;
+    int64_t nd = 0, fd = 0;
+    while (i < n && (uint8_t)(p[i] - '0') <= 9) mant = mant * 10 + (uint64_t)(p[i++] - '0'), nd++;
+    if (i < n && p[i] == '.') {
+        i++;
+        while (i < n && (uint8_t)(p[i] - '0') <= 9) mant = mant * 10 + (uint64_t)(p[i++] - '0'), fd++;
+    }
+    if (i == n && nd + fd > 0 && nd + fd <= 19) {
+        if (mant == 0) {
+            *out = neg ? -0.0 : 0.0;
+            return 0;
+        }
+        if (mant <= (1ULL << 53) && fd <= 22) {
+            double v = (double)mant / POW10[fd];
+            *out = neg ? -v : v;
+            return 0;
+        }
+    }
+    return parse_float_general(p, n, out);
+}
+
 /* --------------------------------------------------------------------------------------------- api */
 
 void csv_free(Scanner *s) {
@@ -423,6 +450,56 @@ void csv_dict(const Scanner *s, int32_t c, int64_t *out) {
     out[3] = (int64_t)(intptr_t)d->data;
 }
 
+/* convert one complete cell of column c into row `row` of the outputs; 0 ok, else a bail reason */
+static inline int convert_cell(Scanner *s, int32_t c, const uint8_t *f, int64_t fl, uint8_t esc, int64_t row,
+                               void *const *vals, uint8_t *const *valid) {
+    int8_t k = s->kinds[c];
+    if (k == K_TEXT) {
+        if (esc) { /* undouble the quotes into the scratch buffer */
+            if (fl > s->scratch_cap) {
+                int64_t cap = s->scratch_cap;
+                while (cap < fl) cap *= 2;
+                uint8_t *sc = realloc(s->scratch, (size_t)cap);
+                if (!sc) return 6;
+                s->scratch = sc;
+                s->scratch_cap = cap;
+            }
+            int64_t o = 0;
+            for (int64_t i = 0; i < fl; i++) {
+                s->scratch[o++] = f[i];
+                if (f[i] == '"') i++; /* the second quote of a pair */
+            }
+            f = s->scratch;
+            fl = o;
+        }
+        int32_t code = dict_intern(&s->dicts[c], f, fl);
+        if (code < 0) return 6;
+        ((int32_t *)vals[c])[row] = code;
+        return 0;
+    }
+    if (k == 0) return 0;
+    if (esc) return 7; /* doubled quotes in a number cell */
+    if (fl && (is_blank(f[0]) || f[0] == '"' || is_blank(f[fl - 1]) || f[fl - 1] == '"')) trim_cell(&f, &fl);
+    int ok;
+    if (k == K_FLOAT) {
+        double v;
+        ok = parse_float(f, fl, &v) == 0;
+        ((double *)vals[c])[row] = ok ? v : 0;
+    } else if (k == K_TIME) {
+        int64_t v;
+        ok = parse_time_ns(f, fl, &v) == 0;
+        ((int64_t *)vals[c])[row] = ok ? v : 0;
+    } else {
+        int64_t v;
+        ok = parse_int(f, fl, &v) == 0;
+        ((int64_t *)vals[c])[row] = ok ? v : 0;
+        if (ok && v == UINT32_NONE) return 0; /* null */
+    }
+    if (ok) valid[c][row >> 3] |= (uint8_t)(1u << (row & 7));
+    else if (!is_null_token(s, f, fl)) return 8; /* a value the string path would warn about (or read its own way) */
+    return 0;
+}
+
 #define BAIL(reason)            \
     do {                        \
         status[0] = ST_BAIL;    \
@@ -437,7 +514,10 @@ void csv_dict(const Scanner *s, int32_t c, int64_t *out) {
  * vals[c]: int32 codes (text), int64 (time, int) or double (float), max_rows each;
  * valid[c]: validity bitmap of max_rows bits (ignored for text: always valid).
  * status: [0] code, [1] consumed (offset after the last complete row), [2] bail offset, [3] bail reason,
- * [4] rows. Returns the rows written. */
+ * [4] rows. Returns the rows written.
+ * One pass: each cell is converted as soon as its end is found. A row that turns out incomplete (more
+ * input needed) or malformed is not counted, so what its cells wrote is overwritten or ignored; at most
+ * its complete cells add unused dictionary entries. */
 int64_t csv_scan(Scanner *s, const uint8_t *b, int64_t n, int64_t pos, int32_t at_eof, int64_t max_rows,
                  void *const *vals, uint8_t *const *valid, int64_t *status) {
     const int32_t nc = s->ncols;
@@ -465,9 +545,7 @@ int64_t csv_scan(Scanner *s, const uint8_t *b, int64_t n, int64_t pos, int32_t a
             status[4] = rows;
             return rows;
         }
-        /* 1. field spans of one row */
         int32_t c = 0;
-        int ended = 0; /* the row's line end (or EOF) was seen */
         for (;;) {
             uint8_t esc = 0;
             int64_t st, len;
@@ -503,16 +581,12 @@ int64_t csv_scan(Scanner *s, const uint8_t *b, int64_t n, int64_t pos, int32_t a
                 if (p < n && b[p] == '"') BAIL(3); /* a quote inside an unquoted field */
                 len = p - st;
             }
-            if (p >= n && !at_eof) goto need_more;
-            if (c >= nc) BAIL(4); /* too many fields */
-            s->fstart[c] = st;
-            s->flen[c] = len;
-            s->fesc[c] = esc;
+            if (p >= n && !at_eof) goto need_more; /* the cell may go on in the next chunk */
+            if (c >= nc) BAIL(4);                  /* too many fields */
+            int why = convert_cell(s, c, b + st, len, esc, rows, vals, valid);
+            if (why) BAIL(why);
             c++;
-            if (p >= n) {
-                ended = 1;
-                break;
-            }
+            if (p >= n) break;
             if (b[p] == ',') {
                 p++;
                 continue;
@@ -521,71 +595,9 @@ int64_t csv_scan(Scanner *s, const uint8_t *b, int64_t n, int64_t pos, int32_t a
             if (b[p] == '\r' && p + 1 < n && b[p + 1] == '\n') p += 2;
             else if (b[p] == '\r' && p + 1 >= n && !at_eof) goto need_more; /* keep CRLF together */
             else p++;
-            ended = 1;
             break;
         }
-        (void)ended;
         if (c != nc) BAIL(5); /* too few fields */
-        /* 2. convert */
-        for (c = 0; c < nc; c++) {
-            const uint8_t *f = b + s->fstart[c];
-            int64_t fl = s->flen[c];
-            int8_t k = s->kinds[c];
-            if (k == K_TEXT) {
-                if (s->fesc[c]) { /* undouble the quotes into the scratch buffer */
-                    if (fl > s->scratch_cap) {
-                        int64_t cap = s->scratch_cap;
-                        while (cap < fl) cap *= 2;
-                        uint8_t *sc = realloc(s->scratch, (size_t)cap);
-                        if (!sc) BAIL(6);
-                        s->scratch = sc;
-                        s->scratch_cap = cap;
-                    }
-                    int64_t o = 0;
-                    for (int64_t i = 0; i < fl; i++) {
-                        s->scratch[o++] = f[i];
-                        if (f[i] == '"') i++; /* the second quote of a pair */
-                    }
-                    f = s->scratch;
-                    fl = o;
-                }
-                int32_t code = dict_intern(&s->dicts[c], f, fl);
-                if (code < 0) BAIL(6);
-                ((int32_t *)vals[c])[rows] = code;
-                continue;
-            }
-            if (k == 0) continue;
-            if (s->fesc[c]) BAIL(7); /* doubled quotes in a number cell */
-            trim_cell(&f, &fl);
-            int ok;
-            if (k == K_TIME) {
-                int64_t v;
-                ok = parse_time_ns(f, fl, &v) == 0;
-                if (ok) ((int64_t *)vals[c])[rows] = v;
-            } else if (k == K_INT) {
-                int64_t v;
-                ok = parse_int(f, fl, &v) == 0;
-                if (ok) {
-                    if (v == UINT32_NONE) {
-                        ((int64_t *)vals[c])[rows] = 0;
-                        continue; /* null */
-                    }
-                    ((int64_t *)vals[c])[rows] = v;
-                }
-            } else {
-                double v;
-                ok = parse_float(f, fl, &v) == 0;
-                if (ok) ((double *)vals[c])[rows] = v;
-            }
-            if (ok) {
-                valid[c][rows >> 3] |= (uint8_t)(1u << (rows & 7));
-            } else if (is_null_token(s, f, fl)) {
-                if (k == K_FLOAT) ((double *)vals[c])[rows] = 0;
-                else ((int64_t *)vals[c])[rows] = 0;
-            } else {
-                BAIL(8); /* a value the string path would warn about (or read its own way) */
-            }
-        }
         rows++;
         continue;
     need_more:

@@ -244,11 +244,6 @@ def to_ns(
     if isinstance(arr, pa.ChunkedArray):
         chunks = [to_ns(c, column=column, notes=notes, unit_ns=unit_ns) for c in arr.chunks]
         return pa.chunked_array(chunks, type=pa.int64())
-    if pa.types.is_decimal(arr.type):
-        scaled = decimal_to_ns(arr, unit_ns)
-        if scaled is not None:
-            return scaled
-        arr = arr.cast(pa.string())  # out of int64 range or an odd scale: the string path reports it
     if pa.types.is_integer(arr.type):
         return pc.multiply_checked(arr.cast(pa.int64()), unit_ns)
     if pa.types.is_floating(arr.type):
@@ -272,36 +267,6 @@ def to_ns(
             count = pc.sum(pc.cast(valid, pa.int64())).as_py() or 0
             notes.add(column, count, "value out of range for int64 nanoseconds")
         return pa.nulls(len(arr), pa.int64())
-
-
-def decimal_type(unit_ns: int = 1000) -> pa.DataType:
-    """The Arrow decimal type for CSV readers to parse times in ``unit_ns`` into (see :func:`decimal_to_ns`).
-
-    Arrow's CSV decimal parser trims the TAB after times and turns ``N/A`` into null. Six digits below the
-    ns keep the 2023 files' 0.1 ns values (``496.8508``) on this path; a value with more digits than that
-    fails the read, and such a file falls back to the validating string path.
-    """
-    return pa.decimal128(38, len(str(unit_ns)) - 1 + 6)
-
-
-def decimal_to_ns(arr: pa.Array, unit_ns: int = 1000) -> pa.Array | None:
-    """Exact int64 ns from a decimal in ``unit_ns``: rescaled to whole ns (half away from zero, as the
-    string path rounds) and its unscaled integer reinterpreted. No float on the way.
-
-    None when the scale is too small or a value does not fit int64 (the caller then goes the string way).
-    """
-    scale = len(str(unit_ns)) - 1
-    if not pa.types.is_decimal128(arr.type) or arr.type.scale < scale:
-        return None
-    whole_ns = pa.decimal128(arr.type.precision, scale)
-    try:
-        try:
-            rescaled = pc.cast(arr, whole_ns)  # exact whenever no digit lies below the ns: the usual case
-        except pa.ArrowInvalid:
-            rescaled = pc.cast(pc.round(arr, ndigits=scale, round_mode="half_towards_infinity"), whole_ns)
-        return pc.cast(rescaled.view(pa.decimal128(arr.type.precision, 0)), pa.int64())
-    except (pa.ArrowInvalid, OverflowError):
-        return None
 
 
 def _decimal_parts_to_ns(parts: pa.Array, digits: int, unit_ns: int) -> pa.Array:

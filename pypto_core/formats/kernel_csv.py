@@ -21,7 +21,13 @@ from pypto_core.errors import InputError
 from pypto_core.formats import csvscan, csvtable
 from pypto_core.formats.csvtable import ConversionNotes, to_float, to_int, to_ns, to_text
 from pypto_core.formats.parquet_sink import write_parquet_stream
-from pypto_core.formats.shapes import parse_name_lists, parse_shapes
+from pypto_core.formats.shapes import (
+    CELL_TEXT_TYPE,
+    name_list_cell_text,
+    parse_name_lists,
+    parse_shapes,
+    shape_cell_text,
+)
 from pypto_core.profile import TABLE_SCHEMAS
 
 # canonical column -> header names seen across versions (first match wins)
@@ -125,10 +131,14 @@ def is_kernel_header(header: list[str]) -> bool:
     )
 
 
-def _convert(batch: pa.RecordBatch, cols: KernelColumns, ready: dict[str, pa.Array] | None = None) -> pa.RecordBatch:
+def _convert(
+    batch: pa.RecordBatch, cols: KernelColumns, ready: dict[str, pa.Array] | None = None, *, cell_text: bool = False
+) -> pa.RecordBatch:
     """One raw batch (strings, counters maybe float64) → canonical kernel columns + extras + counters.
 
     ``ready``: canonical columns already in their final form (the native scanner's times and ids).
+    ``cell_text``: shapes, dtypes and formats in their Parquet storage form (``shapes.CELL_TEXT_TYPE``,
+    read back into lists by ``Profile.load``) instead of lists.
     """
     notes = cols.notes
     out: dict[str, pa.Array] = dict(ready or {})
@@ -153,20 +163,21 @@ def _convert(batch: pa.RecordBatch, cols: KernelColumns, ready: dict[str, pa.Arr
     for c in _SHAPES:
         a = raw(c)
         if a is not None:
-            parsed, bad, example = parse_shapes(a)
+            parsed, bad, example = shape_cell_text(a) if cell_text else parse_shapes(a)
             notes.add(cols.mapping[c], bad, example)
             out[c] = parsed
     for c in _NAME_LISTS:
         a = raw(c)
         if a is not None:
-            out[c] = parse_name_lists(a)
+            out[c] = name_list_cell_text(a) if cell_text else parse_name_lists(a)
 
     schema = TABLE_SCHEMAS["kernels"]
     arrays: list[pa.Array] = []
     names: list[str] = []
     for fld in schema:
+        typ = CELL_TEXT_TYPE if cell_text and fld.name in _SHAPES + _NAME_LISTS else fld.type
         a = out.get(fld.name)
-        arrays.append(a.cast(fld.type) if a is not None else pa.nulls(n, fld.type))
+        arrays.append(a.cast(typ) if a is not None else pa.nulls(n, typ))
         names.append(fld.name)
     for c in _EXTRA_ORDER:
         if c in out:
@@ -193,7 +204,8 @@ def _renamed(arr: pa.Array) -> pa.Array:
 def fast_column_types(cols: KernelColumns) -> dict[str, pa.DataType]:
     """Arrow CSV types that do the conversions inside Arrow's parser (the fast path).
 
-    Times as decimals whose unscaled integer is the ns count (exact, no float); integers as int64;
+    Times stay text, for ``csvtable.to_ns`` to read exactly (Arrow's decimal parser would also take forms
+    the validating path refuses, such as ``1e3``); integers as int64;
     repeated text (names, types, shapes) dictionary-encoded so later cleaning and shape parsing touch each
     distinct string once; counters float64. A cell that does not fit fails the whole read, and
     :func:`iter_kernel_batches` then takes the validating string path.
@@ -202,7 +214,7 @@ def fast_column_types(cols: KernelColumns) -> dict[str, pa.DataType]:
     types.update({c: pa.float64() for c in cols.counters})
     for canonical, src in cols.mapping.items():
         if canonical in _TIMES:
-            types[src] = csvtable.decimal_type(1000)
+            types[src] = pa.string()
         elif canonical in _INTS:
             types[src] = pa.int64()
         elif canonical in _TEXTS or canonical in _SHAPES or canonical in _NAME_LISTS:
@@ -245,8 +257,10 @@ def iter_kernel_batches(
     *,
     block_size: int = csvtable.DEFAULT_BLOCK_SIZE,
     native: bool = True,
+    cell_text: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Stream a kernel CSV as canonical batches; warnings accumulate in ``cols`` (see ``cols.warnings()``).
+    ``cell_text``: shapes, dtypes and formats in their Parquet storage form (see :func:`_convert`).
 
     Fastest path: the C scanner (:mod:`csvscan`) converts every column in one pass over the bytes. It takes
     only cells it reads exactly as the validating path does; at the first other row (a wrong field count,
@@ -270,17 +284,19 @@ def iter_kernel_batches(
                 )
                 if delivered == 0:
                     _decide_dropped(raw, cols)
-                yield _convert(raw, cols, ready)
+                yield _convert(raw, cols, ready, cell_text=cell_text)
                 delivered += raw.num_rows
             return
         except csvscan.NotNative as stop:
             delivered = stop.rows
         except OSError as exc:
             raise InputError(str(path), f"cannot read CSV ({exc.strerror or exc})") from exc
-    yield from _iter_arrow(path, cols, block_size, delivered)
+    yield from _iter_arrow(path, cols, block_size, delivered, cell_text)
 
 
-def _iter_arrow(path: str | os.PathLike[str], cols: KernelColumns, block_size: int, delivered: int) -> Iterator[pa.RecordBatch]:
+def _iter_arrow(
+    path: str | os.PathLike[str], cols: KernelColumns, block_size: int, delivered: int, cell_text: bool
+) -> Iterator[pa.RecordBatch]:
     """The pyarrow paths, from the row after the ``delivered`` first ones.
 
     Fast: Arrow's C++ parser converts the columns itself (:func:`fast_column_types`). A cell it cannot
@@ -321,7 +337,7 @@ def _iter_arrow(path: str | os.PathLike[str], cols: KernelColumns, block_size: i
                 raw = raw.slice(delivered - start)
             if delivered == 0:
                 _decide_dropped(raw, cols)
-            yield _convert(raw, cols)
+            yield _convert(raw, cols, cell_text=cell_text)
             delivered = seen
 
     skipped_before_retry = 0
@@ -373,13 +389,18 @@ def kernels_to_parquet(
 ) -> tuple[int, list[str]]:
     """Stream a kernel CSV of any size into a canonical ``kernels`` Parquet file; (rows, warnings).
 
-    Memory stays bounded by a few blocks and row groups, whatever the file's size.
+    Memory stays bounded by a few blocks and row groups, whatever the file's size. Shapes, dtypes and
+    formats are stored as their cell text (``shapes.CELL_TEXT_TYPE``); ``profile.read_table`` and
+    ``Profile.load`` give them back as the canonical lists.
     """
     cols = map_columns(path)
     rows = write_parquet_stream(
-        iter_kernel_batches(path, cols, block_size=block_size),
+        iter_kernel_batches(path, cols, block_size=block_size, cell_text=True),
         dest,
         dictionary_columns=_PARQUET_DICTIONARY,
         statistics_columns=("start_ns", "dur_ns"),
+        # row groups of one or two scanned batches: the writer starts early and has little left to encode
+        # after the last batch (128 Ki-row groups made the 100 MB conversion ~10% slower; loads as fast)
+        row_group_rows=csvscan.MAX_ROWS,
     )
     return rows, cols.warnings()

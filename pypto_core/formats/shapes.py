@@ -16,6 +16,9 @@ from pypto_core.formats.csvtable import clean_strings
 
 SHAPES_TYPE = pa.list_(pa.list_(pa.int64()))
 STRINGS_TYPE = pa.list_(pa.string())
+# How the streaming kernel writer stores these columns in Parquet: the cleaned cell text, dictionary-encoded
+# (see ``cell_text`` and ``from_cell_text``).
+CELL_TEXT_TYPE = pa.dictionary(pa.int32(), pa.string())
 
 # Distinct shape strings seen so far; bounded so that a hostile file cannot grow it without end.
 _CACHE_LIMIT = 200_000
@@ -96,3 +99,59 @@ def parse_name_lists(arr: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedAr
         return pc.take(pc.split_pattern(clean_strings(arr.dictionary), ";"), arr.indices)
     cleaned = clean_strings(arr.cast(pa.string()))
     return pc.split_pattern(cleaned, ";")
+
+
+# ------------------------------------------------------------------------------- storage as cell text
+# Parquet's nested lists cost half of a kernel CSV's conversion time (the per-row expansion of parsed
+# lists and their repetition levels), while the cells repeat: a 1 GB kernel_details.csv has a few hundred
+# distinct shape strings. So the streaming writer stores each such column as its cleaned cell text,
+# dictionary-encoded (the dictionary is what Parquet keeps), and ``Profile.load`` expands it back into the
+# canonical lists: the same values, parsed once per distinct string.
+
+
+def _dictionary(arr: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """(cleaned distinct values, indices) of a text column."""
+    if pa.types.is_dictionary(arr.type):
+        return clean_strings(arr.dictionary), arr.indices
+    encoded = pc.dictionary_encode(clean_strings(arr.cast(pa.string())))
+    return encoded.dictionary, encoded.indices
+
+
+def _as_cell_text(values: pa.Array, indices: pa.Array, keep: pa.Array | None = None) -> pa.DictionaryArray:
+    """A dictionary array whose nulls are in the indices (Parquet refuses nulls inside a dictionary);
+    ``keep``: per distinct value, False for values stored as null (unreadable shapes)."""
+    drop = pc.is_null(values) if keep is None else pc.or_(pc.is_null(values), pc.invert(keep))
+    if pc.any(drop).as_py():
+        indices = pc.if_else(pc.take(drop, indices), pa.scalar(None, indices.type), indices)
+        values = pc.fill_null(values, "")
+    return pa.DictionaryArray.from_arrays(indices.cast(pa.int32()), values)
+
+
+def shape_cell_text(arr: pa.Array) -> tuple[pa.Array, int, str]:
+    """Shape cells in their storage form (:data:`CELL_TEXT_TYPE`), null where unreadable; also the count and
+    an example of unreadable cells, as :func:`parse_shapes` reports them."""
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), CELL_TEXT_TYPE), 0, ""
+    values, indices = _dictionary(arr)
+    uniques = values.to_pylist()
+    readable = [u is None or parse_shape_text(u) is not None for u in uniques]
+    out = _as_cell_text(values, indices, pa.array(readable, pa.bool_()))
+    bad_ids = [i for i, ok in enumerate(readable) if not ok]
+    if not bad_ids:
+        return out, 0, ""
+    count = pc.sum(pc.cast(pc.is_in(indices, pa.array(bad_ids, type=indices.type)), pa.int64())).as_py() or 0
+    return out, count, uniques[bad_ids[0]]
+
+
+def name_list_cell_text(arr: pa.Array) -> pa.Array:
+    """Dtype / format cells in their storage form (:data:`CELL_TEXT_TYPE`)."""
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), CELL_TEXT_TYPE)
+    return _as_cell_text(*_dictionary(arr))
+
+
+def from_cell_text(arr: pa.Array | pa.ChunkedArray, list_type: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """Stored cell text back to the canonical ``list<list<int64>>`` (shapes) or ``list<string>`` (names)."""
+    if list_type == SHAPES_TYPE:
+        return parse_shapes(arr)[0]
+    return parse_name_lists(arr)

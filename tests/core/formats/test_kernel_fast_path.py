@@ -9,6 +9,8 @@ import pytest
 
 from pypto_core.formats import csvscan, csvtable, kernel_csv
 from pypto_core.formats.kernel_csv import kernel_device_ids, kernels_to_parquet, read_kernels
+from pypto_core.formats.shapes import CELL_TEXT_TYPE
+from pypto_core.profile import read_table
 from tests.paths import SAMPLES
 
 HEADER = ("Device_id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us),"
@@ -106,21 +108,15 @@ def test_text_cleaning_and_renames_work_on_dictionary_columns(tmp_path):
     assert k["model_id"].to_pylist() == [None, None]  # 4294967295 = none
 
 
-def test_decimal_to_ns_out_of_range_goes_the_string_way():
-    arr = pa.array(["99999999999999999.5", "1.5"]).cast(csvtable.decimal_type(1000))
-    assert csvtable.decimal_to_ns(arr) is None
-    notes = csvtable.ConversionNotes()
-    out = csvtable.to_ns(arr, column="t", notes=notes)
-    assert out.to_pylist() == [None, 1500] and notes.bad_values["t"][0] == 1  # reported, never wrapped
-
-
 def test_kernels_to_parquet_streams_all_rows_exactly(tmp_path):
     rows = [_row(task=i, start=f"1764246877{i:06d}.{i % 1000:03d}", core="HCCL" if i % 7 == 0 else "AI_CORE")
             for i in range(3000)]
     src = _write(tmp_path / "k.csv", rows)
     dest = tmp_path / "k.parquet"
     n, warnings = kernels_to_parquet(src, dest, block_size=16 * 1024)  # many small batches
-    table = pq.read_table(dest)
+    stored = pq.read_table(dest)
+    assert stored.schema.field("input_shapes").type == CELL_TEXT_TYPE  # the storage form, not lists
+    table = read_table(dest, "kernels")
     expected, _ = read_kernels(src)
     assert n == 3000 and warnings == [] and table.equals(expected)
     assert table["start_ns"][2999].as_py() == 1764246877002999999
@@ -143,6 +139,7 @@ def test_kernel_device_ids():
 
 def test_fallback_after_batches_were_delivered_keeps_every_row_once(tmp_path, monkeypatch, fast_reader):
     monkeypatch.setattr(csvscan, "MAX_ROWS", 128)  # the native scan delivers many batches before the junk
+    monkeypatch.setattr(csvscan, "READ_CHUNK", 20_000)  # ... from many pieces, scanned in parallel
     rows = [_row(task=i, start=f"1764246877{i:06d}.500") for i in range(2000)] + [_row(task=9999, ratio="junk")]
     path = _write(tmp_path / "k.csv", rows)
     batches = list(kernel_csv.iter_kernel_batches(path, kernel_csv.map_columns(path), block_size=8 * 1024))
@@ -181,6 +178,22 @@ def test_native_scanner_across_read_chunks_equals_the_string_path(tmp_path, monk
     fast, fast_warn = read_kernels(path)
     slow, slow_warn = _slow_read(path, monkeypatch)
     assert fast.num_rows == 700 and fast.equals(slow) and fast_warn == slow_warn == []
+
+
+@pytest.mark.parametrize("end", ["\r\n", "\n"])
+def test_native_scanner_pieces_keep_rows_whole_and_in_order(tmp_path, monkeypatch, end):
+    # CRLF and LF files cut into many pieces, one row longer than a read
+    if csvscan.native_lib() is None:
+        pytest.skip("no C compiler")
+    rows = [_row(task=i, start=f"1764246877{i:06d}.{i % 1000:03d}", name="x" * (3000 if i == 77 else 1 + i % 9))
+            for i in range(400)]
+    path = tmp_path / "k.csv"
+    path.write_bytes((HEADER + "".join(ROW.format(**r) for r in rows)).replace("\n", end).encode())
+    monkeypatch.setattr(csvscan, "READ_CHUNK", 1500)
+    fast, _ = read_kernels(path)
+    assert _native_takes(path)
+    assert fast["task_id"].to_pylist() == list(range(400))
+    assert fast.equals(_slow_read(path, monkeypatch)[0])
 
 
 @pytest.mark.parametrize("text, takes", [
@@ -272,3 +285,31 @@ def test_native_scanner_on_mangled_csv_equals_the_validating_path(tmp_path_facto
             assert native[2] == slow[2]
 
     check()
+
+
+REAL_KERNEL_TABLES = sorted(
+    p for pattern in ("kernel_details*.csv", "op_summary*.csv") for p in SAMPLES.rglob(pattern) if p.stat().st_size
+)
+
+
+@pytest.mark.parametrize("src", REAL_KERNEL_TABLES, ids=lambda p: str(p.relative_to(SAMPLES)))
+def test_streamed_parquet_of_every_real_kernel_table_loads_as_read(src, tmp_path):
+    """The streaming writer's storage form (shapes, dtypes, formats as cell text) loads back into exactly
+    the table the in-memory reader gives, warnings included."""
+    dest = tmp_path / "k.parquet"
+    n, warnings = kernels_to_parquet(src, dest)
+    expected, expected_warnings = read_kernels(src)
+    assert n == expected.num_rows and warnings == expected_warnings
+    assert read_table(dest, "kernels").equals(expected)
+
+
+def test_unreadable_shapes_are_stored_null_and_warned_like_the_reader(tmp_path):
+    rows = [_row(task=1, dim="x7"), _row(task=2, dim=7), _row(task=3, dim="x7")]
+    src = _write(tmp_path / "k.csv", rows)
+    dest = tmp_path / "k.parquet"
+    _, warnings = kernels_to_parquet(src, dest)
+    expected, expected_warnings = read_kernels(src)
+    loaded = read_table(dest, "kernels")
+    assert loaded["input_shapes"].to_pylist() == [None, [[4096, 1], [7]], None]
+    assert loaded.equals(expected) and warnings == expected_warnings
+    assert any("Input Shapes" in w and "2" in w for w in warnings), warnings
