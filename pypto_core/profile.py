@@ -227,48 +227,15 @@ class Profile:
 
     def time_span_ns(self) -> tuple[int, int] | None:
         """Earliest start and latest end over kernels and host ops, or None for an empty profile."""
-        import pyarrow.compute as pc
-
-        lo: int | None = None
-        hi: int | None = None
-        for name in ("kernels", "host_ops", "api_calls"):
-            t = self.table(name)
-            if t.num_rows == 0:
-                continue
-            start = pc.min(t["start_ns"]).as_py()
-            end = pc.max(pc.add(t["start_ns"], pc.fill_null(t["dur_ns"], 0))).as_py()
-            if start is None or end is None:
-                continue
-            lo = start if lo is None else min(lo, start)
-            hi = end if hi is None else max(hi, end)
-        return None if lo is None or hi is None else (lo, hi)
+        return _time_span([self.table(name) for name in ("kernels", "host_ops", "api_calls")])
 
     def summary(self) -> dict[str, Any]:
-        span = self.time_span_ns()
-        return {
-            "format": self.meta.format,
-            "source": self.meta.source,
-            "rank": self.meta.rank,
-            "device": self.meta.device,
-            "simulated": self.meta.simulated,
-            "kernel_count": self.kernels.num_rows,
-            "host_op_count": self.host_ops.num_rows,
-            "steps": self.steps.num_rows,
-            "start_ns": span[0] if span else None,
-            "end_ns": span[1] if span else None,
-            "duration_ns": (span[1] - span[0]) if span else 0,
-            "warnings": list(self.meta.warnings),
-        }
+        return _summary(self.meta, self.time_span_ns(), self.kernels.num_rows, self.host_ops.num_rows,
+                        self.steps.num_rows)
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write one Parquet file per table and ``profile.json``; returns the folder."""
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        for name in TABLE_NAMES:
-            pq.write_table(self.table(name), out / f"{name}.parquet", compression="zstd")
-        doc = {"schema_version": SCHEMA_VERSION, "meta": asdict(self.meta)}
-        (out / "profile.json").write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
-        return out
+        return save_tables(directory, self.meta, {name: self.table(name) for name in TABLE_NAMES})
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], tables: tuple[str, ...] | None = None) -> "Profile":
@@ -282,6 +249,64 @@ class Profile:
             if path.exists():
                 loaded[name] = pq.read_table(path)  # conformed (cell text expanded) by __post_init__
         return cls(meta=meta, **loaded)
+
+
+def save_tables(directory: str | os.PathLike[str], meta: ProfileMeta, tables: dict[str, pa.Table]) -> Path:
+    """Write ``tables`` as Parquet and ``meta`` as ``profile.json`` into ``directory``: with every table of
+    a profile, that is ``Profile.save``; a streaming reader (``write_*``) writes its big tables itself and
+    the rest here."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, table in tables.items():
+        pq.write_table(conform(name, table), out / f"{name}.parquet", compression="zstd")
+    doc = {"schema_version": SCHEMA_VERSION, "meta": asdict(meta)}
+    (out / "profile.json").write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
+    return out
+
+
+def saved_summary(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """``Profile.summary()`` of a saved profile, reading only row counts and the time columns."""
+    src = Path(directory)
+    meta = ProfileMeta.from_dict(json.loads((src / "profile.json").read_text(encoding="utf-8")).get("meta", {}))
+    present = {name: src / f"{name}.parquet" for name in TABLE_NAMES if (src / f"{name}.parquet").exists()}
+    rows = {name: pq.ParquetFile(path).metadata.num_rows for name, path in present.items()}
+    times = [pq.read_table(present[name], columns=["start_ns", "dur_ns"])
+             for name in ("kernels", "host_ops", "api_calls") if name in present]
+    return _summary(meta, _time_span(times), rows.get("kernels", 0), rows.get("host_ops", 0), rows.get("steps", 0))
+
+
+def _time_span(tables: list[pa.Table]) -> tuple[int, int] | None:
+    import pyarrow.compute as pc
+
+    lo: int | None = None
+    hi: int | None = None
+    for t in tables:
+        if t.num_rows == 0:
+            continue
+        start = pc.min(t["start_ns"]).as_py()
+        end = pc.max(pc.add(t["start_ns"], pc.fill_null(t["dur_ns"], 0))).as_py()
+        if start is None or end is None:
+            continue
+        lo = start if lo is None else min(lo, start)
+        hi = end if hi is None else max(hi, end)
+    return None if lo is None or hi is None else (lo, hi)
+
+
+def _summary(meta: ProfileMeta, span: tuple[int, int] | None, kernels: int, host_ops: int, steps: int) -> dict[str, Any]:
+    return {
+        "format": meta.format,
+        "source": meta.source,
+        "rank": meta.rank,
+        "device": meta.device,
+        "simulated": meta.simulated,
+        "kernel_count": kernels,
+        "host_op_count": host_ops,
+        "steps": steps,
+        "start_ns": span[0] if span else None,
+        "end_ns": span[1] if span else None,
+        "duration_ns": (span[1] - span[0]) if span else 0,
+        "warnings": list(meta.warnings),
+    }
 
 
 @dataclass

@@ -132,17 +132,24 @@ def measure_convert(kind: str, src: Path, out_dir: Path) -> dict[str, Any]:
     import pypto_core.formats.chrome_trace  # noqa: F401
     import pypto_core.formats.kineto  # noqa: F401
     import pypto_core.profile  # noqa: F401
+    import pyarrow.parquet as pq
     from pypto_core.formats.eventscan import native_scanner
 
     native_scanner()
     cpu0 = cpu_s()
     t0 = time.perf_counter()
     if kind == "kineto":
-        from pypto_core.formats.kineto import read_kineto
+        # the product's path for a Kineto upload: streamed straight into the saved profile's Parquet files
+        from pypto_core.formats.kineto import write_kineto
+        from pypto_core.profile import saved_summary
 
-        profile = read_kineto(src)
-        events = int(profile.meta.extra.get("events", 0))
-        decoded = int(profile.meta.extra.get("input_bytes", 0))
+        meta = write_kineto(src, out_dir)
+        seconds, cpu = time.perf_counter() - t0, cpu_s() - cpu0
+        summary = saved_summary(out_dir)
+        counts = {name: pq.ParquetFile(out_dir / f"{name}.parquet").metadata.num_rows for name in ("flows",)}
+        return {"seconds": seconds, "read_s": seconds, "cpu_s": cpu, "events": int(meta.extra["events"]),
+                "decoded_bytes": int(meta.extra["input_bytes"]), "kernels": summary["kernel_count"],
+                "host_ops": summary["host_op_count"], "flows": counts["flows"], "peak_rss_mb": vm_hwm_mb()}
     else:
         from pypto_core.formats.chrome_trace import read_trace_view
         from pypto_core.profile import Profile, ProfileMeta

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +35,9 @@ import pyarrow.compute as pc
 
 from pypto_core.errors import InputError
 from pypto_core.formats.chrome_trace import to_float64, to_int64
-from pypto_core.formats.eventscan import Pieces, scan_file
-from pypto_core.profile import Profile, ProfileMeta, conform, empty_table
+from pypto_core.formats.eventscan import scan_file
+from pypto_core.formats.table_sink import TableSink
+from pypto_core.profile import Profile, ProfileMeta, conform, empty_table, save_tables
 
 KINETO_ARG_KEYS: tuple[str, ...] = (
     "External id",
@@ -102,103 +105,135 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
 
     Raises ``InputError`` naming the file when it is empty, not JSON, truncated, or has no ``traceEvents``.
     """
-    p = Path(path)
-    pieces = Pieces(_PIECE_COLUMNS, KINETO_ARG_KEYS)
-    counts = {"events": 0}
+    meta, tables = _convert(Path(path), None)
+    return Profile(meta=meta, **tables)
+
+
+def write_kineto(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> ProfileMeta:
+    """Read a Kineto trace straight into a saved profile folder (as ``Profile.save`` writes it).
+
+    The big tables (host ops, API calls, kernels, counters) are streamed into their Parquet files batch by
+    batch, so memory stays bounded whatever the trace's size; what is kept until the end is a few int64
+    link columns (for the flows) and the small tables. ``Profile.load(folder)`` then gives the profile
+    that :func:`read_kineto` gives. A failed read leaves no folder behind.
+    """
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        meta, tables = _convert(Path(path), out)
+        save_tables(out, meta, tables)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return meta
+
+
+_STREAMED = ("host_ops", "api_calls", "kernels", "counters")
+
+
+class _Links:
+    """The columns the flows are built from, kept while the tables themselves stream away."""
+
+    def __init__(self) -> None:
+        self.kernel_correlation: list[pa.Array] = []
+        self.kernel_external: list[pa.Array] = []
+        self.host_correlation: list[pa.Array] = []
+        self.host_is_cpu_op: list[pa.Array] = []
+        self.api_correlation: list[pa.Array] = []
+
+    @staticmethod
+    def _all(parts: list[pa.Array], typ: pa.DataType) -> pa.Array:
+        return pa.concat_arrays(parts) if parts else pa.array([], typ)
+
+    def flows(self) -> pa.Table:
+        """One ``ac2g`` row per kernel linked to its launching runtime call (``correlation``) and/or its
+        host op (``External id`` of a ``cpu_op``), first match in file order, as HTA links them."""
+        kernel_corr = self._all(self.kernel_correlation, pa.int64())
+        if not len(kernel_corr):
+            return empty_table("flows").append_column("api_index", pa.array([], pa.int64()))
+        api_index = pc.index_in(kernel_corr, value_set=self._all(self.api_correlation, pa.int64())).cast(pa.int64())
+        is_op = self._all(self.host_is_cpu_op, pa.bool_())
+        op_rows = pc.indices_nonzero(is_op).cast(pa.int64())
+        op_corr = pc.filter(self._all(self.host_correlation, pa.int64()), is_op)
+        local = pc.index_in(self._all(self.kernel_external, pa.int64()), value_set=op_corr)
+        host_index = pc.take(op_rows, local)
+        t = pa.table({
+            "host_index": host_index,
+            "kernel_index": pa.array(np.arange(len(kernel_corr), dtype=np.int64)),
+            "kind": pa.array(["ac2g"] * len(kernel_corr), pa.string()),
+            "api_index": api_index,
+        })
+        return conform("flows", t.filter(pc.or_(pc.is_valid(t["host_index"]), pc.is_valid(t["api_index"]))))
+
+
+def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Table]]:
+    """The profile's metadata and the tables not streamed into ``folder`` (all of them without one)."""
+    sinks = {name: TableSink(name, folder) for name in _STREAMED}
+    links = _Links()
+    small: dict[str, list[pa.Table]] = {"steps": [], "communication": [], "meta": []}
+    state: dict[str, Any] = {"events": 0, "min_ts": None}
+
+    def lowest(ts: pa.Array) -> None:
+        low = pc.min(ts).as_py()
+        if low is not None and (state["min_ts"] is None or low < state["min_ts"]):
+            state["min_ts"] = low
 
     def on_batch(batch: pa.RecordBatch) -> None:
-        # classify each batch as it is scanned and keep only what the tables need (bounded memory)
-        counts["events"] += batch.num_rows
+        # classify each batch as it is scanned and turn it into canonical rows at once (bounded memory)
+        state["events"] += batch.num_rows
         ph = batch.column("ph")
         cat = pc.utf8_lower(pc.fill_null(batch.column("cat"), ""))
         is_x = pc.fill_null(pc.equal(ph, "X"), False)
-        pieces.add("host", batch, pc.and_(is_x, pc.is_in(cat, pa.array(HOST_CATS_KEPT))))
-        pieces.add("api", batch, pc.and_(is_x, pc.is_in(cat, pa.array(API_CATS))))
-        pieces.add("kernel", batch, pc.and_(is_x, pc.is_in(cat, pa.array(KERNEL_CATS))))
-        pieces.add("counter", batch, pc.fill_null(pc.equal(ph, "C"), False))
-        pieces.add("meta", batch, pc.fill_null(pc.equal(ph, "M"), False))
 
-    scanned = scan_file(p, KINETO_ARG_KEYS, on_batch=on_batch)
-    if not scanned.wrapped:
-        raise InputError(str(p), "a bare JSON array, not a Kineto trace (no traceEvents object); "
-                         "is it an Ascend trace_view.json?")
-    header = scanned.header
+        def part(kind: str, mask: Any) -> pa.Table | None:
+            rows = pa.Table.from_batches([batch.select(_PIECE_COLUMNS[kind]).filter(mask)])
+            return rows if rows.num_rows else None
+
+        if (host := part("host", pc.and_(is_x, pc.is_in(cat, pa.array(HOST_CATS_KEPT))))) is not None:
+            ops = _host_ops(host)
+            sinks["host_ops"].add(ops)
+            links.host_correlation.append(ops["correlation_id"].combine_chunks())
+            links.host_is_cpu_op.append(pc.fill_null(pc.equal(ops["cat"], "cpu_op"), False).combine_chunks())
+            lowest(ops["start_ns"])
+            small["steps"].append(_step_rows(ops))
+        if (api := part("api", pc.and_(is_x, pc.is_in(cat, pa.array(API_CATS))))) is not None:
+            calls = _api_calls(api)
+            sinks["api_calls"].add(calls)
+            links.api_correlation.append(calls["correlation_id"].combine_chunks())
+            lowest(calls["start_ns"])
+        if (kern := part("kernel", pc.and_(is_x, pc.is_in(cat, pa.array(KERNEL_CATS))))) is not None:
+            kernels = _kernels(kern)
+            sinks["kernels"].add(kernels)
+            links.kernel_correlation.append(kernels["correlation_id"].combine_chunks())
+            links.kernel_external.append(kernels["external_id"].combine_chunks())
+            lowest(kernels["start_ns"])
+            small["communication"].append(_communication(kern))
+        if (counter := part("counter", pc.fill_null(pc.equal(ph, "C"), False))) is not None:
+            sinks["counters"].add(_counters(counter))
+            lowest(counter["ts_ns"])
+        if (meta_rows := part("meta", pc.fill_null(pc.equal(ph, "M"), False))) is not None:
+            small["meta"].append(meta_rows)
+
+    try:
+        scanned = scan_file(p, KINETO_ARG_KEYS, on_batch=on_batch)
+        if not scanned.wrapped:
+            raise InputError(str(p), "a bare JSON array, not a Kineto trace (no traceEvents object); "
+                             "is it an Ascend trace_view.json?")
+        header = scanned.header
+        # ts relative to baseTimeNanoseconds (which newer traces write after traceEvents): added at the end
+        base = header.get("baseTimeNanoseconds")
+        shift = base if isinstance(base, int) and state["min_ts"] is not None and state["min_ts"] < _RELATIVE_BEFORE_NS else 0
+        tables = {name: sinks[name].finish(_shifted(shift)) for name in _STREAMED}
+    except BaseException:
+        for sink in sinks.values():
+            sink.abort()
+        raise
+    tables = {name: t for name, t in tables.items() if t is not None}
+    tables["flows"] = links.flows()
+    tables["steps"] = _shifted(shift)(_steps(_concat(small["steps"])))
+    tables["communication"] = _shifted(shift)(_concat(small["communication"], "communication"))
+
     warnings: list[str] = []
-    host, api, kern = pieces.table("host"), pieces.table("api"), pieces.table("kernel")
-    counter_rows, meta_rows = pieces.table("counter"), pieces.table("meta")
-
-    # ts relative to baseTimeNanoseconds (which newer traces write after traceEvents): add it at the end
-    base = header.get("baseTimeNanoseconds")
-    if isinstance(base, int):
-        lows = [pc.min(t["ts_ns"]).as_py() for t in (host, api, kern, counter_rows) if t.num_rows]
-        lows = [v for v in lows if v is not None]
-        if lows and min(lows) < _RELATIVE_BEFORE_NS:
-            shift = pa.scalar(base, pa.int64())
-            host, api, kern, counter_rows = (
-                t.set_column(t.column_names.index("ts_ns"), "ts_ns", pc.add(t["ts_ns"], shift))
-                for t in (host, api, kern, counter_rows)
-            )
-
-    host_ops = pa.table(
-        {
-            "name": host["name"],
-            "pid": to_int64(host["pid"]),
-            "tid": to_int64(host["tid"]),
-            "start_ns": host["ts_ns"],
-            "dur_ns": host["dur_ns"],
-            "correlation_id": to_int64(host["arg:External id"]),
-            "input_shapes": pc.coalesce(host["arg:Input Dims"], host["arg:Input dims"]),
-            "cat": host["cat"],
-            "sequence_number": to_int64(host["arg:Sequence number"]),
-        }
-    )
-
-    del host  # intermediates go as soon as their table is built: peak memory is the sum of what is alive
-    api_calls = pa.table(
-        {
-            "name": api["name"],
-            "level": api["cat"],
-            "pid": to_int64(api["pid"]),
-            "tid": to_int64(api["tid"]),
-            "start_ns": api["ts_ns"],
-            "dur_ns": api["dur_ns"],
-            "correlation_id": to_int64(api["arg:correlation"]),
-        }
-    )
-
-    kcat = pc.utf8_lower(kern["cat"])
-    npu_type = kern["arg:type"]
-    core_type = pc.if_else(
-        pc.is_valid(npu_type),
-        _lookup(npu_type, list(_NPU_KERNEL_TYPES), list(_NPU_KERNEL_TYPES.values()), default_to_key=True),
-        pc.if_else(pc.match_substring(kcat, "memcpy"), "MEMCPY",
-                   pc.if_else(pc.match_substring(kcat, "memset"), "MEMSET",
-                              pc.if_else(pc.match_substring_regex(kern["name"], COMM_KERNEL), "COMMUNICATION", "GPU"))),
-    )
-    kernels = pa.table(
-        {
-            "name": kern["name"],
-            "core_type": core_type,
-            "stream_id": pc.coalesce(to_int64(kern["arg:stream"]), to_int64(kern["tid"])),
-            "device_id": pc.coalesce(to_int64(kern["arg:device"]), to_int64(kern["pid"])),
-            "start_ns": kern["ts_ns"],
-            "dur_ns": kern["dur_ns"],
-            "correlation_id": to_int64(kern["arg:correlation"]),
-            "external_id": to_int64(kern["arg:External id"]),
-            "bytes": to_int64(kern["arg:bytes"]),
-        }
-    )
-
-    del api
-    communication = _communication(kern)
-    del kern
-    host_ops = conform("host_ops", host_ops)
-    kernels = conform("kernels", kernels)
-    api_calls = conform("api_calls", api_calls)
-    flows = _flows(kernels, host_ops, api_calls)
-    steps = _steps(host_ops)
-
-    lanes = _lanes(meta_rows)
     meta = ProfileMeta(
         format="kineto",
         source=str(p),
@@ -216,51 +251,92 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
     for key in ("schemaVersion", "cupti_version", "cuda_runtime_version", "cuda_driver_version", "trace_id", "baseTimeNanoseconds"):
         if key in header:
             meta.extra[key] = header[key]
-    meta.extra["lanes"] = lanes
-    meta.extra["events"] = counts["events"]
+    meta.extra["lanes"] = _lanes(_concat(small["meta"]) if small["meta"] else
+                                 pa.table({c: pa.array([], pa.string()) for c in _PIECE_COLUMNS["meta"]}))
+    meta.extra["events"] = state["events"]
     meta.extra["input_bytes"] = scanned.input_bytes
-    return Profile(
-        meta=meta,
-        kernels=kernels,
-        host_ops=host_ops,
-        api_calls=api_calls,
-        flows=flows,
-        steps=steps,
-        communication=communication,
-        counters=_counters(counter_rows),
+    return meta, tables
+
+
+def _concat(parts: list[pa.Table], name: str | None = None) -> pa.Table:
+    parts = [t for t in parts if t.num_rows]
+    if parts:
+        return pa.concat_tables(parts)
+    return empty_table(name) if name else pa.table({})
+
+
+def _shifted(shift: int) -> Callable[[pa.Table], pa.Table]:
+    """Adds ``shift`` ns to a table's time columns (start_ns / ts_ns / end_ns)."""
+
+    def apply(t: pa.Table) -> pa.Table:
+        if not shift:
+            return t
+        for col in ("start_ns", "ts_ns", "end_ns"):
+            if col in t.column_names:
+                t = t.set_column(t.column_names.index(col), col, pc.add(t[col], pa.scalar(shift, pa.int64())))
+        return t
+
+    return apply
+
+
+def _host_ops(host: pa.Table) -> pa.Table:
+    return conform("host_ops", pa.table({
+        "name": host["name"],
+        "pid": to_int64(host["pid"]),
+        "tid": to_int64(host["tid"]),
+        "start_ns": host["ts_ns"],
+        "dur_ns": host["dur_ns"],
+        "correlation_id": to_int64(host["arg:External id"]),
+        "input_shapes": pc.coalesce(host["arg:Input Dims"], host["arg:Input dims"]),
+        "cat": host["cat"],
+        "sequence_number": to_int64(host["arg:Sequence number"]),
+    }))
+
+
+def _api_calls(api: pa.Table) -> pa.Table:
+    return conform("api_calls", pa.table({
+        "name": api["name"],
+        "level": api["cat"],
+        "pid": to_int64(api["pid"]),
+        "tid": to_int64(api["tid"]),
+        "start_ns": api["ts_ns"],
+        "dur_ns": api["dur_ns"],
+        "correlation_id": to_int64(api["arg:correlation"]),
+    }))
+
+
+def _kernels(kern: pa.Table) -> pa.Table:
+    kcat = pc.utf8_lower(kern["cat"])
+    npu_type = kern["arg:type"]
+    core_type = pc.if_else(
+        pc.is_valid(npu_type),
+        _lookup(npu_type, list(_NPU_KERNEL_TYPES), list(_NPU_KERNEL_TYPES.values()), default_to_key=True),
+        pc.if_else(pc.match_substring(kcat, "memcpy"), "MEMCPY",
+                   pc.if_else(pc.match_substring(kcat, "memset"), "MEMSET",
+                              pc.if_else(pc.match_substring_regex(kern["name"], COMM_KERNEL), "COMMUNICATION", "GPU"))),
     )
+    return conform("kernels", pa.table({
+        "name": kern["name"],
+        "core_type": core_type,
+        "stream_id": pc.coalesce(to_int64(kern["arg:stream"]), to_int64(kern["tid"])),
+        "device_id": pc.coalesce(to_int64(kern["arg:device"]), to_int64(kern["pid"])),
+        "start_ns": kern["ts_ns"],
+        "dur_ns": kern["dur_ns"],
+        "correlation_id": to_int64(kern["arg:correlation"]),
+        "external_id": to_int64(kern["arg:External id"]),
+        "bytes": to_int64(kern["arg:bytes"]),
+    }))
+
+
+def _step_rows(host_ops: pa.Table) -> pa.Table:
+    return host_ops.select(["name", "start_ns", "dur_ns"]).filter(
+        pc.fill_null(pc.starts_with(host_ops["name"], "ProfilerStep#"), False))
 
 
 def _lookup(keys: pa.ChunkedArray, domain: list[str], values: list[str], default_to_key: bool = False) -> pa.ChunkedArray:
     idx = pc.index_in(keys, value_set=pa.array(domain, pa.string()))
     mapped = pc.take(pa.array(values, pa.string()), idx)
     return pc.coalesce(mapped, keys) if default_to_key else mapped
-
-
-def _first_index(keys: pa.ChunkedArray | pa.Array, domain: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Row in ``domain`` of each key (first occurrence), null where absent or null."""
-    domain = domain.combine_chunks() if isinstance(domain, pa.ChunkedArray) else domain
-    return pc.index_in(keys, value_set=domain).cast(pa.int64())
-
-
-def _flows(kernels: pa.Table, host_ops: pa.Table, api_calls: pa.Table) -> pa.Table:
-    if kernels.num_rows == 0:
-        return empty_table("flows").append_column("api_index", pa.array([], pa.int64()))
-    api_index = _first_index(kernels["correlation_id"], api_calls["correlation_id"])
-    ops = host_ops.filter(pc.equal(host_ops["cat"], "cpu_op")) if host_ops.num_rows else host_ops
-    op_rows = pc.indices_nonzero(pc.fill_null(pc.equal(host_ops["cat"], "cpu_op"), False)) if host_ops.num_rows else pa.array([], pa.uint64())
-    local = _first_index(kernels["external_id"], ops["correlation_id"]) if ops.num_rows else pa.nulls(kernels.num_rows, pa.int64())
-    host_index = pc.take(op_rows.cast(pa.int64()), local) if ops.num_rows else local
-    t = pa.table(
-        {
-            "host_index": host_index,
-            "kernel_index": pa.array(np.arange(kernels.num_rows, dtype=np.int64)),
-            "kind": pa.array(["ac2g"] * kernels.num_rows, pa.string()),
-            "api_index": api_index,
-        }
-    )
-    t = t.filter(pc.or_(pc.is_valid(t["host_index"]), pc.is_valid(t["api_index"])))
-    return conform("flows", t)
 
 
 def _communication(kern: pa.Table) -> pa.Table:
@@ -285,8 +361,8 @@ def _communication(kern: pa.Table) -> pa.Table:
     return conform("communication", t.append_column("bandwidth_gbps", bw))
 
 
-def _steps(host_ops: pa.Table) -> pa.Table:
-    steps = host_ops.filter(pc.starts_with(host_ops["name"], "ProfilerStep#"))
+def _steps(steps: pa.Table) -> pa.Table:
+    """``ProfilerStep#N`` host ops (name, start_ns, dur_ns) -> the steps table."""
     if steps.num_rows == 0:
         return empty_table("steps")
     t = pa.table(

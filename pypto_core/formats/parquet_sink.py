@@ -1,7 +1,7 @@
 """Stream record batches into one Parquet file, encoding in a second thread while the next ones are read.
 
-Parsing (Arrow's CSV reader) and Parquet encoding both run in C++ without the GIL, so a writer thread
-overlaps them on a second core. Memory stays bounded: the queue holds at most two row groups.
+Parsing and Parquet encoding both run in C++ (or C) without the GIL, so a writer thread overlaps them on a
+second core. Memory stays bounded: the queue holds at most two row groups.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +19,105 @@ import pyarrow.parquet as pq
 ROW_GROUP_ROWS = 128 * 1024
 _QUEUE_DEPTH = 2
 _DONE = object()
+
+
+class ParquetStream:
+    """Batches pushed with :meth:`add` become row groups of about ``row_group_rows`` in ``dest``.
+
+    ``dictionary_columns``: dictionary-encode only these (repeated names, types, ids); trying it on
+    unique times and counters cost about a third of the write time. ``statistics_columns``: min/max only
+    for these (e.g. ``start_ns`` for time-window reads). None means Parquet's defaults (all columns).
+    The file's schema is ``schema`` or the first batch's. :meth:`close` returns the row count; a failure
+    in the writer thread is raised by the next :meth:`add` or by :meth:`close`, and a partly written file
+    is removed (also by :meth:`abort`).
+    """
+
+    def __init__(
+        self,
+        dest: str | os.PathLike[str],
+        *,
+        schema: pa.Schema | None = None,
+        dictionary_columns: Sequence[str] | None = None,
+        statistics_columns: Sequence[str] | None = None,
+        row_group_rows: int = ROW_GROUP_ROWS,
+        compression: str = "zstd",
+    ) -> None:
+        self.dest = dest
+        self.schema = schema
+        self.rows = 0
+        self._options = dict(
+            compression=compression,
+            use_dictionary=list(dictionary_columns) if dictionary_columns is not None else True,
+            write_statistics=list(statistics_columns) if statistics_columns is not None else True,
+        )
+        self._row_group_rows = row_group_rows
+        self._todo: queue.Queue[object] = queue.Queue(maxsize=_QUEUE_DEPTH)
+        self._failure: list[BaseException] = []
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self._thread = threading.Thread(target=self._consume, name="parquet-writer", daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    def _consume(self) -> None:
+        writer = pq.ParquetWriter(self.dest, self.schema, **self._options) if self.schema is not None else None
+        try:
+            while True:
+                item = self._todo.get()
+                if item is _DONE:
+                    break
+                assert isinstance(item, pa.Table)
+                if writer is None:
+                    writer = pq.ParquetWriter(self.dest, item.schema, **self._options)
+                writer.write_table(item, row_group_size=max(item.num_rows, 1))
+        except BaseException as exc:  # handed to the producer, which raises it
+            self._failure.append(exc)
+            while self._todo.get() is not _DONE:  # drain so that the producer never blocks on a full queue
+                pass
+        finally:
+            if writer is not None:
+                writer.close()
+
+    def add(self, batch: pa.RecordBatch | pa.Table) -> None:
+        if self._failure:
+            self.abort()
+            raise self._failure[0]
+        batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        for b in batches:
+            self._pending.append(b)
+            self._pending_rows += b.num_rows
+            self.rows += b.num_rows
+        if self._pending_rows >= self._row_group_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._todo.put(pa.Table.from_batches(self._pending))
+            self._pending, self._pending_rows = [], 0
+
+    def close(self) -> int:
+        """Write what is pending and finish the file; the rows written. Nothing is written for a stream
+        without batches and without a schema."""
+        if self._closed:
+            return self.rows
+        self._closed = True
+        if not self._failure:
+            self._flush()
+        self._todo.put(_DONE)
+        self._thread.join()
+        if self._failure:
+            _remove(self.dest)
+            raise self._failure[0]
+        return self.rows
+
+    def abort(self) -> None:
+        """Stop and remove the partly written file."""
+        if not self._closed:
+            self._closed = True
+            self._pending = []
+            self._todo.put(_DONE)
+            self._thread.join()
+        _remove(self.dest)
 
 
 def write_parquet_stream(
@@ -31,74 +130,39 @@ def write_parquet_stream(
     row_group_rows: int = ROW_GROUP_ROWS,
     compression: str = "zstd",
 ) -> int:
-    """Write ``batches`` to ``dest`` in row groups of about ``row_group_rows``; returns the row count.
+    """Write ``batches`` to ``dest`` (see :class:`ParquetStream`); returns the row count.
 
-    ``dictionary_columns``: dictionary-encode only these (repeated names, types, ids); trying it on
-    unique times and counters cost about a third of the write time. ``statistics_columns``: min/max only
-    for these (e.g. ``start_ns`` for time-window reads). None means Parquet's defaults (all columns).
-    Without any batch and without ``schema`` nothing is written and 0 is returned.
-    An exception in either thread stops both and is raised here; a partly written file is removed.
+    Without any batch and without ``schema`` nothing is written and 0 is returned. An exception in either
+    thread stops both and is raised here; a partly written file is removed.
     """
-    todo: queue.Queue[object] = queue.Queue(maxsize=_QUEUE_DEPTH)
-    failure: list[BaseException] = []
-    rows = 0
-
-    def open_writer(first_schema: pa.Schema) -> pq.ParquetWriter:
-        return pq.ParquetWriter(
-            dest,
-            first_schema,
-            compression=compression,
-            use_dictionary=list(dictionary_columns) if dictionary_columns is not None else True,
-            write_statistics=list(statistics_columns) if statistics_columns is not None else True,
-        )
-
-    def consume() -> None:
-        writer = open_writer(schema) if schema is not None else None
-        try:
-            while True:
-                item = todo.get()
-                if item is _DONE:
-                    break
-                table = item
-                assert isinstance(table, pa.Table)
-                if writer is None:
-                    writer = open_writer(table.schema)
-                writer.write_table(table, row_group_size=max(table.num_rows, 1))
-        except BaseException as exc:  # handed to the producer, which raises it
-            failure.append(exc)
-            while todo.get() is not _DONE:  # drain so that the producer never blocks on a full queue
-                pass
-        finally:
-            if writer is not None:
-                writer.close()
-
-    thread = threading.Thread(target=consume, name="parquet-writer", daemon=True)
-    thread.start()
-    pending: list[pa.RecordBatch] = []
-    pending_rows = 0
+    stream = ParquetStream(dest, schema=schema, dictionary_columns=dictionary_columns,
+                           statistics_columns=statistics_columns, row_group_rows=row_group_rows,
+                           compression=compression)
     try:
         for batch in batches:
-            if failure:
-                break
-            pending.append(batch)
-            pending_rows += batch.num_rows
-            rows += batch.num_rows
-            if pending_rows >= row_group_rows:
-                todo.put(pa.Table.from_batches(pending))
-                pending, pending_rows = [], 0
-        if pending and not failure:
-            todo.put(pa.Table.from_batches(pending))
+            stream.add(batch)
     except BaseException:
-        todo.put(_DONE)
-        thread.join()
-        _remove(dest)
+        stream.abort()
         raise
-    todo.put(_DONE)
-    thread.join()
-    if failure:
-        _remove(dest)
-        raise failure[0]
-    return rows
+    return stream.close()
+
+
+def rewrite_parquet(path: str | os.PathLike[str], transform: Callable[[pa.Table], pa.Table]) -> None:
+    """Apply ``transform`` to ``path`` one row group at a time (bounded memory), replacing the file."""
+    src = pq.ParquetFile(path)
+    tmp = f"{path}.rewrite"
+    try:
+        stream = ParquetStream(tmp, schema=None if src.metadata.num_row_groups else src.schema_arrow)
+        try:
+            for i in range(src.metadata.num_row_groups):
+                stream.add(transform(src.read_row_group(i)))
+        except BaseException:
+            stream.abort()
+            raise
+        stream.close()
+    finally:
+        src.close()
+    os.replace(tmp, path)
 
 
 def _remove(dest: str | os.PathLike[str]) -> None:

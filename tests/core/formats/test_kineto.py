@@ -211,3 +211,53 @@ def test_mangled_kineto_gives_input_error_or_a_profile(tmp_path: Path, pos: int,
         assert str(p) in str(exc)
     else:
         assert prof.kernels.num_rows + prof.host_ops.num_rows <= 30
+
+
+def _same_profile(a, b) -> None:
+    for name in ("kernels", "host_ops", "api_calls", "flows", "counters", "steps", "memory", "communication"):
+        assert a.table(name).equals(b.table(name)), name
+    assert a.meta == b.meta
+
+
+@pytest.mark.parametrize("path", KINETO, ids=lambda p: str(p.relative_to(SAMPLES)))
+def test_streamed_folder_loads_as_the_in_memory_read(path: Path, tmp_path: Path) -> None:
+    """write_kineto streams the big tables into Parquet; loading the folder gives read_kineto's profile."""
+    from pypto_core.formats.kineto import write_kineto
+    from pypto_core.profile import Profile
+
+    meta = write_kineto(path, tmp_path / "p")
+    loaded = Profile.load(tmp_path / "p")
+    _same_profile(loaded, read_kineto(path))
+    assert meta == loaded.meta
+
+
+def test_streamed_relative_times_get_the_base_written_after_the_events(tmp_path: Path) -> None:
+    # newer traces: ts relative, baseTimeNanoseconds after traceEvents; both paths add it to every time
+    from pypto_core.formats.kineto import write_kineto
+    from pypto_core.profile import Profile
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"aten::mm{i}", "pid": 1, "tid": 1, "ts": 10 + i, "dur": 1,
+               "args": {"External id": i}} for i in range(300)]
+    events += [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 20 + i, "dur": 0.5,
+                "args": {"External id": i, "correlation": i, "stream": 7, "device": 0}} for i in range(300)]
+    events.append({"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 5, "dur": 900})
+    base = 1_700_000_000_000_000_000
+    src = tmp_path / "rel.json"
+    src.write_text(json.dumps({"traceEvents": events, "baseTimeNanoseconds": base}), encoding="utf-8")
+    write_kineto(src, tmp_path / "p")
+    loaded = Profile.load(tmp_path / "p")
+    _same_profile(loaded, read_kineto(src))
+    assert loaded.kernels["start_ns"][0].as_py() == base + 20_000
+    assert loaded.host_ops["start_ns"][299].as_py() == base + 309_000
+    assert loaded.steps.to_pylist()[0]["start_ns"] == base + 5_000
+    assert loaded.flows.num_rows == 300 and loaded.flows["host_index"][5].as_py() == 5
+
+
+def test_streamed_read_of_a_bad_file_leaves_no_folder(tmp_path: Path) -> None:
+    from pypto_core.formats.kineto import write_kineto
+
+    src = tmp_path / "cut.json"
+    src.write_bytes(gzip.decompress((SAMPLES / "kineto/trace_diff_pair/control.json.gz").read_bytes())[:300_000])
+    with pytest.raises(InputError, match="truncated"):
+        write_kineto(src, tmp_path / "p")
+    assert not (tmp_path / "p").exists()

@@ -1,0 +1,57 @@
+"""Where a reader's canonical batches go: kept in memory (``read_*``, which returns a ``Profile``) or
+streamed into the Parquet files of a profile folder (``write_*``), so that memory follows the batches in
+flight, not the size of the file.
+
+Both kinds take conformed batches of one table in file order and finish with an optional transform that
+needs the whole file first (Kineto's ``baseTimeNanoseconds``, written after the events, shifts every time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+
+from pypto_core.formats.parquet_sink import ParquetStream, rewrite_parquet
+from pypto_core.profile import conform, empty_table
+
+Transform = Callable[[pa.Table], pa.Table]
+
+
+class TableSink:
+    """One canonical table's batches: in memory when ``folder`` is None, else ``folder/<name>.parquet``."""
+
+    def __init__(self, name: str, folder: Path | None) -> None:
+        self.name = name
+        self.rows = 0
+        self._batches: list[pa.Table] = []
+        self._path = folder / f"{name}.parquet" if folder is not None else None
+        self._stream = ParquetStream(self._path) if self._path is not None else None
+
+    def add(self, batch: pa.Table) -> None:
+        if not batch.num_rows:
+            return
+        self.rows += batch.num_rows
+        if self._stream is not None:
+            self._stream.add(batch)
+        else:
+            self._batches.append(batch)
+
+    def finish(self, transform: Transform | None = None) -> pa.Table | None:
+        """The whole table (in memory), or None once the Parquet file is complete."""
+        if self._stream is None:
+            table = pa.concat_tables(self._batches) if self._batches else empty_table(self.name)
+            self._batches = []
+            return conform(self.name, transform(table) if transform else table)
+        if not self._stream.close():  # no rows: an empty table of the canonical columns, as Profile.save
+            ParquetStream(self._path, schema=empty_table(self.name).schema).close()
+        elif transform is not None:
+            assert self._path is not None
+            rewrite_parquet(self._path, transform)
+        return None
+
+    def abort(self) -> None:
+        if self._stream is not None:
+            self._stream.abort()
+        self._batches = []
