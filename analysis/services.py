@@ -413,37 +413,62 @@ def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: l
         return summary
 
     # A single file is read as itself; an archive as its folder (the reader finds the ranks).
-    target = unpacked / files[0].name if profile.upload_kind in ("json", "json.gz", "csv", "db") else unpacked
-    _progress(run, 35, "reading with pypto_core.formats.open_profile")
-    try:
-        result = open_profile(target)
-    except InputError as exc:
-        raise InputError(exc.path.replace(f"{unpacked}/", ""), exc.reason) from exc
-    ranks = list(getattr(result, "profiles", None) or [result])
-    _progress(run, 50, f"read {len(ranks)} rank(s); saving Parquet")
+    single = profile.upload_kind in ("json", "json.gz", "csv", "db")
+    target = unpacked / files[0].name if single else unpacked
     local = workdir / "parquet"
-    rank_folders = []
-    for i, core in enumerate(ranks):
-        folder = f"rank_{core.meta.rank if core.meta.rank is not None else i}"
-        if folder in rank_folders:
-            folder = f"{folder}_{i}"
-        core.save(local / folder)
-        rank_folders.append(folder)
+    streamed = _stream_single_file(run, target, local, unpacked) if single else None
+    if streamed is not None:
+        rank_folders, primary_summary, group_warnings = streamed
+    else:
+        _progress(run, 35, "reading with pypto_core.formats.open_profile")
+        try:
+            result = open_profile(target)
+        except InputError as exc:
+            raise InputError(exc.path.replace(f"{unpacked}/", ""), exc.reason) from exc
+        ranks = list(getattr(result, "profiles", None) or [result])
+        _progress(run, 50, f"read {len(ranks)} rank(s); saving Parquet")
+        rank_folders = []
+        for i, core in enumerate(ranks):
+            folder = f"rank_{core.meta.rank if core.meta.rank is not None else i}"
+            if folder in rank_folders:
+                folder = f"{folder}_{i}"
+            core.save(local / folder)
+            rank_folders.append(folder)
+        primary = result.primary() if hasattr(result, "primary") else ranks[0]
+        primary_summary = primary.summary()
+        group_warnings = list(getattr(result, "warnings", []) or [])
     # A fresh prefix per attempt: a redelivered ingest never mixes its files with a dead attempt's.
     prefix = f"projects/{profile.project_id}/parquet/{profile.pk}/{run.pk}-{run.attempts}"
     storage_delete_prefix(prefix)
     _store_folder(local, prefix)
-    primary = ranks[0]
-    if hasattr(result, "primary"):
-        primary = result.primary()
-    summary.update(primary.summary())
-    summary["ranks"] = len(ranks)
+    summary.update(primary_summary)
+    summary["ranks"] = len(rank_folders)
     summary["rank_folders"] = rank_folders
-    summary["warnings"] = list(getattr(result, "warnings", []) or []) + list(primary.meta.warnings)
+    summary["warnings"] = group_warnings + list(primary_summary["warnings"])
     summary["_parquet_prefix"] = prefix
     if profile.parquet_prefix and profile.parquet_prefix != prefix:
         storage_delete_prefix(profile.parquet_prefix)  # a previous run's tables
     return summary
+
+
+def _stream_single_file(run: AnalysisRun, target: Path, local: Path, unpacked: Path) -> tuple[list[str], dict[str, Any], list[str]] | None:
+    """A lone Kineto trace or kernel table streamed straight into its Parquet folder (bounded memory,
+    whatever its size): (rank folders, summary, warnings); None when its format is read in memory."""
+    write_profile = engine_function("pypto_core.formats", "write_profile")
+    saved_summary = engine_function("pypto_core.profile", "saved_summary")
+    if write_profile is None or saved_summary is None:
+        return None
+    streaming = local / "streaming"
+    try:
+        meta = write_profile(target, streaming)
+    except InputError as exc:
+        raise InputError(exc.path.replace(f"{unpacked}/", ""), exc.reason) from exc
+    if meta is None:
+        return None
+    folder = f"rank_{meta.rank if meta.rank is not None else 0}"
+    streaming.rename(local / folder)
+    _progress(run, 50, f"streamed {target.name} into Parquet")
+    return [folder], saved_summary(local / folder), []
 
 
 # --- multi-rank fan-out -------------------------------------------------------------------------------

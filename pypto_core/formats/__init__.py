@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the readers import this package's modules; load them only when called
     from pypto_core.formats.detect import Detection
-    from pypto_core.profile import Profile, ProfileGroup
+    from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
 
-__all__ = ["open_profile", "open_profiles", "detect_format"]
+__all__ = ["open_profile", "open_profiles", "write_profile", "detect_format"]
 
 
 def open_profile(path: str | os.PathLike[str]) -> "Profile":
@@ -32,6 +32,14 @@ def open_profiles(path: str | os.PathLike[str]) -> "ProfileGroup":
     from pypto_core.formats.opener import open_profiles as _open
 
     return _open(path)
+
+
+def write_profile(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> "ProfileMeta | None":
+    """Stream a single-file trace or kernel table straight into a saved profile folder (bounded memory);
+    None for inputs that only ``open_profile`` reads. ``Profile.load(folder)`` gives ``open_profile(path)``."""
+    from pypto_core.formats.opener import write_profile as _write
+
+    return _write(path, folder)
 
 
 def detect_format(path: str | os.PathLike[str]) -> "Detection":

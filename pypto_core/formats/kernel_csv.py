@@ -9,6 +9,7 @@ kernel_details is op_summary with renamed columns (FORMATS.md §2.3), and both d
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from pypto_core.formats.shapes import (
     parse_shapes,
     shape_cell_text,
 )
-from pypto_core.profile import TABLE_SCHEMAS
+from pypto_core.profile import TABLE_NAMES, TABLE_SCHEMAS, ProfileMeta, empty_table, save_tables
 
 # canonical column -> header names seen across versions (first match wins)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -404,3 +405,19 @@ def kernels_to_parquet(
         row_group_rows=csvscan.MAX_ROWS,
     )
     return rows, cols.warnings()
+
+
+def write_kernel_table(path: str | os.PathLike[str], folder: str | os.PathLike[str], *, rank_hint: int | None = None) -> ProfileMeta:
+    """A lone kernel_details.csv / op_summary.csv streamed into a saved profile folder (bounded memory);
+    ``Profile.load(folder)`` gives what ``open_profile(path)`` gives. A failed read leaves no folder."""
+    p, out = Path(path), Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        _, warnings = kernels_to_parquet(p, out / "kernels.parquet")
+        meta = ProfileMeta(format="msprof" if p.name.startswith("op_summary") else "ascend_pt", source=str(p),
+                           source_files=[str(p)], warnings=warnings, rank=rank_hint)
+        save_tables(out, meta, {name: empty_table(name) for name in TABLE_NAMES if name != "kernels"})
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return meta

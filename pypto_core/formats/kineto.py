@@ -109,18 +109,21 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
     return Profile(meta=meta, **tables)
 
 
-def write_kineto(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> ProfileMeta:
+def write_kineto(path: str | os.PathLike[str], folder: str | os.PathLike[str], *, rank_hint: int | None = None) -> ProfileMeta:
     """Read a Kineto trace straight into a saved profile folder (as ``Profile.save`` writes it).
 
     The big tables (host ops, API calls, kernels, counters) are streamed into their Parquet files batch by
     batch, so memory stays bounded whatever the trace's size; what is kept until the end is a few int64
     link columns (for the flows) and the small tables. ``Profile.load(folder)`` then gives the profile
-    that :func:`read_kineto` gives. A failed read leaves no folder behind.
+    that :func:`read_kineto` gives. A failed read leaves no folder behind. ``rank_hint``: the rank when
+    the trace does not state it (from the file's name, as ``open_profile`` does).
     """
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     try:
         meta, tables = _convert(Path(path), out)
+        if meta.rank is None and rank_hint is not None:
+            meta.rank = rank_hint
         save_tables(out, meta, tables)
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)

@@ -52,6 +52,23 @@ def open_profile(path: str | os.PathLike[str]) -> Profile:
     return profile
 
 
+def write_profile(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> ProfileMeta | None:
+    """Stream a single-file input straight into a saved profile folder, where its reader can do so with
+    bounded memory whatever the file's size (a Kineto trace, a kernel table); None for every other input,
+    which :func:`open_profile` reads in memory. ``Profile.load(folder)`` gives ``open_profile(path)``."""
+    p = Path(path)
+    found = det.detect(p)
+    if found.kind == det.KINETO:
+        from pypto_core.formats.kineto import write_kineto
+
+        return write_kineto(p, folder, rank_hint=found.rank_hint)
+    if found.kind == det.KERNEL_CSV:
+        from pypto_core.formats.kernel_csv import write_kernel_table
+
+        return write_kernel_table(p, folder, rank_hint=found.rank_hint)
+    return None
+
+
 def _extract(archive: Path, dest: Path) -> None:
     try:
         from pypto_core.archive import safe_extract

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.web import bad_archives
+from tests.paths import SAMPLES
 from tests.web.helpers import SMALL_CSV, SMALL_RANK, project_with, sha256, stored_archive_sha256, wait_finished, zip_folder
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+KINETO_GZ = SAMPLES / "kineto" / "trace_diff_pair" / "control.json.gz"
 
 
 def _upload(client, project_id: int, path: Path, **fields: str):
@@ -54,14 +56,25 @@ def test_plain_upload_reaches_ready(worker, make_user, api_for, tmp_path) -> Non
     assert b"".join(download.streaming_content) == archive.read_bytes()
 
 
-def test_single_csv_file_upload(worker, make_user, api_for) -> None:
+@pytest.mark.parametrize("source", [SMALL_CSV, KINETO_GZ], ids=["kernel_csv", "kineto_gz"])
+def test_single_file_upload_is_streamed_into_parquet(worker, make_user, api_for, tmp_path, source) -> None:
+    """A lone kernel table or Kineto trace goes through write_profile (bounded memory); what is stored
+    loads as the in-memory reader's profile."""
+    from analysis.services import load_saved_profile
+    from pypto_core.formats import open_profile
+
     owner = make_user("carl")
     project = project_with(owner)
-    res = _upload(api_for(owner), project.pk, SMALL_CSV)
+    res = _upload(api_for(owner), project.pk, source)
     assert res.status_code == 201, res.content
     profile = wait_finished(res.json()["id"], worker)
     assert profile.status == "ready", profile.error
-    assert profile.upload_kind == "csv"
+    expected = open_profile(source)
+    assert profile.summary["kernel_count"] == expected.kernels.num_rows > 0
+    assert profile.summary["start_ns"] == expected.time_span_ns()[0]
+    stored = load_saved_profile(profile, tmp_path)
+    for name in ("kernels", "host_ops", "api_calls", "flows", "steps"):
+        assert stored.table(name).equals(expected.table(name)), name
 
 
 def _broken_put(server: str, path: str, token: str, *, offset: int, declared: int, sent: bytes) -> None:
