@@ -4,7 +4,8 @@ The conversion measured is :func:`pypto_core.formats.kernel_csv.kernels_to_parqu
 
 ``run([100, 1000], workdir)`` writes scaled copies of the real Qwen3 kernel_details.csv sample (its rows
 repeated with start times shifted by one capture span per copy, so times stay increasing and exact), then
-converts each in a fresh subprocess so that peak RSS (VmHWM) belongs to the conversion alone.
+converts each in a fresh subprocess so that peak RSS (VmHWM) belongs to the conversion alone; each
+conversion and load runs three times and the median is reported (``_measure.median_of_runs``).
 Prints nothing itself; ``pypto bench`` prints the JSON.
 """
 
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pypto_core.bench._measure import child_json, load_avg, samples_dir, vm_hwm_mb
+from pypto_core.bench._measure import child_json, cpu_s, load_avg, median_of_runs, samples_dir, vm_hwm_mb
 
 SAMPLE_REL = Path("ascend_pt/qwen3_0.6b_train_4npu_level2/rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
 MB = 1024 * 1024
@@ -78,10 +79,11 @@ def measure_load(parquet_path: Path) -> dict[str, Any]:
     """Load the saved table as the product does (``profile.read_table``: canonical types, lists expanded)."""
     from pypto_core.profile import read_table
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_s()
     table = read_table(parquet_path, "kernels")
     seconds = time.perf_counter() - t0
-    return {"rows": table.num_rows, "seconds": seconds, "arrow_mb": table.nbytes / MB, "peak_rss_mb": vm_hwm_mb()}
+    return {"rows": table.num_rows, "seconds": seconds, "cpu_s": cpu_s() - c0, "arrow_mb": table.nbytes / MB,
+            "peak_rss_mb": vm_hwm_mb()}
 
 
 def _child(kind: str, *paths: Path) -> dict[str, Any]:
@@ -103,8 +105,8 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
         t0 = time.perf_counter()
         gen = generate(csv_path, size)
         gen_s = time.perf_counter() - t0
-        conv = _child("convert", csv_path, pq_path)
-        load = _child("load", pq_path) if "error" not in conv else {"error": "conversion failed"}
+        conv = median_of_runs(lambda: _child("convert", csv_path, pq_path))
+        load = median_of_runs(lambda: _child("load", pq_path)) if "error" not in conv else {"error": "conversion failed"}
         input_mb = gen["bytes"] / MB
         entry: dict[str, Any] = {"size_mb": size, "input_mb": round(input_mb, 1), "rows": gen["rows"],
                                  "generate_s": round(gen_s, 2)}
@@ -113,6 +115,7 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
         else:
             entry.update({
                 "csv_to_parquet_s": round(conv["seconds"], 3),
+                "csv_to_parquet_runs_s": conv["runs_s"],
                 "csv_mb_per_s": round(input_mb / conv["seconds"], 1),
                 "csv_cpu_s": round(conv["cpu_s"], 3),
                 "csv_mb_per_cpu_s": round(input_mb / conv["cpu_s"], 1) if conv["cpu_s"] else None,
@@ -124,6 +127,7 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
             if "error" not in load:
                 entry.update({
                     "parquet_load_s": round(load["seconds"], 3),
+                    "parquet_load_cpu_s": round(load["cpu_s"], 3),
                     "parquet_load_rows_per_s": round(load["rows"] / load["seconds"]) if load["seconds"] else None,
                     "parquet_load_peak_rss_mb": round(load["peak_rss_mb"], 1),
                     "arrow_mb": round(load["arrow_mb"], 1),

@@ -4,8 +4,8 @@
 ``cnn_8npu_text_level2`` trace_view.json (Ascend 910B) and of the HTA ``trace_diff_pair/control`` Kineto trace
 (A100), repeated with timestamps shifted by one capture span per copy and flow / correlation ids offset so
 that links stay unique. Each conversion and each load runs in a fresh subprocess, whose VmHWM is its peak
-RSS. MB/s are input bytes per second end to end (read, decode, columns, Parquet written); for .json.gz they
-are DECOMPRESSED bytes per second, gzip decoding included in the time.
+RSS, three times; the median is reported. MB/s are input bytes per second end to end (read, decode,
+columns, Parquet written); for .json.gz they are DECOMPRESSED bytes per second, gzip decoding included.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pypto_core.bench._measure import child_json, cpu_s, load_avg, samples_dir, vm_hwm_mb
+from pypto_core.bench._measure import child_json, cpu_s, load_avg, median_of_runs, samples_dir, vm_hwm_mb
 
 MB = 1024 * 1024
 TRACE_VIEW_REL = Path("ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json")
@@ -190,7 +190,12 @@ def _child(fn: str, *args: str) -> dict[str, Any]:
 
 def _measure(kind: str, label: str, src: Path, work: Path, size_mb: int, gen: dict[str, Any]) -> dict[str, Any]:
     out_dir = work / f"{label}_{size_mb}mb.profile"
-    conv = _child("measure_convert", kind, str(src), str(out_dir))
+
+    def convert() -> dict[str, Any]:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return _child("measure_convert", kind, str(src), str(out_dir))
+
+    conv = median_of_runs(convert)
     entry: dict[str, Any] = {"input": label, "size_mb": size_mb, "file_mb": round(src.stat().st_size / MB, 1),
                              "events_written": gen["events"]}
     if "error" in conv:
@@ -202,6 +207,7 @@ def _measure(kind: str, label: str, src: Path, work: Path, size_mb: int, gen: di
         "events": conv["events"],
         "events_match": conv["events"] == gen["events"],
         "seconds": round(conv["seconds"], 2),
+        "runs_s": conv["runs_s"],
         "read_s": round(conv["read_s"], 2),
         "mb_per_s": round(decoded_mb / conv["seconds"], 1),
         "events_per_s": round(conv["events"] / conv["seconds"]),
@@ -211,7 +217,7 @@ def _measure(kind: str, label: str, src: Path, work: Path, size_mb: int, gen: di
         "kernels": conv["kernels"], "host_ops": conv["host_ops"], "flows": conv["flows"],
         "parquet_mb": round(sum(f.stat().st_size for f in out_dir.iterdir()) / MB, 1),
     })
-    load = _child("measure_load", str(out_dir))
+    load = median_of_runs(lambda: _child("measure_load", str(out_dir)))
     if "error" in load:
         entry["load_error"] = load["error"]
     else:
