@@ -205,12 +205,13 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
             links.api_correlation.append(calls["correlation_id"].combine_chunks())
             lowest(calls["start_ns"])
         if (kern := part("kernel", pc.and_(is_x, pc.is_in(cat, pa.array(KERNEL_CATS))))) is not None:
-            kernels = _kernels(kern)
+            is_comm = _is_communication(kern["name"])
+            kernels = _kernels(kern, is_comm)
             sinks["kernels"].add(kernels)
             links.kernel_correlation.append(kernels["correlation_id"].combine_chunks())
             links.kernel_external.append(kernels["external_id"].combine_chunks())
             lowest(kernels["start_ns"])
-            small["communication"].append(_communication(kern))
+            small["communication"].append(_communication(kern.filter(is_comm)))
         if (counter := part("counter", pc.fill_null(pc.equal(ph, "C"), False))) is not None:
             sinks["counters"].add(_counters(counter))
             lowest(counter["ts_ns"])
@@ -308,7 +309,14 @@ def _api_calls(api: pa.Table) -> pa.Table:
     }))
 
 
-def _kernels(kern: pa.Table) -> pa.Table:
+def _is_communication(names: pa.ChunkedArray) -> pa.Array:
+    """Per kernel, whether its name is a collective's (HTA's pattern), matched once per distinct name."""
+    distinct = pc.dictionary_encode(names.combine_chunks())
+    matches = pc.fill_null(pc.match_substring_regex(distinct.dictionary, COMM_KERNEL), False)
+    return pc.fill_null(pc.take(matches, distinct.indices), False)
+
+
+def _kernels(kern: pa.Table, is_comm: pa.Array) -> pa.Table:
     kcat = pc.utf8_lower(kern["cat"])
     npu_type = kern["arg:type"]
     core_type = pc.if_else(
@@ -316,7 +324,7 @@ def _kernels(kern: pa.Table) -> pa.Table:
         _lookup(npu_type, list(_NPU_KERNEL_TYPES), list(_NPU_KERNEL_TYPES.values()), default_to_key=True),
         pc.if_else(pc.match_substring(kcat, "memcpy"), "MEMCPY",
                    pc.if_else(pc.match_substring(kcat, "memset"), "MEMSET",
-                              pc.if_else(pc.match_substring_regex(kern["name"], COMM_KERNEL), "COMMUNICATION", "GPU"))),
+                              pc.if_else(is_comm, "COMMUNICATION", "GPU"))),
     )
     return conform("kernels", pa.table({
         "name": kern["name"],
@@ -342,8 +350,8 @@ def _lookup(keys: pa.ChunkedArray, domain: list[str], values: list[str], default
     return pc.coalesce(mapped, keys) if default_to_key else mapped
 
 
-def _communication(kern: pa.Table) -> pa.Table:
-    nccl = kern.filter(pc.fill_null(pc.match_substring_regex(kern["name"], COMM_KERNEL), False))
+def _communication(nccl: pa.Table) -> pa.Table:
+    """Collective kernels (raw rows, see :func:`_is_communication`) -> the communication table."""
     if nccl.num_rows == 0:
         return empty_table("communication")
     nelems = to_int64(nccl["arg:In msg nelems"])
