@@ -227,7 +227,7 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
         # ts relative to baseTimeNanoseconds (which newer traces write after traceEvents): added at the end
         base = header.get("baseTimeNanoseconds")
         shift = base if isinstance(base, int) and state["min_ts"] is not None and state["min_ts"] < _RELATIVE_BEFORE_NS else 0
-        tables = {name: sinks[name].finish(_shifted(shift)) for name in _STREAMED}
+        tables = {name: sinks[name].finish(_shifted(shift) if shift else None) for name in _STREAMED}
     except BaseException:
         for sink in sinks.values():
             sink.abort()
