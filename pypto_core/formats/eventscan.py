@@ -83,16 +83,10 @@ def native_scanner() -> ctypes.CDLL | None:
 # ---------------------------------------------------------------------------------------------- input
 
 
-def _open_stream(path: Path) -> Iterator[bytes]:
-    """Yield decompressed chunks of ``path`` (gzip detected by its magic bytes, not its name)."""
-    try:
-        fh: IO[bytes] = open(path, "rb")
-    except OSError as exc:
-        raise InputError(str(path), f"cannot open: {exc.strerror or exc}") from None
+def _read_chunks(fh: IO[bytes], path: Path, gzipped: bool) -> Iterator[bytes]:
+    """Yield the (decompressed) chunks of an open file, closing it at the end."""
     with fh:
-        head = fh.read(2)
-        fh.seek(0)
-        if head != b"\x1f\x8b":
+        if not gzipped:
             while True:
                 chunk = fh.read(READ_CHUNK)
                 if not chunk:
@@ -140,9 +134,9 @@ class _Buffer:
     """A sliding window over the decompressed input: ``window()`` is what the native functions scan, ``pos``
     the cursor in it. This one holds decompressed chunks (gzip); :class:`_MappedBuffer` maps a plain file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, chunks: Iterator[bytes]) -> None:
         self.path = path
-        self._chunks = _prefetch(_open_stream(path))
+        self._chunks = _prefetch(chunks)
         self.data = b""
         self.pos = 0
         self.eof = False
@@ -259,20 +253,27 @@ class _MappedBuffer(_Buffer):
             pass
 
 
-def _open_buffer(path: Path) -> _Buffer:
-    """A mapped window for a plain, non-empty file; a chunked one for gzip (decompressed in a thread)."""
+def _open_file(path: Path) -> tuple[IO[bytes], bool, bool]:
+    """(the open file, gzipped, empty): gzip is told by its magic bytes, not the file's name."""
     try:
         fh: IO[bytes] = open(path, "rb")
     except OSError as exc:
         raise InputError(str(path), f"cannot open: {exc.strerror or exc}") from None
-    with fh:
-        head = fh.read(2)
-        if head and head != b"\x1f\x8b":
-            try:
-                return _MappedBuffer(path, fh)
-            except (OSError, ValueError):  # not mappable (a pipe, a special file): read it in chunks
-                pass
-    return _Buffer(path)
+    head = fh.read(2)
+    fh.seek(0)
+    return fh, head == b"\x1f\x8b", not head
+
+
+def _open_buffer(path: Path) -> _Buffer:
+    """A mapped window for a plain, non-empty file; a chunked one for gzip (decompressed in a thread)."""
+    fh, gzipped, empty = _open_file(path)
+    if not (gzipped or empty):
+        try:
+            with fh:
+                return _MappedBuffer(path, fh)  # the map stays valid once the file is closed
+        except (OSError, ValueError):  # not mappable (a pipe, a special file): read it in chunks
+            fh = open(path, "rb")
+    return _Buffer(path, _read_chunks(fh, path, gzipped))
 
 
 # ---------------------------------------------------------------------------------------------- scanning
@@ -634,8 +635,8 @@ def _as_text(v: Any) -> str | None:
 
 def _scan_fallback(path: Path, arg_keys: tuple[str, ...]) -> ScannedTrace:
     """The same columns without the compiled scanner: whole-file json, exact number text."""
-    chunks = list(_open_stream(path))
-    raw = b"".join(chunks)
+    fh, gzipped, _ = _open_file(path)
+    raw = b"".join(_read_chunks(fh, path, gzipped))
     if not raw.strip():
         raise _fail(path, "empty file (no JSON)")
     try:
