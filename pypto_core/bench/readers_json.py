@@ -127,7 +127,7 @@ def _gzip(src: Path, dst: Path) -> None:
 
 
 def measure_convert(kind: str, src: Path, out_dir: Path) -> dict[str, Any]:
-    """In this process: read ``src`` into a Profile and save it as Parquet; time, counts and peak RSS."""
+    """In this process: read ``src`` straight into a saved profile folder (Parquet); time, counts and peak RSS."""
     # imports and the first-ever compile of the scanner happen once per worker, not per file: untimed
     import pypto_core.formats.chrome_trace  # noqa: F401
     import pypto_core.formats.kineto  # noqa: F401
@@ -140,32 +140,19 @@ def measure_convert(kind: str, src: Path, out_dir: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     if kind == "kineto":
         # the product's path for a Kineto upload: streamed straight into the saved profile's Parquet files
-        from pypto_core.formats.kineto import write_kineto
-        from pypto_core.profile import saved_summary
-
-        meta = write_kineto(src, out_dir)
-        seconds, cpu = time.perf_counter() - t0, cpu_s() - cpu0
-        summary = saved_summary(out_dir)
-        counts = {name: pq.ParquetFile(out_dir / f"{name}.parquet").metadata.num_rows for name in ("flows",)}
-        return {"seconds": seconds, "read_s": seconds, "cpu_s": cpu, "events": int(meta.extra["events"]),
-                "decoded_bytes": int(meta.extra["input_bytes"]), "kernels": summary["kernel_count"],
-                "host_ops": summary["host_op_count"], "flows": counts["flows"], "peak_rss_mb": vm_hwm_mb()}
+        from pypto_core.formats.kineto import write_kineto as write
     else:
-        from pypto_core.formats.chrome_trace import read_trace_view
-        from pypto_core.profile import Profile, ProfileMeta
+        # likewise for a trace_view.json: host ops, API calls, kernels and counters streamed as they are read
+        from pypto_core.formats.chrome_trace import write_trace_view as write
+    from pypto_core.profile import saved_summary
 
-        tt = read_trace_view(src)
-        profile = Profile(meta=ProfileMeta(format="ascend_pt", source=str(src)), kernels=tt.kernels,
-                          host_ops=tt.host_ops, api_calls=tt.api_calls, flows=tt.flows, counters=tt.counters,
-                          steps=tt.steps, communication=tt.communication)
-        events = int(tt.hints["events"])
-        decoded = int(tt.hints["input_bytes"])
-    read_s = time.perf_counter() - t0
-    profile.save(out_dir)
-    seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "read_s": read_s, "cpu_s": cpu_s() - cpu0, "events": events, "decoded_bytes": decoded,
-            "kernels": profile.kernels.num_rows, "host_ops": profile.host_ops.num_rows,
-            "flows": profile.flows.num_rows, "peak_rss_mb": vm_hwm_mb()}
+    meta = write(src, out_dir)
+    seconds, cpu = time.perf_counter() - t0, cpu_s() - cpu0
+    summary = saved_summary(out_dir)
+    flows = pq.ParquetFile(out_dir / "flows.parquet").metadata.num_rows
+    return {"seconds": seconds, "read_s": seconds, "cpu_s": cpu, "events": int(meta.extra["events"]),
+            "decoded_bytes": int(meta.extra["input_bytes"]), "kernels": summary["kernel_count"],
+            "host_ops": summary["host_op_count"], "flows": flows, "peak_rss_mb": vm_hwm_mb()}
 
 
 def measure_load(out_dir: Path) -> dict[str, Any]:

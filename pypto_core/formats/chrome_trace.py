@@ -19,20 +19,28 @@ any ``C`` event        counters (track = event name, value = first args value, u
 Flows: ``async_npu`` (host op -> kernel) and ``HostToDevice`` (CANN API -> device task) pairs are bound
 to slices that start exactly at the flow's ts on the flow's lane (the profiler writes them so); a pair
 whose end cannot be bound is counted in ``hints["unbound_flows"]``, never guessed.
+
+``read_trace_view`` gives the tables in memory; ``write_trace_view`` streams the big ones (host ops, API
+calls, kernels, counters) batch by batch into a saved profile folder, so that memory does not grow with the
+file. Both run one conversion (``_convert``), the tables' batches going to a ``TableSink`` either way.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.formats.eventscan import scan_file
-from pypto_core.profile import conform, empty_table
+from pypto_core.formats.eventscan import Pieces, scan_file
+from pypto_core.formats.table_sink import TableSink, Transform
+from pypto_core.profile import TABLE_NAMES, ProfileMeta, conform, empty_table, save_tables
 
 # args keys the Ascend readers use (everything else in args is skipped by the scanner, not parsed)
 ASCEND_ARG_KEYS: tuple[str, ...] = (
@@ -180,6 +188,8 @@ def _lookup(keys: pa.ChunkedArray, domain: pa.Array | pa.ChunkedArray, values: p
 
 
 _WALK_BACK = 16  # how many earlier siblings to step over looking for the enclosing slice (nesting depth)
+_NO_START = np.iinfo(np.int64).max  # a slice without ts never contains a flow end
+_NO_TS = np.iinfo(np.int64).min  # a flow end without ts is never inside a slice
 
 
 def bind_flow_ends(
@@ -196,54 +206,101 @@ def bind_flow_ends(
         s_lane = pc.binary_join_element_wise(slices[slice_pid], slices[slice_tid], "\x00")
         e_lane = pc.binary_join_element_wise(ends["pid"], ends["tid"], "\x00")
         lanes = pc.unique(s_lane)
-        s_id = pc.fill_null(pc.index_in(s_lane, value_set=lanes), -1).to_numpy()
-        e_id = pc.fill_null(pc.index_in(e_lane, value_set=lanes), -1).to_numpy()
-        start = pc.fill_null(slices["start_ns"], np.iinfo(np.int64).max).to_numpy()
-        end = start + pc.fill_null(slices["dur_ns"], 0).to_numpy()
-        ts = pc.fill_null(ends["ts_ns"], np.iinfo(np.int64).min).to_numpy()
-        # one sort by (lane, start, longest first): then per lane the last start <= ts is the innermost
-        order = np.lexsort((-(end - start), start, s_id))
-        s_id_o, start_o, end_o = s_id[order], start[order], end[order]
-        lane_lo = np.searchsorted(s_id_o, e_id, side="left")
-        lane_hi = np.searchsorted(s_id_o, e_id, side="right")
-        # position of ts within its lane: search lane by lane (few lanes, each vectorized)
-        pos = np.full(ends.num_rows, -1, dtype=np.int64)
-        for lane in np.unique(e_id[e_id >= 0]):
-            sel = np.flatnonzero(e_id == lane)
-            lo, hi = lane_lo[sel[0]], lane_hi[sel[0]]
-            pos[sel] = lo + np.searchsorted(start_o[lo:hi], ts[sel], side="right") - 1
-        cand = pos.copy()
-        for _ in range(_WALK_BACK):
-            valid = (cand >= lane_lo) & (cand < lane_hi) & (e_id >= 0)
-            inside = np.zeros_like(valid)
-            inside[valid] = (start_o[cand[valid]] <= ts[valid]) & (ts[valid] <= end_o[cand[valid]])
-            done = valid & inside & (result < 0)
-            result[done] = order[cand[done]]
-            cand = np.where(valid & ~inside & (result < 0), cand - 1, -1)
-            if not (cand >= 0).any():
-                break
+        result = bind_on_lanes(
+            pc.fill_null(pc.index_in(e_lane, value_set=lanes), -1).to_numpy(),
+            pc.fill_null(ends["ts_ns"], _NO_TS).to_numpy(),
+            pc.fill_null(pc.index_in(s_lane, value_set=lanes), -1).to_numpy(),
+            pc.fill_null(slices["start_ns"], _NO_START).to_numpy(),
+            pc.fill_null(slices["dur_ns"], 0).to_numpy(),
+        )
     return pa.chunked_array([pa.array(result, pa.int64(), mask=result < 0)])
 
 
-def _flows(events: pa.Table, host: pa.Table, kernels: pa.Table, api: pa.Table, kinds: tuple[str, ...]) -> tuple[pa.Table, int]:
-    """Flow pairs of the given categories -> (host_index | api_index, kernel_index, kind) rows."""
-    fl = events
+def bind_on_lanes(end_lane: np.ndarray, end_ts: np.ndarray, lane: np.ndarray, start: np.ndarray,
+                  dur: np.ndarray) -> np.ndarray:
+    """:func:`bind_flow_ends` on integer lane ids (an end on lane -1 is never bound), nulls already filled
+    (ts: int64 min, start: int64 max, dur: 0): per end, the row of its slice, or -1."""
+    result = np.full(len(end_lane), -1, dtype=np.int64)
+    if not (len(end_lane) and len(lane)):
+        return result
+    s_id, e_id, ts = lane, end_lane, end_ts
+    end = start + dur
+    # one sort by (lane, start, longest first): then per lane the last start <= ts is the innermost
+    order = np.lexsort((-(end - start), start, s_id))
+    s_id_o, start_o, end_o = s_id[order], start[order], end[order]
+    lane_lo = np.searchsorted(s_id_o, e_id, side="left")
+    lane_hi = np.searchsorted(s_id_o, e_id, side="right")
+    # position of ts within its lane: search lane by lane (few lanes, each vectorized)
+    pos = np.full(len(e_id), -1, dtype=np.int64)
+    for one in np.unique(e_id[e_id >= 0]):
+        sel = np.flatnonzero(e_id == one)
+        lo, hi = lane_lo[sel[0]], lane_hi[sel[0]]
+        pos[sel] = lo + np.searchsorted(start_o[lo:hi], ts[sel], side="right") - 1
+    cand = pos.copy()
+    for _ in range(_WALK_BACK):
+        valid = (cand >= lane_lo) & (cand < lane_hi) & (e_id >= 0)
+        inside = np.zeros_like(valid)
+        inside[valid] = (start_o[cand[valid]] <= ts[valid]) & (ts[valid] <= end_o[cand[valid]])
+        done = valid & inside & (result < 0)
+        result[done] = order[cand[done]]
+        cand = np.where(valid & ~inside & (result < 0), cand - 1, -1)
+        if not (cand >= 0).any():
+            break
+    return result
+
+
+class _LaneIds:
+    """Small integer ids for the pid/tid lanes (a trace has a few dozen): what flow ends bind on, 4 bytes
+    a slice instead of the pid and tid text. A null pid or tid is a lane of its own (as in
+    ``bind_flow_ends``)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str | None, int] = {}
+
+    def of(self, pid: pa.ChunkedArray | pa.Array, tid: pa.ChunkedArray | pa.Array) -> np.ndarray:
+        key = pc.binary_join_element_wise(pid, tid, "\x00")
+        if isinstance(key, pa.ChunkedArray):
+            key = key.combine_chunks()
+        enc = pc.dictionary_encode(key, null_encoding="encode")
+        ids = [self._ids.setdefault(k, len(self._ids)) for k in enc.dictionary.to_pylist()]
+        return np.array(ids, np.int32)[enc.indices.to_numpy(zero_copy_only=False)]
+
+
+@dataclass
+class _Spans:
+    """Per slice of one table, in its row order, what flow ends bind on."""
+
+    lane: np.ndarray  # int32 _LaneIds
+    start: np.ndarray  # int64 ns, null -> _NO_START
+    dur: np.ndarray  # int64 ns, null -> 0
+
+    @classmethod
+    def of(cls, slices: pa.Table, lanes: _LaneIds) -> "_Spans":
+        return cls(lanes.of(slices["pid"], slices["tid"]),
+                   pc.fill_null(slices["ts_ns"], _NO_START).to_numpy(),
+                   pc.fill_null(slices["dur_ns"], 0).to_numpy())
+
+    def bind(self, ends: pa.Table, lanes: _LaneIds) -> pa.Array:
+        """Row of the slice each flow end (pid, tid, ts_ns) is bound to, or null."""
+        ts = pc.fill_null(ends["ts_ns"], _NO_TS).to_numpy()
+        row = bind_on_lanes(lanes.of(ends["pid"], ends["tid"]), ts, self.lane, self.start, self.dur)
+        return pa.array(row, pa.int64(), mask=row < 0)
+
+
+def _flows(fl: pa.Table, lanes: _LaneIds, host: _Spans, api: _Spans, kernels: _Spans,
+           api_connection: pa.Array) -> tuple[pa.Table, int]:
+    """Flow pairs (``s`` / ``f`` rows) -> (host_index | api_index, kernel_index, kind) rows; and how many
+    pairs could not be bound. ``api_connection``: the CANN APIs' connection_id text, in api_calls order."""
     if fl.num_rows == 0:
         return empty_table("flows").append_column("api_index", pa.array([], pa.int64())), 0
-    fl = fl.select(["ph", "cat", "id", "pid", "tid", "ts_ns"])
     starts = fl.filter(pc.equal(fl["ph"], "s"))
     finishes = fl.filter(pc.equal(fl["ph"], "f"))
-    host_b = host.select(["_pid_text", "_tid_text", "start_ns", "dur_ns"])
-    api_b = api.select(["_pid_text", "_tid_text", "start_ns", "dur_ns"])
-    kern_b = kernels.select(["_pid_text", "_tid_text", "start_ns", "dur_ns"])
-    s_host = bind_flow_ends(starts, host_b, "_pid_text", "_tid_text")
-    s_api = bind_flow_ends(starts, api_b, "_pid_text", "_tid_text")
-    f_kern = bind_flow_ends(finishes, kern_b, "_pid_text", "_tid_text")
-    starts = starts.append_column("host_index", s_host).append_column("api_index", s_api)
-    finishes = finishes.append_column("kernel_index", f_kern)
+    starts = starts.append_column("host_index", host.bind(starts, lanes))
+    starts = starts.append_column("api_index", api.bind(starts, lanes))
+    finishes = finishes.append_column("kernel_index", kernels.bind(finishes, lanes))
     # HostToDevice ids equal the CANN API's connection_id; bind by it where the ts does not match
-    if api.num_rows and "correlation_text" in api.column_names:
-        by_conn = _lookup(starts["id"], api["correlation_text"], pa.array(np.arange(api.num_rows, dtype="int64")))
+    if len(api_connection):
+        by_conn = _lookup(starts["id"], api_connection, pa.array(np.arange(len(api_connection), dtype=np.int64)))
         starts = starts.set_column(starts.column_names.index("api_index"), "api_index",
                                    pc.coalesce(starts["api_index"], by_conn))
     pairs = starts.select(["cat", "id", "host_index", "api_index"]).join(
@@ -270,18 +327,236 @@ def _steps_from_host(host: pa.Table) -> pa.Table:
     return conform("steps", t.sort_by("start_ns"))
 
 
+# ---------------------------------------------------------------------------------------------- rows
+
+
+def _kernel_rows(dev: pa.Table) -> pa.Table:
+    """Ascend Hardware slices -> kernels."""
+    return conform("kernels", pa.table({
+        "name": dev["name"],
+        "core_type": dev["arg:Task Type"],
+        "stream_id": pc.coalesce(to_int64(dev["arg:Physic Stream Id"]), to_int64(dev["tid"])),
+        "task_id": to_int64(dev["arg:Task Id"]),
+        "start_ns": dev["ts_ns"],
+        "dur_ns": dev["dur_ns"],
+        "correlation_id": to_int64(dev["arg:connection_id"]),
+    }))
+
+
+def _host_rows(host: pa.Table) -> pa.Table:
+    """CPU-side framework slices -> host_ops (python_function stack frames were counted, not kept)."""
+    return conform("host_ops", pa.table({
+        "name": host["name"],
+        "pid": to_int64(host["pid"]),
+        "tid": to_int64(host["tid"]),
+        "start_ns": host["ts_ns"],
+        "dur_ns": host["dur_ns"],
+        "correlation_id": to_int64(host["arg:correlation_id"]),
+        "input_shapes": host["arg:Input Dims"],
+        "cat": host["cat"],
+        "sequence_number": to_int64(host["arg:Sequence number"]),
+    }))
+
+
+def _api_rows(api: pa.Table) -> pa.Table:
+    """CANN slices -> api_calls."""
+    return conform("api_calls", pa.table({
+        "name": api["name"],
+        "level": api["arg:level"],
+        "pid": to_int64(api["pid"]),
+        "tid": pc.coalesce(to_int64(api["arg:Thread Id"]), to_int64(api["tid"])),
+        "start_ns": api["ts_ns"],
+        "dur_ns": api["dur_ns"],
+        "correlation_id": to_int64(api["arg:connection_id"]),
+    }))
+
+
+def _step_rows(host: pa.Table) -> pa.Table:
+    """The ProfilerStep#N host slices (name, start_ns, dur_ns, _seq): kept for the steps table."""
+    rows = host.filter(pc.fill_null(pc.starts_with(host["name"], "ProfilerStep#"), False))
+    return pa.table({"name": rows["name"], "start_ns": rows["ts_ns"], "dur_ns": rows["dur_ns"],
+                     "_seq": rows["_seq"]})
+
+
+def _communication(comm: pa.Table, lanes: pa.Table) -> pa.Table:
+    """HCCL big ops on the "Group N Communication" threads."""
+    thread_names = _lookup(
+        pc.binary_join_element_wise(comm["pid"], comm["tid"], "/"),
+        pc.binary_join_element_wise(lanes["pid"], pc.fill_null(lanes["tid"], ""), "/"),
+        lanes["thread_name"],
+    )
+    is_group = pc.fill_null(pc.match_substring_regex(thread_names, r"(?i)communication$"), False)
+    big = comm.filter(is_group)
+    return conform("communication", pa.table({
+        "name": big["name"],
+        "group": thread_names.filter(is_group),
+        "start_ns": big["ts_ns"],
+        "elapse_ns": big["dur_ns"],
+    }))
+
+
+def _counter_rows(c: pa.Table, process: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """``C`` events -> counters (track = event name, value = first args value, unit = its key)."""
+    return conform("counters", pa.table({"track": c["name"], "ts_ns": c["ts_ns"],
+                                         "value": to_float64(c["arg0_val"]), "unit": c["arg0_key"],
+                                         "process": process}))
+
+
+# ------------------------------------------------------------------------------------- streamed tables
+
+
+def _merge_order(n: int, at: np.ndarray) -> np.ndarray:
+    """Indices into ``n`` rows followed by ``len(at)`` late rows that put late row j before row ``at[j]``
+    (``at`` sorted; late rows with the same ``at`` keep their order)."""
+    is_late = np.zeros(n + len(at), dtype=bool)
+    is_late[at + np.arange(len(at))] = True
+    order = np.empty(n + len(at), dtype=np.int64)
+    order[~is_late] = np.arange(n)
+    order[is_late] = n + np.arange(len(at))
+    return order
+
+
+def _inserting(late: pa.Table, at: np.ndarray, total: int) -> Transform:
+    """A transform for a table of ``total`` rows seen chunk by chunk, in order (the whole in-memory table, or
+    a Parquet file's row groups one by one): it puts ``late`` row j before row ``at[j]``, so that slices
+    classified at the end land in file order."""
+    seen = 0
+
+    def apply(chunk: pa.Table) -> pa.Table:
+        nonlocal seen
+        lo, hi = seen, seen + chunk.num_rows
+        seen = hi
+        a = int(np.searchsorted(at, lo, side="left"))
+        b = len(at) if hi >= total else int(np.searchsorted(at, hi, side="left"))
+        if a == b:
+            return chunk
+        merged = pa.concat_tables([chunk, late.slice(a, b - a)])
+        return merged.take(_merge_order(chunk.num_rows, at[a:b] - lo))
+
+    return apply
+
+
+def _renaming(pid: np.ndarray, names: pa.Array) -> Transform:
+    """A transform for the counters seen chunk by chunk, in order: ``process`` becomes ``names[pid]``."""
+    seen = 0
+
+    def apply(chunk: pa.Table) -> pa.Table:
+        nonlocal seen
+        ids = pid[seen:seen + chunk.num_rows]
+        seen += chunk.num_rows
+        return chunk.set_column(chunk.column_names.index("process"), "process", names.take(pa.array(ids)))
+
+    return apply
+
+
+class _Counters:
+    """The counter samples, streamed into a ``TableSink`` as they are scanned. Their ``process`` is the
+    name the file gives their pid in the end (its last ``process_name``), which may come after the samples:
+    each row keeps an int32 pid id, and the column is rewritten at the end if a name given earlier was not
+    the last."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.sink = TableSink("counters", folder)
+        self._pid_ids: dict[str | None, int] = {}
+        self._given: dict[str | None, set[str | None]] = {}  # per pid, the names its rows were written with
+        self._pid: list[np.ndarray] = []
+
+    def add(self, c: pa.Table, names: dict[str | None, str | None]) -> None:
+        enc = pc.dictionary_encode(c["pid"].combine_chunks(), null_encoding="encode")
+        pids = enc.dictionary.to_pylist()
+        for pid in pids:
+            self._given.setdefault(pid, set()).add(names.get(pid))
+        process = pa.array([names.get(pid) for pid in pids], pa.string()).take(enc.indices)
+        self.sink.add(_counter_rows(c, process))
+        ids = np.array([self._pid_ids.setdefault(pid, len(self._pid_ids)) for pid in pids], np.int32)
+        self._pid.append(ids[enc.indices.to_numpy(zero_copy_only=False)])
+
+    def finish(self, names: dict[str | None, str | None]) -> pa.Table | None:
+        """The table (None once its Parquet file is written), ``names`` being the file's last ones."""
+        transform = None
+        if any(given != {names.get(pid)} for pid, given in self._given.items()):
+            final = pa.array([names.get(pid) for pid in self._pid_ids], pa.string())  # in id order
+            transform = _renaming(np.concatenate(self._pid), final)
+        return self.sink.finish(transform)
+
+    def abort(self) -> None:
+        self.sink.abort()
+
+
+class _Finished(NamedTuple):
+    table: pa.Table | None  # None once its Parquet file is written
+    spans: _Spans
+    ids: pa.Array
+
+
+class _SliceTable:
+    """One big slice table (host_ops, api_calls, kernels): its rows go to a ``TableSink`` as they are
+    scanned; what stays in memory is what the flows bind on (``_Spans``: 20 bytes a row), and for the CANN
+    APIs their connection_id text (HostToDevice flow ids)."""
+
+    def __init__(self, name: str, folder: Path | None, rows: Callable[[pa.Table], pa.Table],
+                 id_column: str | None = None) -> None:
+        self.sink = TableSink(name, folder)
+        self._rows = rows
+        self._id_column = id_column
+        self._spans: list[_Spans] = []
+        self._ids: list[pa.Array] = []
+
+    @property
+    def count(self) -> int:
+        return self.sink.rows
+
+    def add(self, slices: pa.Table, lanes: _LaneIds) -> None:
+        self.sink.add(self._rows(slices))
+        self._keep(slices, lanes)
+
+    def _keep(self, slices: pa.Table, lanes: _LaneIds) -> None:
+        self._spans.append(_Spans.of(slices, lanes))
+        if self._id_column is not None:
+            self._ids.append(slices[self._id_column].combine_chunks())
+
+    def finish(self, late: pa.Table, at: np.ndarray, lanes: _LaneIds) -> _Finished:
+        """The table, its spans and ids, with the ``late`` slices (classified at the end) put before row
+        ``at`` of the rows streamed."""
+        n = self.count
+        rows = self._rows(late)
+        self._keep(late, lanes)
+        transform = None
+        if n and late.num_rows:
+            transform = _inserting(rows, at, n)
+        else:  # nothing streamed: the late rows are the table (without any: its columns, extras included)
+            self.sink.add(rows)
+        table = self.sink.finish(transform)
+        order = _merge_order(n, at)
+        spans = _Spans(*(np.concatenate([getattr(s, f) for s in self._spans])[order]
+                         for f in ("lane", "start", "dur")))
+        ids = pa.concat_arrays(self._ids).take(order) if self._ids else pa.array([], pa.string())
+        self._spans, self._ids = [], []
+        return _Finished(table, spans, ids)
+
+    def abort(self) -> None:
+        self.sink.abort()
+
+
 # ---------------------------------------------------------------------------------------------- reader
 
 
 _X_COLUMNS = ["name", "cat", "pid", "tid", "ts_ns", "dur_ns", "arg:Task Type", "arg:Physic Stream Id", "arg:Task Id",
               "arg:connection_id", "arg:correlation_id", "arg:level", "arg:Thread Id", "arg:Input Dims",
               "arg:Sequence number", "_seq"]
+_STREAMED = {LANE_HOST: "host_ops", LANE_API: "api_calls", LANE_DEVICE: "kernels"}  # the big tables
+_KEPT = (LANE_COMMUNICATION, LANE_OVERLAP)  # small: kept until the end, slimmed to what they need
+_AT = {kind: f"_at_{kind}" for kind in _STREAMED}  # per unnamed slice: rows of each big table before it
 _PIECE_COLUMNS = {
-    **{kind: _X_COLUMNS for kind in (LANE_DEVICE, LANE_HOST, LANE_API, LANE_COMMUNICATION, LANE_OVERLAP, "deferred")},
-    "counter": ["name", "pid", "ts_ns", "arg0_key", "arg0_val"],
+    LANE_COMMUNICATION: ["name", "pid", "tid", "ts_ns", "dur_ns", "_seq"],
+    LANE_OVERLAP: ["name", "ts_ns", "dur_ns", "_seq"],
+    "deferred": _X_COLUMNS + list(_AT.values()),
     "flow": ["ph", "cat", "id", "pid", "tid", "ts_ns"],
     "meta": ["ph", "name", "pid", "tid", "arg:name", "arg:labels"],
 }
+_COUNTER_COLUMNS = ["name", "pid", "ts_ns", "arg0_key", "arg0_val"]
+_STREAMED_TABLES = (*_STREAMED.values(), "counters")  # what write_trace_view writes as it reads
+_PIECE_EXTRA = (pa.field("_seq", pa.int64()), *(pa.field(c, pa.int64()) for c in _AT.values()))
 _FLOW_CATS = ("async_npu", "HostToDevice")
 _SLICE_KINDS = (LANE_DEVICE, LANE_HOST, LANE_API, LANE_COMMUNICATION, LANE_OVERLAP)
 
@@ -289,14 +564,51 @@ _SLICE_KINDS = (LANE_DEVICE, LANE_HOST, LANE_API, LANE_COMMUNICATION, LANE_OVERL
 def read_trace_view(path: str | os.PathLike[str]) -> TraceTables:
     """Read a torch_npu ``trace_view.json`` or an msprof ``msprof_*.json`` timeline.
 
-    Streams: each scanned batch is split by lane into the few columns each table needs (slices of a
-    process whose ``process_name`` comes later in the file wait, slimmed, until the end).
     Raises ``InputError`` naming the file when it is empty, not JSON, truncated, or not a chrome trace.
     """
-    from pypto_core.formats.eventscan import Pieces
+    return _convert(Path(path), None)
 
-    pieces = Pieces(_PIECE_COLUMNS, ASCEND_ARG_KEYS, extra=(pa.field("_seq", pa.int64()),))
-    proc_names: dict[str, str] = {}
+
+def write_trace_view(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> ProfileMeta:
+    """Read a timeline straight into a saved profile folder (as ``Profile.save`` writes it).
+
+    Host ops, API calls, kernels and counters are streamed into their Parquet files batch by batch, so
+    memory stays bounded whatever the file's size; ``Profile.load(folder)`` then gives the tables of
+    :func:`read_trace_view`. Meta: format ascend_pt, the reader's warnings, its hints (events,
+    input_bytes, ...) in ``extra``. A failed read leaves no folder behind.
+    """
+    p, out = Path(path), Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        tt = _convert(p, out)
+        meta = ProfileMeta(format="ascend_pt", source=str(p), source_files=[p.name],
+                           warnings=list(tt.warnings), extra=dict(tt.hints))
+        small = {name: getattr(tt, name, None) for name in TABLE_NAMES if name not in _STREAMED_TABLES}
+        save_tables(out, meta, {name: t if t is not None else empty_table(name) for name, t in small.items()})
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return meta
+
+
+def _convert(p: Path, folder: Path | None) -> TraceTables:
+    """The timeline's tables; with ``folder``, host_ops, api_calls, kernels and counters are written there
+    (and left empty in the result).
+
+    Each scanned batch is split by lane: the big tables' slices become canonical rows at once; slices of a
+    process whose ``process_name`` comes later in the file wait, slimmed, until the end, and are then put
+    back in file order.
+    """
+    pieces = Pieces(_PIECE_COLUMNS, ASCEND_ARG_KEYS, extra=_PIECE_EXTRA)
+    lane_ids = _LaneIds()
+    big = {
+        LANE_HOST: _SliceTable("host_ops", folder, _host_rows),
+        LANE_API: _SliceTable("api_calls", folder, _api_rows, id_column="arg:connection_id"),
+        LANE_DEVICE: _SliceTable("kernels", folder, _kernel_rows),
+    }
+    counters = _Counters(folder)
+    steps: list[pa.Table] = []
+    proc_names: dict[str | None, str | None] = {}
     state = {"events": 0, "python_function": 0}
 
     def on_batch(batch: pa.RecordBatch) -> None:
@@ -309,7 +621,9 @@ def read_trace_view(path: str | os.PathLike[str]) -> TraceTables:
             pieces.add("meta", batch, is_m)
             m = batch.filter(pc.and_(is_m, pc.equal(batch.column("name"), "process_name")))
             proc_names.update(zip(m.column("pid").to_pylist(), m.column("arg:name").to_pylist()))
-        pieces.add("counter", batch, pc.equal(ph, "C"))
+        counter_rows = batch.select(_COUNTER_COLUMNS).filter(pc.equal(ph, "C"))
+        if counter_rows.num_rows:
+            counters.add(pa.Table.from_batches([counter_rows]), proc_names)
         pieces.add("flow", batch, pc.and_(pc.is_in(ph, pa.array(["s", "f"])),
                                           pc.fill_null(pc.is_in(batch.column("cat"), pa.array(list(_FLOW_CATS))), False)))
         is_pyfn = pc.fill_null(pc.equal(batch.column("cat"), "python_function"), False)
@@ -317,151 +631,66 @@ def read_trace_view(path: str | os.PathLike[str]) -> TraceTables:
         is_x = pc.and_(pc.equal(ph, "X"), pc.invert(is_pyfn))
         known = {pid: classify_process(name, None) for pid, name in proc_names.items()}
         kind = _lookup(batch.column("pid"), pa.array(list(known), pa.string()), pa.array(list(known.values()), pa.string()))
-        for k in _SLICE_KINDS:
-            pieces.add(k, batch, pc.and_(is_x, pc.fill_null(pc.equal(kind, k), False)))
-        pieces.add("deferred", batch, pc.and_(is_x, pc.is_null(kind)))
+        masks = {k: pc.and_(is_x, pc.fill_null(pc.equal(kind, k), False)) for k in _SLICE_KINDS}
+        for k in _KEPT:
+            pieces.add(k, batch, masks[k])
+        deferred = pc.and_(is_x, pc.is_null(kind))
+        if pc.any(deferred).as_py():
+            for k, table in big.items():  # where each will go: after the rows of each big table before it
+                before = np.cumsum(masks[k].to_numpy(zero_copy_only=False), dtype=np.int64)
+                batch = batch.append_column(_AT[k], pa.array(table.count + before))
+            pieces.add("deferred", batch, deferred)
+        for k, table in big.items():
+            slices = pa.Table.from_batches([batch.select(_X_COLUMNS).filter(masks[k])])
+            if slices.num_rows:
+                table.add(slices, lane_ids)
+                if k == LANE_HOST:
+                    steps.append(_step_rows(slices))
 
-    scanned = scan_file(path, ASCEND_ARG_KEYS, on_batch=on_batch)
-    meta = pieces.table("meta")
-    lanes = lanes_from_metadata(meta)
-    slices_by_kind = {k: pieces.table(k) for k in _SLICE_KINDS}
-    deferred = pieces.table("deferred")
-    if deferred.num_rows:
+    try:
+        scanned = scan_file(p, ASCEND_ARG_KEYS, on_batch=on_batch)
+        lanes = lanes_from_metadata(pieces.table("meta"))
+        deferred = pieces.table("deferred")
         dkind = _pid_kind_column(deferred, lanes)
-        for k in _SLICE_KINDS:
-            late = deferred.filter(pc.fill_null(pc.equal(dkind, k), False))
-            if late.num_rows:
-                slices_by_kind[k] = pa.concat_tables([slices_by_kind[k], late]).sort_by("_seq")  # file order
+        late = {k: deferred.filter(pc.fill_null(pc.equal(dkind, k), False)) for k in _SLICE_KINDS}
+        done = {k: table.finish(late[k].select(_X_COLUMNS), late[k][_AT[k]].to_numpy(), lane_ids)
+                for k, table in big.items()}
+        counter_table = counters.finish(proc_names)
+    except BaseException:
+        for sink in (*big.values(), counters):
+            sink.abort()
+        raise
+    kept = {k: pieces.table(k) for k in _KEPT}
+    for k in _KEPT:
+        if late[k].num_rows:
+            late_rows = late[k].select(_PIECE_COLUMNS[k])
+            kept[k] = pa.concat_tables([kept[k], late_rows]).sort_by("_seq")  # file order
+    steps.append(_step_rows(late[LANE_HOST]))
     warnings: list[str] = []
-    if deferred.num_rows:
-        unnamed = int(pc.sum(pc.is_null(dkind).cast(pa.int64())).as_py() or 0)
-        if unnamed:
-            warnings.append(f"{unnamed} slices on processes the file never names (no process_name) were skipped")
-    hints: dict[str, Any] = {
-        "events": state["events"],
-        "input_bytes": scanned.input_bytes,
-        "native_scanner": scanned.native,
-        "processes": sorted({n for n in lanes["process_name"].to_pylist() if n}),
-        "python_function_events": state["python_function"],
-    }
-    tables = tables_from_ascend_events(slices_by_kind, pieces.table("flow"), pieces.table("counter"), lanes, hints)
-    tables.warnings.extend(warnings)
-    return tables
-
-
-def tables_from_ascend_events(
-    slices_by_kind: dict[str, pa.Table], flow_rows: pa.Table, counter_rows: pa.Table, lanes: pa.Table,
-    hints: dict[str, Any],
-) -> TraceTables:
-    """Canonical tables from the lane-split slices, the flow ends and the counter samples."""
-
-    def slices(kind: str) -> pa.Table:
-        return slices_by_kind[kind]
-
-    # kernels: Ascend Hardware slices
-    dev = slices(LANE_DEVICE)
-    stream = pc.coalesce(to_int64(dev["arg:Physic Stream Id"]), to_int64(dev["tid"]))
-    kernels = pa.table(
-        {
-            "name": dev["name"],
-            "core_type": dev["arg:Task Type"],
-            "stream_id": stream,
-            "task_id": to_int64(dev["arg:Task Id"]),
-            "start_ns": dev["ts_ns"],
-            "dur_ns": dev["dur_ns"],
-            "correlation_id": to_int64(dev["arg:connection_id"]),
-            "_pid_text": dev["pid"],
-            "_tid_text": dev["tid"],
-        }
-    )
-
-    # host ops: CPU-side framework slices (python_function stack frames were counted, not kept)
-    host = slices(LANE_HOST)
-    host_ops = pa.table(
-        {
-            "name": host["name"],
-            "pid": to_int64(host["pid"]),
-            "tid": to_int64(host["tid"]),
-            "start_ns": host["ts_ns"],
-            "dur_ns": host["dur_ns"],
-            "correlation_id": to_int64(host["arg:correlation_id"]),
-            "input_shapes": host["arg:Input Dims"],
-            "cat": host["cat"],
-            "sequence_number": to_int64(host["arg:Sequence number"]),
-            "_pid_text": host["pid"],
-            "_tid_text": host["tid"],
-        }
-    )
-
-    # CANN API calls
-    api = slices(LANE_API)
-    api_calls = pa.table(
-        {
-            "name": api["name"],
-            "level": api["arg:level"],
-            "pid": to_int64(api["pid"]),
-            "tid": pc.coalesce(to_int64(api["arg:Thread Id"]), to_int64(api["tid"])),
-            "start_ns": api["ts_ns"],
-            "dur_ns": api["dur_ns"],
-            "correlation_id": to_int64(api["arg:connection_id"]),
-            "correlation_text": api["arg:connection_id"],
-            "_pid_text": api["pid"],
-            "_tid_text": api["tid"],
-        }
-    )
-
-    flows, unbound = _flows(flow_rows, host_ops, kernels, api_calls, _FLOW_CATS)
-    hints["unbound_flows"] = unbound
-
-    # communication: HCCL big ops on the "Group N Communication" threads
-    comm = slices(LANE_COMMUNICATION)
-    thread_names = _lookup(
-        pc.binary_join_element_wise(comm["pid"], comm["tid"], "/"),
-        pc.binary_join_element_wise(lanes["pid"], pc.fill_null(lanes["tid"], ""), "/"),
-        lanes["thread_name"],
-    )
-    is_group = pc.fill_null(pc.match_substring_regex(thread_names, r"(?i)communication$"), False)
-    big = comm.filter(is_group)
-    communication = pa.table(
-        {
-            "name": big["name"],
-            "group": thread_names.filter(is_group),
-            "start_ns": big["ts_ns"],
-            "elapse_ns": big["dur_ns"],
-        }
-    )
-
-    ov = slices(LANE_OVERLAP)
-    overlap = pa.table({"name": ov["name"], "start_ns": ov["ts_ns"], "dur_ns": ov["dur_ns"]})
-
-    counters = _counters(counter_rows, lanes)
-
-    drop = ["_pid_text", "_tid_text"]
-    return TraceTables(
-        host_ops=conform("host_ops", host_ops.drop_columns(drop)),
-        api_calls=conform("api_calls", api_calls.drop_columns(drop + ["correlation_text"])),
-        kernels=conform("kernels", kernels.drop_columns(drop)),
+    unnamed = int(pc.sum(pc.is_null(dkind).cast(pa.int64())).as_py() or 0) if deferred.num_rows else 0
+    if unnamed:
+        warnings.append(f"{unnamed} slices on processes the file never names (no process_name) were skipped")
+    flows, unbound = _flows(pieces.table("flow"), lane_ids, done[LANE_HOST].spans, done[LANE_API].spans,
+                            done[LANE_DEVICE].spans, done[LANE_API].ids)
+    ov = kept[LANE_OVERLAP]
+    tables = TraceTables(
         flows=flows,
-        counters=counters,
-        steps=_steps_from_host(host_ops),
-        communication=conform("communication", communication),
-        overlap=overlap,
+        counters=counter_table if counter_table is not None else empty_table("counters"),
+        steps=_steps_from_host(pa.concat_tables(steps).sort_by("_seq")),
+        communication=_communication(kept[LANE_COMMUNICATION], lanes),
+        overlap=pa.table({"name": ov["name"], "start_ns": ov["ts_ns"], "dur_ns": ov["dur_ns"]}),
         lanes=lanes,
-        hints=hints,
+        hints={
+            "events": state["events"],
+            "input_bytes": scanned.input_bytes,
+            "native_scanner": scanned.native,
+            "processes": sorted({n for n in lanes["process_name"].to_pylist() if n}),
+            "python_function_events": state["python_function"],
+            "unbound_flows": unbound,
+        },
+        warnings=warnings,
     )
-
-
-def _counters(c: pa.Table, lanes: pa.Table) -> pa.Table:
-    if c.num_rows == 0:
-        return empty_table("counters")
-    procs = lanes.filter(pc.is_null(lanes["tid"]))
-    t = pa.table(
-        {
-            "track": c["name"],
-            "ts_ns": c["ts_ns"],
-            "value": to_float64(c["arg0_val"]),
-            "unit": c["arg0_key"],
-            "process": _lookup(c["pid"], procs["pid"], procs["process_name"]),
-        }
-    )
-    return conform("counters", t)
+    for k, name in _STREAMED.items():
+        if done[k].table is not None:
+            setattr(tables, name, done[k].table)
+    return tables

@@ -39,7 +39,7 @@ class ParquetStream:
         schema: pa.Schema | None = None,
         dictionary_columns: Sequence[str] | None = None,
         statistics_columns: Sequence[str] | None = None,
-        row_group_rows: int = ROW_GROUP_ROWS,
+        row_group_rows: int | None = None,
         compression: str = "zstd",
     ) -> None:
         self.dest = dest
@@ -50,7 +50,8 @@ class ParquetStream:
             use_dictionary=list(dictionary_columns) if dictionary_columns is not None else True,
             write_statistics=list(statistics_columns) if statistics_columns is not None else True,
         )
-        self._row_group_rows = row_group_rows
+        # ROW_GROUP_ROWS read at call time (not bound as a default), so that a test can make it small
+        self._row_group_rows = ROW_GROUP_ROWS if row_group_rows is None else row_group_rows
         self._todo: queue.Queue[object] = queue.Queue(maxsize=_QUEUE_DEPTH)
         self._failure: list[BaseException] = []
         self._pending: list[pa.RecordBatch] = []
@@ -127,7 +128,7 @@ def write_parquet_stream(
     schema: pa.Schema | None = None,
     dictionary_columns: Sequence[str] | None = None,
     statistics_columns: Sequence[str] | None = None,
-    row_group_rows: int = ROW_GROUP_ROWS,
+    row_group_rows: int | None = None,
     compression: str = "zstd",
 ) -> int:
     """Write ``batches`` to ``dest`` (see :class:`ParquetStream`); returns the row count.

@@ -26,11 +26,13 @@ class TableSink:
         self.name = name
         self.rows = 0
         self._batches: list[pa.Table] = []
+        self._empty = empty_table(name).schema  # the columns of a table without rows
         self._path = folder / f"{name}.parquet" if folder is not None else None
         self._stream = ParquetStream(self._path) if self._path is not None else None
 
     def add(self, batch: pa.Table) -> None:
-        if not batch.num_rows:
+        if not batch.num_rows:  # no rows, but the reader's columns (extras included) if the table stays empty
+            self._empty = batch.schema
             return
         self.rows += batch.num_rows
         if self._stream is not None:
@@ -41,11 +43,11 @@ class TableSink:
     def finish(self, transform: Transform | None = None) -> pa.Table | None:
         """The whole table (in memory), or None once the Parquet file is complete."""
         if self._stream is None:
-            table = pa.concat_tables(self._batches) if self._batches else empty_table(self.name)
+            table = pa.concat_tables(self._batches) if self._batches else self._empty.empty_table()
             self._batches = []
             return conform(self.name, transform(table) if transform else table)
-        if not self._stream.close():  # no rows: an empty table of the canonical columns, as Profile.save
-            ParquetStream(self._path, schema=empty_table(self.name).schema).close()
+        if not self._stream.close():  # no rows: an empty table of its columns, as Profile.save writes it
+            ParquetStream(self._path, schema=self._empty).close()
         elif transform is not None:
             assert self._path is not None
             rewrite_parquet(self._path, transform)

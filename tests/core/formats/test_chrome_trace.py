@@ -237,3 +237,135 @@ def test_slices_of_unnamed_processes_are_skipped_with_a_warning(tmp_path: Path) 
     tt = read_trace_view(p)
     assert tt.kernels["name"].to_pylist() == ["late"]  # named after its slices: still a kernel
     assert tt.warnings == ["1 slices on processes the file never names (no process_name) were skipped"]
+
+
+# ---------------------------------------------------------------------------------------------- streamed
+
+
+LEVEL2 = SAMPLES / "ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
+SAVED = ("kernels", "host_ops", "api_calls", "flows", "counters", "steps", "communication")
+
+
+def _same_tables(path: Path, folder: Path, tt) -> None:
+    from pypto_core.profile import Profile
+
+    loaded = Profile.load(folder)
+    want = Profile(kernels=tt.kernels, host_ops=tt.host_ops, api_calls=tt.api_calls, flows=tt.flows,
+                   counters=tt.counters, steps=tt.steps, communication=tt.communication)
+    for name in SAVED + ("memory",):
+        assert loaded.table(name).equals(want.table(name)), name
+    assert loaded.meta.format == "ascend_pt" and loaded.meta.source == str(path)
+    assert loaded.meta.warnings == tt.warnings
+    assert loaded.meta.extra["events"] == tt.hints["events"]
+    assert loaded.meta.extra["input_bytes"] == tt.hints["input_bytes"]
+
+
+@pytest.mark.parametrize("path", TRACE_VIEWS, ids=lambda p: str(p.relative_to(SAMPLES)))
+def test_streamed_folder_loads_as_the_in_memory_read(path: Path, tmp_path: Path) -> None:
+    """write_trace_view streams the big tables into Parquet; loading the folder gives read_trace_view's."""
+    from pypto_core.formats.chrome_trace import write_trace_view
+
+    meta = write_trace_view(path, tmp_path / "p")
+    assert meta.extra["events"] > 0
+    _same_tables(path, tmp_path / "p", read_trace_view(path))
+
+
+@pytest.mark.parametrize("cap", [97, 1000])
+def test_streamed_slices_named_late_land_in_file_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap: int) -> None:
+    # level2 names its processes only after event 1496: with small batches the first host slices (and the
+    # flows starting on them) wait until the end, then go back before the streamed ones
+    from pypto_core.formats import parquet_sink
+    from pypto_core.formats.chrome_trace import write_trace_view
+
+    whole = read_trace_view(LEVEL2)
+    monkeypatch.setattr(eventscan, "EVENT_CAP", cap)
+    monkeypatch.setattr(parquet_sink, "ROW_GROUP_ROWS", 100)
+    write_trace_view(LEVEL2, tmp_path / "p")
+    _same_tables(LEVEL2, tmp_path / "p", whole)
+    _same_tables(LEVEL2, tmp_path / "p", read_trace_view(LEVEL2))
+
+
+def test_streamed_deferred_rows_are_merged_across_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # two device processes, interleaved; pid 2 is named only at the end: its kernels are classified last and
+    # must be put back between pid 1's, across many row groups of kernels.parquet
+    import pyarrow.parquet as pq
+
+    from pypto_core.formats import parquet_sink
+    from pypto_core.formats.chrome_trace import write_trace_view
+    from pypto_core.profile import Profile
+
+    ev: list[dict] = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "Ascend Hardware"}},
+        {"ph": "M", "name": "process_name", "pid": 5, "tid": 0, "args": {"name": "Python"}},
+    ]
+    for i in range(600):
+        pid = 1 + (i % 3 == 0)  # every third kernel on the late-named pid 2
+        ts = f"{1000 + 10 * i}.000"
+        ev.append({"ph": "X", "name": f"k{i}", "pid": pid, "tid": 3, "ts": ts, "dur": 5, "args": {"Task Type": "AI_CORE"}})
+        ev.append({"ph": "X", "name": f"op{i}", "cat": "cpu_op", "pid": 5, "tid": 9, "ts": f"{999 + 10 * i}.000", "dur": 2})
+        ev.append({"ph": "s", "cat": "async_npu", "id": str(i), "pid": 5, "tid": 9, "ts": f"{999 + 10 * i}.000"})
+        ev.append({"ph": "f", "cat": "async_npu", "id": str(i), "pid": pid, "tid": 3, "ts": ts, "bp": "e"})
+    ev.append({"ph": "M", "name": "process_name", "pid": 2, "tid": 0, "args": {"name": "Ascend Hardware"}})
+    src = tmp_path / "late.json"
+    src.write_text(json.dumps(ev), encoding="utf-8")
+    whole = read_trace_view(src)
+    assert whole.kernels["name"].to_pylist() == [f"k{i}" for i in range(600)]
+    monkeypatch.setattr(eventscan, "EVENT_CAP", 50)
+    monkeypatch.setattr(parquet_sink, "ROW_GROUP_ROWS", 64)
+    write_trace_view(src, tmp_path / "p")
+    assert pq.ParquetFile(tmp_path / "p" / "kernels.parquet").metadata.num_row_groups > 3
+    _same_tables(src, tmp_path / "p", whole)
+    loaded = Profile.load(tmp_path / "p")
+    assert loaded.flows.num_rows == 600
+    assert loaded.flows["kernel_index"].to_pylist() == loaded.flows["host_index"].to_pylist() == list(range(600))
+
+
+def test_counters_take_the_last_name_of_their_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # samples written before their pid is named, then under a first name: in small batches they are streamed
+    # with the name known then, and rewritten at the end with the file's last one (as one whole read gives)
+    from pypto_core.formats import parquet_sink
+    from pypto_core.formats.chrome_trace import write_trace_view
+
+    ev: list[dict] = [{"ph": "C", "name": "freq", "pid": 4, "tid": 0, "ts": f"{i}.000", "args": {"MHz": i}}
+                      for i in range(300)]
+    ev.insert(100, {"ph": "M", "name": "process_name", "pid": 4, "tid": 0, "args": {"name": "first"}})
+    ev.append({"ph": "M", "name": "process_name", "pid": 4, "tid": 0, "args": {"name": "AI Core Freq"}})
+    src = tmp_path / "c.json"
+    src.write_text(json.dumps(ev), encoding="utf-8")
+    whole = read_trace_view(src)
+    assert whole.counters["process"].to_pylist() == ["AI Core Freq"] * 300
+    monkeypatch.setattr(eventscan, "EVENT_CAP", 50)
+    monkeypatch.setattr(parquet_sink, "ROW_GROUP_ROWS", 64)
+    assert read_trace_view(src).counters.equals(whole.counters)
+    write_trace_view(src, tmp_path / "p")
+    _same_tables(src, tmp_path / "p", whole)
+
+
+def test_streamed_read_of_a_truncated_file_leaves_no_folder(tmp_path: Path) -> None:
+    from pypto_core.formats.chrome_trace import write_trace_view
+
+    src = tmp_path / "cut.json"
+    src.write_bytes(LEVEL1.read_bytes()[:1_000_000])
+    with pytest.raises(InputError, match="truncated") as err:
+        write_trace_view(src, tmp_path / "p")
+    assert str(src) in str(err.value)
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("path", MSPROF_JSONS, ids=lambda p: p.name)
+def test_streamed_msprof_placeholders_are_named_errors(path: Path, tmp_path: Path) -> None:
+    from pypto_core.formats.chrome_trace import write_trace_view
+
+    with pytest.raises(InputError, match="empty"):
+        write_trace_view(path, tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+
+
+def test_streamed_msprof_style_array(tmp_path: Path) -> None:
+    from pypto_core.formats.chrome_trace import write_trace_view
+
+    events = [e for e in json.loads(LEVEL1.read_text()) if e.get("pid") != 3096504]
+    src = tmp_path / "msprof_20250101000000.json"
+    src.write_text(json.dumps(events))
+    write_trace_view(src, tmp_path / "p")
+    _same_tables(src, tmp_path / "p", read_trace_view(src))
