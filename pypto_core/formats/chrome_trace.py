@@ -224,10 +224,10 @@ def bind_on_lanes(end_lane: np.ndarray, end_ts: np.ndarray, lane: np.ndarray, st
     if not (len(end_lane) and len(lane)):
         return result
     s_id, e_id, ts = lane, end_lane, end_ts
-    end = start + dur
     # one sort by (lane, start, longest first): then per lane the last start <= ts is the innermost
-    order = np.lexsort((-(end - start), start, s_id))
-    s_id_o, start_o, end_o = s_id[order], start[order], end[order]
+    order = np.lexsort((-dur, start, s_id))
+    s_id_o, start_o = s_id[order], start[order]
+    end_o = start_o + dur[order]
     lane_lo = np.searchsorted(s_id_o, e_id, side="left")
     lane_hi = np.searchsorted(s_id_o, e_id, side="right")
     # position of ts within its lane: search lane by lane (few lanes, each vectorized)
@@ -287,14 +287,12 @@ class _Spans:
         return pa.array(row, pa.int64(), mask=row < 0)
 
 
-def _flows(fl: pa.Table, lanes: _LaneIds, host: _Spans, api: _Spans, kernels: _Spans,
-           api_connection: pa.Array) -> tuple[pa.Table, int]:
+def _flows(starts: pa.Table, finishes: pa.Table, lanes: _LaneIds, host: _Spans, api: _Spans,
+           kernels: _Spans, api_connection: pa.Array) -> tuple[pa.Table, int]:
     """Flow pairs (``s`` / ``f`` rows) -> (host_index | api_index, kernel_index, kind) rows; and how many
     pairs could not be bound. ``api_connection``: the CANN APIs' connection_id text, in api_calls order."""
-    if fl.num_rows == 0:
+    if starts.num_rows + finishes.num_rows == 0:
         return empty_table("flows").append_column("api_index", pa.array([], pa.int64())), 0
-    starts = fl.filter(pc.equal(fl["ph"], "s"))
-    finishes = fl.filter(pc.equal(fl["ph"], "f"))
     starts = starts.append_column("host_index", host.bind(starts, lanes))
     starts = starts.append_column("api_index", api.bind(starts, lanes))
     finishes = finishes.append_column("kernel_index", kernels.bind(finishes, lanes))
@@ -527,10 +525,13 @@ class _SliceTable:
         else:  # nothing streamed: the late rows are the table (without any: its columns, extras included)
             self.sink.add(rows)
         table = self.sink.finish(transform)
-        order = _merge_order(n, at)
-        spans = _Spans(*(np.concatenate([getattr(s, f) for s in self._spans])[order]
+        spans = _Spans(*(np.concatenate([getattr(part, f) for part in self._spans])
                          for f in ("lane", "start", "dur")))
-        ids = pa.concat_arrays(self._ids).take(order) if self._ids else pa.array([], pa.string())
+        ids = pa.concat_arrays(self._ids) if self._id_column is not None else pa.array([], pa.string())
+        if late.num_rows:  # back in file order
+            order = _merge_order(n, at)
+            spans = _Spans(spans.lane[order], spans.start[order], spans.dur[order])
+            ids = ids.take(order) if self._id_column is not None else ids
         self._spans, self._ids = [], []
         return _Finished(table, spans, ids)
 
@@ -551,7 +552,8 @@ _PIECE_COLUMNS = {
     LANE_COMMUNICATION: ["name", "pid", "tid", "ts_ns", "dur_ns", "_seq"],
     LANE_OVERLAP: ["name", "ts_ns", "dur_ns", "_seq"],
     "deferred": _X_COLUMNS + list(_AT.values()),
-    "flow": ["ph", "cat", "id", "pid", "tid", "ts_ns"],
+    "flow_start": ["cat", "id", "pid", "tid", "ts_ns"],
+    "flow_finish": ["cat", "id", "pid", "tid", "ts_ns"],
     "meta": ["ph", "name", "pid", "tid", "arg:name", "arg:labels"],
 }
 _COUNTER_COLUMNS = ["name", "pid", "ts_ns", "arg0_key", "arg0_val"]
@@ -624,8 +626,9 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         counter_rows = batch.select(_COUNTER_COLUMNS).filter(pc.equal(ph, "C"))
         if counter_rows.num_rows:
             counters.add(pa.Table.from_batches([counter_rows]), proc_names)
-        pieces.add("flow", batch, pc.and_(pc.is_in(ph, pa.array(["s", "f"])),
-                                          pc.fill_null(pc.is_in(batch.column("cat"), pa.array(list(_FLOW_CATS))), False)))
+        is_flow = pc.fill_null(pc.is_in(batch.column("cat"), pa.array(list(_FLOW_CATS))), False)
+        pieces.add("flow_start", batch, pc.and_(pc.equal(ph, "s"), is_flow))
+        pieces.add("flow_finish", batch, pc.and_(pc.equal(ph, "f"), is_flow))
         is_pyfn = pc.fill_null(pc.equal(batch.column("cat"), "python_function"), False)
         state["python_function"] += int(pc.sum(pc.and_(pc.equal(ph, "X"), is_pyfn).cast(pa.int64())).as_py() or 0)
         is_x = pc.and_(pc.equal(ph, "X"), pc.invert(is_pyfn))
@@ -670,8 +673,9 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
     unnamed = int(pc.sum(pc.is_null(dkind).cast(pa.int64())).as_py() or 0) if deferred.num_rows else 0
     if unnamed:
         warnings.append(f"{unnamed} slices on processes the file never names (no process_name) were skipped")
-    flows, unbound = _flows(pieces.table("flow"), lane_ids, done[LANE_HOST].spans, done[LANE_API].spans,
-                            done[LANE_DEVICE].spans, done[LANE_API].ids)
+    flows, unbound = _flows(pieces.table("flow_start"), pieces.table("flow_finish"), lane_ids,
+                            done[LANE_HOST].spans, done[LANE_API].spans, done[LANE_DEVICE].spans,
+                            done[LANE_API].ids)
     ov = kept[LANE_OVERLAP]
     tables = TraceTables(
         flows=flows,
