@@ -29,7 +29,15 @@ from pypto_core.formats.shapes import (
     parse_shapes,
     shape_cell_text,
 )
-from pypto_core.profile import TABLE_NAMES, TABLE_SCHEMAS, ProfileMeta, empty_table, save_tables
+from pypto_core.profile import (
+    TABLE_NAMES,
+    TABLE_SCHEMAS,
+    TIME_COLUMNS,
+    ProfileMeta,
+    empty_table,
+    parquet_dictionary_columns,
+    save_tables,
+)
 
 # canonical column -> header names seen across versions (first match wins)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -69,10 +77,6 @@ _NAME_LISTS = ("input_dtypes", "input_formats", "output_dtypes", "output_formats
 _CORE_TYPE_RENAMES = {"HCCL": "COMMUNICATION"}
 
 _DICT_STRING = pa.dictionary(pa.int32(), pa.string())
-# Columns whose values repeat (names, types, ids, shapes): dictionary-encoded in Parquet; times and
-# counters are nearly unique and are written plain.
-_PARQUET_DICTIONARY = _TEXTS + _SHAPES + _NAME_LISTS + tuple(c for c in _INTS if c != "task_id")
-
 _EXTRA_ORDER = ("model_id", "context_id", "op_state", "hf32_eligible", "model_name", "infer_id")
 
 
@@ -398,8 +402,8 @@ def kernels_to_parquet(
     rows = write_parquet_stream(
         iter_kernel_batches(path, cols, block_size=block_size, cell_text=True),
         dest,
-        dictionary_columns=_PARQUET_DICTIONARY,
-        statistics_columns=("start_ns", "dur_ns"),
+        dictionary_columns=parquet_dictionary_columns,
+        statistics_columns=TIME_COLUMNS,
         # row groups of one or two scanned batches: the writer starts early and has little left to encode
         # after the last batch (128 Ki-row groups made the 100 MB conversion ~10% slower; loads as fast)
         row_group_rows=csvscan.MAX_ROWS,

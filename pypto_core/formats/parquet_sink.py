@@ -10,6 +10,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,8 +25,9 @@ _DONE = object()
 class ParquetStream:
     """Batches pushed with :meth:`add` become row groups of about ``row_group_rows`` in ``dest``.
 
-    ``dictionary_columns``: dictionary-encode only these (repeated names, types, ids); trying it on
-    unique times and counters cost about a third of the write time. ``statistics_columns``: min/max only
+    ``dictionary_columns``: dictionary-encode only these (repeated names, types, ids), or a function of
+    the file's schema naming them; trying it on unique times and counters cost about a third of the write
+    time. ``statistics_columns``: min/max only
     for these (e.g. ``start_ns`` for time-window reads). None means Parquet's defaults (all columns).
     The file's schema is ``schema`` or the first batch's. :meth:`close` returns the row count; a failure
     in the writer thread is raised by the next :meth:`add` or by :meth:`close`, and a partly written file
@@ -37,7 +39,7 @@ class ParquetStream:
         dest: str | os.PathLike[str],
         *,
         schema: pa.Schema | None = None,
-        dictionary_columns: Sequence[str] | None = None,
+        dictionary_columns: Sequence[str] | Callable[[pa.Schema], Sequence[str]] | None = None,
         statistics_columns: Sequence[str] | None = None,
         row_group_rows: int | None = None,
         compression: str = "zstd",
@@ -45,9 +47,9 @@ class ParquetStream:
         self.dest = dest
         self.schema = schema
         self.rows = 0
-        self._options = dict(
+        self._dictionary_columns = dictionary_columns
+        self._options: dict[str, Any] = dict(
             compression=compression,
-            use_dictionary=list(dictionary_columns) if dictionary_columns is not None else True,
             write_statistics=list(statistics_columns) if statistics_columns is not None else True,
         )
         # ROW_GROUP_ROWS read at call time (not bound as a default), so that a test can make it small
@@ -60,8 +62,13 @@ class ParquetStream:
         self._thread.start()
         self._closed = False
 
+    def _writer(self, schema: pa.Schema) -> pq.ParquetWriter:
+        chosen = self._dictionary_columns
+        use_dictionary = True if chosen is None else list(chosen(schema) if callable(chosen) else chosen)
+        return pq.ParquetWriter(self.dest, schema, use_dictionary=use_dictionary, **self._options)
+
     def _consume(self) -> None:
-        writer = pq.ParquetWriter(self.dest, self.schema, **self._options) if self.schema is not None else None
+        writer = self._writer(self.schema) if self.schema is not None else None
         try:
             while True:
                 item = self._todo.get()
@@ -69,7 +76,7 @@ class ParquetStream:
                     break
                 assert isinstance(item, pa.Table)
                 if writer is None:
-                    writer = pq.ParquetWriter(self.dest, item.schema, **self._options)
+                    writer = self._writer(item.schema)
                 writer.write_table(item, row_group_size=max(item.num_rows, 1))
         except BaseException as exc:  # handed to the producer, which raises it
             self._failure.append(exc)
@@ -121,24 +128,13 @@ class ParquetStream:
         _remove(self.dest)
 
 
-def write_parquet_stream(
-    batches: Iterable[pa.RecordBatch],
-    dest: str | os.PathLike[str],
-    *,
-    schema: pa.Schema | None = None,
-    dictionary_columns: Sequence[str] | None = None,
-    statistics_columns: Sequence[str] | None = None,
-    row_group_rows: int | None = None,
-    compression: str = "zstd",
-) -> int:
-    """Write ``batches`` to ``dest`` (see :class:`ParquetStream`); returns the row count.
+def write_parquet_stream(batches: Iterable[pa.RecordBatch], dest: str | os.PathLike[str], **options: Any) -> int:
+    """Write ``batches`` to ``dest`` (``options`` as for :class:`ParquetStream`); returns the row count.
 
-    Without any batch and without ``schema`` nothing is written and 0 is returned. An exception in either
+    Without any batch and without a ``schema`` nothing is written and 0 is returned. An exception in either
     thread stops both and is raised here; a partly written file is removed.
     """
-    stream = ParquetStream(dest, schema=schema, dictionary_columns=dictionary_columns,
-                           statistics_columns=statistics_columns, row_group_rows=row_group_rows,
-                           compression=compression)
+    stream = ParquetStream(dest, **options)
     try:
         for batch in batches:
             stream.add(batch)
@@ -148,12 +144,13 @@ def write_parquet_stream(
     return stream.close()
 
 
-def rewrite_parquet(path: str | os.PathLike[str], transform: Callable[[pa.Table], pa.Table]) -> None:
-    """Apply ``transform`` to ``path`` one row group at a time (bounded memory), replacing the file."""
+def rewrite_parquet(path: str | os.PathLike[str], transform: Callable[[pa.Table], pa.Table], **options: Any) -> None:
+    """Apply ``transform`` to ``path`` one row group at a time (bounded memory), replacing the file;
+    ``options`` as for :class:`ParquetStream`."""
     src = pq.ParquetFile(path)
     tmp = f"{path}.rewrite"
     try:
-        stream = ParquetStream(tmp, schema=None if src.metadata.num_row_groups else src.schema_arrow)
+        stream = ParquetStream(tmp, schema=None if src.metadata.num_row_groups else src.schema_arrow, **options)
         try:
             for i in range(src.metadata.num_row_groups):
                 stream.add(transform(src.read_row_group(i)))
