@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 
 from pypto_core.formats.eventscan import Pieces, scan_file
 from pypto_core.formats.table_sink import TableSink, Transform
-from pypto_core.profile import TABLE_NAMES, ProfileMeta, conform, empty_table, save_tables
+from pypto_core.profile import TABLE_NAMES, Profile, ProfileMeta, conform, empty_table, save_tables
 
 # args keys the Ascend readers use (everything else in args is skipped by the scanner, not parsed)
 ASCEND_ARG_KEYS: tuple[str, ...] = (
@@ -571,25 +571,46 @@ def read_trace_view(path: str | os.PathLike[str]) -> TraceTables:
     return _convert(Path(path), None)
 
 
-def write_trace_view(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> ProfileMeta:
+def read_trace_file(path: str | os.PathLike[str]) -> Profile:
+    """A lone timeline file (``trace_view.json`` or ``msprof_*.json`` without its folder) as a Profile."""
+    p = Path(path)
+    tt = _convert(p, None)
+    return Profile(meta=_trace_meta(p, tt), **{name: getattr(tt, name) for name in TABLE_NAMES if hasattr(tt, name)})
+
+
+def write_trace_view(
+    path: str | os.PathLike[str], folder: str | os.PathLike[str], *, rank_hint: int | None = None
+) -> ProfileMeta:
     """Read a timeline straight into a saved profile folder (as ``Profile.save`` writes it).
 
     Host ops, API calls, kernels and counters are streamed into their Parquet files batch by batch, so
-    memory stays bounded whatever the file's size; ``Profile.load(folder)`` then gives the tables of
-    :func:`read_trace_view`. Meta: format ascend_pt, the reader's warnings, its hints (events,
-    input_bytes, ...) in ``extra``. A failed read leaves no folder behind.
+    memory stays bounded whatever the file's size; ``Profile.load(folder)`` then gives the profile of
+    :func:`read_trace_file`. ``rank_hint``: the rank when the file does not state it (from its name, as
+    ``open_profile`` does). A failed read leaves no folder behind.
     """
     p, out = Path(path), Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     try:
         tt = _convert(p, out)
-        meta = ProfileMeta(format="ascend_pt", source=str(p), source_files=[p.name],
-                           warnings=list(tt.warnings), extra=dict(tt.hints))
+        meta = _trace_meta(p, tt)
+        if meta.rank is None and rank_hint is not None:
+            meta.rank = rank_hint
         small = {name: getattr(tt, name, None) for name in TABLE_NAMES if name not in _STREAMED_TABLES}
         save_tables(out, meta, {name: t if t is not None else empty_table(name) for name, t in small.items()})
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)
         raise
+    return meta
+
+
+def _trace_meta(p: Path, tt: TraceTables) -> ProfileMeta:
+    """What a lone timeline file says of its profile: format by its name, the reader's warnings, its hints
+    (events, input_bytes, processes, ...) in ``extra`` and the device / rank ones it found as fields."""
+    meta = ProfileMeta(format="ascend_pt" if "trace_view" in p.name else "msprof", source=str(p),
+                       source_files=[str(p)], warnings=list(tt.warnings), extra=dict(tt.hints))
+    for hint in ("device", "device_id", "rank"):
+        if tt.hints.get(hint) is not None:
+            setattr(meta, hint, tt.hints[hint])
     return meta
 
 

@@ -54,8 +54,9 @@ def open_profile(path: str | os.PathLike[str]) -> Profile:
 
 def write_profile(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> ProfileMeta | None:
     """Stream a single-file input straight into a saved profile folder, where its reader can do so with
-    bounded memory whatever the file's size (a Kineto trace, a kernel table); None for every other input,
-    which :func:`open_profile` reads in memory. ``Profile.load(folder)`` gives ``open_profile(path)``."""
+    bounded memory whatever the file's size (a Kineto trace, a kernel table, an Ascend timeline); None for
+    every other input, which :func:`open_profile` reads in memory. ``Profile.load(folder)`` gives
+    ``open_profile(path)``."""
     p = Path(path)
     found = det.detect(p)
     if found.kind == det.KINETO:
@@ -66,6 +67,10 @@ def write_profile(path: str | os.PathLike[str], folder: str | os.PathLike[str]) 
         from pypto_core.formats.kernel_csv import write_kernel_table
 
         return write_kernel_table(p, folder, rank_hint=found.rank_hint)
+    if found.kind == det.TRACE_JSON:
+        from pypto_core.formats.chrome_trace import write_trace_view
+
+        return write_trace_view(p, folder, rank_hint=found.rank_hint)
     return None
 
 
@@ -158,14 +163,9 @@ def read_one(found: det.Detection) -> list[Profile]:
         meta = ProfileMeta(format=fmt, source=str(path), source_files=[str(path)], warnings=warnings)
         return [Profile(meta=meta, kernels=kernels)]
     if found.kind == det.TRACE_JSON:
-        from pypto_core.formats.timeline_merge import attach_trace
+        from pypto_core.formats.chrome_trace import read_trace_file
 
-        meta = ProfileMeta(format="ascend_pt" if "trace_view" in path.name else "msprof", source=str(path))
-        usable: list[str] = []
-        tables = attach_trace(path, {}, meta, usable)
-        if not usable:
-            raise InputError(str(path), "; ".join(meta.warnings) or "timeline could not be read")
-        return [Profile(meta=meta, **tables)]
+        return [read_trace_file(path)]
     if found.kind == det.KINETO:
         reader = _optional("pypto_core.formats.kineto", "read_kineto")
         if reader is None:

@@ -15,6 +15,7 @@ from tests.web.helpers import SMALL_CSV, SMALL_RANK, project_with, sha256, store
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 KINETO_GZ = SAMPLES / "kineto" / "trace_diff_pair" / "control.json.gz"
+TRACE_VIEW = SAMPLES / "ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
 
 
 def _upload(client, project_id: int, path: Path, **fields: str):
@@ -56,10 +57,10 @@ def test_plain_upload_reaches_ready(worker, make_user, api_for, tmp_path) -> Non
     assert b"".join(download.streaming_content) == archive.read_bytes()
 
 
-@pytest.mark.parametrize("source", [SMALL_CSV, KINETO_GZ], ids=["kernel_csv", "kineto_gz"])
+@pytest.mark.parametrize("source", [SMALL_CSV, KINETO_GZ, TRACE_VIEW], ids=["kernel_csv", "kineto_gz", "trace_view"])
 def test_single_file_upload_is_streamed_into_parquet(worker, make_user, api_for, tmp_path, source) -> None:
-    """A lone kernel table or Kineto trace goes through write_profile (bounded memory); what is stored
-    loads as the in-memory reader's profile."""
+    """A lone kernel table, Kineto trace or Ascend timeline goes through write_profile (bounded memory);
+    what is stored loads as the in-memory reader's profile."""
     from analysis.services import load_saved_profile
     from pypto_core.formats import open_profile
 

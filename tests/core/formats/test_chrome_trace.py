@@ -254,7 +254,8 @@ def _same_tables(path: Path, folder: Path, tt) -> None:
                    counters=tt.counters, steps=tt.steps, communication=tt.communication)
     for name in SAVED + ("memory",):
         assert loaded.table(name).equals(want.table(name)), name
-    assert loaded.meta.format == "ascend_pt" and loaded.meta.source == str(path)
+    assert loaded.meta.format == ("ascend_pt" if "trace_view" in path.name else "msprof")
+    assert loaded.meta.source == str(path)
     assert loaded.meta.warnings == tt.warnings
     assert loaded.meta.extra["events"] == tt.hints["events"]
     assert loaded.meta.extra["input_bytes"] == tt.hints["input_bytes"]
