@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from pypto_core.memory import use_returning_allocator
+
+    use_returning_allocator()  # as the workers do: freed Arrow memory goes back to the system
     try:
         return int(args._run(args) or 0)
     except InputError as exc:

@@ -66,7 +66,9 @@ def measure_convert(csv_path: Path, parquet_path: Path) -> dict[str, Any]:
     loaded by other work: wall MB/s then says more about the neighbours than about the reader.
     """
     from pypto_core.formats.kernel_csv import kernels_to_parquet
+    from pypto_core.memory import use_returning_allocator
 
+    use_returning_allocator()  # as the CLI and the workers run
     t0 = time.perf_counter()
     c0 = time.process_time()
     rows, warnings = kernels_to_parquet(csv_path, parquet_path)
@@ -79,6 +81,9 @@ def measure_load(parquet_path: Path) -> dict[str, Any]:
     """Load the saved table as the product does (``profile.read_table``: canonical types, lists expanded)."""
     from pypto_core.profile import read_table
 
+    from pypto_core.memory import use_returning_allocator
+
+    use_returning_allocator()
     t0, c0 = time.perf_counter(), cpu_s()
     table = read_table(parquet_path, "kernels")
     seconds = time.perf_counter() - t0

@@ -134,8 +134,10 @@ def measure_convert(kind: str, src: Path, out_dir: Path) -> dict[str, Any]:
     import pypto_core.profile  # noqa: F401
     import pyarrow.parquet as pq
     from pypto_core.formats.eventscan import native_scanner
+    from pypto_core.memory import use_returning_allocator
 
     native_scanner()
+    use_returning_allocator()  # as the CLI and the workers run
     cpu0 = cpu_s()
     t0 = time.perf_counter()
     if kind == "kineto":
@@ -156,8 +158,10 @@ def measure_convert(kind: str, src: Path, out_dir: Path) -> dict[str, Any]:
 
 
 def measure_load(out_dir: Path) -> dict[str, Any]:
+    from pypto_core.memory import use_returning_allocator
     from pypto_core.profile import Profile
 
+    use_returning_allocator()
     cpu0 = cpu_s()
     t0 = time.perf_counter()
     profile = Profile.load(out_dir)
