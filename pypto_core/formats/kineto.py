@@ -150,23 +150,40 @@ class _Links:
 
     def flows(self) -> pa.Table:
         """One ``ac2g`` row per kernel linked to its launching runtime call (``correlation``) and/or its
-        host op (``External id`` of a ``cpu_op``), first match in file order, as HTA links them."""
+        host op (``External id`` of a ``cpu_op``), first match in file order, as HTA links them; a kernel
+        without the id links to nothing."""
         kernel_corr = self._all(self.kernel_correlation, pa.int64())
         if not len(kernel_corr):
             return empty_table("flows").append_column("api_index", pa.array([], pa.int64()))
-        api_index = pc.index_in(kernel_corr, value_set=self._all(self.api_correlation, pa.int64())).cast(pa.int64())
+        api_index = _first_rows(kernel_corr, self._all(self.api_correlation, pa.int64()))
         is_op = self._all(self.host_is_cpu_op, pa.bool_())
-        op_rows = pc.indices_nonzero(is_op).cast(pa.int64())
-        op_corr = pc.filter(self._all(self.host_correlation, pa.int64()), is_op)
-        local = pc.index_in(self._all(self.kernel_external, pa.int64()), value_set=op_corr)
-        host_index = pc.take(op_rows, local)
+        host_corr = pc.if_else(is_op, self._all(self.host_correlation, pa.int64()), pa.scalar(None, pa.int64()))
+        host_index = _first_rows(self._all(self.kernel_external, pa.int64()), host_corr)
+        keep = np.flatnonzero(np.asarray(pc.or_(pc.is_valid(host_index), pc.is_valid(api_index))))
         t = pa.table({
-            "host_index": host_index,
-            "kernel_index": pa.array(np.arange(len(kernel_corr), dtype=np.int64)),
-            "kind": pa.array(["ac2g"] * len(kernel_corr), pa.string()),
-            "api_index": api_index,
+            "host_index": host_index.take(keep),
+            "kernel_index": pa.array(keep.astype(np.int64)),
+            "kind": pa.DictionaryArray.from_arrays(np.zeros(len(keep), np.int32), ["ac2g"]).cast(pa.string()),
+            "api_index": api_index.take(keep),
         })
-        return conform("flows", t.filter(pc.or_(pc.is_valid(t["host_index"]), pc.is_valid(t["api_index"]))))
+        return conform("flows", t)
+
+
+def _first_rows(keys: pa.Array, domain: pa.Array) -> pa.Array:
+    """For each key, the first row of ``domain`` holding it; null where it has none or the key is null.
+
+    A stable sort and a binary search: a few int64 arrays the size of ``domain``, where a hash lookup
+    (``pc.index_in``) built tables of several times that at the end of a large trace."""
+    present = np.flatnonzero(np.asarray(domain.is_valid()))
+    values = np.asarray(domain.fill_null(0))[present]
+    order = np.argsort(values, kind="stable")  # equal values keep file order: the first one comes first
+    ordered = values[order]
+    key = np.asarray(keys.fill_null(0))
+    if not len(ordered):
+        return pa.nulls(len(key), pa.int64())
+    pos = np.minimum(np.searchsorted(ordered, key), len(ordered) - 1)
+    hit = np.asarray(keys.is_valid()) & (ordered[pos] == key)
+    return pa.array(present[order[pos]], pa.int64(), mask=~hit)
 
 
 def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Table]]:

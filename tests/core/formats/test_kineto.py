@@ -261,3 +261,14 @@ def test_streamed_read_of_a_bad_file_leaves_no_folder(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="truncated"):
         write_kineto(src, tmp_path / "p")
     assert not (tmp_path / "p").exists()
+
+
+def test_first_rows_links_the_first_match_and_never_a_missing_id() -> None:
+    import pyarrow as pa
+
+    from pypto_core.formats.kineto import _first_rows
+
+    domain = pa.array([None, 7, 3, 7, None, 9], pa.int64())
+    keys = pa.array([7, None, 9, 4, 3], pa.int64())
+    assert _first_rows(keys, domain).to_pylist() == [1, None, 5, None, 2]
+    assert _first_rows(keys, pa.array([], pa.int64())).to_pylist() == [None] * 5
