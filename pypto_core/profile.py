@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -208,7 +209,19 @@ def read_table(path: str | os.PathLike[str], name: str) -> pa.Table:
     """
     text = [f.name for f in TABLE_SCHEMAS[name] if pa.types.is_string(f.type)]
     present = set(pq.read_schema(path).names)
-    return conform(name, pq.read_table(path, read_dictionary=[c for c in text if c in present]))
+    table = pq.read_table(path, read_dictionary=[c for c in text if c in present])
+    stored_as_text = [f for f in TABLE_SCHEMAS[name] if pa.types.is_list(f.type) and f.name in present
+                      and _is_text(table.schema.field(f.name).type)]
+    if len(stored_as_text) > 1 and table.num_rows >= _PARALLEL_ROWS:
+        # expanding the lists is mostly Arrow's take, which releases the GIL: both cores share the columns
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="pypto-load") as pool:
+            lists = list(pool.map(lambda f: _lists_from_cell_text(table[f.name], f.type), stored_as_text))
+        for f, col in zip(stored_as_text, lists):
+            table = table.set_column(table.schema.get_field_index(f.name), f.name, col)
+    return conform(name, table)
+
+
+_PARALLEL_ROWS = 100_000  # below this, a thread costs more than it saves
 
 
 @dataclass
