@@ -5,7 +5,8 @@ exact int64 ns (times), int64 (ids) or float64 (counters) with validity bitmaps;
 Arrow arrays without a Python object per cell. It takes only rows it is sure to read exactly as the
 validating path would; at the first other row it stops and :class:`NotNative` tells the caller how many
 rows were already delivered, so the caller can read the rest its own way.
-Memory: the file is read in ``READ_CHUNK`` pieces; a batch's columns are at most ``MAX_ROWS`` rows.
+Memory: the file is mapped and scanned in pieces of ``READ_CHUNK`` bytes, a few at a time; a batch's
+columns are at most ``MAX_ROWS`` rows.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import pyarrow as pa
 from pypto_core.formats.native import load_library
 
 TEXT, TIME_NS, INT, FLOAT = 1, 2, 3, 4  # column kinds, as in _csvscan.c
-READ_CHUNK = 16 << 20  # bytes per read: ~50k kernel_details rows, one batch
+READ_CHUNK = 16 << 20  # bytes per piece of rows: ~50k kernel_details rows, one batch
 MAX_ROWS = 65536  # rows per batch at most (bounds the column buffers)
 MAX_ROW_BYTES = 64 << 20  # a "row" longer than this (a runaway quote) is left to the validating path
 
@@ -217,6 +218,8 @@ def _scan_piece(spec: _Spec, reader: "_RowPieces", piece: "_Piece") -> tuple[lis
             del vals, valid
             if state == _ST_DONE:
                 return batches, ""
+            if state != _ST_FULL:  # cannot happen (a piece ends at its end); never lose the rest silently
+                return batches, "scanner wanted input past the end"
             pos = int(status[1])  # full: the next batch from here
     finally:
         lib.csv_free(scanner)
