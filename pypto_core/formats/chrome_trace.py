@@ -343,16 +343,23 @@ def _kernel_rows(dev: pa.Table) -> pa.Table:
 
 def _host_rows(host: pa.Table) -> pa.Table:
     """CPU-side framework slices -> host_ops (python_function stack frames were counted, not kept)."""
+    return host_op_rows(host, host["arg:correlation_id"], host["arg:Input Dims"])
+
+
+def host_op_rows(raw: pa.Table, correlation: pa.ChunkedArray, input_shapes: pa.ChunkedArray) -> pa.Table:
+    """Host-op slices (scanned columns) -> canonical host_ops rows. The chrome-trace formats differ only in
+    the arg that links an op to its kernels (``correlation_id``, Kineto's ``External id``) and in where the
+    input shapes are."""
     return conform("host_ops", pa.table({
-        "name": host["name"],
-        "pid": to_int64(host["pid"]),
-        "tid": to_int64(host["tid"]),
-        "start_ns": host["ts_ns"],
-        "dur_ns": host["dur_ns"],
-        "correlation_id": to_int64(host["arg:correlation_id"]),
-        "input_shapes": host["arg:Input Dims"],
-        "cat": host["cat"],
-        "sequence_number": to_int64(host["arg:Sequence number"]),
+        "name": raw["name"],
+        "pid": to_int64(raw["pid"]),
+        "tid": to_int64(raw["tid"]),
+        "start_ns": raw["ts_ns"],
+        "dur_ns": raw["dur_ns"],
+        "correlation_id": to_int64(correlation),
+        "input_shapes": input_shapes,
+        "cat": raw["cat"],
+        "sequence_number": to_int64(raw["arg:Sequence number"]),
     }))
 
 

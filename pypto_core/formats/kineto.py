@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.errors import InputError
-from pypto_core.formats.chrome_trace import to_float64, to_int64
+from pypto_core.formats.chrome_trace import host_op_rows, to_float64, to_int64
 from pypto_core.formats.eventscan import scan_file
 from pypto_core.formats.table_sink import TableSink
 from pypto_core.profile import Profile, ProfileMeta, conform, empty_table, save_tables
@@ -301,17 +301,7 @@ def _shifted(shift: int) -> Callable[[pa.Table], pa.Table]:
 
 
 def _host_ops(host: pa.Table) -> pa.Table:
-    return conform("host_ops", pa.table({
-        "name": host["name"],
-        "pid": to_int64(host["pid"]),
-        "tid": to_int64(host["tid"]),
-        "start_ns": host["ts_ns"],
-        "dur_ns": host["dur_ns"],
-        "correlation_id": to_int64(host["arg:External id"]),
-        "input_shapes": pc.coalesce(host["arg:Input Dims"], host["arg:Input dims"]),
-        "cat": host["cat"],
-        "sequence_number": to_int64(host["arg:Sequence number"]),
-    }))
+    return host_op_rows(host, host["arg:External id"], pc.coalesce(host["arg:Input Dims"], host["arg:Input dims"]))
 
 
 def _api_calls(api: pa.Table) -> pa.Table:
