@@ -451,9 +451,12 @@ def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: l
     return summary
 
 
-def _stream_single_file(run: AnalysisRun, target: Path, local: Path, unpacked: Path) -> tuple[list[str], dict[str, Any], list[str]] | None:
-    """A lone Kineto trace or kernel table streamed straight into its Parquet folder (bounded memory,
-    whatever its size): (rank folders, summary, warnings); None when its format is read in memory."""
+def _stream_single_file(
+    run: AnalysisRun, target: Path, local: Path, unpacked: Path
+) -> tuple[list[str], dict[str, Any], list[str]] | None:
+    """A lone Kineto trace, Ascend timeline or kernel table streamed straight into its Parquet folder
+    (``formats.write_profile``: memory bounded by the batches in flight): (rank folders, summary,
+    warnings); None when its format is read in memory."""
     write_profile = engine_function("pypto_core.formats", "write_profile")
     saved_summary = engine_function("pypto_core.profile", "saved_summary")
     if write_profile is None or saved_summary is None:
