@@ -590,8 +590,9 @@ def write_trace_view(
 ) -> ProfileMeta:
     """Read a timeline straight into a saved profile folder (as ``Profile.save`` writes it).
 
-    Host ops, API calls, kernels and counters are streamed into their Parquet files batch by batch, so
-    memory stays bounded whatever the file's size; ``Profile.load(folder)`` then gives the profile of
+    Host ops, API calls, kernels and counters are streamed into their Parquet files batch by batch; what
+    stays in memory until the end is what the flows bind on (~20 bytes a slice) and the small tables (a
+    2 GB trace peaks near 0.6 GB). ``Profile.load(folder)`` then gives the profile of
     :func:`read_trace_file`. ``rank_hint``: the rank when the file does not state it (from its name, as
     ``open_profile`` does). A failed read leaves no folder behind.
     """

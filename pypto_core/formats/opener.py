@@ -54,9 +54,9 @@ def open_profile(path: str | os.PathLike[str]) -> Profile:
 
 def write_profile(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> ProfileMeta | None:
     """Stream a single-file input straight into a saved profile folder, where its reader can do so with
-    bounded memory whatever the file's size (a Kineto trace, a kernel table, an Ascend timeline); None for
-    every other input, which :func:`open_profile` reads in memory. ``Profile.load(folder)`` gives
-    ``open_profile(path)``."""
+    memory bounded by its batches in flight and link columns (a Kineto trace, a kernel table, an Ascend
+    timeline); None for every other input, which :func:`open_profile` reads in memory.
+    ``Profile.load(folder)`` gives ``open_profile(path)``."""
     p = Path(path)
     found = det.detect(p)
     if found.kind == det.KINETO:
