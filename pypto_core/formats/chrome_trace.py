@@ -280,40 +280,128 @@ class _Spans:
                    pc.fill_null(slices["ts_ns"], _NO_START).to_numpy(),
                    pc.fill_null(slices["dur_ns"], 0).to_numpy())
 
-    def bind(self, ends: pa.Table, lanes: _LaneIds) -> pa.Array:
-        """Row of the slice each flow end (pid, tid, ts_ns) is bound to, or null."""
-        ts = pc.fill_null(ends["ts_ns"], _NO_TS).to_numpy()
-        row = bind_on_lanes(lanes.of(ends["pid"], ends["tid"]), ts, self.lane, self.start, self.dur)
+    def bind(self, ends: "_Ends") -> pa.Array:
+        """Row of the slice each flow end is bound to, or null."""
+        row = bind_on_lanes(ends.lane, ends.ts, self.lane, self.start, self.dur)
         return pa.array(row, pa.int64(), mask=row < 0)
 
 
-def _flows(starts: pa.Table, finishes: pa.Table, lanes: _LaneIds, host: _Spans, api: _Spans,
-           kernels: _Spans, api_connection: pa.Array) -> tuple[pa.Table, int]:
-    """Flow pairs (``s`` / ``f`` rows) -> (host_index | api_index, kernel_index, kind) rows; and how many
-    pairs could not be bound. ``api_connection``: the CANN APIs' connection_id text, in api_calls order."""
-    if starts.num_rows + finishes.num_rows == 0:
+@dataclass
+class _Ends:
+    """Flow ends (``s`` or ``f`` events) as the few numbers pairing and binding need: 21 bytes an end
+    instead of its cat, id, pid and tid text (a trace has one flow per kernel)."""
+
+    cat: np.ndarray  # int8: index in _FLOW_CATS
+    id: np.ndarray  # int64: the id, or a text id's code
+    id_is_text: np.ndarray  # bool: id holds a code of _FlowIds (an id that is not an integer)
+    id_valid: np.ndarray  # bool
+    lane: np.ndarray  # int32 _LaneIds
+    ts: np.ndarray  # int64 ns, null -> _NO_TS
+
+    @classmethod
+    def concat(cls, parts: list["_Ends"]) -> "_Ends":
+        if not parts:
+            return cls(*(np.array([], dt) for dt in (np.int8, np.int64, bool, bool, np.int32, np.int64)))
+        return cls(*(np.concatenate([getattr(p, f) for p in parts])
+                     for f in ("cat", "id", "id_is_text", "id_valid", "lane", "ts")))
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+class _FlowIds:
+    """Flow ids as int64: integer text as its value (ids are kernel start times or connection ids), any
+    other text as a code of its own (kept apart by ``id_is_text``), so that pairs and HostToDevice links
+    match exactly as the text would."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, int] = {}
+
+    def encode(self, text: pa.Array | pa.ChunkedArray, *, add: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(id, id_is_text, id_valid) of each text; ``add=False``: a text never seen is not valid."""
+        text = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
+        as_int = pc.cast(pc.if_else(pc.match_substring_regex(text, _CANONICAL_INT), text, None), pa.int64())
+        valid = np.asarray(pc.is_valid(text).to_numpy(zero_copy_only=False))
+        is_text = valid & np.asarray(pc.is_null(as_int).to_numpy(zero_copy_only=False))
+        ids = pc.fill_null(as_int, 0).to_numpy()
+        if is_text.any():
+            ids = ids.copy()
+            rows = np.flatnonzero(is_text)
+            for row, value in zip(rows, text.take(pa.array(rows)).to_pylist()):
+                code = self._codes.setdefault(value, len(self._codes)) if add else self._codes.get(value)
+                if code is None:
+                    valid[row] = False
+                else:
+                    ids[row] = code
+        return ids, is_text, valid
+
+    def ends(self, rows: pa.Table, lanes: _LaneIds) -> _Ends:
+        ids, is_text, valid = self.encode(rows["id"])
+        cat = pc.index_in(rows["cat"], value_set=pa.array(list(_FLOW_CATS))).to_numpy(zero_copy_only=False)
+        return _Ends(cat.astype(np.int8), ids, is_text, valid, lanes.of(rows["pid"], rows["tid"]),
+                     pc.fill_null(rows["ts_ns"], _NO_TS).to_numpy())
+
+
+# The integer text an id keeps as a number: no sign or leading zero (so that the number gives the same
+# text back) and below 9e18, so that it fits int64: torch_npu's async_npu ids are kernel start times in ns
+# (19 digits). Other ids, "007" or "1.5", match as text.
+_CANONICAL_INT = r"^(0|[1-9][0-9]{0,17}|[1-8][0-9]{18})$"
+
+
+def _flows(starts: _Ends, finishes: _Ends, ids: _FlowIds, host: _Spans, api: _Spans, kernels: _Spans,
+           api_connection: pa.Array) -> tuple[pa.Table, int]:
+    """Flow pairs (``s`` / ``f`` ends, paired by cat and id) -> (host_index | api_index, kernel_index, kind)
+    rows; and how many pairs could not be bound. ``api_connection``: the CANN APIs' connection_id text,
+    in api_calls order."""
+    if len(starts) + len(finishes) == 0:
         return empty_table("flows").append_column("api_index", pa.array([], pa.int64())), 0
-    starts = starts.append_column("host_index", host.bind(starts, lanes))
-    starts = starts.append_column("api_index", api.bind(starts, lanes))
-    finishes = finishes.append_column("kernel_index", kernels.bind(finishes, lanes))
+    api_index = api.bind(starts)
     # HostToDevice ids equal the CANN API's connection_id; bind by it where the ts does not match
     if len(api_connection):
-        by_conn = _lookup(starts["id"], api_connection, pa.array(np.arange(len(api_connection), dtype=np.int64)))
-        starts = starts.set_column(starts.column_names.index("api_index"), "api_index",
-                                   pc.coalesce(starts["api_index"], by_conn))
-    pairs = starts.select(["cat", "id", "host_index", "api_index"]).join(
-        finishes.select(["cat", "id", "kernel_index"]), ["cat", "id"], join_type="full outer"
-    )
+        conn, conn_text, conn_valid = ids.encode(api_connection, add=False)
+        by_conn = _first_rows_by_key(_pair_keys(starts.id, starts.id_is_text, starts.id_valid),
+                                     _pair_keys(conn, conn_text, conn_valid))
+        api_index = pc.coalesce(api_index, by_conn)
+    start_side = pa.table({
+        "cat": starts.cat, "text": starts.id_is_text, "id": pa.array(starts.id, mask=~starts.id_valid),
+        "host_index": host.bind(starts), "api_index": api_index,
+    })
+    finish_side = pa.table({
+        "cat": finishes.cat, "text": finishes.id_is_text, "id": pa.array(finishes.id, mask=~finishes.id_valid),
+        "kernel_index": kernels.bind(finishes),
+    })
+    pairs = start_side.join(finish_side, ["cat", "text", "id"], join_type="full outer")
     bound = pc.and_(pc.is_valid(pairs["kernel_index"]), pc.or_(pc.is_valid(pairs["host_index"]), pc.is_valid(pairs["api_index"])))
     unbound = pairs.num_rows - pc.sum(bound.cast(pa.int64())).as_py() if pairs.num_rows else 0
     pairs = pairs.filter(bound)
-    is_api_kind = pc.equal(pairs["cat"], "HostToDevice")
+    kind = pa.DictionaryArray.from_arrays(pairs["cat"].combine_chunks().cast(pa.int32()),
+                                          pa.array(list(_FLOW_CATS))).cast(pa.string())
+    is_api_kind = pc.equal(kind, "HostToDevice")
     host_index = pc.if_else(is_api_kind, pa.scalar(None, pa.int64()), pairs["host_index"])
     api_index = pc.if_else(is_api_kind, pairs["api_index"], pa.scalar(None, pa.int64()))
-    out = pa.table({"host_index": host_index, "kernel_index": pairs["kernel_index"], "kind": pairs["cat"], "api_index": api_index})
+    out = pa.table({"host_index": host_index, "kernel_index": pairs["kernel_index"], "kind": kind, "api_index": api_index})
     # a join returns rows in no set order: sort fully so that the same file always gives the same table
     out = out.sort_by([("kernel_index", "ascending"), ("kind", "ascending"), ("host_index", "ascending"), ("api_index", "ascending")])
     return conform("flows", out), int(unbound or 0)
+
+
+def _pair_keys(ids: np.ndarray, is_text: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """One int64-comparable key per id (structured: text flag, then value); invalid ids get a key that
+    matches nothing valid."""
+    keys = np.empty(len(ids), dtype=[("bad", np.int8), ("text", np.int8), ("id", np.int64)])
+    keys["bad"], keys["text"], keys["id"] = ~valid, is_text, np.where(valid, ids, 0)
+    return keys
+
+
+def _first_rows_by_key(keys: np.ndarray, domain: np.ndarray) -> pa.Array:
+    """For each key, the first row of ``domain`` with the same key (null where none, or an invalid key)."""
+    if not len(domain):
+        return pa.nulls(len(keys), pa.int64())
+    order = np.argsort(domain, kind="stable")  # equal keys keep their order: the first row comes first
+    ordered = domain[order]
+    pos = np.minimum(np.searchsorted(ordered, keys), len(ordered) - 1)
+    hit = (ordered[pos] == keys) & (keys["bad"] == 0)
+    return pa.array(order[pos], pa.int64(), mask=~hit)
 
 
 def _steps_from_host(host: pa.Table) -> pa.Table:
@@ -559,11 +647,10 @@ _PIECE_COLUMNS = {
     LANE_COMMUNICATION: ["name", "pid", "tid", "ts_ns", "dur_ns", "_seq"],
     LANE_OVERLAP: ["name", "ts_ns", "dur_ns", "_seq"],
     "deferred": _X_COLUMNS + list(_AT.values()),
-    "flow_start": ["cat", "id", "pid", "tid", "ts_ns"],
-    "flow_finish": ["cat", "id", "pid", "tid", "ts_ns"],
     "meta": ["ph", "name", "pid", "tid", "arg:name", "arg:labels"],
 }
 _COUNTER_COLUMNS = ["name", "pid", "ts_ns", "arg0_key", "arg0_val"]
+_FLOW_COLUMNS = ["cat", "id", "pid", "tid", "ts_ns"]
 _STREAMED_TABLES = (*_STREAMED.values(), "counters")  # what write_trace_view writes as it reads
 _PIECE_EXTRA = (pa.field("_seq", pa.int64()), *(pa.field(c, pa.int64()) for c in _AT.values()))
 _FLOW_CATS = ("async_npu", "HostToDevice")
@@ -638,6 +725,9 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         LANE_DEVICE: _SliceTable("kernels", folder, _kernel_rows),
     }
     counters = _Counters(folder)
+    flow_ids = _FlowIds()
+    flow_starts: list[_Ends] = []
+    flow_finishes: list[_Ends] = []
     steps: list[pa.Table] = []
     proc_names: dict[str | None, str | None] = {}
     state = {"events": 0, "python_function": 0}
@@ -656,8 +746,10 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         if counter_rows.num_rows:
             counters.add(pa.Table.from_batches([counter_rows]), proc_names)
         is_flow = pc.fill_null(pc.is_in(batch.column("cat"), pa.array(list(_FLOW_CATS))), False)
-        pieces.add("flow_start", batch, pc.and_(pc.equal(ph, "s"), is_flow))
-        pieces.add("flow_finish", batch, pc.and_(pc.equal(ph, "f"), is_flow))
+        for end, kept in (("s", flow_starts), ("f", flow_finishes)):
+            rows = batch.select(_FLOW_COLUMNS).filter(pc.and_(pc.equal(ph, end), is_flow))
+            if rows.num_rows:
+                kept.append(flow_ids.ends(pa.Table.from_batches([rows]), lane_ids))
         is_pyfn = pc.fill_null(pc.equal(batch.column("cat"), "python_function"), False)
         state["python_function"] += int(pc.sum(pc.and_(pc.equal(ph, "X"), is_pyfn).cast(pa.int64())).as_py() or 0)
         is_x = pc.and_(pc.equal(ph, "X"), pc.invert(is_pyfn))
@@ -702,7 +794,7 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
     unnamed = int(pc.sum(pc.is_null(dkind).cast(pa.int64())).as_py() or 0) if deferred.num_rows else 0
     if unnamed:
         warnings.append(f"{unnamed} slices on processes the file never names (no process_name) were skipped")
-    flows, unbound = _flows(pieces.table("flow_start"), pieces.table("flow_finish"), lane_ids,
+    flows, unbound = _flows(_Ends.concat(flow_starts), _Ends.concat(flow_finishes), flow_ids,
                             done[LANE_HOST].spans, done[LANE_API].spans, done[LANE_DEVICE].spans,
                             done[LANE_API].ids)
     ov = kept[LANE_OVERLAP]

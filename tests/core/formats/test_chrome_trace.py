@@ -370,3 +370,36 @@ def test_streamed_msprof_style_array(tmp_path: Path) -> None:
     src.write_text(json.dumps(events))
     write_trace_view(src, tmp_path / "p")
     _same_tables(src, tmp_path / "p", read_trace_view(src))
+
+
+def test_flow_ids_pair_as_text_would(tmp_path: Path) -> None:
+    """Flow ends pair by (cat, id) as their text: integer ids (19-digit ns ones too) by value, any other id
+    ("007", "x1") by its text, never an integer id with a text one; HostToDevice also binds by the API's
+    connection_id."""
+    ev = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "Python"}},
+        {"ph": "M", "name": "process_name", "pid": 2, "tid": 0, "args": {"name": "Ascend Hardware"}},
+        {"ph": "M", "name": "process_name", "pid": 3, "tid": 0, "args": {"name": "CANN"}},
+        {"ph": "X", "name": "op_a", "pid": 1, "tid": 1, "ts": "10.000", "dur": 5},
+        {"ph": "X", "name": "op_b", "pid": 1, "tid": 1, "ts": "20.000", "dur": 5},
+        {"ph": "X", "name": "op_c", "pid": 1, "tid": 1, "ts": "30.000", "dur": 5},
+        {"ph": "X", "name": "launch", "pid": 3, "tid": 3, "ts": "40.000", "dur": 5, "args": {"connection_id": "x1"}},
+        {"ph": "X", "name": "k1", "pid": 2, "tid": 7, "ts": "100.000", "dur": 1},
+        {"ph": "X", "name": "k2", "pid": 2, "tid": 7, "ts": "200.000", "dur": 1},
+        {"ph": "X", "name": "k3", "pid": 2, "tid": 7, "ts": "300.000", "dur": 1},
+        {"ph": "X", "name": "k4", "pid": 2, "tid": 7, "ts": "400.000", "dur": 1},
+        {"ph": "s", "cat": "async_npu", "id": 1764246877073569640, "pid": 1, "tid": 1, "ts": "10.000"},
+        {"ph": "f", "cat": "async_npu", "id": "1764246877073569640", "pid": 2, "tid": 7, "ts": "100.000", "bp": "e"},
+        {"ph": "s", "cat": "async_npu", "id": "007", "pid": 1, "tid": 1, "ts": "20.000"},
+        {"ph": "f", "cat": "async_npu", "id": "007", "pid": 2, "tid": 7, "ts": "200.000", "bp": "e"},
+        {"ph": "s", "cat": "async_npu", "id": "x9", "pid": 1, "tid": 1, "ts": "30.000"},
+        {"ph": "f", "cat": "async_npu", "id": 9, "pid": 2, "tid": 7, "ts": "300.000", "bp": "e"},
+        {"ph": "s", "cat": "HostToDevice", "id": "x1", "pid": 3, "tid": 3, "ts": "99.000"},
+        {"ph": "f", "cat": "HostToDevice", "id": "x1", "pid": 2, "tid": 7, "ts": "400.000", "bp": "e"},
+    ]
+    p = tmp_path / "trace_view.json"
+    p.write_text(json.dumps(ev))
+    tt = read_trace_view(p)
+    got = {(r["kind"], r["kernel_index"], r["host_index"], r["api_index"]) for r in tt.flows.to_pylist()}
+    assert got == {("async_npu", 0, 0, None), ("async_npu", 1, 1, None), ("HostToDevice", 3, None, 0)}
+    assert tt.hints["unbound_flows"] == 2  # "x9" and 9 are two flows, each with one end
