@@ -292,7 +292,8 @@ class _Ends:
     instead of its cat, id, pid and tid text (a trace has one flow per kernel)."""
 
     cat: np.ndarray  # int8: index in _FLOW_CATS
-    id: np.ndarray  # int64: the id, or a text id's code
+    id_hi: np.ndarray  # int64: an integer id's digits before its last 18 (0 for shorter ones and text ids)
+    id: np.ndarray  # int64: its last 18 digits, or a text id's code
     id_is_text: np.ndarray  # bool: id holds a code of _FlowIds (an id that is not an integer)
     id_valid: np.ndarray  # bool
     lane: np.ndarray  # int32 _LaneIds
@@ -301,29 +302,36 @@ class _Ends:
     @classmethod
     def concat(cls, parts: list["_Ends"]) -> "_Ends":
         if not parts:
-            return cls(*(np.array([], dt) for dt in (np.int8, np.int64, bool, bool, np.int32, np.int64)))
+            return cls(*(np.array([], dt) for dt in (np.int8, np.int64, np.int64, bool, bool, np.int32, np.int64)))
         return cls(*(np.concatenate([getattr(p, f) for p in parts])
-                     for f in ("cat", "id", "id_is_text", "id_valid", "lane", "ts")))
+                     for f in ("cat", "id_hi", "id", "id_is_text", "id_valid", "lane", "ts")))
 
     def __len__(self) -> int:
         return len(self.ts)
 
 
 class _FlowIds:
-    """Flow ids as int64: integer text as its value (ids are kernel start times or connection ids), any
-    other text as a code of its own (kept apart by ``id_is_text``), so that pairs and HostToDevice links
-    match exactly as the text would."""
+    """Flow ids as numbers: integer text as its value in two int64 (the digits before the last 18, and
+    those: torch_npu's HostToDevice ids have 20 digits, its async_npu ids are ns times), any other text as
+    a code of its own (kept apart by ``id_is_text``), so that pairs and HostToDevice links match exactly as
+    the text would."""
 
     def __init__(self) -> None:
         self._codes: dict[str, int] = {}
 
-    def encode(self, text: pa.Array | pa.ChunkedArray, *, add: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(id, id_is_text, id_valid) of each text; ``add=False``: a text never seen is not valid."""
+    def encode(
+        self, text: pa.Array | pa.ChunkedArray, *, add: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(id_hi, id, id_is_text, id_valid) of each text; ``add=False``: a text never seen is not valid."""
         text = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
-        as_int = pc.cast(pc.if_else(pc.match_substring_regex(text, _CANONICAL_INT), text, None), pa.int64())
+        digits = pc.if_else(pc.match_substring_regex(text, _CANONICAL_INT), text, None)
+        low = pc.cast(pc.utf8_slice_codeunits(digits, -18), pa.int64())
+        high_text = pc.utf8_slice_codeunits(digits, 0, -18)
+        high = pc.cast(pc.if_else(pc.equal(high_text, ""), "0", high_text), pa.int64())
         valid = np.asarray(pc.is_valid(text).to_numpy(zero_copy_only=False))
-        is_text = valid & np.asarray(pc.is_null(as_int).to_numpy(zero_copy_only=False))
-        ids = pc.fill_null(as_int, 0).to_numpy()
+        is_text = valid & np.asarray(pc.is_null(digits).to_numpy(zero_copy_only=False))
+        ids = pc.fill_null(low, 0).to_numpy()
+        ids_hi = pc.fill_null(high, 0).to_numpy()
         if is_text.any():
             ids = ids.copy()
             rows = np.flatnonzero(is_text)
@@ -333,19 +341,18 @@ class _FlowIds:
                     valid[row] = False
                 else:
                     ids[row] = code
-        return ids, is_text, valid
+        return ids_hi, ids, is_text, valid
 
     def ends(self, rows: pa.Table, lanes: _LaneIds) -> _Ends:
-        ids, is_text, valid = self.encode(rows["id"])
+        ids_hi, ids, is_text, valid = self.encode(rows["id"])
         cat = pc.index_in(rows["cat"], value_set=pa.array(list(_FLOW_CATS))).to_numpy(zero_copy_only=False)
-        return _Ends(cat.astype(np.int8), ids, is_text, valid, lanes.of(rows["pid"], rows["tid"]),
+        return _Ends(cat.astype(np.int8), ids_hi, ids, is_text, valid, lanes.of(rows["pid"], rows["tid"]),
                      pc.fill_null(rows["ts_ns"], _NO_TS).to_numpy())
 
 
-# The integer text an id keeps as a number: no sign or leading zero (so that the number gives the same
-# text back) and below 9e18, so that it fits int64: torch_npu's async_npu ids are kernel start times in ns
-# (19 digits). Other ids, "007" or "1.5", match as text.
-_CANONICAL_INT = r"^(0|[1-9][0-9]{0,17}|[1-8][0-9]{18})$"
+# The integer text an id keeps as numbers: no sign or leading zero (so that the numbers give the same text
+# back), at most 36 digits (two int64 of 18). Other ids, "007" or "1.5", match as text.
+_CANONICAL_INT = r"^(0|[1-9][0-9]{0,35})$"
 
 
 def _flows(starts: _Ends, finishes: _Ends, ids: _FlowIds, host: _Spans, api: _Spans, kernels: _Spans,
@@ -358,19 +365,20 @@ def _flows(starts: _Ends, finishes: _Ends, ids: _FlowIds, host: _Spans, api: _Sp
     api_index = api.bind(starts)
     # HostToDevice ids equal the CANN API's connection_id; bind by it where the ts does not match
     if len(api_connection):
-        conn, conn_text, conn_valid = ids.encode(api_connection, add=False)
-        by_conn = _first_rows_by_key(_pair_keys(starts.id, starts.id_is_text, starts.id_valid),
-                                     _pair_keys(conn, conn_text, conn_valid))
+        by_conn = _first_rows_by_key(_pair_keys(starts.id_hi, starts.id, starts.id_is_text, starts.id_valid),
+                                     _pair_keys(*ids.encode(api_connection, add=False)))
         api_index = pc.coalesce(api_index, by_conn)
     start_side = pa.table({
-        "cat": starts.cat, "text": starts.id_is_text, "id": pa.array(starts.id, mask=~starts.id_valid),
+        "cat": starts.cat, "text": starts.id_is_text, "hi": starts.id_hi,
+        "id": pa.array(starts.id, mask=~starts.id_valid),
         "host_index": host.bind(starts), "api_index": api_index,
     })
     finish_side = pa.table({
-        "cat": finishes.cat, "text": finishes.id_is_text, "id": pa.array(finishes.id, mask=~finishes.id_valid),
+        "cat": finishes.cat, "text": finishes.id_is_text, "hi": finishes.id_hi,
+        "id": pa.array(finishes.id, mask=~finishes.id_valid),
         "kernel_index": kernels.bind(finishes),
     })
-    pairs = start_side.join(finish_side, ["cat", "text", "id"], join_type="full outer")
+    pairs = start_side.join(finish_side, ["cat", "text", "hi", "id"], join_type="full outer")
     bound = pc.and_(pc.is_valid(pairs["kernel_index"]), pc.or_(pc.is_valid(pairs["host_index"]), pc.is_valid(pairs["api_index"])))
     unbound = pairs.num_rows - pc.sum(bound.cast(pa.int64())).as_py() if pairs.num_rows else 0
     pairs = pairs.filter(bound)
@@ -385,11 +393,12 @@ def _flows(starts: _Ends, finishes: _Ends, ids: _FlowIds, host: _Spans, api: _Sp
     return conform("flows", out), int(unbound or 0)
 
 
-def _pair_keys(ids: np.ndarray, is_text: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """One int64-comparable key per id (structured: text flag, then value); invalid ids get a key that
+def _pair_keys(ids_hi: np.ndarray, ids: np.ndarray, is_text: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """One comparable key per id (structured: validity, text flag, then the value); an invalid id's key
     matches nothing valid."""
-    keys = np.empty(len(ids), dtype=[("bad", np.int8), ("text", np.int8), ("id", np.int64)])
-    keys["bad"], keys["text"], keys["id"] = ~valid, is_text, np.where(valid, ids, 0)
+    keys = np.empty(len(ids), dtype=[("bad", np.int8), ("text", np.int8), ("hi", np.int64), ("id", np.int64)])
+    keys["bad"], keys["text"] = ~valid, is_text
+    keys["hi"], keys["id"] = np.where(valid, ids_hi, 0), np.where(valid, ids, 0)
     return keys
 
 

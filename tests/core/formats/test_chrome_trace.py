@@ -373,9 +373,9 @@ def test_streamed_msprof_style_array(tmp_path: Path) -> None:
 
 
 def test_flow_ids_pair_as_text_would(tmp_path: Path) -> None:
-    """Flow ends pair by (cat, id) as their text: integer ids (19-digit ns ones too) by value, any other id
-    ("007", "x1") by its text, never an integer id with a text one; HostToDevice also binds by the API's
-    connection_id."""
+    """Flow ends pair by (cat, id) as their text: integer ids (20-digit HostToDevice ones too) by value, any
+    other id ("007", "x1") by its text, never an integer id with a text one; HostToDevice also binds by the
+    API's connection_id."""
     ev = [
         {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "Python"}},
         {"ph": "M", "name": "process_name", "pid": 2, "tid": 0, "args": {"name": "Ascend Hardware"}},
@@ -396,10 +396,14 @@ def test_flow_ids_pair_as_text_would(tmp_path: Path) -> None:
         {"ph": "f", "cat": "async_npu", "id": 9, "pid": 2, "tid": 7, "ts": "300.000", "bp": "e"},
         {"ph": "s", "cat": "HostToDevice", "id": "x1", "pid": 3, "tid": 3, "ts": "99.000"},
         {"ph": "f", "cat": "HostToDevice", "id": "x1", "pid": 2, "tid": 7, "ts": "400.000", "bp": "e"},
+        {"ph": "s", "cat": "HostToDevice", "id": "40006882869110636543", "pid": 3, "tid": 3, "ts": "40.000"},
+        {"ph": "f", "cat": "HostToDevice", "id": "40006882869110636543", "pid": 2, "tid": 7, "ts": "300.000"},
+        {"ph": "f", "cat": "HostToDevice", "id": "50006882869110636543", "pid": 2, "tid": 7, "ts": "200.000"},
     ]
     p = tmp_path / "trace_view.json"
     p.write_text(json.dumps(ev))
     tt = read_trace_view(p)
     got = {(r["kind"], r["kernel_index"], r["host_index"], r["api_index"]) for r in tt.flows.to_pylist()}
-    assert got == {("async_npu", 0, 0, None), ("async_npu", 1, 1, None), ("HostToDevice", 3, None, 0)}
-    assert tt.hints["unbound_flows"] == 2  # "x9" and 9 are two flows, each with one end
+    assert got == {("async_npu", 0, 0, None), ("async_npu", 1, 1, None), ("HostToDevice", 3, None, 0),
+                   ("HostToDevice", 2, None, 0)}  # a 20-digit id pairs by value, a different one does not
+    assert tt.hints["unbound_flows"] == 3  # "x9" and 9 are two flows with one end each, so is 5000...543
