@@ -192,34 +192,13 @@ _NO_START = np.iinfo(np.int64).max  # a slice without ts never contains a flow e
 _NO_TS = np.iinfo(np.int64).min  # a flow end without ts is never inside a slice
 
 
-def bind_flow_ends(
-    ends: pa.Table, slices: pa.Table, slice_pid: str = "pid", slice_tid: str = "tid"
-) -> pa.ChunkedArray:
-    """Row index into ``slices`` of the innermost slice on the flow end's (pid, tid) that contains its ts.
-
-    A slice starting exactly at ts wins (that is how torch_npu and Kineto write flows); among nested slices
-    starting together, the shortest. ``ends`` needs pid, tid, ts_ns; ``slices`` the named pid/tid columns,
-    start_ns and dur_ns. Ends with no containing slice get null.
-    """
-    result = np.full(ends.num_rows, -1, dtype=np.int64)
-    if ends.num_rows and slices.num_rows:
-        s_lane = pc.binary_join_element_wise(slices[slice_pid], slices[slice_tid], "\x00")
-        e_lane = pc.binary_join_element_wise(ends["pid"], ends["tid"], "\x00")
-        lanes = pc.unique(s_lane)
-        result = bind_on_lanes(
-            pc.fill_null(pc.index_in(e_lane, value_set=lanes), -1).to_numpy(),
-            pc.fill_null(ends["ts_ns"], _NO_TS).to_numpy(),
-            pc.fill_null(pc.index_in(s_lane, value_set=lanes), -1).to_numpy(),
-            pc.fill_null(slices["start_ns"], _NO_START).to_numpy(),
-            pc.fill_null(slices["dur_ns"], 0).to_numpy(),
-        )
-    return pa.chunked_array([pa.array(result, pa.int64(), mask=result < 0)])
-
-
 def bind_on_lanes(end_lane: np.ndarray, end_ts: np.ndarray, lane: np.ndarray, start: np.ndarray,
                   dur: np.ndarray) -> np.ndarray:
-    """:func:`bind_flow_ends` on integer lane ids (an end on lane -1 is never bound), nulls already filled
-    (ts: int64 min, start: int64 max, dur: 0): per end, the row of its slice, or -1."""
+    """Per flow end, the row of the innermost slice on its lane that contains its ts, or -1.
+
+    A slice starting exactly at ts wins (that is how torch_npu and Kineto write flows); among nested slices
+    starting together, the shortest. Lanes are integer ids (an end on lane -1 is never bound); nulls are
+    already filled (ts: int64 min, start: int64 max, dur: 0)."""
     result = np.full(len(end_lane), -1, dtype=np.int64)
     if not (len(end_lane) and len(lane)):
         return result
@@ -251,8 +230,7 @@ def bind_on_lanes(end_lane: np.ndarray, end_ts: np.ndarray, lane: np.ndarray, st
 
 class _LaneIds:
     """Small integer ids for the pid/tid lanes (a trace has a few dozen): what flow ends bind on, 4 bytes
-    a slice instead of the pid and tid text. A null pid or tid is a lane of its own (as in
-    ``bind_flow_ends``)."""
+    a slice instead of the pid and tid text. A null pid or tid is a lane of its own."""
 
     def __init__(self) -> None:
         self._ids: dict[str | None, int] = {}
@@ -413,7 +391,10 @@ def _first_rows_by_key(keys: np.ndarray, domain: np.ndarray) -> pa.Array:
     return pa.array(order[pos], pa.int64(), mask=~hit)
 
 
-def _steps_from_host(host: pa.Table) -> pa.Table:
+def steps_from_host(host: pa.Table) -> pa.Table:
+    """The ``ProfilerStep#N`` host ops (name, start_ns, dur_ns; others are ignored) -> the steps table."""
+    if host.num_rows == 0:
+        return empty_table("steps")
     steps = host.filter(pc.starts_with(host["name"], "ProfilerStep#"))
     if steps.num_rows == 0:
         return empty_table("steps")
@@ -810,7 +791,7 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
     tables = TraceTables(
         flows=flows,
         counters=counter_table if counter_table is not None else empty_table("counters"),
-        steps=_steps_from_host(pa.concat_tables(steps).sort_by("_seq")),
+        steps=steps_from_host(pa.concat_tables(steps).sort_by("_seq")),
         communication=_communication(kept[LANE_COMMUNICATION], lanes),
         overlap=pa.table({"name": ov["name"], "start_ns": ov["ts_ns"], "dur_ns": ov["dur_ns"]}),
         lanes=lanes,

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.errors import InputError
-from pypto_core.formats.chrome_trace import host_op_rows, to_float64, to_int64
+from pypto_core.formats.chrome_trace import host_op_rows, steps_from_host, to_float64, to_int64
 from pypto_core.formats.eventscan import scan_file
 from pypto_core.formats.table_sink import TableSink
 from pypto_core.profile import Profile, ProfileMeta, conform, empty_table, save_tables
@@ -251,7 +251,7 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
         raise
     tables = {name: t for name, t in tables.items() if t is not None}
     tables["flows"] = links.flows()
-    tables["steps"] = _shifted(shift)(_steps(_concat(small["steps"])))
+    tables["steps"] = _shifted(shift)(steps_from_host(_concat(small["steps"])))
     tables["communication"] = _shifted(shift)(_concat(small["communication"], "communication"))
 
     warnings: list[str] = []
@@ -377,20 +377,6 @@ def _communication(nccl: pa.Table) -> pa.Table:
     dur_s = pc.divide(pc.cast(t["elapse_ns"], pa.float64()), 1e9)
     bw = pc.if_else(pc.greater(t["elapse_ns"], 0), pc.divide(pc.divide(pc.cast(size, pa.float64()), 1e9), dur_s), None)
     return conform("communication", t.append_column("bandwidth_gbps", bw))
-
-
-def _steps(steps: pa.Table) -> pa.Table:
-    """``ProfilerStep#N`` host ops (name, start_ns, dur_ns) -> the steps table."""
-    if steps.num_rows == 0:
-        return empty_table("steps")
-    t = pa.table(
-        {
-            "step_id": to_int64(pc.utf8_slice_codeunits(steps["name"], len("ProfilerStep#"))),
-            "start_ns": steps["start_ns"],
-            "end_ns": pc.add(steps["start_ns"], pc.fill_null(steps["dur_ns"], 0)),
-        }
-    )
-    return conform("steps", t.sort_by("start_ns"))
 
 
 def _counters(c: pa.Table) -> pa.Table:
