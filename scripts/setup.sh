@@ -14,9 +14,6 @@ if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ pyproject.toml -n
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r requirements.txt
   .venv/bin/pip install -q --no-deps -e .
-  # build the C event scanner of the JSON readers now, not during the first ingest
-  .venv/bin/python -c "from pypto_core.formats.eventscan import native_scanner; native_scanner()" || true
-  .venv/bin/python -c "from pypto_core.formats.csvscan import native_lib; native_lib()" || true
   touch "$stamp"
 fi
 
@@ -37,6 +34,16 @@ apt_install() {
   if [ -z "$APT_UPDATED" ]; then $SUDO apt-get update -qq; APT_UPDATED=1; fi
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
 }
+
+# The readers' speed comes from two small C scanners (pypto_core/formats/_csvscan.c, _eventscan.c): a C
+# compiler is installed when missing, and they are built now (cached), not during the first ingest.
+# Without them the readers still work, several times slower: say so loudly.
+command -v cc >/dev/null || apt_install gcc libc6-dev
+.venv/bin/python -c "
+from pypto_core.formats.csvscan import native_lib
+from pypto_core.formats.eventscan import native_scanner
+raise SystemExit(0 if native_lib() and native_scanner() else 1)" ||
+  echo "pypto setup: WARNING: the C scanners did not build; the readers fall back to pure Python (slow)" >&2
 
 # Translations: compile locale/*/LC_MESSAGES/django.po into the git-ignored django.mo on every run
 # (compilemessages skips a .mo newer than its .po); msgfmt comes with gettext.
