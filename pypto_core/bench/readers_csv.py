@@ -134,6 +134,7 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
                     "parquet_load_s": round(load["seconds"], 3),
                     "parquet_load_cpu_s": round(load["cpu_s"], 3),
                     "parquet_load_rows_per_s": round(load["rows"] / load["seconds"]) if load["seconds"] else None,
+                    "parquet_load_input_mb_per_s": round(input_mb / load["seconds"], 1) if load["seconds"] else None,
                     "parquet_load_peak_rss_mb": round(load["peak_rss_mb"], 1),
                     "arrow_mb": round(load["arrow_mb"], 1),
                 })

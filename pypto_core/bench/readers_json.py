@@ -214,6 +214,7 @@ def _measure(kind: str, label: str, src: Path, work: Path, size_mb: int, gen: di
     else:
         entry.update({"parquet_load_s": round(load["seconds"], 3),
                       "parquet_load_rows_per_s": round(load["rows"] / load["seconds"]) if load["seconds"] else None,
+                      "parquet_load_input_mb_per_s": round(decoded_mb / load["seconds"], 1) if load["seconds"] else None,
                       "parquet_load_peak_rss_mb": round(load["peak_rss_mb"], 1)})
     shutil.rmtree(out_dir, ignore_errors=True)
     return entry
