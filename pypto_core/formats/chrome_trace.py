@@ -39,6 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.formats.eventscan import Pieces, scan_file
+from pypto_core.formats.flow_binding import (NO_START, NO_TS, SPAN, BucketedSpans, RowOrder, Spill, SpillDir,
+                                             TimeSample, bind_on_lanes, first_rows, hash_part, split_to)  # noqa: F401 (bind_on_lanes: re-exported)
 from pypto_core.formats.table_sink import TableSink, Transform
 from pypto_core.profile import TABLE_NAMES, Profile, ProfileMeta, conform, empty_table, save_tables
 
@@ -187,47 +189,6 @@ def _lookup(keys: pa.ChunkedArray, domain: pa.Array | pa.ChunkedArray, values: p
     return pc.take(values, idx)
 
 
-_WALK_BACK = 16  # how many earlier siblings to step over looking for the enclosing slice (nesting depth)
-_NO_START = np.iinfo(np.int64).max  # a slice without ts never contains a flow end
-_NO_TS = np.iinfo(np.int64).min  # a flow end without ts is never inside a slice
-
-
-def bind_on_lanes(end_lane: np.ndarray, end_ts: np.ndarray, lane: np.ndarray, start: np.ndarray,
-                  dur: np.ndarray) -> np.ndarray:
-    """Per flow end, the row of the innermost slice on its lane that contains its ts, or -1.
-
-    A slice starting exactly at ts wins (that is how torch_npu and Kineto write flows); among nested slices
-    starting together, the shortest. Lanes are integer ids (an end on lane -1 is never bound); nulls are
-    already filled (ts: int64 min, start: int64 max, dur: 0)."""
-    result = np.full(len(end_lane), -1, dtype=np.int64)
-    if not (len(end_lane) and len(lane)):
-        return result
-    s_id, e_id, ts = lane, end_lane, end_ts
-    # one sort by (lane, start, longest first): then per lane the last start <= ts is the innermost
-    order = np.lexsort((-dur, start, s_id))
-    s_id_o, start_o = s_id[order], start[order]
-    end_o = start_o + dur[order]
-    lane_lo = np.searchsorted(s_id_o, e_id, side="left")
-    lane_hi = np.searchsorted(s_id_o, e_id, side="right")
-    # position of ts within its lane: search lane by lane (few lanes, each vectorized)
-    pos = np.full(len(e_id), -1, dtype=np.int64)
-    for one in np.unique(e_id[e_id >= 0]):
-        sel = np.flatnonzero(e_id == one)
-        lo, hi = lane_lo[sel[0]], lane_hi[sel[0]]
-        pos[sel] = lo + np.searchsorted(start_o[lo:hi], ts[sel], side="right") - 1
-    cand = pos.copy()
-    for _ in range(_WALK_BACK):
-        valid = (cand >= lane_lo) & (cand < lane_hi) & (e_id >= 0)
-        inside = np.zeros_like(valid)
-        inside[valid] = (start_o[cand[valid]] <= ts[valid]) & (ts[valid] <= end_o[cand[valid]])
-        done = valid & inside & (result < 0)
-        result[done] = order[cand[done]]
-        cand = np.where(valid & ~inside & (result < 0), cand - 1, -1)
-        if not (cand >= 0).any():
-            break
-    return result
-
-
 class _LaneIds:
     """Small integer ids for the pid/tid lanes (a trace has a few dozen): what flow ends bind on, 4 bytes
     a slice instead of the pid and tid text. A null pid or tid is a lane of its own."""
@@ -244,48 +205,22 @@ class _LaneIds:
         return np.array(ids, np.int32)[enc.indices.to_numpy(zero_copy_only=False)]
 
 
-@dataclass
-class _Spans:
-    """Per slice of one table, in its row order, what flow ends bind on."""
-
-    lane: np.ndarray  # int32 _LaneIds
-    start: np.ndarray  # int64 ns, null -> _NO_START
-    dur: np.ndarray  # int64 ns, null -> 0
-
-    @classmethod
-    def of(cls, slices: pa.Table, lanes: _LaneIds) -> "_Spans":
-        return cls(lanes.of(slices["pid"], slices["tid"]),
-                   pc.fill_null(slices["ts_ns"], _NO_START).to_numpy(),
-                   pc.fill_null(slices["dur_ns"], 0).to_numpy())
-
-    def bind(self, ends: "_Ends") -> pa.Array:
-        """Row of the slice each flow end is bound to, or null."""
-        row = bind_on_lanes(ends.lane, ends.ts, self.lane, self.start, self.dur)
-        return pa.array(row, pa.int64(), mask=row < 0)
-
-
-@dataclass
-class _Ends:
-    """Flow ends (``s`` or ``f`` events) as the few numbers pairing and binding need: 21 bytes an end
-    instead of its cat, id, pid and tid text (a trace has one flow per kernel)."""
-
-    cat: np.ndarray  # int8: index in _FLOW_CATS
-    id_hi: np.ndarray  # int64: an integer id's digits before its last 18 (0 for shorter ones and text ids)
-    id: np.ndarray  # int64: its last 18 digits, or a text id's code
-    id_is_text: np.ndarray  # bool: id holds a code of _FlowIds (an id that is not an integer)
-    id_valid: np.ndarray  # bool
-    lane: np.ndarray  # int32 _LaneIds
-    ts: np.ndarray  # int64 ns, null -> _NO_TS
-
-    @classmethod
-    def concat(cls, parts: list["_Ends"]) -> "_Ends":
-        if not parts:
-            return cls(*(np.array([], dt) for dt in (np.int8, np.int64, np.int64, bool, bool, np.int32, np.int64)))
-        return cls(*(np.concatenate([getattr(p, f) for p in parts])
-                     for f in ("cat", "id_hi", "id", "id_is_text", "id_valid", "lane", "ts")))
-
-    def __len__(self) -> int:
-        return len(self.ts)
+# per flow end (``s`` or ``f`` event) the few numbers pairing and binding need, 31 bytes instead of its
+# cat, id, pid and tid text (a trace has one flow per kernel); spilled as scanned
+_END = np.dtype([("cat", "i1"),  # index in _FLOW_CATS
+                 ("text", "?"),  # id holds a code of _FlowIds (an id that is not an integer)
+                 ("valid", "?"),
+                 ("lane", "<i4"),  # _LaneIds
+                 ("hi", "<i8"),  # an integer id's digits before its last 18 (0 for shorter ones and text ids)
+                 ("id", "<i8"),  # its last 18 digits, or a text id's code
+                 ("ts", "<i8")])  # ns, null -> NO_TS
+_KEY = np.dtype([("text", "?"), ("valid", "?"), ("hi", "<i8"), ("id", "<i8")])  # a CANN API's connection_id
+_KEY_ROW = np.dtype([("text", "?"), ("valid", "?"), ("hi", "<i8"), ("id", "<i8"), ("row", "<i8")])
+# a flow end bound to its slices (-1: none), in the hash partition of its id
+_BOUND_S = np.dtype([("cat", "i1"), ("text", "?"), ("valid", "?"), ("hi", "<i8"), ("id", "<i8"),
+                     ("host", "<i8"), ("api", "<i8")])
+_BOUND_F = np.dtype([("cat", "i1"), ("text", "?"), ("valid", "?"), ("hi", "<i8"), ("id", "<i8"), ("kernel", "<i8")])
+_FLOW = np.dtype([("kernel", "<i8"), ("host", "<i8"), ("api", "<i8"), ("cat", "i1")])  # a flows row, -1: null
 
 
 class _FlowIds:
@@ -321,11 +256,21 @@ class _FlowIds:
                     ids[row] = code
         return ids_hi, ids, is_text, valid
 
-    def ends(self, rows: pa.Table, lanes: _LaneIds) -> _Ends:
-        ids_hi, ids, is_text, valid = self.encode(rows["id"])
-        cat = pc.index_in(rows["cat"], value_set=pa.array(list(_FLOW_CATS))).to_numpy(zero_copy_only=False)
-        return _Ends(cat.astype(np.int8), ids_hi, ids, is_text, valid, lanes.of(rows["pid"], rows["tid"]),
-                     pc.fill_null(rows["ts_ns"], _NO_TS).to_numpy())
+    def ends(self, rows: pa.Table, lanes: _LaneIds) -> np.ndarray:
+        """The flow ends (``_END`` records) of ``s`` or ``f`` rows (cat, id, pid, tid, ts_ns)."""
+        out = np.empty(rows.num_rows, _END)
+        out["hi"], out["id"], out["text"], out["valid"] = self.encode(rows["id"])
+        out["cat"] = pc.index_in(rows["cat"], value_set=pa.array(list(_FLOW_CATS))).to_numpy(zero_copy_only=False)
+        out["lane"] = lanes.of(rows["pid"], rows["tid"])
+        out["ts"] = pc.fill_null(rows["ts_ns"], NO_TS).to_numpy()
+        return out
+
+    def keys(self, text: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """The CANN APIs' connection_id (``_KEY`` records): HostToDevice flow ids. A text id gets a code even
+        if no flow has it yet: it then matches no flow end, as the text would not."""
+        out = np.empty(len(text), _KEY)
+        out["hi"], out["id"], out["text"], out["valid"] = self.encode(text)
+        return out
 
 
 # The integer text an id keeps as numbers: no sign or leading zero (so that the numbers give the same text
@@ -333,42 +278,135 @@ class _FlowIds:
 _CANONICAL_INT = r"^(0|[1-9][0-9]{0,35})$"
 
 
-def _flows(starts: _Ends, finishes: _Ends, ids: _FlowIds, host: _Spans, api: _Spans, kernels: _Spans,
-           api_connection: pa.Array) -> tuple[pa.Table, int]:
+def _flows(starts: Spill, finishes: Spill, host: _Finished, api: _Finished, kernels: _Finished,
+           sample: TimeSample, spills: SpillDir, folder: Path | None) -> tuple[pa.Table | None, int]:
     """Flow pairs (``s`` / ``f`` ends, paired by cat and id) -> (host_index | api_index, kernel_index, kind)
-    rows; and how many pairs could not be bound. ``api_connection``: the CANN APIs' connection_id text,
-    in api_calls order."""
-    if len(starts) + len(finishes) == 0:
-        return empty_table("flows").append_column("api_index", pa.array([], pa.int64())), 0
-    api_index = api.bind(starts)
-    # HostToDevice ids equal the CANN API's connection_id; bind by it where the ts does not match
-    if len(api_connection):
-        by_conn = _first_rows_by_key(_pair_keys(starts.id_hi, starts.id, starts.id_is_text, starts.id_valid),
-                                     _pair_keys(*ids.encode(api_connection, add=False)))
-        api_index = pc.coalesce(api_index, by_conn)
+    rows, sorted; and how many pairs could not be bound. The table is None once written into ``folder``.
+
+    Out of core (see ``flow_binding``): the ends are bound to the slices time bucket by time bucket, then
+    paired per hash partition of their id (with the CANN APIs' connection_id, by which HostToDevice ends
+    bind where the ts does not match), and the rows come out kernel-row range by range."""
+    sink = TableSink("flows", folder)
+    sink.add(_empty_flows())
+    n_kernels = kernels.spans.rows
+    n_ends = len(starts) + len(finishes)
+    if n_ends == 0:
+        return sink.finish(), 0
+    tables = {"host": host, "api": api, "kernel": kernels}
+    bounds = sample.bounds(spills.buckets(n_ends + sum(t.spans.rows for t in tables.values())))
+    buckets = len(bounds) + 1
+    s_at, f_at = (_by_time(ends, bounds, spills) for ends in (starts, finishes))
+    on = {k: BucketedSpans(t.spans, t.rows, bounds, spills) for k, t in tables.items()}
+    parts = spills.buckets(n_ends + api.keys.rows)
+    s_parts, f_parts = spills.parts(_BOUND_S, parts), spills.parts(_BOUND_F, parts)
+    for k in range(buckets):
+        s, f = s_at[k].read(), f_at[k].read()
+        s_at[k].remove()
+        f_at[k].remove()
+        bs = np.empty(len(s), _BOUND_S)
+        for c in ("cat", "text", "valid", "hi", "id"):
+            bs[c] = s[c]
+        bs["host"], bs["api"] = on["host"].bind(k, s["lane"], s["ts"]), on["api"].bind(k, s["lane"], s["ts"])
+        split_to(s_parts, bs, _id_part(parts, bs))
+        bf = np.empty(len(f), _BOUND_F)
+        for c in ("cat", "text", "valid", "hi", "id"):
+            bf[c] = f[c]
+        bf["kernel"] = on["kernel"].bind(k, f["lane"], f["ts"])
+        split_to(f_parts, bf, _id_part(parts, bf))
+    for binder in on.values():
+        binder.remove()
+    a_parts = spills.parts(_KEY_ROW, parts)
+    offset = 0
+    for chunk in api.keys.chunks():
+        rec = np.empty(len(chunk), _KEY_ROW)
+        for c in ("text", "valid", "hi", "id"):
+            rec[c] = chunk[c]
+        rec["row"] = api.rows.final(np.arange(offset, offset + len(chunk), dtype=np.int64))
+        offset += len(chunk)
+        split_to(a_parts, rec, _id_part(parts, rec))
+    api.keys.remove()
+    ranges = spills.buckets(n_kernels)
+    width = max(1, -(-n_kernels // ranges))
+    out_parts = spills.parts(_FLOW, ranges)
+    unbound = 0
+    for p in range(parts):
+        rows, missed = _pair(s_parts[p].read(), f_parts[p].read(), a_parts[p].read())
+        for spill in (s_parts[p], f_parts[p], a_parts[p]):
+            spill.remove()
+        unbound += missed
+        split_to(out_parts, rows, rows["kernel"] // width)
+    for r in range(ranges):
+        sink.add(_flow_rows(out_parts[r].read()))
+        out_parts[r].remove()
+    return sink.finish(), unbound
+
+
+def _empty_flows() -> pa.Table:
+    return empty_table("flows").append_column("api_index", pa.array([], pa.int64()))
+
+
+def _by_time(ends: Spill, bounds: np.ndarray, spills: SpillDir) -> list[Spill]:
+    """The flow ends split into the time buckets of their ts."""
+    if not len(bounds):
+        return [ends]
+    parts = spills.parts(_END, len(bounds) + 1)
+    for chunk in ends.chunks():
+        split_to(parts, chunk, np.searchsorted(bounds, chunk["ts"], side="right"))
+    ends.remove()
+    return parts
+
+
+def _id_part(parts: int, rec: np.ndarray) -> np.ndarray:
+    """The hash partition of each record's id (invalid ids, which pair with nothing, all together)."""
+    valid = rec["valid"]
+    return hash_part(parts, rec["text"] & valid, np.where(valid, rec["hi"], 0), np.where(valid, rec["id"], 0))
+
+
+def _pair(s: np.ndarray, f: np.ndarray, apis: np.ndarray) -> tuple[np.ndarray, int]:
+    """The bound flows (``_FLOW`` records) of one partition's ends, and how many pairs were not bound."""
+    api_index = s["api"]
+    if len(apis):  # HostToDevice ids equal the CANN API's connection_id: by it where the ts does not match
+        apis = apis[np.argsort(apis["row"], kind="stable")]  # the first API in table order wins
+        keys = _pair_keys(s["hi"], s["id"], s["text"], s["valid"])
+        hit = first_rows(keys, _pair_keys(apis["hi"], apis["id"], apis["text"], apis["valid"]))
+        hit[keys["bad"] != 0] = -1
+        api_index = np.where(api_index >= 0, api_index, np.where(hit >= 0, apis["row"][np.maximum(hit, 0)], -1))
     start_side = pa.table({
-        "cat": starts.cat, "text": starts.id_is_text, "hi": starts.id_hi,
-        "id": pa.array(starts.id, mask=~starts.id_valid),
-        "host_index": host.bind(starts), "api_index": api_index,
+        "cat": np.ascontiguousarray(s["cat"]), "text": np.ascontiguousarray(s["text"]),
+        "hi": np.ascontiguousarray(s["hi"]), "id": pa.array(np.ascontiguousarray(s["id"]), mask=~s["valid"]),
+        "host_index": _nullable(s["host"]), "api_index": _nullable(api_index),
     })
     finish_side = pa.table({
-        "cat": finishes.cat, "text": finishes.id_is_text, "hi": finishes.id_hi,
-        "id": pa.array(finishes.id, mask=~finishes.id_valid),
-        "kernel_index": kernels.bind(finishes),
+        "cat": np.ascontiguousarray(f["cat"]), "text": np.ascontiguousarray(f["text"]),
+        "hi": np.ascontiguousarray(f["hi"]), "id": pa.array(np.ascontiguousarray(f["id"]), mask=~f["valid"]),
+        "kernel_index": _nullable(f["kernel"]),
     })
     pairs = start_side.join(finish_side, ["cat", "text", "hi", "id"], join_type="full outer")
     bound = pc.and_(pc.is_valid(pairs["kernel_index"]), pc.or_(pc.is_valid(pairs["host_index"]), pc.is_valid(pairs["api_index"])))
-    unbound = pairs.num_rows - pc.sum(bound.cast(pa.int64())).as_py() if pairs.num_rows else 0
+    n_pairs = pairs.num_rows
     pairs = pairs.filter(bound)
-    kind = pa.DictionaryArray.from_arrays(pairs["cat"].combine_chunks().cast(pa.int32()),
-                                          pa.array(list(_FLOW_CATS))).cast(pa.string())
-    is_api_kind = pc.equal(kind, "HostToDevice")
-    host_index = pc.if_else(is_api_kind, pa.scalar(None, pa.int64()), pairs["host_index"])
-    api_index = pc.if_else(is_api_kind, pairs["api_index"], pa.scalar(None, pa.int64()))
-    out = pa.table({"host_index": host_index, "kernel_index": pairs["kernel_index"], "kind": kind, "api_index": api_index})
-    # a join returns rows in no set order: sort fully so that the same file always gives the same table
+    out = np.empty(pairs.num_rows, _FLOW)
+    out["cat"] = pairs["cat"].to_numpy()
+    for c in ("kernel", "host", "api"):
+        out[c] = pc.fill_null(pairs[f"{c}_index"], -1).to_numpy()
+    return out, n_pairs - len(out)
+
+
+def _nullable(rows: np.ndarray) -> pa.Array:
+    return pa.array(np.ascontiguousarray(rows), pa.int64(), mask=rows < 0)
+
+
+def _flow_rows(rec: np.ndarray) -> pa.Table:
+    """``_FLOW`` records -> flows rows, sorted fully (a join returns rows in no set order: the same file
+    must always give the same table). A HostToDevice flow links its API, an async_npu one its host op."""
+    is_api_kind = rec["cat"] == _FLOW_CATS.index("HostToDevice")
+    kind = pa.DictionaryArray.from_arrays(rec["cat"].astype(np.int32), pa.array(list(_FLOW_CATS))).cast(pa.string())
+    out = pa.table({"host_index": pa.array(np.ascontiguousarray(rec["host"]), pa.int64(), mask=(rec["host"] < 0) | is_api_kind),
+                    "kernel_index": np.ascontiguousarray(rec["kernel"]),
+                    "kind": kind,
+                    "api_index": pa.array(np.ascontiguousarray(rec["api"]), pa.int64(), mask=(rec["api"] < 0) | ~is_api_kind)})
     out = out.sort_by([("kernel_index", "ascending"), ("kind", "ascending"), ("host_index", "ascending"), ("api_index", "ascending")])
-    return conform("flows", out), int(unbound or 0)
+    return conform("flows", out)
 
 
 def _pair_keys(ids_hi: np.ndarray, ids: np.ndarray, is_text: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -378,17 +416,6 @@ def _pair_keys(ids_hi: np.ndarray, ids: np.ndarray, is_text: np.ndarray, valid: 
     keys["bad"], keys["text"] = ~valid, is_text
     keys["hi"], keys["id"] = np.where(valid, ids_hi, 0), np.where(valid, ids, 0)
     return keys
-
-
-def _first_rows_by_key(keys: np.ndarray, domain: np.ndarray) -> pa.Array:
-    """For each key, the first row of ``domain`` with the same key (null where none, or an invalid key)."""
-    if not len(domain):
-        return pa.nulls(len(keys), pa.int64())
-    order = np.argsort(domain, kind="stable")  # equal keys keep their order: the first row comes first
-    ordered = domain[order]
-    pos = np.minimum(np.searchsorted(ordered, keys), len(ordered) - 1)
-    hit = (ordered[pos] == keys) & (keys["bad"] == 0)
-    return pa.array(order[pos], pa.int64(), mask=~hit)
 
 
 def steps_from_host(host: pa.Table) -> pa.Table:
@@ -519,13 +546,13 @@ def _inserting(late: pa.Table, at: np.ndarray, total: int) -> Transform:
     return apply
 
 
-def _renaming(pid: np.ndarray, names: pa.Array) -> Transform:
+def _renaming(pid: Spill, names: pa.Array) -> Transform:
     """A transform for the counters seen chunk by chunk, in order: ``process`` becomes ``names[pid]``."""
     seen = 0
 
     def apply(chunk: pa.Table) -> pa.Table:
         nonlocal seen
-        ids = pid[seen:seen + chunk.num_rows]
+        ids = pid.read(seen, chunk.num_rows)
         seen += chunk.num_rows
         return chunk.set_column(chunk.column_names.index("process"), "process", names.take(pa.array(ids)))
 
@@ -535,14 +562,14 @@ def _renaming(pid: np.ndarray, names: pa.Array) -> Transform:
 class _Counters:
     """The counter samples, streamed into a ``TableSink`` as they are scanned. Their ``process`` is the
     name the file gives their pid in the end (its last ``process_name``), which may come after the samples:
-    each row keeps an int32 pid id, and the column is rewritten at the end if a name given earlier was not
-    the last."""
+    each row's int32 pid id is spilled, and the column is rewritten at the end if a name given earlier was
+    not the last."""
 
-    def __init__(self, folder: Path | None) -> None:
+    def __init__(self, folder: Path | None, spills: SpillDir) -> None:
         self.sink = TableSink("counters", folder)
         self._pid_ids: dict[str | None, int] = {}
         self._given: dict[str | None, set[str | None]] = {}  # per pid, the names its rows were written with
-        self._pid: list[np.ndarray] = []
+        self._pid = spills.spill(np.dtype("<i4"))
 
     def add(self, c: pa.Table, names: dict[str | None, str | None]) -> None:
         enc = pc.dictionary_encode(c["pid"].combine_chunks(), null_encoding="encode")
@@ -552,15 +579,17 @@ class _Counters:
         process = pa.array([names.get(pid) for pid in pids], pa.string()).take(enc.indices)
         self.sink.add(_counter_rows(c, process))
         ids = np.array([self._pid_ids.setdefault(pid, len(self._pid_ids)) for pid in pids], np.int32)
-        self._pid.append(ids[enc.indices.to_numpy(zero_copy_only=False)])
+        self._pid.add(ids[enc.indices.to_numpy(zero_copy_only=False)])
 
     def finish(self, names: dict[str | None, str | None]) -> pa.Table | None:
         """The table (None once its Parquet file is written), ``names`` being the file's last ones."""
         transform = None
         if any(given != {names.get(pid)} for pid, given in self._given.items()):
             final = pa.array([names.get(pid) for pid in self._pid_ids], pa.string())  # in id order
-            transform = _renaming(np.concatenate(self._pid), final)
-        return self.sink.finish(transform)
+            transform = _renaming(self._pid, final)
+        table = self.sink.finish(transform)
+        self._pid.remove()
+        return table
 
     def abort(self) -> None:
         self.sink.abort()
@@ -568,57 +597,59 @@ class _Counters:
 
 class _Finished(NamedTuple):
     table: pa.Table | None  # None once its Parquet file is written
-    spans: _Spans
-    ids: pa.Array
+    spans: Spill  # SPAN records, streamed rows then late ones
+    keys: Spill  # the CANN APIs' connection_id (_KEY records), in the same order (empty for other tables)
+    rows: RowOrder  # the final row of each of those
 
 
 class _SliceTable:
     """One big slice table (host_ops, api_calls, kernels): its rows go to a ``TableSink`` as they are
-    scanned; what stays in memory is what the flows bind on (``_Spans``: 20 bytes a row), and for the CANN
-    APIs their connection_id text (HostToDevice flow ids)."""
+    scanned; what the flows bind on (``SPAN`` records: 20 bytes a row) and for the CANN APIs their
+    connection_id (HostToDevice flow ids) are spilled, with the bucket sample of their starts."""
 
-    def __init__(self, name: str, folder: Path | None, rows: Callable[[pa.Table], pa.Table],
-                 id_column: str | None = None) -> None:
+    def __init__(self, name: str, folder: Path | None, rows: Callable[[pa.Table], pa.Table], spills: SpillDir,
+                 sample: TimeSample, id_column: str | None = None) -> None:
         self.sink = TableSink(name, folder)
         self._rows = rows
         self._id_column = id_column
-        self._spans: list[_Spans] = []
-        self._ids: list[pa.Array] = []
+        self._spans = spills.spill(SPAN)
+        self._keys = spills.spill(_KEY)
+        self._sample = sample
 
     @property
     def count(self) -> int:
         return self.sink.rows
 
-    def add(self, slices: pa.Table, lanes: _LaneIds) -> None:
+    def add(self, slices: pa.Table, lanes: _LaneIds, ids: _FlowIds) -> None:
         self.sink.add(self._rows(slices))
-        self._keep(slices, lanes)
+        self._keep(slices, lanes, ids)
 
-    def _keep(self, slices: pa.Table, lanes: _LaneIds) -> None:
-        self._spans.append(_Spans.of(slices, lanes))
+    def _keep(self, slices: pa.Table, lanes: _LaneIds, ids: _FlowIds) -> None:
+        spans = np.empty(slices.num_rows, SPAN)
+        spans["lane"] = lanes.of(slices["pid"], slices["tid"])
+        spans["start"] = pc.fill_null(slices["ts_ns"], NO_START).to_numpy()
+        spans["dur"] = pc.fill_null(slices["dur_ns"], 0).to_numpy()
+        self._spans.add(spans)
+        self._sample.add(spans["start"])
         if self._id_column is not None:
-            self._ids.append(slices[self._id_column].combine_chunks())
+            self._keys.add(ids.keys(slices[self._id_column]))
 
-    def finish(self, late: pa.Table, at: np.ndarray, lanes: _LaneIds) -> _Finished:
-        """The table, its spans and ids, with the ``late`` slices (classified at the end) put before row
+    def finish(self, late: pa.Table, at: np.ndarray, lanes: _LaneIds, ids: _FlowIds) -> _Finished:
+        """The table, its spans and keys, with the ``late`` slices (classified at the end) put before row
         ``at`` of the rows streamed."""
         n = self.count
         rows = self._rows(late)
-        self._keep(late, lanes)
+        if late.num_rows:
+            self._keep(late, lanes, ids)
         transform = None
         if n and late.num_rows:
             transform = _inserting(rows, at, n)
         else:  # nothing streamed: the late rows are the table (without any: its columns, extras included)
             self.sink.add(rows)
         table = self.sink.finish(transform)
-        spans = _Spans(*(np.concatenate([getattr(part, f) for part in self._spans])
-                         for f in ("lane", "start", "dur")))
-        ids = pa.concat_arrays(self._ids) if self._id_column is not None else pa.array([], pa.string())
-        if late.num_rows:  # back in file order
-            order = _merge_order(n, at)
-            spans = _Spans(spans.lane[order], spans.start[order], spans.dur[order])
-            ids = ids.take(order) if self._id_column is not None else ids
-        self._spans, self._ids = [], []
-        return _Finished(table, spans, ids)
+        self._spans.close()
+        self._keys.close()
+        return _Finished(table, self._spans, self._keys, RowOrder(n, at if late.num_rows else at[:0]))
 
     def abort(self) -> None:
         self.sink.abort()
@@ -641,7 +672,7 @@ _PIECE_COLUMNS = {
 }
 _COUNTER_COLUMNS = ["name", "pid", "ts_ns", "arg0_key", "arg0_val"]
 _FLOW_COLUMNS = ["cat", "id", "pid", "tid", "ts_ns"]
-_STREAMED_TABLES = (*_STREAMED.values(), "counters")  # what write_trace_view writes as it reads
+_STREAMED_TABLES = (*_STREAMED.values(), "counters", "flows")  # what write_trace_view writes as it reads
 _PIECE_EXTRA = (pa.field("_seq", pa.int64()), *(pa.field(c, pa.int64()) for c in _AT.values()))
 _FLOW_CATS = ("async_npu", "HostToDevice")
 _SLICE_KINDS = (LANE_DEVICE, LANE_HOST, LANE_API, LANE_COMMUNICATION, LANE_OVERLAP)
@@ -709,15 +740,16 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
     """
     pieces = Pieces(_PIECE_COLUMNS, ASCEND_ARG_KEYS, extra=_PIECE_EXTRA)
     lane_ids = _LaneIds()
+    spills = SpillDir(folder)
+    sample = TimeSample()
     big = {
-        LANE_HOST: _SliceTable("host_ops", folder, _host_rows),
-        LANE_API: _SliceTable("api_calls", folder, _api_rows, id_column="arg:connection_id"),
-        LANE_DEVICE: _SliceTable("kernels", folder, _kernel_rows),
+        LANE_HOST: _SliceTable("host_ops", folder, _host_rows, spills, sample),
+        LANE_API: _SliceTable("api_calls", folder, _api_rows, spills, sample, id_column="arg:connection_id"),
+        LANE_DEVICE: _SliceTable("kernels", folder, _kernel_rows, spills, sample),
     }
-    counters = _Counters(folder)
+    counters = _Counters(folder, spills)
     flow_ids = _FlowIds()
-    flow_starts: list[_Ends] = []
-    flow_finishes: list[_Ends] = []
+    flow_starts, flow_finishes = spills.spill(_END), spills.spill(_END)
     steps: list[pa.Table] = []
     proc_names: dict[str | None, str | None] = {}
     state = {"events": 0, "python_function": 0}
@@ -739,7 +771,7 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         for end, kept in (("s", flow_starts), ("f", flow_finishes)):
             rows = batch.select(_FLOW_COLUMNS).filter(pc.and_(pc.equal(ph, end), is_flow))
             if rows.num_rows:
-                kept.append(flow_ids.ends(pa.Table.from_batches([rows]), lane_ids))
+                kept.add(flow_ids.ends(pa.Table.from_batches([rows]), lane_ids))
         is_pyfn = pc.fill_null(pc.equal(batch.column("cat"), "python_function"), False)
         state["python_function"] += int(pc.sum(pc.and_(pc.equal(ph, "X"), is_pyfn).cast(pa.int64())).as_py() or 0)
         is_x = pc.and_(pc.equal(ph, "X"), pc.invert(is_pyfn))
@@ -757,7 +789,7 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         for k, table in big.items():
             slices = pa.Table.from_batches([batch.select(_X_COLUMNS).filter(masks[k])])
             if slices.num_rows:
-                table.add(slices, lane_ids)
+                table.add(slices, lane_ids, flow_ids)
                 if k == LANE_HOST:
                     steps.append(_step_rows(slices))
 
@@ -767,13 +799,17 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         deferred = pieces.table("deferred")
         dkind = _pid_kind_column(deferred, lanes)
         late = {k: deferred.filter(pc.fill_null(pc.equal(dkind, k), False)) for k in _SLICE_KINDS}
-        done = {k: table.finish(late[k].select(_X_COLUMNS), late[k][_AT[k]].to_numpy(), lane_ids)
+        done = {k: table.finish(late[k].select(_X_COLUMNS), late[k][_AT[k]].to_numpy(), lane_ids, flow_ids)
                 for k, table in big.items()}
         counter_table = counters.finish(proc_names)
+        flows, unbound = _flows(flow_starts, flow_finishes, done[LANE_HOST], done[LANE_API], done[LANE_DEVICE],
+                                sample, spills, folder)
     except BaseException:
         for sink in (*big.values(), counters):
             sink.abort()
         raise
+    finally:
+        spills.remove()
     kept = {k: pieces.table(k) for k in _KEPT}
     for k in _KEPT:
         if late[k].num_rows:
@@ -784,12 +820,9 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
     unnamed = int(pc.sum(pc.is_null(dkind).cast(pa.int64())).as_py() or 0) if deferred.num_rows else 0
     if unnamed:
         warnings.append(f"{unnamed} slices on processes the file never names (no process_name) were skipped")
-    flows, unbound = _flows(_Ends.concat(flow_starts), _Ends.concat(flow_finishes), flow_ids,
-                            done[LANE_HOST].spans, done[LANE_API].spans, done[LANE_DEVICE].spans,
-                            done[LANE_API].ids)
     ov = kept[LANE_OVERLAP]
     tables = TraceTables(
-        flows=flows,
+        flows=flows if flows is not None else empty_table("flows"),
         counters=counter_table if counter_table is not None else empty_table("counters"),
         steps=steps_from_host(pa.concat_tables(steps).sort_by("_seq")),
         communication=_communication(kept[LANE_COMMUNICATION], lanes),
