@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -655,6 +655,56 @@ class _SliceTable:
         self.sink.abort()
 
 
+class _Retained:
+    """Slimmed slices that wait for the end of the file (the lanes' names): in memory, or in an Arrow IPC
+    file of the spill folder (a communication lane grows with the file: ~7 MB a GB)."""
+
+    def __init__(self, spills: SpillDir) -> None:
+        self._path = spills.path / "retained.arrows" if spills.path is not None else None
+        self._parts: list[pa.Table] = []
+        self._writer: pa.ipc.RecordBatchStreamWriter | None = None
+
+    def add(self, part: pa.RecordBatch) -> None:
+        if self._path is None:
+            self._parts.append(pa.Table.from_batches([part]))
+            return
+        if self._writer is None:
+            self._writer = pa.ipc.new_stream(str(self._path), part.schema)
+        self._writer.write_batch(part)
+
+    def chunks(self) -> Iterator[pa.Table]:
+        if self._path is None:
+            yield from self._parts
+            self._parts = []
+            return
+        if self._writer is None:
+            return
+        self.close()
+        with pa.ipc.open_stream(str(self._path)) as reader:
+            for batch in reader:
+                yield pa.Table.from_batches([batch])
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _by_seq(chunks: Iterator[pa.Table], late: pa.Table) -> Iterator[pa.Table]:
+    """The retained chunks (in file order) with the ``late`` rows (classified at the end, in file order)
+    merged in by ``_seq``."""
+    late_seq = late["_seq"].to_numpy() if late.num_rows else np.empty(0, np.int64)
+    j = 0
+    for chunk in chunks:
+        k = int(np.searchsorted(late_seq, chunk["_seq"][-1].as_py(), side="right")) if chunk.num_rows else j
+        if k > j:
+            chunk = pa.concat_tables([chunk, late.slice(j, k - j)]).sort_by("_seq")
+            j = k
+        yield chunk
+    if j < late.num_rows:
+        yield late.slice(j)
+
+
 # ---------------------------------------------------------------------------------------------- reader
 
 
@@ -662,7 +712,6 @@ _X_COLUMNS = ["name", "cat", "pid", "tid", "ts_ns", "dur_ns", "arg:Task Type", "
               "arg:connection_id", "arg:correlation_id", "arg:level", "arg:Thread Id", "arg:Input Dims",
               "arg:Sequence number", "_seq"]
 _STREAMED = {LANE_HOST: "host_ops", LANE_API: "api_calls", LANE_DEVICE: "kernels"}  # the big tables
-_KEPT = (LANE_COMMUNICATION, LANE_OVERLAP)  # small: kept until the end, slimmed to what they need
 _AT = {kind: f"_at_{kind}" for kind in _STREAMED}  # per unnamed slice: rows of each big table before it
 _PIECE_COLUMNS = {
     LANE_COMMUNICATION: ["name", "pid", "tid", "ts_ns", "dur_ns", "_seq"],
@@ -672,7 +721,7 @@ _PIECE_COLUMNS = {
 }
 _COUNTER_COLUMNS = ["name", "pid", "ts_ns", "arg0_key", "arg0_val"]
 _FLOW_COLUMNS = ["cat", "id", "pid", "tid", "ts_ns"]
-_STREAMED_TABLES = (*_STREAMED.values(), "counters", "flows")  # what write_trace_view writes as it reads
+_STREAMED_TABLES = (*_STREAMED.values(), "counters", "flows", "communication")  # what write_trace_view writes as it reads
 _PIECE_EXTRA = (pa.field("_seq", pa.int64()), *(pa.field(c, pa.int64()) for c in _AT.values()))
 _FLOW_CATS = ("async_npu", "HostToDevice")
 _SLICE_KINDS = (LANE_DEVICE, LANE_HOST, LANE_API, LANE_COMMUNICATION, LANE_OVERLAP)
@@ -750,6 +799,7 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
     counters = _Counters(folder, spills)
     flow_ids = _FlowIds()
     flow_starts, flow_finishes = spills.spill(_END), spills.spill(_END)
+    communication = _Retained(spills)  # until the lanes are named: which threads are "Group N Communication"
     steps: list[pa.Table] = []
     proc_names: dict[str | None, str | None] = {}
     state = {"events": 0, "python_function": 0}
@@ -778,8 +828,11 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         known = {pid: classify_process(name, None) for pid, name in proc_names.items()}
         kind = _lookup(batch.column("pid"), pa.array(list(known), pa.string()), pa.array(list(known.values()), pa.string()))
         masks = {k: pc.and_(is_x, pc.fill_null(pc.equal(kind, k), False)) for k in _SLICE_KINDS}
-        for k in _KEPT:
-            pieces.add(k, batch, masks[k])
+        if folder is None:  # the overlap lanes are not a table of a saved profile
+            pieces.add(LANE_OVERLAP, batch, masks[LANE_OVERLAP])
+        comm = batch.select(_PIECE_COLUMNS[LANE_COMMUNICATION]).filter(masks[LANE_COMMUNICATION])
+        if comm.num_rows:
+            communication.add(comm)
         deferred = pc.and_(is_x, pc.is_null(kind))
         if pc.any(deferred).as_py():
             for k, table in big.items():  # where each will go: after the rows of each big table before it
@@ -804,28 +857,32 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         counter_table = counters.finish(proc_names)
         flows, unbound = _flows(flow_starts, flow_finishes, done[LANE_HOST], done[LANE_API], done[LANE_DEVICE],
                                 sample, spills, folder)
+        comm_sink = TableSink("communication", folder)
+        comm_sink.add(empty_table("communication"))
+        late_comm = late[LANE_COMMUNICATION].select(_PIECE_COLUMNS[LANE_COMMUNICATION])
+        for chunk in _by_seq(communication.chunks(), late_comm):
+            comm_sink.add(_communication(chunk, lanes))
+        comm_table = comm_sink.finish()
     except BaseException:
         for sink in (*big.values(), counters):
             sink.abort()
         raise
     finally:
+        communication.close()
         spills.remove()
-    kept = {k: pieces.table(k) for k in _KEPT}
-    for k in _KEPT:
-        if late[k].num_rows:
-            late_rows = late[k].select(_PIECE_COLUMNS[k])
-            kept[k] = pa.concat_tables([kept[k], late_rows]).sort_by("_seq")  # file order
+    ov = pieces.table(LANE_OVERLAP)
+    if late[LANE_OVERLAP].num_rows:
+        ov = pa.concat_tables([ov, late[LANE_OVERLAP].select(_PIECE_COLUMNS[LANE_OVERLAP])]).sort_by("_seq")
     steps.append(_step_rows(late[LANE_HOST]))
     warnings: list[str] = []
     unnamed = int(pc.sum(pc.is_null(dkind).cast(pa.int64())).as_py() or 0) if deferred.num_rows else 0
     if unnamed:
         warnings.append(f"{unnamed} slices on processes the file never names (no process_name) were skipped")
-    ov = kept[LANE_OVERLAP]
     tables = TraceTables(
         flows=flows if flows is not None else empty_table("flows"),
         counters=counter_table if counter_table is not None else empty_table("counters"),
         steps=steps_from_host(pa.concat_tables(steps).sort_by("_seq")),
-        communication=_communication(kept[LANE_COMMUNICATION], lanes),
+        communication=comm_table if comm_table is not None else empty_table("communication"),
         overlap=pa.table({"name": ov["name"], "start_ns": ov["ts_ns"], "dur_ns": ov["dur_ns"]}),
         lanes=lanes,
         hints={

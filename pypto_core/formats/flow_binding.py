@@ -150,6 +150,7 @@ class SpillDir:
     def __init__(self, folder: Path | None) -> None:
         self.path = Path(tempfile.mkdtemp(prefix=".spill-", dir=folder)) if folder is not None else None
         self._n = 0
+        self._made: list[Spill] = []  # on disk: closed by remove() (a failed read leaves them open)
 
     @property
     def on_disk(self) -> bool:
@@ -157,7 +158,11 @@ class SpillDir:
 
     def spill(self, dtype: np.dtype) -> Spill:
         self._n += 1
-        return Spill(dtype, self.path / f"{self._n}.bin" if self.path is not None else None)
+        if self.path is None:
+            return Spill(dtype, None)
+        spill = Spill(dtype, self.path / f"{self._n}.bin")
+        self._made.append(spill)
+        return spill
 
     def parts(self, dtype: np.dtype, n: int) -> list[Spill]:
         return [self.spill(dtype) for _ in range(n)]
@@ -167,6 +172,9 @@ class SpillDir:
         return 1 if self.path is None else max(1, -(-rows // BUCKET_ROWS))
 
     def remove(self) -> None:
+        for spill in self._made:
+            spill.close()
+        self._made = []
         if self.path is not None:
             shutil.rmtree(self.path, ignore_errors=True)
 
@@ -251,21 +259,18 @@ class BucketedSpans:
     candidates :func:`bind_on_lanes` would walk back over in the whole table."""
 
     def __init__(self, spans: Spill, rows: RowOrder, bounds: np.ndarray, spills: SpillDir) -> None:
-        self._bounds = bounds
         n = len(bounds) + 1
-        self._starting = spills.parts(SPAN_ROW, n)
+        self._whole = (spans, rows) if n == 1 else None  # one bucket: the spans as they are
+        self._starting = spills.parts(SPAN_ROW, n) if n > 1 else []
         self._crossing = spills.parts(SPAN_ROW, n) if n > 1 else []
         self._tail = np.empty(0, SPAN_ROW)
         offset = 0
-        for chunk in spans.chunks():
+        for chunk in spans.chunks() if n > 1 else ():
             rec = np.empty(len(chunk), SPAN_ROW)
             for f in ("lane", "start", "dur"):
                 rec[f] = chunk[f]
             rec["row"] = rows.final(np.arange(offset, offset + len(chunk), dtype=np.int64))
             offset += len(chunk)
-            if n == 1:
-                self._starting[0].add(rec)
-                continue
             rec = rec[rec["start"] != NO_START]  # never contains an end: no bucket needs it
             first = np.searchsorted(bounds, rec["start"], side="right")
             last = np.searchsorted(bounds, rec["start"] + rec["dur"], side="right")
@@ -274,10 +279,13 @@ class BucketedSpans:
             for k in range(1, n):  # few slices cross a boundary (long ones): a mask per bucket is cheap
                 sel = cross[(first[cross] < k) & (last[cross] >= k)]
                 self._crossing[k].add(rec[sel])
-        spans.remove()
+        if n > 1:
+            spans.remove()
 
     def bind(self, k: int, end_lane: np.ndarray, end_ts: np.ndarray) -> np.ndarray:
         """Per end of bucket k, the final row of the slice it binds to, or -1 (call for k = 0, 1, ...)."""
+        if self._whole is not None:
+            return self._bind_whole(end_lane, end_ts)
         starting = _by_row(self._starting[k].read())
         self._starting[k].remove()
         if self._crossing:
@@ -299,9 +307,23 @@ class BucketedSpans:
         rows = spans["row"]
         return np.where(bound >= 0, rows[np.maximum(bound, 0)] if len(rows) else -1, -1)
 
+    def _bind_whole(self, end_lane: np.ndarray, end_ts: np.ndarray) -> np.ndarray:
+        assert self._whole is not None
+        spans, rows = self._whole
+        rec = spans.read()
+        lane, start, dur = rec["lane"], rec["start"], rec["dur"]
+        if not len(rows.at):
+            return bind_on_lanes(end_lane, end_ts, lane, start, dur)
+        final = rows.final(np.arange(len(rec), dtype=np.int64))
+        order = np.argsort(final)  # the spans in their final row order (equal ones bind to the later row)
+        bound = bind_on_lanes(end_lane, end_ts, lane[order], start[order], dur[order])
+        return np.where(bound >= 0, final[order][np.maximum(bound, 0)], -1)
+
     def remove(self) -> None:
         for spill in (*self._starting, *self._crossing):
             spill.remove()
+        if self._whole is not None:
+            self._whole[0].remove()
 
 
 def _by_row(rec: np.ndarray) -> np.ndarray:
@@ -323,3 +345,38 @@ def first_rows(keys: np.ndarray, domain: np.ndarray) -> np.ndarray:
     ordered = domain[order]
     pos = np.minimum(np.searchsorted(ordered, keys), len(ordered) - 1)
     return np.where(ordered[pos] == keys, order[pos], -1)
+
+
+LINK = np.dtype([("key", "<i8"), ("ok", "?")])  # per row of a table, the id it links by (ok: has one)
+_KEY_ROW = np.dtype([("key", "<i8"), ("row", "<i8")])
+MATCH = np.dtype([("row", "<i8"), ("match", "<i8")])
+
+
+def link_first_rows(keys: Spill, domain: Spill, spills: SpillDir, width: int, ranges: int) -> list[Spill]:
+    """Per row of ``keys`` (``LINK`` records) with an id, the first row of ``domain`` with the same id:
+    ``MATCH`` records, in ``ranges`` spills of ``width`` key rows each (rows without a match are left out).
+
+    Ids are paired per hash partition; within one, domain rows keep their order, so the first wins."""
+    parts = spills.buckets(len(keys) + len(domain))
+    by_part = []
+    for src in (keys, domain):
+        dst = spills.parts(_KEY_ROW, parts)
+        offset = 0
+        for chunk in src.chunks():
+            ok = np.flatnonzero(chunk["ok"])
+            rec = np.empty(len(ok), _KEY_ROW)
+            rec["key"], rec["row"] = chunk["key"][ok], offset + ok
+            offset += len(chunk)
+            split_to(dst, rec, hash_part(parts, rec["key"]))
+        by_part.append(dst)
+    out = spills.parts(MATCH, ranges)
+    for k_part, d_part in zip(*by_part):
+        k, d = k_part.read(), d_part.read()
+        hit = first_rows(np.ascontiguousarray(k["key"]), np.ascontiguousarray(d["key"]))
+        sel = np.flatnonzero(hit >= 0)
+        rec = np.empty(len(sel), MATCH)
+        rec["row"], rec["match"] = k["row"][sel], d["row"][hit[sel]]
+        split_to(out, rec, rec["row"] // width)
+        k_part.remove()
+        d_part.remove()
+    return out

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from pypto_core.errors import InputError
 from pypto_core.formats.chrome_trace import host_op_rows, steps_from_host, to_float64, to_int64
 from pypto_core.formats.eventscan import scan_file
+from pypto_core.formats.flow_binding import LINK, SpillDir, first_rows, link_first_rows
 from pypto_core.formats.table_sink import TableSink
 from pypto_core.profile import Profile, ProfileMeta, conform, empty_table, save_tables
 
@@ -131,66 +132,70 @@ def write_kineto(path: str | os.PathLike[str], folder: str | os.PathLike[str], *
     return meta
 
 
-_STREAMED = ("host_ops", "api_calls", "kernels", "counters")
+_STREAMED = ("host_ops", "api_calls", "kernels", "counters", "communication")
 
 
 class _Links:
-    """The columns the flows are built from, kept while the tables themselves stream away."""
+    """The ids the flows are built from (``LINK`` records, 9 bytes a row), spilled while the tables
+    themselves stream away."""
 
-    def __init__(self) -> None:
-        self.kernel_correlation: list[pa.Array] = []
-        self.kernel_external: list[pa.Array] = []
-        self.host_correlation: list[pa.Array] = []
-        self.host_is_cpu_op: list[pa.Array] = []
-        self.api_correlation: list[pa.Array] = []
+    def __init__(self, spills: SpillDir) -> None:
+        self._spills = spills
+        self.kernel_correlation = spills.spill(LINK)
+        self.kernel_external = spills.spill(LINK)
+        self.host_correlation = spills.spill(LINK)  # cpu_op rows only: other host ops link to nothing
+        self.api_correlation = spills.spill(LINK)
 
     @staticmethod
-    def _all(parts: list[pa.Array], typ: pa.DataType) -> pa.Array:
-        return pa.concat_arrays(parts) if parts else pa.array([], typ)
+    def of(ids: pa.ChunkedArray | pa.Array, ok: pa.ChunkedArray | pa.Array | None = None) -> np.ndarray:
+        rec = np.empty(len(ids), LINK)
+        rec["key"] = pc.fill_null(ids, 0).to_numpy()
+        valid = pc.is_valid(ids) if ok is None else pc.and_(pc.is_valid(ids), pc.fill_null(ok, False))
+        rec["ok"] = valid.to_numpy(zero_copy_only=False)
+        return rec
 
-    def flows(self) -> pa.Table:
+    def flows(self, folder: Path | None) -> pa.Table | None:
         """One ``ac2g`` row per kernel linked to its launching runtime call (``correlation``) and/or its
         host op (``External id`` of a ``cpu_op``), first match in file order, as HTA links them; a kernel
-        without the id links to nothing."""
-        kernel_corr = self._all(self.kernel_correlation, pa.int64())
-        if not len(kernel_corr):
-            return empty_table("flows").append_column("api_index", pa.array([], pa.int64()))
-        api_index = _first_rows(kernel_corr, self._all(self.api_correlation, pa.int64()))
-        is_op = self._all(self.host_is_cpu_op, pa.bool_())
-        host_corr = pc.if_else(is_op, self._all(self.host_correlation, pa.int64()), pa.scalar(None, pa.int64()))
-        host_index = _first_rows(self._all(self.kernel_external, pa.int64()), host_corr)
-        keep = np.flatnonzero(np.asarray(pc.or_(pc.is_valid(host_index), pc.is_valid(api_index))))
-        t = pa.table({
-            "host_index": host_index.take(keep),
-            "kernel_index": pa.array(keep.astype(np.int64)),
-            "kind": pa.DictionaryArray.from_arrays(np.zeros(len(keep), np.int32), ["ac2g"]).cast(pa.string()),
-            "api_index": api_index.take(keep),
-        })
-        return conform("flows", t)
+        without the id links to nothing. None once written into ``folder``."""
+        sink = TableSink("flows", folder)
+        sink.add(empty_table("flows").append_column("api_index", pa.array([], pa.int64())))
+        n = len(self.kernel_correlation)
+        ranges = self._spills.buckets(n)
+        width = max(1, -(-n // ranges))
+        api = link_first_rows(self.kernel_correlation, self.api_correlation, self._spills, width, ranges)
+        host = link_first_rows(self.kernel_external, self.host_correlation, self._spills, width, ranges)
+        for r in range(ranges if n else 0):
+            lo = r * width
+            api_index, host_index = (np.full(min(width, n - lo), -1, np.int64) for _ in range(2))
+            for index, matches in ((api_index, api[r]), (host_index, host[r])):
+                m = matches.read()
+                index[m["row"] - lo] = m["match"]
+                matches.remove()
+            keep = np.flatnonzero((api_index >= 0) | (host_index >= 0))
+            sink.add(conform("flows", pa.table({
+                "host_index": pa.array(host_index[keep], pa.int64(), mask=host_index[keep] < 0),
+                "kernel_index": pa.array((lo + keep).astype(np.int64)),
+                "kind": pa.DictionaryArray.from_arrays(np.zeros(len(keep), np.int32), ["ac2g"]).cast(pa.string()),
+                "api_index": pa.array(api_index[keep], pa.int64(), mask=api_index[keep] < 0),
+            })))
+        return sink.finish()
 
 
 def _first_rows(keys: pa.Array, domain: pa.Array) -> pa.Array:
-    """For each key, the first row of ``domain`` holding it; null where it has none or the key is null.
-
-    A stable sort and a binary search: a few int64 arrays the size of ``domain``, where a hash lookup
-    (``pc.index_in``) built tables of several times that at the end of a large trace."""
+    """For each key, the first row of ``domain`` holding it; null where it has none or the key is null."""
     present = np.flatnonzero(np.asarray(domain.is_valid()))
-    values = np.asarray(domain.fill_null(0))[present]
-    order = np.argsort(values, kind="stable")  # equal values keep file order: the first one comes first
-    ordered = values[order]
-    key = np.asarray(keys.fill_null(0))
-    if not len(ordered):
-        return pa.nulls(len(key), pa.int64())
-    pos = np.minimum(np.searchsorted(ordered, key), len(ordered) - 1)
-    hit = np.asarray(keys.is_valid()) & (ordered[pos] == key)
-    return pa.array(present[order[pos]], pa.int64(), mask=~hit)
+    hit = first_rows(np.asarray(keys.fill_null(0)), np.asarray(domain.fill_null(0))[present])
+    hit[~np.asarray(keys.is_valid())] = -1
+    return pa.array(np.where(hit >= 0, present[np.maximum(hit, 0)] if len(present) else -1, -1), pa.int64(), mask=hit < 0)
 
 
 def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Table]]:
     """The profile's metadata and the tables not streamed into ``folder`` (all of them without one)."""
     sinks = {name: TableSink(name, folder) for name in _STREAMED}
-    links = _Links()
-    small: dict[str, list[pa.Table]] = {"steps": [], "communication": [], "meta": []}
+    spills = SpillDir(folder)
+    links = _Links(spills)
+    small: dict[str, list[pa.Table]] = {"steps": [], "meta": []}
     state: dict[str, Any] = {"events": 0, "min_ts": None}
 
     def lowest(ts: pa.Array) -> None:
@@ -212,23 +217,22 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
         if (host := part("host", pc.and_(is_x, pc.is_in(cat, pa.array(HOST_CATS_KEPT))))) is not None:
             ops = _host_ops(host)
             sinks["host_ops"].add(ops)
-            links.host_correlation.append(ops["correlation_id"].combine_chunks())
-            links.host_is_cpu_op.append(pc.fill_null(pc.equal(ops["cat"], "cpu_op"), False).combine_chunks())
+            links.host_correlation.add(links.of(ops["correlation_id"], pc.equal(ops["cat"], "cpu_op")))
             lowest(ops["start_ns"])
             small["steps"].append(_step_rows(ops))
         if (api := part("api", pc.and_(is_x, pc.is_in(cat, pa.array(API_CATS))))) is not None:
             calls = _api_calls(api)
             sinks["api_calls"].add(calls)
-            links.api_correlation.append(calls["correlation_id"].combine_chunks())
+            links.api_correlation.add(links.of(calls["correlation_id"]))
             lowest(calls["start_ns"])
         if (kern := part("kernel", pc.and_(is_x, pc.is_in(cat, pa.array(KERNEL_CATS))))) is not None:
             is_comm = _is_communication(kern["name"])
             kernels = _kernels(kern, is_comm)
             sinks["kernels"].add(kernels)
-            links.kernel_correlation.append(kernels["correlation_id"].combine_chunks())
-            links.kernel_external.append(kernels["external_id"].combine_chunks())
+            links.kernel_correlation.add(links.of(kernels["correlation_id"]))
+            links.kernel_external.add(links.of(kernels["external_id"]))
             lowest(kernels["start_ns"])
-            small["communication"].append(_communication(kern.filter(is_comm)))
+            sinks["communication"].add(_communication(kern.filter(is_comm)))
         if (counter := part("counter", pc.fill_null(pc.equal(ph, "C"), False))) is not None:
             sinks["counters"].add(_counters(counter))
             lowest(counter["ts_ns"])
@@ -245,14 +249,15 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
         base = header.get("baseTimeNanoseconds")
         shift = base if isinstance(base, int) and state["min_ts"] is not None and state["min_ts"] < _RELATIVE_BEFORE_NS else 0
         tables = {name: sinks[name].finish(_shifted(shift) if shift else None) for name in _STREAMED}
+        tables["flows"] = links.flows(folder)
     except BaseException:
         for sink in sinks.values():
             sink.abort()
         raise
+    finally:
+        spills.remove()
     tables = {name: t for name, t in tables.items() if t is not None}
-    tables["flows"] = links.flows()
     tables["steps"] = _shifted(shift)(steps_from_host(_concat(small["steps"])))
-    tables["communication"] = _shifted(shift)(_concat(small["communication"], "communication"))
 
     warnings: list[str] = []
     meta = ProfileMeta(
