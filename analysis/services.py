@@ -405,38 +405,28 @@ def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: l
         "unpacked_bytes": sum(f.size for f in files),
         "largest_files": [f.to_dict() for f in biggest],
     }
-    open_profile = engine_function("pypto_core.formats", "open_profile")
-    if open_profile is None:
+    write_profiles = engine_function("pypto_core.formats", "write_profiles")
+    saved_summary = engine_function("pypto_core.profile", "saved_summary")
+    if write_profiles is None or saved_summary is None:
         summary["format"] = detect_format_by_names([f.name for f in files])
         summary["warnings"] = ["the profile readers are not installed yet: only the format and sizes are known"]
         _progress(run, 55, f"readers not installed; format by file names: {summary['format']}")
         return summary
 
-    # A single file is read as itself; an archive as its folder (the reader finds the ranks).
+    # A single file is read as itself; an archive as its folder (the reader finds the ranks). Each rank is
+    # streamed into its Parquet folder in turn: memory is bounded by one rank's reader, not the upload.
     single = profile.upload_kind in ("json", "json.gz", "csv", "db")
     target = unpacked / files[0].name if single else unpacked
     local = workdir / "parquet"
-    streamed = _stream_single_file(run, target, local, unpacked) if single else None
-    if streamed is not None:
-        rank_folders, primary_summary, group_warnings = streamed
-    else:
-        _progress(run, 35, "reading with pypto_core.formats.open_profile")
-        try:
-            result = open_profile(target)
-        except InputError as exc:
-            raise InputError(exc.path.replace(f"{unpacked}/", ""), exc.reason) from exc
-        ranks = list(getattr(result, "profiles", None) or [result])
-        _progress(run, 50, f"read {len(ranks)} rank(s); saving Parquet")
-        rank_folders = []
-        for i, core in enumerate(ranks):
-            folder = f"rank_{core.meta.rank if core.meta.rank is not None else i}"
-            if folder in rank_folders:
-                folder = f"{folder}_{i}"
-            core.save(local / folder)
-            rank_folders.append(folder)
-        primary = result.primary() if hasattr(result, "primary") else ranks[0]
-        primary_summary = primary.summary()
-        group_warnings = list(getattr(result, "warnings", []) or [])
+    _progress(run, 35, "reading with pypto_core.formats.write_profiles")
+    try:
+        saved = write_profiles(target, local)
+    except InputError as exc:
+        raise InputError(exc.path.replace(f"{unpacked}/", ""), exc.reason) from exc
+    rank_folders = [name for name, _ in saved.ranks]
+    _progress(run, 50, f"read {len(rank_folders)} rank(s) into Parquet")
+    primary_summary = saved_summary(local / saved.primary()[0])
+    group_warnings = list(saved.warnings)
     # A fresh prefix per attempt: a redelivered ingest never mixes its files with a dead attempt's.
     prefix = f"projects/{profile.project_id}/parquet/{profile.pk}/{run.pk}-{run.attempts}"
     storage_delete_prefix(prefix)
@@ -449,29 +439,6 @@ def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: l
     if profile.parquet_prefix and profile.parquet_prefix != prefix:
         storage_delete_prefix(profile.parquet_prefix)  # a previous run's tables
     return summary
-
-
-def _stream_single_file(
-    run: AnalysisRun, target: Path, local: Path, unpacked: Path
-) -> tuple[list[str], dict[str, Any], list[str]] | None:
-    """A lone Kineto trace, Ascend timeline or kernel table streamed straight into its Parquet folder
-    (``formats.write_profile``: memory bounded by the batches in flight): (rank folders, summary,
-    warnings); None when its format is read in memory."""
-    write_profile = engine_function("pypto_core.formats", "write_profile")
-    saved_summary = engine_function("pypto_core.profile", "saved_summary")
-    if write_profile is None or saved_summary is None:
-        return None
-    streaming = local / "streaming"
-    try:
-        meta = write_profile(target, streaming)
-    except InputError as exc:
-        raise InputError(exc.path.replace(f"{unpacked}/", ""), exc.reason) from exc
-    if meta is None:
-        return None
-    folder = f"rank_{meta.rank if meta.rank is not None else 0}"
-    streaming.rename(local / folder)
-    _progress(run, 50, f"streamed {target.name} into Parquet")
-    return [folder], saved_summary(local / folder), []
 
 
 # --- multi-rank fan-out -------------------------------------------------------------------------------

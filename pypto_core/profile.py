@@ -296,9 +296,14 @@ def save_tables(directory: str | os.PathLike[str], meta: ProfileMeta, tables: di
         pq.write_table(table, out / f"{name}.parquet", compression="zstd",
                        use_dictionary=parquet_dictionary_columns(table.schema),
                        write_statistics=[c for c in TIME_COLUMNS if c in table.column_names])
-    doc = {"schema_version": SCHEMA_VERSION, "meta": asdict(meta)}
-    (out / "profile.json").write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
+    save_meta(out, meta)
     return out
+
+
+def save_meta(directory: str | os.PathLike[str], meta: ProfileMeta) -> None:
+    """Write (or rewrite) a saved profile's ``profile.json``."""
+    doc = {"schema_version": SCHEMA_VERSION, "meta": asdict(meta)}
+    (Path(directory) / "profile.json").write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
 
 
 def saved_summary(directory: str | os.PathLike[str]) -> dict[str, Any]:

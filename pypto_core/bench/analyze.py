@@ -1,8 +1,8 @@
 """Benchmark: ``diagnose`` on a saved simulated profile of a given trace size (parse excluded).
 
 Target (issue 5): a 1 GB simulated profile analysed in under 10 s and under 1 GiB. The profile is written
-once by ``pypto_core.synth`` in the ascend_pt format at ``size_mb``, read with ``open_profile`` and saved
-as Parquet under ``workdir`` (reused on later runs); the measured part runs in a child process (so its
+once by ``pypto_core.synth`` in the ascend_pt format at ``size_mb``, streamed by ``write_ascend_pt`` into
+Parquet under ``workdir`` (reused on later runs); the measured part runs in a child process (so its
 peak RSS is its own): load the Parquet tables, build the call graph, run every rule.
 """
 

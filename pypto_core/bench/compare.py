@@ -2,8 +2,8 @@
 
 Target (issue 5): two profiles of 1 GB of trace each compared in under 5 s, load included, parse excluded.
 The pair is the demo's before/after at scale: llama2-7b on 910B3 with all four anti-patterns planted (base)
-and all fixed (new), each written by ``pypto_core.synth`` in the ascend_pt format at ``size_mb``, read with
-``open_profile`` and saved as Parquet under ``workdir`` (reused on later runs). The measured part runs in a
+and all fixed (new), each written by ``pypto_core.synth`` in the ascend_pt format at ``size_mb``, streamed
+by ``write_ascend_pt`` into Parquet under ``workdir`` (reused on later runs). The measured part runs in a
 child process so that its peak RSS (VmHWM) is its own: import, load both Parquet profiles (the tables a
 comparison reads, ``compare.COMPARE_TABLES``), build both call graphs, compare.
 """

@@ -3,6 +3,7 @@
     from pypto_core.formats import open_profile, open_profiles, detect_format
     profile = open_profile("rank0_ascend_pt")        # one Profile (the lowest rank of a multi-rank input)
     group = open_profiles("cluster_run.tar.gz")      # every rank, as a ProfileGroup
+    saved = write_profiles("cluster_run.tar.gz", "out")  # every rank saved as Parquet, bounded memory
 
 Every failure to read is an ``InputError`` naming the file and the reason; what could be skipped is listed
 in ``profile.meta.warnings``.
@@ -15,9 +16,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the readers import this package's modules; load them only when called
     from pypto_core.formats.detect import Detection
-    from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
+    from pypto_core.formats.opener import SavedProfiles
+    from pypto_core.profile import Profile, ProfileGroup
 
-__all__ = ["open_profile", "open_profiles", "write_profile", "detect_format"]
+__all__ = ["open_profile", "open_profiles", "write_profiles", "detect_format"]
 
 
 def open_profile(path: str | os.PathLike[str]) -> "Profile":
@@ -34,10 +36,10 @@ def open_profiles(path: str | os.PathLike[str]) -> "ProfileGroup":
     return _open(path)
 
 
-def write_profile(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> "ProfileMeta | None":
-    """Stream a single-file trace or kernel table straight into a saved profile folder (bounded memory);
-    None for inputs that only ``open_profile`` reads. ``Profile.load(folder)`` gives ``open_profile(path)``."""
-    from pypto_core.formats.opener import write_profile as _write
+def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> "SavedProfiles":
+    """Save every rank found at ``path`` under ``folder`` (``rank_N/`` each), one rank at a time; the big
+    files stream into Parquet with bounded memory. ``Profile.load`` of each gives ``open_profiles(path)``."""
+    from pypto_core.formats.opener import write_profiles as _write
 
     return _write(path, folder)
 

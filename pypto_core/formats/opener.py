@@ -1,4 +1,5 @@
-"""``open_profile`` / ``open_profiles``: detect, extract archives safely, dispatch to the reader, group ranks."""
+"""``write_profiles`` / ``open_profiles`` / ``open_profile``: detect, extract archives safely, dispatch to the
+reader, group ranks."""
 
 from __future__ import annotations
 
@@ -7,36 +8,74 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import pyarrow as pa
 
 from pypto_core.errors import InputError
 from pypto_core.formats import detect as det
-import pyarrow as pa
+from pypto_core.memory import release_freed_memory
+from pypto_core.profile import SCHEMA_VERSION, Profile, ProfileGroup, ProfileMeta, save_meta
 
-from pypto_core.profile import SCHEMA_VERSION, Profile, ProfileGroup, ProfileMeta
+
+@dataclass
+class SavedProfiles:
+    """What :func:`write_profiles` wrote: one saved profile folder per rank (its name under the output
+    folder, and its metadata, as in its ``profile.json``), where it came from, and the group's warnings."""
+
+    ranks: list[tuple[str, ProfileMeta]] = field(default_factory=list)
+    source: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def primary(self) -> tuple[str, ProfileMeta]:
+        """The lowest rank, which single-profile consumers use."""
+        return sorted(self.ranks, key=lambda r: (r[1].rank is None, r[1].rank or 0))[0]
+
+
+def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> SavedProfiles:
+    """Every rank at ``path`` saved under ``folder`` (``rank_N/``, as ``Profile.save`` writes it), one rank at
+    a time. A timeline, Kineto trace, kernel table or ``*_ascend_pt`` folder is streamed into Parquet with
+    memory bounded by the reader's batches in flight, whatever its size; other formats are read in memory
+    and saved. Archives are unpacked into a temporary folder removed afterwards. ``Profile.load`` of each
+    folder gives the profiles of :func:`open_profiles`. A failed read removes ``folder``."""
+    p, out = Path(path), Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        found = det.detect(p)
+        if found.kind != det.ARCHIVE:
+            saved = _write_detected(found, out)
+        else:
+            tmp = Path(tempfile.mkdtemp(prefix="pypto_extract_"))
+            try:
+                _extract(p, tmp)
+                try:
+                    inner = det.detect(tmp)
+                except InputError as exc:
+                    raise InputError(str(p), f"archive holds no profile: {exc.reason}") from exc
+                saved = _write_detected(inner, out)
+                _relabel(saved, tmp, p)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        saved.source = str(p)
+        for name, meta in saved.ranks:
+            save_meta(out / name, meta)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return saved
 
 
 def open_profiles(path: str | os.PathLike[str]) -> ProfileGroup:
-    """Every rank at ``path``; archives are unpacked into a temporary folder removed afterwards."""
+    """Every rank at ``path``, in memory: :func:`write_profiles` into a temporary folder, then loaded (one
+    way of reading for both). A saved profile folder is loaded directly."""
     p = Path(path)
-    found = det.detect(p)
-    if found.kind == det.ARCHIVE:
-        tmp = Path(tempfile.mkdtemp(prefix="pypto_extract_"))
-        try:
-            _extract(p, tmp)
-            try:
-                inner = det.detect(tmp)
-            except InputError as exc:
-                raise InputError(str(p), f"archive holds no profile: {exc.reason}") from exc
-            group = _read(inner)
-            _relabel(group, tmp, p)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        group.source = str(p)
-        return group
-    group = _read(found)
-    group.source = str(p)
-    return group
+    if det.detect(p).kind == det.SAVED:
+        return ProfileGroup(profiles=[_load_saved(p)], source=str(p))
+    with tempfile.TemporaryDirectory(prefix="pypto_read_") as tmp:
+        saved = write_profiles(p, tmp)
+        profiles = [Profile.load(Path(tmp) / name) for name, _ in saved.ranks]
+    return ProfileGroup(profiles=profiles, source=saved.source, warnings=saved.warnings)
 
 
 def open_profile(path: str | os.PathLike[str]) -> Profile:
@@ -52,28 +91,6 @@ def open_profile(path: str | os.PathLike[str]) -> Profile:
     return profile
 
 
-def write_profile(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> ProfileMeta | None:
-    """Stream a single-file input straight into a saved profile folder, where its reader can do so with
-    memory bounded by its batches in flight and link columns (a Kineto trace, a kernel table, an Ascend
-    timeline); None for every other input, which :func:`open_profile` reads in memory.
-    ``Profile.load(folder)`` gives ``open_profile(path)``."""
-    p = Path(path)
-    found = det.detect(p)
-    if found.kind == det.KINETO:
-        from pypto_core.formats.kineto import write_kineto
-
-        return write_kineto(p, folder, rank_hint=found.rank_hint)
-    if found.kind == det.KERNEL_CSV:
-        from pypto_core.formats.kernel_csv import write_kernel_table
-
-        return write_kernel_table(p, folder, rank_hint=found.rank_hint)
-    if found.kind == det.TRACE_JSON:
-        from pypto_core.formats.chrome_trace import write_trace_view
-
-        return write_trace_view(p, folder, rank_hint=found.rank_hint)
-    return None
-
-
 def _extract(archive: Path, dest: Path) -> None:
     try:
         from pypto_core.archive import safe_extract
@@ -82,45 +99,81 @@ def _extract(archive: Path, dest: Path) -> None:
     safe_extract(archive, dest)
 
 
-def _relabel(group: ProfileGroup, tmp: Path, archive: Path) -> None:
+def _relabel(saved: SavedProfiles, tmp: Path, archive: Path) -> None:
     """Name sources as ``archive.zip!member/path`` instead of the temporary folder."""
     prefix = str(tmp)
-    for prof in group.profiles:
-        prof.meta.source = prof.meta.source.replace(prefix, f"{archive}!", 1)
-        prof.meta.source_files = [s.replace(prefix, f"{archive}!", 1) for s in prof.meta.source_files]
-        prof.meta.warnings = [w.replace(prefix, f"{archive}!", 1) for w in prof.meta.warnings]
+    for _, meta in saved.ranks:
+        meta.source = meta.source.replace(prefix, f"{archive}!", 1)
+        meta.source_files = [s.replace(prefix, f"{archive}!", 1) for s in meta.source_files]
+        meta.warnings = [w.replace(prefix, f"{archive}!", 1) for w in meta.warnings]
+    saved.warnings = [w.replace(prefix, f"{archive}!", 1) for w in saved.warnings]
 
 
-def _read(found: det.Detection) -> ProfileGroup:
+def _write_detected(found: det.Detection, out: Path) -> SavedProfiles:
+    """Each rank of ``found`` saved in ``out``; a group's unreadable ranks become warnings."""
+    children = found.children if found.kind == det.GROUP else [found]
+    written: list[tuple[Path, ProfileMeta]] = []
+    warnings: list[str] = []
+    for child in children:
+        try:
+            written.extend(_write_one(child, out, len(written)))
+        except InputError as exc:
+            if found.kind != det.GROUP:
+                raise
+            warnings.append(f"skipped {child.path.name}: {exc.reason}")
+        release_freed_memory()  # one rank's freed memory is not carried into the next one's peak
+    if not written:
+        raise InputError(str(found.path), "no readable rank: " + "; ".join(warnings))
+    metas = [meta for _, meta in written]
     if found.kind == det.GROUP:
-        profiles: list[Profile] = []
-        warnings: list[str] = []
-        for child in found.children:
-            try:
-                profiles.extend(_read(child).profiles)
-            except InputError as exc:
-                warnings.append(f"skipped {child.path.name}: {exc.reason}")
-        if not profiles:
-            raise InputError(str(found.path), "no readable rank: " + "; ".join(warnings))
-        _number_ranks(profiles)
-        return ProfileGroup(profiles=profiles, source=str(found.path), warnings=warnings)
-    profiles = read_one(found)
-    for prof in profiles:
+        _number_ranks(metas)
+    ranks: list[tuple[str, ProfileMeta]] = []
+    for i, (part, meta) in enumerate(written):
+        name = f"rank_{meta.rank if meta.rank is not None else i}"
+        if name in (n for n, _ in ranks):
+            name = f"{name}_{i}"
+        part.rename(out / name)
+        ranks.append((name, meta))
+    return SavedProfiles(ranks=ranks, source=str(found.path), warnings=warnings)
+
+
+# The readers that stream a file or folder into Parquet themselves (module, function).
+_STREAMING_WRITERS = {
+    det.KINETO: ("pypto_core.formats.kineto", "write_kineto"),
+    det.KERNEL_CSV: ("pypto_core.formats.kernel_csv", "write_kernel_table"),
+    det.TRACE_JSON: ("pypto_core.formats.chrome_trace", "write_trace_view"),
+    det.ASCEND_PT: ("pypto_core.formats.ascend_pt", "write_ascend_pt"),
+}
+
+
+def _write_one(found: det.Detection, out: Path, index: int) -> list[tuple[Path, ProfileMeta]]:
+    """One detection (not a group) saved as ``out/part_N`` folders (an msprof folder may hold several
+    devices); the rank from its file name where the files do not state it."""
+    if found.kind in _STREAMING_WRITERS:
+        module, name = _STREAMING_WRITERS[found.kind]
+        writer = getattr(importlib.import_module(module), name)
+        dest = out / f"part_{index}"
+        return [(dest, writer(found.path, dest, rank_hint=found.rank_hint))]
+    written = []
+    for prof in read_one(found):
         if prof.meta.rank is None and found.rank_hint is not None:
             prof.meta.rank = found.rank_hint
-    return ProfileGroup(profiles=profiles, source=str(found.path))
+        dest = out / f"part_{index + len(written)}"
+        prof.save(dest)
+        written.append((dest, prof.meta))
+    return written
 
 
-def _number_ranks(profiles: list[Profile]) -> None:
+def _number_ranks(metas: list[ProfileMeta]) -> None:
     """Ranks the files did not state are numbered after the known ones, in folder order."""
-    used = {p.meta.rank for p in profiles if p.meta.rank is not None}
+    used = {m.rank for m in metas if m.rank is not None}
     nxt = 0
-    for prof in profiles:
-        if prof.meta.rank is None:
+    for meta in metas:
+        if meta.rank is None:
             while nxt in used:
                 nxt += 1
-            prof.meta.rank = nxt
-            prof.meta.warnings.append(f"rank not stated in the files; numbered {nxt} by folder order")
+            meta.rank = nxt
+            meta.warnings.append(f"rank not stated in the files; numbered {nxt} by folder order")
             used.add(nxt)
 
 

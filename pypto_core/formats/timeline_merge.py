@@ -9,15 +9,17 @@ start time and name (both files print the same µs string for a task, FORMATS.md
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import numpy as np
 
 from pypto_core.errors import InputError
-from pypto_core.profile import ProfileMeta
+from pypto_core.profile import ProfileMeta, read_table
 
 _TRACE_TABLES = ("host_ops", "api_calls", "kernels", "flows", "counters", "steps")
 
@@ -138,25 +140,75 @@ def repoint_flows(flows: pa.Table, trace_kernels: pa.Table, csv_kernels: pa.Tabl
 
     Flows whose task has no kernel row (SDMA copies, event records: not in kernel_details) are dropped.
     """
-    t_keys = pa.table({
-        "kernel_index": pa.array(range(trace_kernels.num_rows), pa.int64()),
-        "start_ns": trace_kernels["start_ns"],
-        "name": trace_kernels["name"],
-    })
-    c_keys = pa.table({
-        "csv_index": pa.array(range(csv_kernels.num_rows), pa.int64()),
-        "start_ns": csv_kernels["start_ns"],
-        "name": csv_kernels["name"],
-    })
-    c_keys = c_keys.group_by(["start_ns", "name"], use_threads=False).aggregate([("csv_index", "min")])
-    mapping = t_keys.join(c_keys, ["start_ns", "name"], join_type="inner", use_threads=False).select(
-        ["kernel_index", "csv_index_min"]
-    )
+    return _repoint(flows, [trace_kernels.select(["start_ns", "name"])], [csv_kernels.select(["start_ns", "name"])])
+
+
+def repoint_saved_flows(flows_path: Path, trace_kernels_path: Path, csv_kernels_path: Path) -> pa.Table:
+    """:func:`repoint_flows` over saved tables, reading the kernels one row group at a time: what is held is
+    three integers per kernel (row, start, name code), never the kernel names themselves."""
+    flows = read_table(flows_path, "flows")
+    return _repoint(flows, _row_groups(trace_kernels_path), _row_groups(csv_kernels_path))
+
+
+def _row_groups(path: Path) -> Iterator[pa.Table]:
+    source = pq.ParquetFile(path, read_dictionary=["name"])
+    try:
+        for i in range(source.metadata.num_row_groups):
+            yield source.read_row_group(i, columns=["start_ns", "name"])
+    finally:
+        source.close()
+
+
+def _repoint(flows: pa.Table, trace_chunks: Iterable[pa.Table], csv_chunks: Iterable[pa.Table]) -> pa.Table:
+    names = _NameCodes()
+    t_keys = _kernel_keys(trace_chunks, names, needed=pc.unique(pc.drop_null(flows["kernel_index"])))
+    c_keys = _kernel_keys(csv_chunks, names)
+    c_keys = c_keys.group_by(["start_ns", "code"], use_threads=False).aggregate([("row", "min")])
+    mapping = t_keys.join(c_keys, ["start_ns", "code"], join_type="inner", use_threads=False).select(
+        ["row", "row_min"]
+    ).rename_columns(["kernel_index", "csv_index"])
     joined = flows.join(mapping, "kernel_index", join_type="inner", use_threads=False)
     extras = [c for c in flows.column_names if c not in ("host_index", "kernel_index", "kind")]
-    columns = {"host_index": joined["host_index"], "kernel_index": joined["csv_index_min"], "kind": joined["kind"]}
+    columns = {"host_index": joined["host_index"], "kernel_index": joined["csv_index"], "kind": joined["kind"]}
     columns.update({c: joined[c] for c in extras})
     return pa.table(columns)
+
+
+class _NameCodes:
+    """Kernel names as small integer codes: the timeline's names get codes, the CSV's are looked up (a
+    name the timeline's flows never reach cannot match)."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, int] = {}
+
+    def of(self, names: pa.Array | pa.ChunkedArray, *, add: bool) -> pa.Array:
+        arr = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
+        if not pa.types.is_dictionary(arr.type):
+            arr = pc.dictionary_encode(arr)
+        values = arr.dictionary.to_pylist()  # the distinct names of one row group: few
+        if add:
+            lut = [self._codes.setdefault(v, len(self._codes)) for v in values]
+        else:
+            lut = [self._codes.get(v) for v in values]
+        return pa.array(lut, pa.int32()).take(arr.indices)
+
+
+def _kernel_keys(chunks: Iterable[pa.Table], names: _NameCodes, *, needed: pa.Array | None = None) -> pa.Table:
+    """(row, start_ns, code) of the kernels in ``chunks`` (consecutive slices of one table). With
+    ``needed`` (the timeline side): only those rows, and their names get codes; without (the CSV side):
+    rows whose name has no code are left out."""
+    parts: list[pa.Table] = []
+    offset = 0
+    for chunk in chunks:
+        rows = pa.array(np.arange(offset, offset + chunk.num_rows, dtype=np.int64))
+        offset += chunk.num_rows
+        if needed is not None:
+            keep = pc.is_in(rows, value_set=needed)
+            chunk, rows = chunk.filter(keep), rows.filter(keep)
+        code = names.of(chunk["name"], add=needed is not None)
+        parts.append(pa.table({"row": rows, "start_ns": chunk["start_ns"], "code": code}).filter(pc.is_valid(code)))
+    schema = pa.schema([("row", pa.int64()), ("start_ns", pa.int64()), ("code", pa.int32())])
+    return pa.concat_tables([t.cast(schema) for t in parts]) if parts else schema.empty_table()
 
 
 def merge_steps(csv_steps: pa.Table | None, trace_steps: pa.Table) -> pa.Table:

@@ -59,7 +59,7 @@ def test_plain_upload_reaches_ready(worker, make_user, api_for, tmp_path) -> Non
 
 @pytest.mark.parametrize("source", [SMALL_CSV, KINETO_GZ, TRACE_VIEW], ids=["kernel_csv", "kineto_gz", "trace_view"])
 def test_single_file_upload_is_streamed_into_parquet(worker, make_user, api_for, tmp_path, source) -> None:
-    """A lone kernel table, Kineto trace or Ascend timeline goes through write_profile (bounded memory);
+    """A lone kernel table, Kineto trace or Ascend timeline is streamed by write_profiles (bounded memory);
     what is stored loads as the in-memory reader's profile."""
     from analysis.services import load_saved_profile
     from pypto_core.formats import open_profile
