@@ -1,4 +1,4 @@
-"""msprof ``PROF_*`` folders → ``Profile`` (one per device).
+"""msprof ``PROF_*`` folders → saved profiles (one per device).
 
 Two layouts (FORMATS.md §1.1): CANN ≥8.0 ``mindstudio_profiler_output/{module}_{ts}.csv|json`` (large outputs
 sliced: ``op_summary_slice_0_{ts}.csv``, ``_slice_1_`` ...; read in slice order and concatenated) with the
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +20,14 @@ import pyarrow as pa
 from pypto_core.errors import InputError
 from pypto_core.formats import summary_csv
 from pypto_core.formats.ascend_db import read_profiler_db
-from pypto_core.formats.ascend_pt import fill_step_bounds
 from pypto_core.formats.communication_json import read_communication
 from pypto_core.formats.csvtable import ConversionNotes, read_header
 from pypto_core.formats.jsonfile import load_json
-from pypto_core.formats.kernel_csv import kernel_device_ids, read_kernels
-from pypto_core.formats.timeline_merge import attach_trace
-from pypto_core.profile import Profile, ProfileMeta
+from pypto_core.formats.kernel_csv import kernels_to_parquet
+from pypto_core.formats.saved_folder import FolderFiles, concat_kernel_parts, finish_saved_profile, note_device_ids
+from pypto_core.formats.timeline_merge import SavedTimeline
+from pypto_core.memory import release_freed_memory
+from pypto_core.profile import ProfileMeta
 
 OUTPUT_DIR = "mindstudio_profiler_output"
 PROF_RE = re.compile(r"^PROF_\d{6}_\d{17}_\w+$")
@@ -60,21 +63,36 @@ def device_dirs(root: Path) -> list[tuple[int, Path]]:
     return out
 
 
-def read_msprof(root: str | os.PathLike[str]) -> list[Profile]:
-    """All devices of one ``PROF_*`` folder (or a bare ``mindstudio_profiler_output`` folder)."""
-    base = Path(root)
-    out = base / OUTPUT_DIR if (base / OUTPUT_DIR).is_dir() else base
+def write_msprof(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> list[tuple[str, ProfileMeta]]:
+    """Every device of one ``PROF_*`` folder saved under ``folder`` (a subfolder each, as ``Profile.save``
+    writes it): (subfolder name, meta) per device. The text export's kernel tables and timelines stream
+    into Parquet (bounded memory, whatever their size); the db export is read in memory."""
+    base, out = Path(root), Path(folder)
+    summary = base / OUTPUT_DIR if (base / OUTPUT_DIR).is_dir() else base
     legacy = device_dirs(base)
-    if module_files(out, "op_summary", "csv") or module_files(out, "msprof", "json"):
-        return [_read_text(base, out, out, None)]
-    if legacy:
-        return [_read_text(base, d / "summary", d / "timeline", dev) for dev, d in legacy]
-    dbs = sorted(p for p in base.iterdir() if p.is_file() and MSPROF_DB_RE.match(p.name)) if base.is_dir() else []
-    if dbs:
+    if module_files(summary, "op_summary", "csv") or module_files(summary, "msprof", "json"):
+        devices = [(None, summary, summary, "device")]
+    elif legacy:
+        devices = [(dev, d / "summary", d / "timeline", f"device_{dev}") for dev, d in legacy]
+    else:
+        dbs = sorted(p for p in base.iterdir() if p.is_file() and MSPROF_DB_RE.match(p.name)) if base.is_dir() else []
+        if not dbs:
+            raise InputError(str(base), "msprof folder without op_summary, msprof timeline or msprof_*.db output")
         meta = ProfileMeta(format="msprof_db", source=str(base))
         read_device_info(base, meta)
-        return [read_profiler_db(dbs[0], fmt="msprof_db", meta=meta)]
-    raise InputError(str(base), "msprof folder without op_summary, msprof timeline or msprof_*.db output")
+        profile = read_profiler_db(dbs[0], fmt="msprof_db", meta=meta)
+        profile.save(out / "db")
+        return [("db", profile.meta)]
+    written = []
+    for dev, summary_dir, timeline_dir, name in devices:
+        dest = out / name
+        dest.mkdir(parents=True, exist_ok=True)
+        try:
+            written.append((name, _write_text(base, summary_dir, timeline_dir, dev, dest)))
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+    return written
 
 
 def device_info_files(root: Path) -> list[tuple[int, Path]]:
@@ -165,59 +183,59 @@ def _read_step_trace(path: Path, notes: ConversionNotes) -> pa.Table:
     return summary_csv.read_step_trace_time(path, notes)
 
 
-def _read_text(base: Path, summary: Path, timeline: Path, device_id: int | None) -> Profile:
+def _write_text(base: Path, summary: Path, timeline: Path, device_id: int | None, out: Path) -> ProfileMeta:
     meta = ProfileMeta(format="msprof", source=str(base), device_id=device_id)
     read_device_info(base, meta, device_id)
-    notes = ConversionNotes()
+    files = FolderFiles(summary, meta)
+    scratch = out / "_timeline"
+    try:
+        timeline_data = SavedTimeline(module_files(timeline, "msprof", "json"), scratch)
+        tables = _write_tables(base, files, out)
+        timeline_data.merge(out, tables, meta, files.usable)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if not files.usable:
+        raise InputError(str(base), "no readable msprof output" + files.why())
+    finish_saved_profile(out, meta, tables, None)
+    return meta
+
+
+def _write_tables(base: Path, files: FolderFiles, out: Path) -> dict[str, pa.Table]:
+    """Every file but the timeline: the kernel table (op_summary, its slices in order) streamed into
+    ``out``, the small tables returned."""
+    meta, notes = files.meta, files.notes
     tables: dict[str, pa.Table] = {}
-    usable: list[str] = []
 
-    def each(module: str, ext: str, fn, folder: Path = summary) -> list[Any]:
-        results = []
-        for path in module_files(folder, module, ext):
-            notes.bad_values.clear()
-            try:
-                results.append(fn(path))
-            except InputError as exc:
-                meta.warnings.append(f"skipped {path.name}: {exc.reason}")
-                continue
-            meta.warnings.extend(notes.warnings(path))
-            meta.source_files.append(str(path))
-            usable.append(path.name)
-        return results
+    def each(module: str, fn: Callable[[Path], Any]) -> list[Any]:
+        results = [files.read(path, fn) for path in module_files(files.folder, module, "csv")]
+        return [r for r in results if r is not None]
 
-    kernel_parts = each("op_summary", "csv", read_kernels)
-    if kernel_parts:
-        tables["kernels"] = pa.concat_tables([k for k, _ in kernel_parts], promote_options="default")
-        for _, w in kernel_parts:
-            meta.warnings.extend(w)
-        ids = kernel_device_ids(tables["kernels"])
-        if meta.device_id is None and len(ids) == 1:
-            meta.device_id = ids[0]
-        elif len(ids) > 1:
-            meta.extra["device_ids"] = ids
-    steps = each("step_trace", "csv", lambda p: _read_step_trace(p, notes))
+    kernels_path = out / "kernels.parquet"
+    slices = module_files(files.folder, "op_summary", "csv")
+    parts = [kernels_path.with_name(f"kernels.slice_{i}.parquet") for i in range(len(slices))]
+
+    def write_kernels(path: Path) -> int:
+        rows, warnings = kernels_to_parquet(path, parts[slices.index(path)])
+        meta.warnings.extend(warnings)
+        return rows
+
+    if [r for r in (files.read(path, write_kernels) for path in slices) if r is not None]:
+        concat_kernel_parts(parts, kernels_path)
+        release_freed_memory()
+        note_device_ids(kernels_path, meta)
+    steps = each("step_trace", lambda p: _read_step_trace(p, notes))
     if steps:
         tables["steps"] = pa.concat_tables(steps, promote_options="default")
-    memory = (each("memory_record", "csv", lambda p: summary_csv.read_memory_record(p, notes))
-              + each("npu_module_mem", "csv", lambda p: summary_csv.read_npu_module_mem(p, notes))
-              + each("operator_memory", "csv", lambda p: summary_csv.read_operator_memory(p, notes)))
+    memory = (each("memory_record", lambda p: summary_csv.read_memory_record(p, notes))
+              + each("npu_module_mem", lambda p: summary_csv.read_npu_module_mem(p, notes))
+              + each("operator_memory", lambda p: summary_csv.read_operator_memory(p, notes)))
     if memory:
         tables["memory"] = pa.concat_tables(memory, promote_options="default")
     for stat in ("op_statistic", "api_statistic"):
-        rows = each(stat, "csv", summary_csv.read_statistic)
+        rows = each(stat, summary_csv.read_statistic)
         if rows:
             meta.extra[stat] = [r for part in rows for r in part]
-    comm_file = base / "analyze" / "communication.json"
-    if comm_file.is_file():
-        try:
-            tables["communication"] = read_communication(comm_file, meta.warnings)
-            usable.append(comm_file.name)
-        except InputError as exc:
-            meta.warnings.append(f"skipped {comm_file.name}: {exc.reason}")
-    merged = attach_trace(module_files(timeline, "msprof", "json"), tables, meta, usable)
-    if not usable:
-        raise InputError(str(base), "no readable msprof output" + (f" ({'; '.join(meta.warnings)})" if meta.warnings else ""))
-    profile = Profile(meta=meta, **merged)
-    profile.steps = fill_step_bounds(profile.steps, profile.kernels)
-    return profile
+    comm = files.read(base / "analyze" / "communication.json", lambda p: read_communication(p, meta.warnings))
+    if comm is not None:
+        tables["communication"] = comm
+    return tables

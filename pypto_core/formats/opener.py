@@ -155,7 +155,19 @@ def _write_one(found: det.Detection, out: Path, index: int) -> list[tuple[Path, 
         dest = out / f"part_{index}"
         return [(dest, writer(found.path, dest, rank_hint=found.rank_hint))]
     written = []
-    for prof in read_one(found):
+    if found.kind == det.MSPROF:  # streamed too, but one folder per device
+        from pypto_core.formats.msprof import write_msprof
+
+        devices = out / f"part_{index}_devices"
+        for name, meta in write_msprof(found.path, devices):
+            dest = out / f"part_{index + len(written)}"
+            (devices / name).rename(dest)
+            if meta.rank is None:
+                meta.rank = found.rank_hint  # profile.json is rewritten with the final meta
+            written.append((dest, meta))
+        shutil.rmtree(devices, ignore_errors=True)
+        return written
+    for prof in _read_in_memory(found):
         if prof.meta.rank is None and found.rank_hint is not None:
             prof.meta.rank = found.rank_hint
         dest = out / f"part_{index + len(written)}"
@@ -177,15 +189,11 @@ def _number_ranks(metas: list[ProfileMeta]) -> None:
             used.add(nxt)
 
 
-def read_one(found: det.Detection) -> list[Profile]:
-    """Read a non-group detection; msprof folders may hold several devices (one profile each)."""
+def _read_in_memory(found: det.Detection) -> list[Profile]:
+    """The formats read whole (SQLite exports, saved profiles): their readers query tables, not streams."""
     path = found.path
     if found.kind == det.SAVED:
         return [_load_saved(path)]
-    if found.kind == det.ASCEND_PT:
-        from pypto_core.formats.ascend_pt import read_ascend_pt
-
-        return [read_ascend_pt(path)]
     if found.kind == det.ASCEND_PT_DB:
         from pypto_core.formats.ascend_db import read_profiler_db
         from pypto_core.formats.ascend_pt import output_dir, read_profiler_info
@@ -198,32 +206,12 @@ def read_one(found: det.Detection) -> list[Profile]:
         out = output_dir(path)
         dbs = sorted(f for f in out.iterdir() if f.is_file() and det._DB_GLOB.match(f.name))
         return [read_profiler_db(dbs[0], fmt="ascend_pt_db", meta=meta, analysis_db=out / "analysis.db")]
-    if found.kind == det.MSPROF:
-        from pypto_core.formats.msprof import read_msprof
-
-        return read_msprof(path)
     if found.kind == det.MSPROF_DB:
         from pypto_core.formats.ascend_db import read_profiler_db
 
         return [read_profiler_db(path, fmt="msprof_db")]
     if found.kind == det.ANALYSIS_DB:
         return [_read_analysis_only(path)]
-    if found.kind == det.KERNEL_CSV:
-        from pypto_core.formats.kernel_csv import read_kernels
-
-        kernels, warnings = read_kernels(path)
-        fmt = "msprof" if path.name.startswith("op_summary") else "ascend_pt"
-        meta = ProfileMeta(format=fmt, source=str(path), source_files=[str(path)], warnings=warnings)
-        return [Profile(meta=meta, kernels=kernels)]
-    if found.kind == det.TRACE_JSON:
-        from pypto_core.formats.chrome_trace import read_trace_file
-
-        return [read_trace_file(path)]
-    if found.kind == det.KINETO:
-        reader = _optional("pypto_core.formats.kineto", "read_kineto")
-        if reader is None:
-            raise InputError(str(path), "Kineto JSON reader is not available in this build")
-        return [reader(path)]
     raise InputError(str(path), f"unsupported input kind {found.kind!r}")
 
 
@@ -249,13 +237,3 @@ def _read_analysis_only(path: Path) -> Profile:
     meta.warnings.append(f"{path.name} holds only step and communication summaries; no kernels")
     steps, comm = read_analysis_db(path, empty_table("steps"), meta, ConversionNotes())
     return Profile(meta=meta, steps=steps, communication=comm)
-
-
-def _optional(module: str, name: str):
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        return None
-    return getattr(mod, name, None)

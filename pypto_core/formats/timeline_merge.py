@@ -1,138 +1,112 @@
 """Merge a chrome-trace timeline (trace_view.json, msprof_*.json) with the tables read from CSVs.
 
-The timeline reader (``pypto_core.formats.chrome_trace.read_trace_view``) yields host ops, API calls,
-device tasks, flows, counters and steps. kernel_details.csv carries more per kernel (PMU counters, shapes),
-so when both exist the CSV's kernels are kept and the timeline's flows are re-pointed at them by the exact
-start time and name (both files print the same µs string for a task, FORMATS.md §2.5).
+The timeline (``chrome_trace.write_trace_view``) yields host ops, API calls, device tasks, flows, counters
+and steps. kernel_details.csv carries more per kernel (PMU counters, shapes), so when both exist the CSV's
+kernels are kept and the timeline's flows are re-pointed at them by the exact start time and name (both
+files print the same µs string for a task, FORMATS.md §2.5). Everything here works on saved Parquet
+tables, one row group at a time, so that a folder of any size is merged in bounded memory.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterable, Iterator, Sequence
+import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import numpy as np
 
 from pypto_core.errors import InputError
-from pypto_core.profile import ProfileMeta, read_table
+from pypto_core.formats.chrome_trace import write_trace_view
+from pypto_core.formats.parquet_sink import concat_parquet, row_groups
+from pypto_core.memory import release_freed_memory
+from pypto_core.profile import (TIME_COLUMNS, ProfileMeta, empty_table, parquet_dictionary_columns, read_table,
+                                save_tables)
 
-_TRACE_TABLES = ("host_ops", "api_calls", "kernels", "flows", "counters", "steps")
-
-
-def _trace_reader() -> Any | None:
-    try:
-        module = importlib.import_module("pypto_core.formats.chrome_trace")
-    except ModuleNotFoundError as exc:
-        if exc.name != "pypto_core.formats.chrome_trace":
-            raise
-        return None
-    return getattr(module, "read_trace_view", None)
+_STREAMED = ("host_ops", "api_calls", "kernels", "counters")  # the timeline tables written batch by batch
 
 
-def attach_trace(
-    paths: Path | Sequence[Path],
-    tables: dict[str, pa.Table],
-    meta: ProfileMeta,
-    usable: list[str],
-) -> dict[str, pa.Table]:
-    """Read the timeline file(s) (slices in order) and merge them into ``tables``; warnings go to ``meta``."""
-    files = [paths] if isinstance(paths, Path) else list(paths)
-    files = [p for p in files if p.is_file()]
-    if not files:
-        return tables
-    reader = _trace_reader()
-    if reader is None:
-        meta.warnings.append(
-            f"skipped {files[0].name}: the timeline reader is not available in this build; "
-            "host ops, API calls and flows are missing"
-        )
-        return tables
-    parts: list[Any] = []
-    for path in files:
-        try:
-            parts.append(reader(path))
-        except InputError as exc:
-            meta.warnings.append(f"skipped {path.name}: {exc.reason}")
-            continue
-        meta.source_files.append(str(path))
-        usable.append(path.name)
-    if not parts:
-        return tables
-    trace = _concat_parts(parts)
-    for hint in ("device", "device_id", "rank"):
-        value = _hint(parts[0], hint)
-        if value is not None and getattr(meta, hint, None) is None:
-            setattr(meta, hint, value)
-    for w in _warnings(parts):
-        meta.warnings.append(w)
+class SavedTimeline:
+    """A folder's timeline file(s) (an msprof timeline may be sliced: in slice order) streamed into
+    ``scratch`` as one saved table set, before the folder's other files are read: the timeline is the
+    biggest phase, so what the smaller ones keep afterwards cannot stack under its peak."""
 
-    merged = dict(tables)
-    for name in ("host_ops", "api_calls", "counters"):
-        if trace.get(name) is not None and trace[name].num_rows:
-            merged[name] = trace[name]
-    trace_kernels = trace.get("kernels")
-    flows = trace.get("flows")
-    if "kernels" in tables and tables["kernels"].num_rows:
-        if flows is not None and flows.num_rows and trace_kernels is not None:
-            merged["flows"] = repoint_flows(flows, trace_kernels, tables["kernels"])
-    else:
-        if trace_kernels is not None:
-            merged["kernels"] = trace_kernels
-        if flows is not None:
-            merged["flows"] = flows
-    trace_steps = trace.get("steps")
-    if trace_steps is not None and trace_steps.num_rows:
-        merged["steps"] = merge_steps(tables.get("steps"), trace_steps)
-    return merged
+    def __init__(self, paths: Sequence[Path], scratch: Path) -> None:
+        self.folder = scratch / "timeline"
+        self.read: list[tuple[Path, ProfileMeta]] = []
+        self.skipped: list[str] = []
+        parts: list[Path] = []
+        for i, path in enumerate(paths):
+            dest = scratch / f"slice_{i}"
+            try:
+                self.read.append((path, write_trace_view(path, dest)))
+                parts.append(dest)
+            except InputError as exc:
+                self.skipped.append(f"skipped {path.name}: {exc.reason}")
+            release_freed_memory()
+        if len(parts) == 1:
+            os.replace(parts[0], self.folder)
+        elif parts:
+            _concat_slices(parts, self.folder)
+
+    def merge(self, out: Path, tables: dict[str, pa.Table], meta: ProfileMeta, usable: list[str]) -> None:
+        """Into the profile being written at ``out`` (its kernel table, if any, already there; ``tables``,
+        its small tables): host ops, API calls and counters taken; the timeline's device tasks only where
+        the CSVs gave no kernel (otherwise its flows are re-pointed at the CSV's kernels); its
+        ProfilerStep bounds joined onto the steps. Warnings, sources and hints go to ``meta``."""
+        meta.warnings.extend(self.skipped)
+        if not self.read:
+            return
+        for path, _ in self.read:
+            meta.source_files.append(str(path))
+            usable.append(path.name)
+        first = self.read[0][1]
+        for hint in ("device", "device_id", "rank"):
+            if getattr(meta, hint) is None:
+                setattr(meta, hint, getattr(first, hint))
+        for _, slice_meta in self.read:
+            meta.warnings.extend(slice_meta.warnings)
+        csv_kernels = out / "kernels.parquet"
+        has_csv_kernels = csv_kernels.exists() and pq.ParquetFile(csv_kernels).metadata.num_rows > 0
+        for name in ("host_ops", "api_calls", "counters") + (() if has_csv_kernels else ("kernels", "flows")):
+            if (self.folder / f"{name}.parquet").exists():
+                os.replace(self.folder / f"{name}.parquet", out / f"{name}.parquet")
+        if has_csv_kernels:
+            tables["flows"] = repoint_saved_flows(self.folder / "flows.parquet", self.folder / "kernels.parquet",
+                                                  csv_kernels)
+        trace_steps = read_table(self.folder / "steps.parquet", "steps")
+        if trace_steps.num_rows:
+            tables["steps"] = merge_steps(tables.get("steps"), trace_steps)
 
 
-def _hint(part: Any, name: str) -> Any:
-    for holder in (part, getattr(part, "meta", None), getattr(part, "hints", None)):
-        if holder is None:
-            continue
-        value = holder.get(name) if isinstance(holder, dict) else getattr(holder, name, None)
-        if value is not None:
-            return value
-    return None
-
-
-def _warnings(parts: list[Any]) -> list[str]:
-    out: list[str] = []
-    for p in parts:
-        w = getattr(p, "warnings", None)
-        if isinstance(w, list):
-            out.extend(str(x) for x in w)
-    return out
-
-
-def _concat_parts(parts: list[Any]) -> dict[str, pa.Table | None]:
-    """Slices of one timeline concatenated; flow indices shifted by the kernels/host ops before them."""
-    out: dict[str, pa.Table | None] = {}
-    for name in _TRACE_TABLES:
-        tabs = [getattr(p, name, None) for p in parts]
-        tabs = [t for t in tabs if t is not None]
-        if not tabs:
-            out[name] = None
-            continue
-        if name == "flows" and len(tabs) > 1:
-            shifted = []
-            host_off = kernel_off = 0
-            for p in parts:
-                f = getattr(p, "flows", None)
-                if f is not None and f.num_rows:
-                    f = f.set_column(f.schema.get_field_index("host_index"), "host_index", pc.add(f["host_index"], host_off))
-                    f = f.set_column(f.schema.get_field_index("kernel_index"), "kernel_index", pc.add(f["kernel_index"], kernel_off))
-                    shifted.append(f)
-                host_off += getattr(p, "host_ops").num_rows if getattr(p, "host_ops", None) is not None else 0
-                kernel_off += getattr(p, "kernels").num_rows if getattr(p, "kernels", None) is not None else 0
-            tabs = shifted or tabs[:1]
-        out[name] = pa.concat_tables(tabs, promote_options="default") if len(tabs) > 1 else tabs[0]
-    return out
+def _concat_slices(parts: list[Path], dest: Path) -> None:
+    """Timeline slices saved one after another: the streamed tables concatenated row group by row group,
+    the flows' row indices shifted by the rows of the slices before them."""
+    dest.mkdir(parents=True)
+    rows = {name: [pq.ParquetFile(p / f"{name}.parquet").metadata.num_rows if (p / f"{name}.parquet").exists()
+                   else 0 for p in parts] for name in _STREAMED}
+    for name in _STREAMED:
+        present = [p / f"{name}.parquet" for p in parts if (p / f"{name}.parquet").exists()]
+        if present:
+            concat_parquet(present, dest / f"{name}.parquet", dictionary_columns=parquet_dictionary_columns,
+                           statistics_columns=TIME_COLUMNS)
+    flows, steps = [], []
+    shifts = {"host_index": "host_ops", "kernel_index": "kernels", "api_index": "api_calls"}
+    for i, part in enumerate(parts):
+        f = read_table(part / "flows.parquet", "flows")
+        for column, table in shifts.items():
+            if column in f.column_names:
+                f = f.set_column(f.schema.get_field_index(column), column,
+                                 pc.add(f[column], sum(rows[table][:i])))
+        flows.append(f)
+        steps.append(read_table(part / "steps.parquet", "steps"))
+    save_tables(dest, ProfileMeta(), {"flows": pa.concat_tables(flows, promote_options="default"),
+                                      "steps": pa.concat_tables(steps, promote_options="default")})
+    for name in _STREAMED:
+        if not (dest / f"{name}.parquet").exists():
+            save_tables(dest, ProfileMeta(), {name: empty_table(name)})
 
 
 def repoint_flows(flows: pa.Table, trace_kernels: pa.Table, csv_kernels: pa.Table) -> pa.Table:
@@ -147,16 +121,8 @@ def repoint_saved_flows(flows_path: Path, trace_kernels_path: Path, csv_kernels_
     """:func:`repoint_flows` over saved tables, reading the kernels one row group at a time: what is held is
     three integers per kernel (row, start, name code), never the kernel names themselves."""
     flows = read_table(flows_path, "flows")
-    return _repoint(flows, _row_groups(trace_kernels_path), _row_groups(csv_kernels_path))
-
-
-def _row_groups(path: Path) -> Iterator[pa.Table]:
-    source = pq.ParquetFile(path, read_dictionary=["name"])
-    try:
-        for i in range(source.metadata.num_row_groups):
-            yield source.read_row_group(i, columns=["start_ns", "name"])
-    finally:
-        source.close()
+    columns = {"columns": ["start_ns", "name"], "read_dictionary": ["name"]}
+    return _repoint(flows, row_groups(trace_kernels_path, **columns), row_groups(csv_kernels_path, **columns))
 
 
 def _repoint(flows: pa.Table, trace_chunks: Iterable[pa.Table], csv_chunks: Iterable[pa.Table]) -> pa.Table:

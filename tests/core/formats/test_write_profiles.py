@@ -115,3 +115,57 @@ def test_a_folder_whose_files_all_fail_names_each(tmp_path):
     message = str(err.value)
     assert "kernel_details.csv" in message and "trace_view.json" in message
     assert not (tmp_path / "p").exists()
+
+
+def _slice_msprof(src, dest):
+    """An msprof output folder cut into two slices, as msprof slices big outputs: op_summary_slice_0/1
+    (each with the header) and msprof_slice_0/1 (each with the process metadata)."""
+    shutil.copytree(src, dest)
+    out = dest / "mindstudio_profiler_output"
+    (summary,) = out.glob("op_summary_*.csv")
+    header, *rows = summary.read_text().splitlines(keepends=True)
+    half = len(rows) // 2
+    (out / "op_summary_slice_0_20260101000000.csv").write_text(header + "".join(rows[:half]))
+    (out / "op_summary_slice_1_20260101000001.csv").write_text(header + "".join(rows[half:]))
+    summary.unlink()
+    (timeline,) = out.glob("msprof_*.json")
+    events = json.loads(timeline.read_text())
+    meta = [e for e in events if e.get("ph") == "M"]
+    rest = [e for e in events if e.get("ph") != "M"]
+    half = len(rest) // 2
+    (out / "msprof_slice_0_20260101000000.json").write_text(json.dumps(meta + rest[:half]))
+    (out / "msprof_slice_1_20260101000001.json").write_text(json.dumps(meta + rest[half:]))
+    timeline.unlink()
+
+
+def test_msprof_slices_are_read_in_order_as_one_table(tmp_path):
+    from pypto_core.synth import synthesize_run
+
+    whole = synthesize_run(tmp_path / "whole", layout="msprof", tokens=2, prompt_tokens=16).path
+    _slice_msprof(whole, tmp_path / "sliced" / whole.name)
+    a = open_profile(whole)
+    b = open_profile(tmp_path / "sliced" / whole.name)
+    for name in ("kernels", "host_ops", "api_calls", "counters", "steps"):
+        assert b.table(name).equals(a.table(name)), name
+    names = [s.rsplit("/", 1)[-1] for s in b.meta.source_files]
+    assert sum(n.startswith(("op_summary_slice_", "msprof_slice_")) for n in names) == 4
+    # flows whose two ends fell into different slices are lost; every other one points at the same rows
+    triples = lambda p: set(zip(*(p.flows[c].to_pylist() for c in ("host_index", "kernel_index", "api_index"))))
+    assert 0 < b.flows.num_rows < a.flows.num_rows
+    assert triples(b) <= triples(a)
+
+
+def test_msprof_devices_are_saved_one_folder_each(tmp_path):
+    from pypto_core.synth import synthesize_run
+
+    legacy = synthesize_run(tmp_path / "legacy", layout="msprof_legacy", tokens=2, prompt_tokens=16).path
+    shutil.copytree(legacy / "device_0", legacy / "device_1")
+    for f in (legacy / "device_1").iterdir():
+        if f.name == "info.json.0":
+            f.rename(f.with_name("info.json.1"))
+    saved = write_profiles(legacy, tmp_path / "out")
+    assert len(saved.ranks) == 2
+    loaded = [Profile.load(tmp_path / "out" / name) for name, _ in saved.ranks]
+    assert [p.meta.device_id for p in loaded] == [0, 1]
+    assert loaded[0].kernels.equals(loaded[1].kernels) and loaded[0].kernels.num_rows > 0
+    assert loaded[0].flows.num_rows > 0
