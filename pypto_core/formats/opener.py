@@ -38,8 +38,11 @@ def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str])
     a time. A timeline, Kineto trace, kernel table or ``*_ascend_pt`` folder is streamed into Parquet with
     memory bounded by the reader's batches in flight, whatever its size; other formats are read in memory
     and saved. Archives are unpacked into a temporary folder removed afterwards. ``Profile.load`` of each
-    folder gives the profiles of :func:`open_profiles`. A failed read removes ``folder``."""
+    folder gives the profiles of :func:`open_profiles`. ``folder`` must be new or empty; a failed read leaves
+    it empty."""
     p, out = Path(path), Path(folder)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(str(out), "the output folder must be new or empty (a failed read empties it)")
     out.mkdir(parents=True, exist_ok=True)
     try:
         found = det.detect(p)
@@ -61,7 +64,8 @@ def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str])
         for name, meta in saved.ranks:
             save_meta(out / name, meta)
     except BaseException:
-        shutil.rmtree(out, ignore_errors=True)
+        for child in out.iterdir():
+            shutil.rmtree(child, ignore_errors=True)
         raise
     return saved
 

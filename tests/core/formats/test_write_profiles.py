@@ -99,7 +99,23 @@ def test_a_failed_read_leaves_no_folder(tmp_path):
     with pytest.raises(InputError) as err:
         write_profiles(empty, tmp_path / "out")
     assert "empty" in str(err.value)
-    assert not (tmp_path / "out").exists()
+    assert not any((tmp_path / "out").iterdir())
+    bad = tmp_path / "bad_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    bad.mkdir(parents=True)
+    (bad / "kernel_details.csv").write_bytes(b"\x00\xffnot a table" * 50)
+    with pytest.raises(InputError):
+        write_profiles(bad.parent, tmp_path / "out")
+    assert not any((tmp_path / "out").iterdir())
+
+
+def test_an_output_folder_with_files_is_refused_and_kept(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    with pytest.raises(InputError) as err:
+        write_profiles(LEVEL2, out)
+    assert "must be new or empty" in str(err.value)
+    assert (out / "notes.txt").read_text() == "keep me"
 
 
 def test_a_folder_whose_files_all_fail_names_each(tmp_path):
