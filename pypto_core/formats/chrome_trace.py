@@ -21,8 +21,10 @@ to slices that start exactly at the flow's ts on the flow's lane (the profiler w
 whose end cannot be bound is counted in ``hints["unbound_flows"]``, never guessed.
 
 ``read_trace_view`` gives the tables in memory; ``write_trace_view`` streams the big ones (host ops, API
-calls, kernels, counters) batch by batch into a saved profile folder, so that memory does not grow with the
-file. Both run one conversion (``_convert``), the tables' batches going to a ``TableSink`` either way.
+calls, kernels, counters) batch by batch into a saved profile folder and spills what the flows are built
+from (``flow_binding``), so that memory does not grow with the file. Both run one conversion
+(``_convert``), the tables' batches going to a ``TableSink`` either way, the flows bound by the same code
+(over one bucket in memory, over buckets of spill files in a folder).
 """
 
 from __future__ import annotations
@@ -748,8 +750,9 @@ def write_trace_view(
     """Read a timeline straight into a saved profile folder (as ``Profile.save`` writes it).
 
     Host ops, API calls, kernels and counters are streamed into their Parquet files batch by batch; what
-    stays in memory until the end is what the flows bind on (~20 bytes a slice) and the small tables (a
-    2 GB trace peaks near 0.6 GB). ``Profile.load(folder)`` then gives the profile of
+    the flows bind on (~20 bytes a slice, ~31 a flow end) and the communication lane are spilled to a
+    temporary folder inside ``folder`` and bound in buckets of bounded size at the end (see
+    ``flow_binding``), so that peak memory does not grow with the file. ``Profile.load(folder)`` then gives the profile of
     :func:`read_trace_file`. ``rank_hint``: the rank when the file does not state it (from its name, as
     ``open_profile`` does). A failed read leaves no folder behind.
     """

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from pypto_core.errors import InputError
 from pypto_core.formats.chrome_trace import host_op_rows, steps_from_host, to_float64, to_int64
 from pypto_core.formats.eventscan import scan_file
-from pypto_core.formats.flow_binding import LINK, SpillDir, first_rows, link_first_rows
+from pypto_core.formats.flow_binding import LINK, SpillDir, link_first_rows
 from pypto_core.formats.table_sink import TableSink
 from pypto_core.profile import Profile, ProfileMeta, conform, empty_table, save_tables
 
@@ -113,9 +113,10 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
 def write_kineto(path: str | os.PathLike[str], folder: str | os.PathLike[str], *, rank_hint: int | None = None) -> ProfileMeta:
     """Read a Kineto trace straight into a saved profile folder (as ``Profile.save`` writes it).
 
-    The big tables (host ops, API calls, kernels, counters) are streamed into their Parquet files batch by
-    batch; what is kept until the end is a few int64 link columns (for the flows, ~9-16 bytes a row) and
-    the small tables (a 2 GB trace peaks near 0.5 GB). ``Profile.load(folder)`` then gives the profile
+    The big tables (host ops, API calls, kernels, counters, communication) are streamed into their Parquet
+    files batch by batch; the ids the flows link by (9 bytes a row) are spilled to a temporary folder inside
+    ``folder`` and paired in partitions of bounded size at the end (``flow_binding``), so that peak memory
+    does not grow with the file. ``Profile.load(folder)`` then gives the profile
     that :func:`read_kineto` gives. A failed read leaves no folder behind. ``rank_hint``: the rank when
     the trace does not state it (from the file's name, as ``open_profile`` does).
     """
@@ -180,14 +181,6 @@ class _Links:
                 "api_index": pa.array(api_index[keep], pa.int64(), mask=api_index[keep] < 0),
             })))
         return sink.finish()
-
-
-def _first_rows(keys: pa.Array, domain: pa.Array) -> pa.Array:
-    """For each key, the first row of ``domain`` holding it; null where it has none or the key is null."""
-    present = np.flatnonzero(np.asarray(domain.is_valid()))
-    hit = first_rows(np.asarray(keys.fill_null(0)), np.asarray(domain.fill_null(0))[present])
-    hit[~np.asarray(keys.is_valid())] = -1
-    return pa.array(np.where(hit >= 0, present[np.maximum(hit, 0)] if len(present) else -1, -1), pa.int64(), mask=hit < 0)
 
 
 def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Table]]:

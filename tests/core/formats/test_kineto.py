@@ -263,12 +263,36 @@ def test_streamed_read_of_a_bad_file_leaves_no_folder(tmp_path: Path) -> None:
     assert not (tmp_path / "p").exists()
 
 
-def test_first_rows_links_the_first_match_and_never_a_missing_id() -> None:
-    import pyarrow as pa
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_first_rows_links_the_first_match_and_never_a_missing_id(tmp_path: Path, on_disk: bool,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
 
-    from pypto_core.formats.kineto import _first_rows
+    from pypto_core.formats import flow_binding
+    from pypto_core.formats.flow_binding import LINK, SpillDir, link_first_rows
 
-    domain = pa.array([None, 7, 3, 7, None, 9], pa.int64())
-    keys = pa.array([7, None, 9, 4, 3], pa.int64())
-    assert _first_rows(keys, domain).to_pylist() == [1, None, 5, None, 2]
-    assert _first_rows(keys, pa.array([], pa.int64())).to_pylist() == [None] * 5
+    monkeypatch.setattr(flow_binding, "BUCKET_ROWS", 2)  # on disk: several hash partitions and row ranges
+    spills = SpillDir(tmp_path if on_disk else None)
+
+    def links(values: list) -> flow_binding.Spill:
+        rec = np.zeros(len(values), LINK)
+        rec["key"] = [v or 0 for v in values]
+        rec["ok"] = [v is not None for v in values]
+        spill = spills.spill(LINK)
+        spill.add(rec)
+        return spill
+
+    def matched(keys: list, domain: list) -> list:
+        n = len(keys)
+        ranges = spills.buckets(n)
+        width = -(-n // ranges)
+        out = [None] * n
+        for part in link_first_rows(links(keys), links(domain), spills, width, ranges):
+            for row, match in part.read().tolist():
+                out[row] = match
+        return out
+
+    keys = [7, None, 9, 4, 3]
+    assert matched(keys, [None, 7, 3, 7, None, 9]) == [1, None, 5, None, 2]
+    assert matched(keys, []) == [None] * 5
+    spills.remove()
