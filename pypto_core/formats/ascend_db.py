@@ -1,16 +1,26 @@
-"""SQLite exports → ``Profile``: torch_npu ``ascend_pytorch_profiler_*.db`` (+ ``analysis.db``) and msprof ``msprof_*.db``.
+"""SQLite exports → a saved profile: torch_npu ``ascend_pytorch_profiler_*.db`` (+ ``analysis.db``) and msprof
+``msprof_*.db``.
 
 Both share msprof's schema (FORMATS.md §1.5, §2.7): times are INTEGER ns since the epoch (torch_npu's
 ``PYTORCH_API.startNs`` is TEXT holding the same digits), text columns are ids into ``STRING_IDS``, and
 column names drift (``blockDim``→``blockNum``, ``waitNs`` only in older files). Each table is optional;
 what is missing is simply absent, what is broken becomes a warning.
+
+The big tables (kernels, host ops, API calls, flows, counters, memory) are streamed into Parquet: SQLite
+does the ordering, the joins through ``STRING_IDS``, the PMU pivot and the flow numbering (its sorts and
+temporary indexes spill to temporary files), and each block of fetched rows becomes Arrow arrays at once.
+Memory stays bounded by a block, a few row groups and SQLite's caches, whatever the file's size.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +29,18 @@ import pyarrow.compute as pc
 
 from pypto_core.errors import InputError
 from pypto_core.formats.csvtable import ConversionNotes, to_int, to_ns, to_text
+from pypto_core.formats.parquet_sink import write_parquet_stream
 from pypto_core.formats.shapes import parse_name_lists, parse_shapes
-from pypto_core.profile import Profile, ProfileMeta, conform
+from pypto_core.profile import (TABLE_SCHEMAS, TIME_COLUMNS, Profile, ProfileMeta, conform, empty_table,
+                                parquet_dictionary_columns, save_tables)
 
-_FETCH = 50_000
+# Rows fetched from SQLite per block, then turned into Arrow arrays at once: a block of kernel rows (about
+# 20 values each, shapes text included) is a few tens of MB as Python objects. Read at call time, so that a
+# test can make it tiny.
+FETCH_ROWS = 20_000
+# SQLite's page cache, which also sizes its sorter's in-memory runs before they spill (vdbesort.c) and the
+# temporary indexes of the joins: 64 MiB each for the main and the temp database, well inside the 1 GiB.
+_CACHE_KIB = 64 * 1024
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -61,24 +79,42 @@ def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in conn.execute(f'pragma table_info("{table}")')]
 
 
+def _array(values: Sequence[Any]) -> pa.Array:
+    """One fetched column as Arrow, its type inferred; text where the values mix types."""
+    try:
+        return pa.array(list(values))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([None if v is None else str(v) for v in values], pa.string())
+
+
+def blocks(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> Iterator[pa.Table]:
+    """The rows of ``sql`` as Arrow tables of at most ``FETCH_ROWS`` rows each (types inferred per block):
+    only one block's Python rows exist at a time."""
+    cur = conn.execute(sql, tuple(params))
+    names = [d[0] for d in cur.description]
+    try:
+        while True:
+            rows = cur.fetchmany(FETCH_ROWS)
+            if not rows:
+                return
+            yield pa.table([_array(col) for col in zip(*rows)], names=names)
+    finally:
+        cur.close()
+
+
 def query(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = ()) -> pa.Table:
-    """Run ``sql`` and return its rows as an Arrow table, fetched in blocks."""
+    """Run ``sql`` and return its rows as one Arrow table: for the small tables only (steps, metadata,
+    analysis.db), whose types are inferred over the whole result."""
     cur = conn.execute(sql, params)
     names = [d[0] for d in cur.description]
     columns: list[list[Any]] = [[] for _ in names]
     while True:
-        rows = cur.fetchmany(_FETCH)
+        rows = cur.fetchmany(FETCH_ROWS)
         if not rows:
             break
         for i, col in enumerate(zip(*rows)):
             columns[i].extend(col)
-    arrays = []
-    for col in columns:
-        try:
-            arrays.append(pa.array(col))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            arrays.append(pa.array([None if v is None else str(v) for v in col], pa.string()))
-    return pa.table(arrays, names=names)
+    return pa.table([_array(col) for col in columns], names=names)
 
 
 def _str_join(alias: str, column: str) -> tuple[str, str]:
@@ -91,58 +127,151 @@ def _pick(cols: list[str], *names: str) -> str | None:
     return next((n for n in names if n in cols), None)
 
 
-def read_kernels(conn: sqlite3.Connection, notes: ConversionNotes, warnings: list[str]) -> pa.Table:
-    """TASK ⋈ COMPUTE_TASK_INFO (compute kernels) plus COMMUNICATION_OP (hcom ops), by start time."""
-    tables = _tables(conn)
-    parts: list[pa.Table] = []
+def _rowid(conn: sqlite3.Connection, table: str, alias: str) -> str:
+    """``alias.rowid``: the tie-breaker that keeps rows with equal start times in file order; ``null`` for a
+    view or a WITHOUT ROWID table, which have none."""
+    try:
+        conn.execute(f'select rowid from "{table}" limit 0')
+    except sqlite3.OperationalError:
+        return "null"
+    return f"{alias}.rowid"
+
+
+def _stream(dest: Path, schema: pa.Schema, tables: Iterable[pa.Table]) -> int:
+    """``tables`` (each conformed to ``schema``) into one Parquet file, written even when empty."""
+    return write_parquet_stream(
+        (pa.Table.from_arrays([t[f.name].cast(f.type) for f in schema], schema=schema) for t in tables),
+        dest, schema=schema, dictionary_columns=parquet_dictionary_columns, statistics_columns=TIME_COLUMNS)
+
+
+# ------------------------------------------------------------------------------------------------ kernels
+
+# canonical column <- COMPUTE_TASK_INFO id column resolved through STRING_IDS
+_KERNEL_TEXT = (("name", "name"), ("op_type", "opType"), ("core_type", "taskType"), ("input_shapes", "inputShapes"),
+                ("input_dtypes", "inputDataTypes"), ("input_formats", "inputFormats"),
+                ("output_shapes", "outputShapes"), ("output_dtypes", "outputDataTypes"),
+                ("output_formats", "outputFormats"), ("op_state", "opState"), ("hf32_eligible", "hf32Eligible"))
+_KERNEL_EXTRA_TYPES = {"op_state": pa.string(), "hf32_eligible": pa.string(), "model_id": pa.int64()}
+# The kernel order: by start (nulls last, as Arrow sorts), compute tasks before hcom ops that start at the
+# same time, then file order.
+_KERNEL_ORDER = "start_ns is null, start_ns, _src, _r1, _r2"
+
+
+@dataclass
+class _KernelSql:
+    """The kernel rows of one file as SQL: each source (compute tasks, hcom ops) one select of ``columns``
+    plus the order keys, and the PMU metrics pivoted into ``pmu_<i>`` columns."""
+
+    columns: list[str] = field(default_factory=list)
+    parts: list[tuple[dict[str, str], str, str]] = field(default_factory=list)  # (expressions, from, order keys)
+    pmu: list[str] = field(default_factory=list)
+    pmu_join: str = ""
+
+    def union(self, columns: Sequence[str], pmu: bool) -> str:
+        selects = []
+        for i, (exprs, source, keys) in enumerate(self.parts):
+            cols = [f"{exprs.get(c, 'null')} as {c}" for c in columns]
+            if pmu and self.pmu:
+                cols += [f"pm.pmu_{j} as pmu_{j}" if i == 0 else f"null as pmu_{j}" for j in range(len(self.pmu))]
+            join = f" {self.pmu_join}" if pmu and self.pmu and i == 0 else ""
+            selects.append(f"select {', '.join(cols)}, {keys} from {source}{join}")
+        return " union all ".join(selects)
+
+    def rows_sql(self) -> str:
+        """Every kernel row in the final order."""
+        names = self.columns + [f"pmu_{j}" for j in range(len(self.pmu))]
+        return f"select {', '.join(names)} from ({self.union(self.columns, True)}) order by {_KERNEL_ORDER}"
+
+    def numbering_sql(self) -> str:
+        """(kernel_index, connection id) of every kernel row, numbered in :meth:`rows_sql`'s order."""
+        return (f"select row_number() over (order by {_KERNEL_ORDER}) - 1 as kernel_index, connection_id as cid "
+                f"from ({self.union(['start_ns', 'connection_id'], False)})")
+
+    def schema(self) -> pa.Schema:
+        base = TABLE_SCHEMAS["kernels"]
+        extras = [pa.field(c, _KERNEL_EXTRA_TYPES[c]) for c in self.columns if c in _KERNEL_EXTRA_TYPES]
+        return pa.schema(list(base) + extras + [pa.field(m, pa.float64()) for m in self.pmu])
+
+
+def _kernel_sql(conn: sqlite3.Connection, tables: set[str]) -> _KernelSql:
+    """TASK ⋈ COMPUTE_TASK_INFO (compute kernels) plus COMMUNICATION_OP (hcom ops)."""
+    ks = _KernelSql()
     if {"TASK", "COMPUTE_TASK_INFO"} <= tables:
         c_cols = _columns(conn, "COMPUTE_TASK_INFO")
         t_cols = _columns(conn, "TASK")
-        select = ["t.startNs as start_ns", "t.endNs - t.startNs as dur_ns", "t.streamId as stream_id",
-                  "t.taskId as task_id", "t.deviceId as device_id", "t.connectionId as connection_id",
-                  "t.globalTaskId as global_task_id"]
+        exprs = {"start_ns": "t.startNs", "dur_ns": "t.endNs - t.startNs", "stream_id": "t.streamId",
+                 "task_id": "t.taskId", "device_id": "t.deviceId", "connection_id": "t.connectionId"}
         joins = []
-        for canonical, src in (("name", "name"), ("op_type", "opType"), ("core_type", "taskType"),
-                               ("input_shapes", "inputShapes"), ("input_dtypes", "inputDataTypes"),
-                               ("input_formats", "inputFormats"), ("output_shapes", "outputShapes"),
-                               ("output_dtypes", "outputDataTypes"), ("output_formats", "outputFormats"),
-                               ("op_state", "opState"), ("hf32_eligible", "hf32Eligible")):
+        for canonical, src in _KERNEL_TEXT:
             if src in c_cols:
                 expr, join = _str_join(canonical, f"c.{src}")
-                select.append(f"{expr} as {canonical}")
+                exprs[canonical] = expr
                 joins.append(join)
         block = _pick(c_cols, "blockNum", "blockDim", "block_dim")
         mix = _pick(c_cols, "mixBlockNum", "mixBlockDim")
         if block:
-            select.append(f"c.{block} as block_dim")
+            exprs["block_dim"] = f"c.{block}"
         if mix:
-            select.append(f"c.{mix} as mix_block_dim")
+            exprs["mix_block_dim"] = f"c.{mix}"
         if "waitNs" in c_cols:
-            select.append("c.waitNs as wait_ns")
+            exprs["wait_ns"] = "c.waitNs"
         if "modelId" in t_cols:
-            select.append("t.modelId as model_id")
-        sql = (f"select {', '.join(select)} from TASK t join COMPUTE_TASK_INFO c on c.globalTaskId = t.globalTaskId "
-               f"{' '.join(joins)} order by t.startNs")
-        raw = query(conn, sql)
-        parts.append(_canonical_kernels(raw, notes))
-        if "TASK_PMU_INFO" in tables and raw.num_rows:
-            parts[-1] = _attach_pmu(conn, parts[-1], raw["global_task_id"])
+            exprs["model_id"] = "t.modelId"
+        tasks = "TASK t join COMPUTE_TASK_INFO c on c.globalTaskId = t.globalTaskId"
+        keys = f"0 as _src, {_rowid(conn, 'TASK', 't')} as _r1, {_rowid(conn, 'COMPUTE_TASK_INFO', 'c')} as _r2"
+        ks.parts.append((exprs, f"{tasks} {' '.join(joins)}", keys))
+        ks.columns = list(exprs)
+        if "TASK_PMU_INFO" in tables and conn.execute(f"select 1 from {tasks} limit 1").fetchone() is not None:
+            _pmu_pivot(conn, ks)  # without a compute task, no metric columns (nothing to attach them to)
     if "COMMUNICATION_OP" in tables:
         o_cols = _columns(conn, "COMMUNICATION_OP")
         name_expr, name_join = _str_join("opname", "o.opName")
         type_expr, type_join = _str_join("optype", "o.opType")
-        sql = (f"select {name_expr} as name, {type_expr} as op_type, o.startNs as start_ns, o.endNs - o.startNs as dur_ns, "
-               f"o.connectionId as connection_id{', o.waitNs as wait_ns' if 'waitNs' in o_cols else ''}"
-               f"{', o.deviceId as device_id' if 'deviceId' in o_cols else ''} "
-               f"from COMMUNICATION_OP o {name_join} {type_join} order by o.startNs")
-        comm = query(conn, sql)
-        if comm.num_rows:
-            comm = comm.append_column("core_type", pa.array(["COMMUNICATION"] * comm.num_rows, pa.string()))
-            parts.append(_canonical_kernels(comm, notes))
-    if not parts:
-        return conform("kernels", pa.table({}))
-    table = pa.concat_tables(parts, promote_options="default")
-    return table.sort_by([("start_ns", "ascending")]) if table.num_rows else table
+        exprs = {"name": name_expr, "op_type": type_expr, "start_ns": "o.startNs", "dur_ns": "o.endNs - o.startNs",
+                 "connection_id": "o.connectionId"}
+        if "waitNs" in o_cols:
+            exprs["wait_ns"] = "o.waitNs"
+        if "deviceId" in o_cols:
+            exprs["device_id"] = "o.deviceId"
+        exprs["core_type"] = "'COMMUNICATION'"
+        keys = f"1 as _src, {_rowid(conn, 'COMMUNICATION_OP', 'o')} as _r1, null as _r2"
+        ks.parts.append((exprs, f"COMMUNICATION_OP o {name_join} {type_join}", keys))
+        ks.columns += [c for c in exprs if c not in ks.columns]
+    return ks
+
+
+def _pmu_pivot(conn: sqlite3.Connection, ks: _KernelSql) -> None:
+    """TASK_PMU_INFO (one row per metric per task) pivoted in SQL into one column per metric name, the
+    first non-null value (file order) of each task's metric; the metric columns follow the kernel columns,
+    by name, and a metric named like a kernel column is left out."""
+    reserved = set(TABLE_SCHEMAS["kernels"].names) | (set(ks.columns) & set(_KERNEL_EXTRA_TYPES))
+    names = {r[0] for r in conn.execute("select distinct s.value from TASK_PMU_INFO p "
+                                        "join STRING_IDS s on s.id = p.name")}
+    ks.pmu = sorted(str(n) for n in names - {None} if str(n) not in reserved)
+    if not ks.pmu:
+        return
+    pivot = ", ".join(f"max(case when metric = ? then v end) as pmu_{j}" for j in range(len(ks.pmu)))
+    # min(rowid) makes the bare column v that of the first row of its group (SQLite's documented rule)
+    first = (f"select p.globalTaskId as gid, s.value as metric, p.value as v, min({_rowid(conn, 'TASK_PMU_INFO', 'p')}) "
+             "from TASK_PMU_INFO p left join STRING_IDS s on s.id = p.name where p.value is not null "
+             "group by p.globalTaskId, s.value")
+    ks.pmu_join = f"left join (select gid, {pivot} from ({first}) group by gid) pm on pm.gid = t.globalTaskId"
+
+
+def _canonical_kernel_block(raw: pa.Table, notes: ConversionNotes, ks: _KernelSql) -> pa.Table:
+    pmu = [f"pmu_{j}" for j in range(len(ks.pmu))]
+    table = _canonical_kernels(raw.drop_columns(pmu), notes)
+    for name, col in zip(ks.pmu, pmu):
+        table = table.append_column(name, raw[col].cast(pa.float64()))
+    return table
+
+
+def write_kernels(conn: sqlite3.Connection, ks: _KernelSql, dest: Path, notes: ConversionNotes) -> int:
+    """Every kernel row, in start order, into ``dest``; the rows written."""
+    if not ks.parts:
+        return _stream(dest, TABLE_SCHEMAS["kernels"], [])
+    return _stream(dest, ks.schema(), (_canonical_kernel_block(raw, notes, ks)
+                                       for raw in blocks(conn, ks.rows_sql(), ks.pmu)))
 
 
 def _canonical_kernels(raw: pa.Table, notes: ConversionNotes) -> pa.Table:
@@ -171,42 +300,30 @@ def _canonical_kernels(raw: pa.Table, notes: ConversionNotes) -> pa.Table:
     return conform("kernels", pa.table(cols))
 
 
-def _attach_pmu(conn: sqlite3.Connection, kernels: pa.Table, task_ids: pa.ChunkedArray) -> pa.Table:
-    """TASK_PMU_INFO (one row per metric per task) pivoted into one float64 column per metric name."""
-    name_expr, name_join = _str_join("pmu", "p.name")
-    pmu = query(conn, f"select p.globalTaskId as gid, {name_expr} as metric, p.value as value "
-                      f"from TASK_PMU_INFO p {name_join}")
-    if pmu.num_rows == 0:
-        return kernels
-    keyed = pa.table({"gid": task_ids.cast(pa.int64()), "_row": pa.array(range(len(task_ids)), pa.int64())})
-    for metric in sorted(set(pc.unique(pmu["metric"]).to_pylist()) - {None}):
-        sub = pmu.filter(pc.equal(pmu["metric"], metric)).select(["gid", "value"])
-        sub = sub.group_by("gid", use_threads=False).aggregate([("value", "first")])
-        sub = pa.table({"gid": sub["gid"].cast(pa.int64()), "v": sub["value_first"].cast(pa.float64())})
-        joined = keyed.join(sub, "gid", join_type="left outer", use_threads=False).sort_by("_row")
-        if metric not in kernels.column_names:
-            kernels = kernels.append_column(metric, joined["v"])
-    return kernels
-
-
 def _globaltid_split(gt: pa.ChunkedArray) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
     gt = gt.cast(pa.int64())
     return pc.shift_right(gt, 32), pc.bit_wise_and(gt, 0xFFFFFFFF)
 
 
-def read_host_ops(conn: sqlite3.Connection, notes: ConversionNotes) -> pa.Table:
-    if "PYTORCH_API" not in _tables(conn):
-        return conform("host_ops", pa.table({}))
+
+# ------------------------------------------------------------------------------- host ops, API calls, flows
+
+
+def _host_sql(conn: sqlite3.Connection) -> tuple[str, str, str]:
+    """PYTORCH_API's select list, source (with its STRING_IDS joins) and order (``startNs`` is TEXT)."""
     cols = _columns(conn, "PYTORCH_API")
     name_expr, name_join = _str_join("name", "p.name")
-    shapes = ""
-    shape_join = ""
+    select = (f"cast(p.startNs as text) as s, cast(p.endNs as text) as e, p.globalTid as gt, p.connectionId as cid, "
+              f"{name_expr} as name")
+    source = f"PYTORCH_API p {name_join}"
     if "inputShapes" in cols:
         shapes, shape_join = _str_join("shapes", "p.inputShapes")
-        shapes = f", {shapes} as input_shapes"
-    raw = query(conn, f"select cast(p.startNs as text) as s, cast(p.endNs as text) as e, p.globalTid as gt, "
-                      f"p.connectionId as cid, {name_expr} as name{shapes} "
-                      f"from PYTORCH_API p {name_join} {shape_join} order by cast(p.startNs as integer)")
+        select += f", {shapes} as input_shapes"
+        source += f" {shape_join}"
+    return select, source, f"cast(p.startNs as integer), {_rowid(conn, 'PYTORCH_API', 'p')}"
+
+
+def _host_block(raw: pa.Table, notes: ConversionNotes) -> pa.Table:
     start = to_ns(raw["s"].cast(pa.string()), column="PYTORCH_API.startNs", notes=notes, unit_ns=1)
     end = to_ns(raw["e"].cast(pa.string()), column="PYTORCH_API.endNs", notes=notes, unit_ns=1)
     pid, tid = _globaltid_split(raw["gt"])
@@ -217,15 +334,17 @@ def read_host_ops(conn: sqlite3.Connection, notes: ConversionNotes) -> pa.Table:
     return conform("host_ops", pa.table(out))
 
 
-def read_api_calls(conn: sqlite3.Connection) -> pa.Table:
-    tables = _tables(conn)
-    if "CANN_API" not in tables:
-        return conform("api_calls", pa.table({}))
-    name_expr, name_join = _str_join("name", "a.name")
-    level = "e.name as level" if "ENUM_API_TYPE" in tables else "cast(a.type as text) as level"
-    level_join = "left join ENUM_API_TYPE e on e.id = a.type" if "ENUM_API_TYPE" in tables else ""
-    raw = query(conn, f"select {name_expr} as name, {level}, a.globalTid as gt, a.startNs as s, a.endNs as e, "
-                      f"a.connectionId as cid from CANN_API a {name_join} {level_join} order by a.startNs")
+def write_host_ops(conn: sqlite3.Connection, dest: Path, notes: ConversionNotes) -> int:
+    """PYTORCH_API by start time into ``dest``; the rows written."""
+    schema = TABLE_SCHEMAS["host_ops"]
+    if "PYTORCH_API" not in _tables(conn):
+        return _stream(dest, schema, [])
+    select, source, order = _host_sql(conn)
+    return _stream(dest, schema, (_host_block(raw, notes) for raw in
+                                  blocks(conn, f"select {select} from {source} order by {order}")))
+
+
+def _api_block(raw: pa.Table) -> pa.Table:
     pid, tid = _globaltid_split(raw["gt"])
     return conform("api_calls", pa.table({
         "name": raw["name"], "level": raw["level"], "pid": pid, "tid": tid, "start_ns": raw["s"].cast(pa.int64()),
@@ -234,69 +353,124 @@ def read_api_calls(conn: sqlite3.Connection) -> pa.Table:
     }))
 
 
-def read_flows(conn: sqlite3.Connection, host_ops: pa.Table, kernels: pa.Table) -> pa.Table:
-    """Host op → kernel links: PYTORCH_API.connectionId → CONNECTION_IDS → TASK.connectionId."""
-    if "CONNECTION_IDS" not in _tables(conn) or host_ops.num_rows == 0 or kernels.num_rows == 0:
-        return conform("flows", pa.table({}))
-    ids = query(conn, "select id, connectionId from CONNECTION_IDS")
-    if ids.num_rows == 0:
-        return conform("flows", pa.table({}))
-    hosts = pa.table({"id": host_ops["correlation_id"], "host_index": pa.array(range(host_ops.num_rows), pa.int64())})
-    links = pa.table({"id": ids["id"].cast(pa.int64()), "cid": ids["connectionId"].cast(pa.int64())})
-    devs = pa.table({"cid": kernels["correlation_id"], "kernel_index": pa.array(range(kernels.num_rows), pa.int64())})
-    # inner joins (pyarrow's default is a left outer join): host ops without a task link make no flow
-    joined = hosts.join(links, "id", join_type="inner", use_threads=False).join(
-        devs, "cid", join_type="inner", use_threads=False)
-    joined = joined.sort_by([("host_index", "ascending"), ("kernel_index", "ascending")])
-    return conform("flows", pa.table({"host_index": joined["host_index"], "kernel_index": joined["kernel_index"],
-                                      "kind": pa.array(["async_npu"] * joined.num_rows, pa.string())}))
-
-
-def read_memory(conn: sqlite3.Connection) -> pa.Table:
+def write_api_calls(conn: sqlite3.Connection, dest: Path) -> int:
+    """CANN_API by start time into ``dest``; the rows written."""
     tables = _tables(conn)
-    parts = []
+    schema = TABLE_SCHEMAS["api_calls"]
+    if "CANN_API" not in tables:
+        return _stream(dest, schema, [])
+    name_expr, name_join = _str_join("name", "a.name")
+    level = "e.name as level" if "ENUM_API_TYPE" in tables else "cast(a.type as text) as level"
+    level_join = "left join ENUM_API_TYPE e on e.id = a.type" if "ENUM_API_TYPE" in tables else ""
+    sql = (f"select {name_expr} as name, {level}, a.globalTid as gt, a.startNs as s, a.endNs as e, "
+           f"a.connectionId as cid from CANN_API a {name_join} {level_join} "
+           f"order by a.startNs, {_rowid(conn, 'CANN_API', 'a')}")
+    return _stream(dest, schema, (_api_block(raw) for raw in blocks(conn, sql)))
+
+
+def write_flows(conn: sqlite3.Connection, ks: _KernelSql, dest: Path) -> int:
+    """Host op → kernel links (PYTORCH_API.connectionId → CONNECTION_IDS → TASK.connectionId) into ``dest``,
+    by row index into host_ops and kernels: both numbered in SQL in the order they were written."""
+    tables = _tables(conn)
+    schema = TABLE_SCHEMAS["flows"]
+    if not ({"CONNECTION_IDS", "PYTORCH_API"} <= tables and ks.parts):
+        return _stream(dest, schema, [])
+    _, source, order = _host_sql(conn)
+    sql = (f"with h as (select row_number() over (order by {order}) - 1 as host_index, p.connectionId as cid "
+           f"from {source}), k as ({ks.numbering_sql()}) "
+           "select h.host_index as host_index, k.kernel_index as kernel_index from h "
+           "join CONNECTION_IDS l on l.id = h.cid join k on k.cid = l.connectionId "
+           "order by h.host_index, k.kernel_index")
+
+    def flows(raw: pa.Table) -> pa.Table:
+        return pa.table({"host_index": raw["host_index"].cast(pa.int64()),
+                         "kernel_index": raw["kernel_index"].cast(pa.int64()),
+                         "kind": pa.array(["async_npu"] * raw.num_rows, pa.string())})
+
+    return _stream(dest, schema, (flows(raw) for raw in blocks(conn, sql)))
+
+
+# ---------------------------------------------------------------------------------------- memory, counters
+
+
+def _memory_record_block(raw: pa.Table) -> pa.Table:
+    return pa.table({
+        "component": raw["component"], "ts_ns": raw["ts"].cast(pa.int64()), "allocated_bytes": raw["a"].cast(pa.int64()),
+        "reserved_bytes": raw["r"].cast(pa.int64()), "device": pc.cast(raw["dev"], pa.string()),
+        "active_bytes": raw["act"].cast(pa.int64()), "source": pa.array(["memory_record"] * raw.num_rows, pa.string()),
+    })
+
+
+def _module_mem_block(raw: pa.Table) -> pa.Table:
+    reserved = raw["r"].cast(pa.float64())
+    reserved = pc.if_else(pc.less(reserved, 0), pa.scalar(None, pa.float64()), reserved)
+    return pa.table({
+        "component": raw["component"], "ts_ns": raw["ts"].cast(pa.int64()),
+        "reserved_bytes": reserved.cast(pa.int64()), "device": pc.cast(raw["dev"], pa.string()),
+        "source": pa.array(["npu_module_mem"] * raw.num_rows, pa.string()),
+    })
+
+
+def _conformed(name: str, schema: pa.Schema, table: pa.Table) -> pa.Table:
+    """``table`` conformed, with the columns of ``schema`` that it lacks as nulls."""
+    table = conform(name, table)
+    return pa.table([table[f.name] if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+                     for f in schema], schema=schema)
+
+
+def write_memory(conn: sqlite3.Connection, dest: Path) -> int:
+    """MEMORY_RECORD then NPU_MODULE_MEM, each in file order, into ``dest``; the rows written."""
+    tables = _tables(conn)
+    schema = TABLE_SCHEMAS["memory"]
     if "MEMORY_RECORD" in tables:
-        comp, join = _str_join("comp", "m.component")
-        raw = query(conn, f"select {comp} as component, m.timestamp as ts, m.totalAllocated as a, m.totalReserved as r, "
-                          f"m.totalActive as act, m.deviceId as dev from MEMORY_RECORD m {join}")
-        parts.append(conform("memory", pa.table({
-            "component": raw["component"], "ts_ns": raw["ts"].cast(pa.int64()), "allocated_bytes": raw["a"].cast(pa.int64()),
-            "reserved_bytes": raw["r"].cast(pa.int64()), "device": pc.cast(raw["dev"], pa.string()),
-            "active_bytes": raw["act"].cast(pa.int64()), "source": pa.array(["memory_record"] * raw.num_rows, pa.string()),
-        })))
-    if "NPU_MODULE_MEM" in tables:
-        mod = "e.name" if "ENUM_MODULE" in tables else "cast(m.moduleId as text)"
-        join = "left join ENUM_MODULE e on e.id = m.moduleId" if "ENUM_MODULE" in tables else ""
-        raw = query(conn, f"select {mod} as component, m.timestampNs as ts, m.totalReserved as r, m.deviceId as dev "
-                          f"from NPU_MODULE_MEM m {join}")
-        reserved = raw["r"].cast(pa.float64())
-        reserved = pc.if_else(pc.less(reserved, 0), pa.scalar(None, pa.float64()), reserved)
-        parts.append(conform("memory", pa.table({
-            "component": raw["component"], "ts_ns": raw["ts"].cast(pa.int64()),
-            "reserved_bytes": reserved.cast(pa.int64()), "device": pc.cast(raw["dev"], pa.string()),
-            "source": pa.array(["npu_module_mem"] * raw.num_rows, pa.string()),
-        })))
-    if not parts:
-        return conform("memory", pa.table({}))
-    return pa.concat_tables(parts, promote_options="default")
+        schema = schema.append(pa.field("active_bytes", pa.int64()))
+    if tables & {"MEMORY_RECORD", "NPU_MODULE_MEM"}:
+        schema = schema.append(pa.field("source", pa.string()))
+
+    def parts() -> Iterator[pa.Table]:
+        if "MEMORY_RECORD" in tables:
+            comp, join = _str_join("comp", "m.component")
+            sql = (f"select {comp} as component, m.timestamp as ts, m.totalAllocated as a, m.totalReserved as r, "
+                   f"m.totalActive as act, m.deviceId as dev from MEMORY_RECORD m {join} "
+                   f"order by {_rowid(conn, 'MEMORY_RECORD', 'm')}")
+            yield from (_conformed("memory", schema, _memory_record_block(raw)) for raw in blocks(conn, sql))
+        if "NPU_MODULE_MEM" in tables:
+            mod = "e.name" if "ENUM_MODULE" in tables else "cast(m.moduleId as text)"
+            join = "left join ENUM_MODULE e on e.id = m.moduleId" if "ENUM_MODULE" in tables else ""
+            sql = (f"select {mod} as component, m.timestampNs as ts, m.totalReserved as r, m.deviceId as dev "
+                   f"from NPU_MODULE_MEM m {join} order by {_rowid(conn, 'NPU_MODULE_MEM', 'm')}")
+            yield from (_conformed("memory", schema, _module_mem_block(raw)) for raw in blocks(conn, sql))
+
+    return _stream(dest, schema, parts())
 
 
-def read_counters(conn: sqlite3.Connection) -> pa.Table:
-    """AI Core frequency and HBM bandwidth samples as counter tracks."""
+def write_counters(conn: sqlite3.Connection, dest: Path) -> int:
+    """AI Core frequency and HBM bandwidth samples as counter tracks into ``dest``; the rows written."""
     tables = _tables(conn)
-    parts = []
-    if "AICORE_FREQ" in tables:
-        raw = query(conn, "select deviceId as d, cast(timestampNs as integer) as ts, freq as v from AICORE_FREQ")
-        parts.append(pa.table({"track": pc.binary_join_element_wise("AI Core Freq (MHz) dev ", pc.cast(raw["d"], pa.string()), ""),
-                               "ts_ns": raw["ts"].cast(pa.int64()), "value": raw["v"].cast(pa.float64())}))
-    if "HBM" in tables:
-        raw = query(conn, "select deviceId as d, hbmId as h, type as t, timestampNs as ts, bandwidth as v from HBM")
-        track = pc.binary_join_element_wise("HBM ", pc.cast(raw["h"], pa.string()), " type ", pc.cast(raw["t"], pa.string()),
-                                            " (bytes/s) dev ", pc.cast(raw["d"], pa.string()), "")
-        parts.append(pa.table({"track": track, "ts_ns": raw["ts"].cast(pa.int64()), "value": raw["v"].cast(pa.float64())}))
-    if not parts:
-        return conform("counters", pa.table({}))
-    return conform("counters", pa.concat_tables([conform("counters", p) for p in parts]))
+    schema = TABLE_SCHEMAS["counters"]
+
+    def parts() -> Iterator[pa.Table]:
+        if "AICORE_FREQ" in tables:
+            sql = ("select deviceId as d, cast(timestampNs as integer) as ts, freq as v from AICORE_FREQ "
+                   f"order by {_rowid(conn, 'AICORE_FREQ', 'AICORE_FREQ')}")
+            for raw in blocks(conn, sql):
+                yield conform("counters", pa.table({
+                    "track": pc.binary_join_element_wise("AI Core Freq (MHz) dev ", pc.cast(raw["d"], pa.string()), ""),
+                    "ts_ns": raw["ts"].cast(pa.int64()), "value": raw["v"].cast(pa.float64())}))
+        if "HBM" in tables:
+            sql = ("select deviceId as d, hbmId as h, type as t, timestampNs as ts, bandwidth as v from HBM "
+                   f"order by {_rowid(conn, 'HBM', 'HBM')}")
+            for raw in blocks(conn, sql):
+                track = pc.binary_join_element_wise("HBM ", pc.cast(raw["h"], pa.string()), " type ",
+                                                    pc.cast(raw["t"], pa.string()), " (bytes/s) dev ",
+                                                    pc.cast(raw["d"], pa.string()), "")
+                yield conform("counters", pa.table({"track": track, "ts_ns": raw["ts"].cast(pa.int64()),
+                                                    "value": raw["v"].cast(pa.float64())}))
+
+    return _stream(dest, schema, parts())
+
+
+# ---------------------------------------------------------------------------------- meta, steps, analysis.db
 
 
 def read_meta(conn: sqlite3.Connection, meta: ProfileMeta) -> None:
@@ -395,38 +569,101 @@ def read_analysis_db(path: Path, steps: pa.Table, meta: ProfileMeta, notes: Conv
         conn.close()
 
 
-def read_profiler_db(path: str | os.PathLike[str], *, fmt: str = "ascend_pt_db", meta: ProfileMeta | None = None,
-                     analysis_db: Path | None = None) -> Profile:
-    """One SQLite export (plus an optional analysis.db) → ``Profile``."""
-    p = Path(path)
-    meta = meta or ProfileMeta(format=fmt, source=str(p))
+# ------------------------------------------------------------------------------------------- the whole file
+
+
+def write_profiler_db(path: str | os.PathLike[str], folder: str | os.PathLike[str], *, fmt: str = "ascend_pt_db",
+                      meta: ProfileMeta | None = None, analysis_db: Path | None = None,
+                      rank_hint: int | None = None) -> ProfileMeta:
+    """One SQLite export (plus an optional analysis.db) streamed into a saved profile folder (as
+    ``Profile.save`` writes it) with bounded memory; ``Profile.load(folder)`` gives the profile. ``meta``
+    (filled in and returned) may carry what the files beside the db said; ``rank_hint``: the rank where
+    nothing states it. A failed read leaves no folder behind."""
+    p, out = Path(path), Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write_db(p, out, fmt, meta or ProfileMeta(format=fmt, source=str(p)), analysis_db, rank_hint)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _write_db(p: Path, out: Path, fmt: str, meta: ProfileMeta, analysis_db: Path | None,
+              rank_hint: int | None) -> ProfileMeta:
     meta.format = fmt
     notes = ConversionNotes()
     conn = connect(p)
     try:
         try:
+            # bigger page cache and sorter runs (the defaults are 2 MB); the temp database holds the
+            # materialised subqueries and automatic indexes of the pivot and the flow joins
+            conn.execute(f"pragma cache_size = -{_CACHE_KIB}")
+            conn.execute(f"pragma temp.cache_size = -{_CACHE_KIB}")
             read_meta(conn, meta)
-            kernels = read_kernels(conn, notes, meta.warnings)
-            host_ops = read_host_ops(conn, notes)
-            api_calls = read_api_calls(conn)
-            flows = read_flows(conn, host_ops, kernels)
-            memory = read_memory(conn)
-            counters = read_counters(conn)
+            ks = _kernel_sql(conn, _tables(conn))
+            rows = write_kernels(conn, ks, out / "kernels.parquet", notes)
+            rows += write_host_ops(conn, out / "host_ops.parquet", notes)
+            rows += write_api_calls(conn, out / "api_calls.parquet")
+            write_flows(conn, ks, out / "flows.parquet")
+            write_memory(conn, out / "memory.parquet")
+            write_counters(conn, out / "counters.parquet")
             steps = read_steps(conn)
         except sqlite3.DatabaseError as exc:
             raise InputError(str(p), f"unexpected database content ({exc})") from exc
     finally:
         conn.close()
     meta.source_files.append(str(p))
-    communication = conform("communication", pa.table({}))
+    communication = empty_table("communication")
     if analysis_db is not None and analysis_db.is_file():
         try:
             steps, communication = read_analysis_db(analysis_db, steps, meta, notes)
         except (InputError, sqlite3.DatabaseError) as exc:
             meta.warnings.append(f"skipped {analysis_db.name}: {getattr(exc, 'reason', exc)}")
     meta.warnings.extend(notes.warnings(p))
-    if kernels.num_rows == 0 and host_ops.num_rows == 0 and api_calls.num_rows == 0:
+    if rows == 0:
         raise InputError(str(p), "database holds no tasks, operators or API calls (TASK/COMPUTE_TASK_INFO, "
                                  "PYTORCH_API, CANN_API are missing or empty)")
-    return Profile(meta=meta, kernels=kernels, host_ops=host_ops, api_calls=api_calls, flows=flows,
-                   counters=counters, steps=steps, memory=memory, communication=communication)
+    if meta.rank is None:
+        meta.rank = rank_hint
+    save_tables(out, meta, {"steps": steps, "communication": communication})
+    return meta
+
+
+def read_profiler_db(path: str | os.PathLike[str], *, fmt: str = "ascend_pt_db", meta: ProfileMeta | None = None,
+                     analysis_db: Path | None = None) -> Profile:
+    """One SQLite export (plus an optional analysis.db) → ``Profile``: :func:`write_profiler_db` into a
+    temporary folder, then loaded (one way of reading for both)."""
+    tmp = Path(tempfile.mkdtemp(prefix="pypto_db_"))
+    try:
+        write_profiler_db(path, tmp, fmt=fmt, meta=meta, analysis_db=analysis_db)
+        return Profile.load(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_ascend_pt_db(path: str | os.PathLike[str], folder: str | os.PathLike[str], *,
+                       rank_hint: int | None = None) -> ProfileMeta:
+    """A torch_npu db export (``*_ascend_pt`` folder or the ``ascend_pytorch_profiler_*.db`` itself, with the
+    ``analysis.db`` beside it) streamed into a saved profile folder; the folder's profiler_info and
+    metadata fill the meta."""
+    from pypto_core.formats.ascend_pt import output_dir, read_profiler_info
+    from pypto_core.formats.detect import _DB_GLOB
+
+    p = Path(path)
+    if p.is_file():
+        return write_profiler_db(p, folder, fmt="ascend_pt_db", analysis_db=p.parent / "analysis.db",
+                                 rank_hint=rank_hint)
+    meta = ProfileMeta(format="ascend_pt_db", source=str(p))
+    read_profiler_info(p, meta)
+    out = output_dir(p)
+    dbs = sorted(f for f in out.iterdir() if f.is_file() and _DB_GLOB.match(f.name))
+    if not dbs:
+        raise InputError(str(p), "no ascend_pytorch_profiler_*.db in this folder")
+    return write_profiler_db(dbs[0], folder, fmt="ascend_pt_db", meta=meta, analysis_db=out / "analysis.db",
+                             rank_hint=rank_hint)
+
+
+def write_msprof_db(path: str | os.PathLike[str], folder: str | os.PathLike[str], *,
+                    rank_hint: int | None = None) -> ProfileMeta:
+    """A lone ``msprof_*.db`` streamed into a saved profile folder."""
+    return write_profiler_db(path, folder, fmt="msprof_db", rank_hint=rank_hint)

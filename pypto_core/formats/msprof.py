@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from pypto_core.errors import InputError
 from pypto_core.formats import summary_csv
-from pypto_core.formats.ascend_db import read_profiler_db
+from pypto_core.formats.ascend_db import write_profiler_db
 from pypto_core.formats.communication_json import read_communication
 from pypto_core.formats.csvtable import ConversionNotes, read_header
 from pypto_core.formats.jsonfile import load_json
@@ -66,7 +66,7 @@ def device_dirs(root: Path) -> list[tuple[int, Path]]:
 def write_msprof(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> list[tuple[str, ProfileMeta]]:
     """Every device of one ``PROF_*`` folder saved under ``folder`` (a subfolder each, as ``Profile.save``
     writes it): (subfolder name, meta) per device. The text export's kernel tables and timelines stream
-    into Parquet (bounded memory, whatever their size); the db export is read in memory."""
+    into Parquet (bounded memory, whatever their size), and so does the db export."""
     base, out = Path(root), Path(folder)
     summary = base / OUTPUT_DIR if (base / OUTPUT_DIR).is_dir() else base
     legacy = device_dirs(base)
@@ -80,9 +80,7 @@ def write_msprof(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -
             raise InputError(str(base), "msprof folder without op_summary, msprof timeline or msprof_*.db output")
         meta = ProfileMeta(format="msprof_db", source=str(base))
         read_device_info(base, meta)
-        profile = read_profiler_db(dbs[0], fmt="msprof_db", meta=meta)
-        profile.save(out / "db")
-        return [("db", profile.meta)]
+        return [("db", write_profiler_db(dbs[0], out / "db", fmt="msprof_db", meta=meta))]
     written = []
     for dev, summary_dir, timeline_dir, name in devices:
         dest = out / name

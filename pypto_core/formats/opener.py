@@ -147,6 +147,8 @@ _STREAMING_WRITERS = {
     det.KERNEL_CSV: ("pypto_core.formats.kernel_csv", "write_kernel_table"),
     det.TRACE_JSON: ("pypto_core.formats.chrome_trace", "write_trace_view"),
     det.ASCEND_PT: ("pypto_core.formats.ascend_pt", "write_ascend_pt"),
+    det.ASCEND_PT_DB: ("pypto_core.formats.ascend_db", "write_ascend_pt_db"),
+    det.MSPROF_DB: ("pypto_core.formats.ascend_db", "write_msprof_db"),
 }
 
 
@@ -194,26 +196,10 @@ def _number_ranks(metas: list[ProfileMeta]) -> None:
 
 
 def _read_in_memory(found: det.Detection) -> list[Profile]:
-    """The formats read whole (SQLite exports, saved profiles): their readers query tables, not streams."""
+    """The formats read whole (saved profiles, a lone analysis.db of summaries); the SQLite exports stream."""
     path = found.path
     if found.kind == det.SAVED:
         return [_load_saved(path)]
-    if found.kind == det.ASCEND_PT_DB:
-        from pypto_core.formats.ascend_db import read_profiler_db
-        from pypto_core.formats.ascend_pt import output_dir, read_profiler_info
-
-        if path.is_file():
-            analysis = path.parent / "analysis.db"
-            return [read_profiler_db(path, fmt="ascend_pt_db", analysis_db=analysis)]
-        meta = ProfileMeta(format="ascend_pt_db", source=str(path))
-        read_profiler_info(path, meta)
-        out = output_dir(path)
-        dbs = sorted(f for f in out.iterdir() if f.is_file() and det._DB_GLOB.match(f.name))
-        return [read_profiler_db(dbs[0], fmt="ascend_pt_db", meta=meta, analysis_db=out / "analysis.db")]
-    if found.kind == det.MSPROF_DB:
-        from pypto_core.formats.ascend_db import read_profiler_db
-
-        return [read_profiler_db(path, fmt="msprof_db")]
     if found.kind == det.ANALYSIS_DB:
         return [_read_analysis_only(path)]
     raise InputError(str(path), f"unsupported input kind {found.kind!r}")
