@@ -366,13 +366,7 @@ def _id_part(parts: int, rec: np.ndarray) -> np.ndarray:
 
 def _pair(s: np.ndarray, f: np.ndarray, apis: np.ndarray) -> tuple[np.ndarray, int]:
     """The bound flows (``_FLOW`` records) of one partition's ends, and how many pairs were not bound."""
-    api_index = s["api"]
-    if len(apis):  # HostToDevice ids equal the CANN API's connection_id: by it where the ts does not match
-        apis = apis[np.argsort(apis["row"], kind="stable")]  # the first API in table order wins
-        keys = _pair_keys(s["hi"], s["id"], s["text"], s["valid"])
-        hit = first_rows(keys, _pair_keys(apis["hi"], apis["id"], apis["text"], apis["valid"]))
-        hit[keys["bad"] != 0] = -1
-        api_index = np.where(api_index >= 0, api_index, np.where(hit >= 0, apis["row"][np.maximum(hit, 0)], -1))
+    api_index = _by_connection(s, apis)
     start_side = pa.table({
         "cat": np.ascontiguousarray(s["cat"]), "text": np.ascontiguousarray(s["text"]),
         "hi": np.ascontiguousarray(s["hi"]), "id": pa.array(np.ascontiguousarray(s["id"]), mask=~s["valid"]),
@@ -411,13 +405,37 @@ def _flow_rows(rec: np.ndarray) -> pa.Table:
     return conform("flows", out)
 
 
-def _pair_keys(ids_hi: np.ndarray, ids: np.ndarray, is_text: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """One comparable key per id (structured: validity, text flag, then the value); an invalid id's key
-    matches nothing valid."""
-    keys = np.empty(len(ids), dtype=[("bad", np.int8), ("text", np.int8), ("hi", np.int64), ("id", np.int64)])
-    keys["bad"], keys["text"] = ~valid, is_text
-    keys["hi"], keys["id"] = np.where(valid, ids_hi, 0), np.where(valid, ids, 0)
-    return keys
+def _by_connection(s: np.ndarray, apis: np.ndarray) -> np.ndarray:
+    """Per start (``_BOUND_S``), its API row: the one bound by ts, else the first API (in table order) whose
+    connection_id is the start's id (HostToDevice ids are: by it where the ts does not match)."""
+    api_index = s["api"]
+    need = np.flatnonzero((api_index < 0) & s["valid"])
+    apis = apis[apis["valid"]]
+    if not (len(need) and len(apis)):
+        return api_index
+    api_index = api_index.copy()
+    domain, fits = _packed_ids(apis)
+    if fits.all():  # the common case: one int64 per id, a stable sort and a binary search
+        keys, fits = _packed_ids(s[need])  # a longer id equals none of the APIs'
+        order = np.argsort(apis["row"], kind="stable")  # the first API in table order wins
+        hit = first_rows(keys[fits], domain[order])
+        api_index[need[fits]] = np.where(hit >= 0, apis["row"][order][np.maximum(hit, 0)], -1)
+        return api_index
+    key = ["text", "hi", "id"]  # ids of more than 19 digits: a hash join on the parts
+    first = pa.table({c: np.ascontiguousarray(apis[c]) for c in (*key, "row")})
+    first = first.group_by(key, use_threads=False).aggregate([("row", "min")])
+    ends = pa.table({c: np.ascontiguousarray(s[c][need]) for c in key}).append_column("end", pa.array(need))
+    hit = ends.join(first, key, join_type="inner", use_threads=False)
+    api_index[hit["end"].to_numpy()] = hit["row_min"].to_numpy()
+    return api_index
+
+
+def _packed_ids(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Valid ids (``text``, ``hi``, ``id``) as one int64 each, and whether that is exact: integers of up
+    to 19 digits (hi <= 8) as their value, text codes as negatives."""
+    hi = rec["hi"]
+    fits = hi <= 8
+    return np.where(rec["text"], -1 - rec["id"], np.where(fits, hi, 0) * 10**18 + rec["id"]), fits
 
 
 def steps_from_host(host: pa.Table) -> pa.Table:

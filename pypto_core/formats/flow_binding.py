@@ -187,6 +187,10 @@ def split_to(parts: list[Spill], rows: np.ndarray, part: np.ndarray) -> None:
     if len(parts) == 1:
         parts[0].add(rows)
         return
+    if len(parts) <= 16:  # a mask per part: cheaper than sorting by part
+        for k, spill in enumerate(parts):
+            spill.add(rows[part == k])
+        return
     order = np.argsort(part, kind="stable")
     edges = np.searchsorted(part[order], np.arange(len(parts) + 1))
     for k, spill in enumerate(parts):
@@ -304,7 +308,8 @@ class BucketedSpans:
         bound = _bind_ordered(order, end_lane, end_ts, lane, start, dur)
         if self._crossing and k + 1 < len(self._starting):
             lane_o = lane[order]
-            lane_end = np.searchsorted(lane_o, lane_o, side="right")
+            ends = np.append(np.flatnonzero(lane_o[1:] != lane_o[:-1]) + 1, len(lane_o))
+            lane_end = np.repeat(ends, np.diff(ends, prepend=0))  # per position, where its lane's run ends
             keep = order[lane_end - np.arange(len(order)) <= _WALK_BACK]
             self._tail = _by_row(spans[keep])
         rows = spans["row"]

@@ -133,7 +133,8 @@ def test_trace_view_out_of_core_equals_in_memory(path: Path, tmp_path: Path, tin
     from tests.core.formats.test_chrome_trace import _same_tables
 
     whole = read_trace_view(path)
-    write_trace_view(path, tmp_path / "p")
+    meta = write_trace_view(path, tmp_path / "p")
+    assert meta.extra["unbound_flows"] == whole.hints["unbound_flows"]
     if whole.flows.num_rows:
         assert max(tiny_buckets) > 1  # the spill path ran
     _same_tables(path, tmp_path / "p", whole)
@@ -168,7 +169,8 @@ def test_text_and_long_ids_pair_out_of_core(tmp_path: Path, tiny_buckets: list[i
     src_path.write_text(json.dumps(ev))
     whole = read_trace_view(src_path)
     assert whole.flows.num_rows == 40
-    write_trace_view(src_path, tmp_path / "p")
+    meta = write_trace_view(src_path, tmp_path / "p")
+    assert meta.extra["unbound_flows"] == whole.hints["unbound_flows"]
     assert max(tiny_buckets) > 4
     loaded = Profile.load(tmp_path / "p")
     assert loaded.flows.equals(whole.flows)
@@ -188,3 +190,27 @@ def test_kineto_out_of_core_equals_in_memory(path: Path, tmp_path: Path, tiny_bu
     for name in ("kernels", "host_ops", "api_calls", "flows", "counters", "steps", "communication"):
         assert loaded.table(name).equals(whole.table(name)), name
     assert not list((tmp_path / "p").glob(".spill-*"))
+
+
+def test_connection_ids_match_alike_packed_or_not() -> None:
+    # ids that fit one int64 take a sort and a binary search; an API id of 20 digits sends the partition
+    # to a hash join: both give each start the first API (in table order) with its id, text ids apart
+    from pypto_core.formats.chrome_trace import _BOUND_S, _KEY_ROW, _by_connection
+
+    s = np.zeros(6, _BOUND_S)
+    s["valid"] = True
+    s["id"] = [5, 7, 7, 3, 1, 5]
+    s["text"] = [False, False, True, False, False, False]
+    s["hi"] = [0, 0, 0, 0, 40, 0]
+    s["api"] = [-1, -1, -1, -1, -1, 11]  # bound by ts: kept
+    apis = np.zeros(5, _KEY_ROW)
+    apis["valid"] = [True, True, True, True, False]
+    apis["id"] = [7, 5, 7, 7, 3]
+    apis["text"] = [False, False, True, False, False]
+    apis["row"] = [4, 3, 2, 0, 1]
+    want = [3, 0, 2, -1, -1, 11]
+    assert _by_connection(s, apis).tolist() == want
+    long_id = np.zeros(1, _KEY_ROW)
+    long_id["valid"], long_id["hi"], long_id["id"], long_id["row"] = True, 40, 1, 9
+    want[4] = 9
+    assert _by_connection(s, np.concatenate([apis, long_id])).tolist() == want
