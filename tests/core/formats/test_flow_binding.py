@@ -1,4 +1,4 @@
-"""Flow binding out of core (``flow_binding``): bucket by bucket it must give what one in-memory pass gives."""
+"""Flow binding out of core (``flow_binding``): bucket by bucket, what one in-memory pass gives."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from pypto_core.formats import flow_binding
 from pypto_core.formats.chrome_trace import read_trace_view, write_trace_view
-from pypto_core.formats.flow_binding import (NO_START, NO_TS, SPAN, BucketedSpans, RowOrder, SpillDir, TimeSample,
-                                             bind_on_lanes, first_rows, hash_part)
+from pypto_core.formats.flow_binding import (NO_START, NO_TS, SPAN, BucketedSpans, RowOrder, SpillDir,
+                                             TimeSample, bind_on_lanes, first_rows, hash_part)
 from tests.paths import SAMPLES
 
 TRACE_VIEWS = sorted(SAMPLES.glob("ascend_pt/**/trace_view.json"))
@@ -51,7 +51,8 @@ def test_bucket_boundaries_keep_the_innermost_rule(tmp_path: Path) -> None:
     want = bind_on_lanes(end_lane, end_ts, lane, start, dur)
     assert want.tolist() == [2, 2, 1, 3, 0, 4, -1, -1, -1, -1]
     for bounds in ([], [100], [101, 120], [50, 100, 110, 130, 250, 251, 600], list(range(10, 1000, 7))):
-        assert _bucketed(tmp_path, lane, start, dur, end_lane, end_ts, bounds).tolist() == want.tolist(), bounds
+        got = _bucketed(tmp_path, lane, start, dur, end_lane, end_ts, bounds)
+        assert got.tolist() == want.tolist(), bounds
 
 
 def test_walk_back_limit_is_the_same_in_buckets(tmp_path: Path) -> None:
@@ -66,7 +67,8 @@ def test_walk_back_limit_is_the_same_in_buckets(tmp_path: Path) -> None:
     want = bind_on_lanes(end_lane, end_ts, lane, start, dur)
     assert want.tolist() == [-1, n, 1]
     for bounds in ([10 * n], [10 * n + 5], [100, 10 * n], [10 * (n - 3)]):
-        assert _bucketed(tmp_path, lane, start, dur, end_lane, end_ts, bounds).tolist() == want.tolist(), bounds
+        got = _bucketed(tmp_path, lane, start, dur, end_lane, end_ts, bounds)
+        assert got.tolist() == want.tolist(), bounds
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -162,7 +164,8 @@ def test_text_and_long_ids_pair_out_of_core(tmp_path: Path, tiny_buckets: list[i
             {"ph": "X", "name": f"api{i}", "pid": 3, "tid": 3, "ts": f"{t}.000", "dur": 5,
              "args": {"connection_id": fid}},
             {"ph": "X", "name": f"k{i}", "pid": 2, "tid": 7 + i % 3, "ts": f"{t + 300}.000", "dur": 1},
-            {"ph": "s", "cat": cat, "id": fid, "pid": src[0], "tid": src[1], "ts": f"{t + (7 if i % 5 == 1 else 0)}.000"},
+            {"ph": "s", "cat": cat, "id": fid, "pid": src[0], "tid": src[1],
+             "ts": f"{t + (7 if i % 5 == 1 else 0)}.000"},  # some off the API's start: bound by connection_id
             {"ph": "f", "cat": cat, "id": fid, "pid": 2, "tid": 7 + i % 3, "ts": f"{t + 300}.000", "bp": "e"},
         ]
     src_path = tmp_path / "trace_view.json"
