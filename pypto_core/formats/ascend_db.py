@@ -39,8 +39,9 @@ from pypto_core.profile import (TABLE_SCHEMAS, TIME_COLUMNS, Profile, ProfileMet
 # test can make it tiny.
 FETCH_ROWS = 20_000
 # SQLite's page cache, which also sizes its sorter's in-memory runs before they spill (vdbesort.c) and the
-# temporary indexes of the joins: 64 MiB each for the main and the temp database, well inside the 1 GiB.
-_CACHE_KIB = 64 * 1024
+# temporary indexes of the joins, for the main and the temp database. On a 300 MB simulated db (449 k
+# kernels): 16 MiB gave a 388 MB peak, 64 MiB 533 MB for 4% less time, the 2 MiB default was slower.
+_CACHE_KIB = 16 * 1024
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -155,6 +156,7 @@ _KERNEL_EXTRA_TYPES = {"op_state": pa.string(), "hf32_eligible": pa.string(), "m
 # The kernel order: by start (nulls last, as Arrow sorts), compute tasks before hcom ops that start at the
 # same time, then file order.
 _KERNEL_ORDER = "start_ns is null, start_ns, _src, _r1, _r2"
+_PMU_COUNT = "pmu_values"  # the non-null PMU values of a task, to check the one-pass pivot
 
 
 @dataclass
@@ -165,27 +167,55 @@ class _KernelSql:
     columns: list[str] = field(default_factory=list)
     parts: list[tuple[dict[str, str], str, str]] = field(default_factory=list)  # (expressions, from, order keys)
     pmu: list[str] = field(default_factory=list)
-    pmu_join: str = ""
+    pmu_ids: list[list[Any]] = field(default_factory=list)  # the STRING_IDS ids of each metric name
+    pmu_rowid: str = "null"
 
-    def union(self, columns: Sequence[str], pmu: bool) -> str:
+    def pmu_columns(self) -> list[str]:
+        return [f"pmu_{j}" for j in range(len(self.pmu))]
+
+    def union(self, columns: Sequence[str], pmu: str = "") -> str:
         selects = []
         for i, (exprs, source, keys) in enumerate(self.parts):
             cols = [f"{exprs.get(c, 'null')} as {c}" for c in columns]
-            if pmu and self.pmu:
-                cols += [f"pm.pmu_{j} as pmu_{j}" if i == 0 else f"null as pmu_{j}" for j in range(len(self.pmu))]
-            join = f" {self.pmu_join}" if pmu and self.pmu and i == 0 else ""
+            if pmu:
+                cols += [f"pm.{c} as {c}" if i == 0 else f"null as {c}" for c in self.pmu_columns() + [_PMU_COUNT]]
+            join = f" left join ({pmu}) pm on pm.gid = t.globalTaskId" if pmu and i == 0 else ""
             selects.append(f"select {', '.join(cols)}, {keys} from {source}{join}")
         return " union all ".join(selects)
 
-    def rows_sql(self) -> str:
-        """Every kernel row in the final order."""
-        names = self.columns + [f"pmu_{j}" for j in range(len(self.pmu))]
-        return f"select {', '.join(names)} from ({self.union(self.columns, True)}) order by {_KERNEL_ORDER}"
+    def rows_sql(self, exact: bool) -> tuple[str, list[Any]]:
+        """Every kernel row in the final order, and the parameters of the PMU pivot."""
+        if not self.pmu:
+            return f"select {', '.join(self.columns)} from ({self.union(self.columns)}) order by {_KERNEL_ORDER}", []
+        pivot, params = self._exact_pivot() if exact else self._pivot()
+        names = self.columns + self.pmu_columns() + [_PMU_COUNT]
+        return f"select {', '.join(names)} from ({self.union(self.columns, pivot)}) order by {_KERNEL_ORDER}", params
+
+    def _pivot(self) -> tuple[str, list[Any]]:
+        """One pass grouped by task: each metric's non-null value where a task has at most one, and the count
+        of non-null values, which tells (``_check_single_values``) where a task has several."""
+        cases, params = [], []
+        for j, ids in enumerate(self.pmu_ids):
+            cases.append(f"max(case when p.name in ({', '.join('?' * len(ids))}) then p.value end) as pmu_{j}")
+            params += ids
+        every = [i for ids in self.pmu_ids for i in ids]
+        cases.append(f"count(case when p.name in ({', '.join('?' * len(every))}) then p.value end) as {_PMU_COUNT}")
+        params += every
+        return f"select p.globalTaskId as gid, {', '.join(cases)} from TASK_PMU_INFO p group by p.globalTaskId", params
+
+    def _exact_pivot(self) -> tuple[str, list[Any]]:
+        """Two passes: the first non-null value (file order) of each task's metric, then one column each."""
+        # min(rowid) makes the bare column v that of the first row of its group (SQLite's documented rule)
+        first = (f"select p.globalTaskId as gid, s.value as metric, p.value as v, min({self.pmu_rowid}) "
+                 "from TASK_PMU_INFO p left join STRING_IDS s on s.id = p.name where p.value is not null "
+                 "group by p.globalTaskId, s.value")
+        cases = [f"max(case when metric = ? then v end) as pmu_{j}" for j in range(len(self.pmu))]
+        return f"select gid, {', '.join(cases)}, 0 as {_PMU_COUNT} from ({first}) group by gid", list(self.pmu)
 
     def numbering_sql(self) -> str:
         """(kernel_index, connection id) of every kernel row, numbered in :meth:`rows_sql`'s order."""
         return (f"select row_number() over (order by {_KERNEL_ORDER}) - 1 as kernel_index, connection_id as cid "
-                f"from ({self.union(['start_ns', 'connection_id'], False)})")
+                f"from ({self.union(['start_ns', 'connection_id'])})")
 
     def schema(self) -> pa.Schema:
         base = TABLE_SCHEMAS["kernels"]
@@ -245,33 +275,55 @@ def _pmu_pivot(conn: sqlite3.Connection, ks: _KernelSql) -> None:
     first non-null value (file order) of each task's metric; the metric columns follow the kernel columns,
     by name, and a metric named like a kernel column is left out."""
     reserved = set(TABLE_SCHEMAS["kernels"].names) | (set(ks.columns) & set(_KERNEL_EXTRA_TYPES))
-    names = {r[0] for r in conn.execute("select distinct s.value from TASK_PMU_INFO p "
-                                        "join STRING_IDS s on s.id = p.name")}
-    ks.pmu = sorted(str(n) for n in names - {None} if str(n) not in reserved)
+    ids: dict[str, list[Any]] = {}
+    for nid, value in conn.execute("select s.id, s.value from STRING_IDS s "
+                                   "where s.id in (select distinct name from TASK_PMU_INFO)"):
+        if value is not None and str(value) not in reserved:
+            ids.setdefault(str(value), []).append(nid)
+    ks.pmu = sorted(ids)
+    ks.pmu_ids = [ids[name] for name in ks.pmu]
+    ks.pmu_rowid = _rowid(conn, "TASK_PMU_INFO", "p")
+
+
+class _SeveralValues(Exception):
+    """A task has more than one non-null value of a metric: the one-pass pivot cannot tell the first."""
+
+
+def _check_single_values(raw: pa.Table, ks: _KernelSql) -> None:
+    found = [pc.cast(pc.is_valid(raw[col]), pa.int64()) for col in ks.pmu_columns()]
+    for more in found[1:]:
+        found[0] = pc.add(found[0], more)
+    counted = pc.fill_null(raw[_PMU_COUNT].cast(pa.int64()), 0)
+    if pc.any(pc.greater(counted, found[0])).as_py():
+        raise _SeveralValues()
+
+
+def _canonical_kernel_block(raw: pa.Table, notes: ConversionNotes, ks: _KernelSql, exact: bool) -> pa.Table:
     if not ks.pmu:
-        return
-    pivot = ", ".join(f"max(case when metric = ? then v end) as pmu_{j}" for j in range(len(ks.pmu)))
-    # min(rowid) makes the bare column v that of the first row of its group (SQLite's documented rule)
-    first = (f"select p.globalTaskId as gid, s.value as metric, p.value as v, min({_rowid(conn, 'TASK_PMU_INFO', 'p')}) "
-             "from TASK_PMU_INFO p left join STRING_IDS s on s.id = p.name where p.value is not null "
-             "group by p.globalTaskId, s.value")
-    ks.pmu_join = f"left join (select gid, {pivot} from ({first}) group by gid) pm on pm.gid = t.globalTaskId"
-
-
-def _canonical_kernel_block(raw: pa.Table, notes: ConversionNotes, ks: _KernelSql) -> pa.Table:
-    pmu = [f"pmu_{j}" for j in range(len(ks.pmu))]
-    table = _canonical_kernels(raw.drop_columns(pmu), notes)
-    for name, col in zip(ks.pmu, pmu):
+        return _canonical_kernels(raw, notes)
+    if not exact:
+        _check_single_values(raw, ks)
+    table = _canonical_kernels(raw.drop_columns(ks.pmu_columns() + [_PMU_COUNT]), notes)
+    for name, col in zip(ks.pmu, ks.pmu_columns()):
         table = table.append_column(name, raw[col].cast(pa.float64()))
     return table
 
 
 def write_kernels(conn: sqlite3.Connection, ks: _KernelSql, dest: Path, notes: ConversionNotes) -> int:
-    """Every kernel row, in start order, into ``dest``; the rows written."""
+    """Every kernel row, in start order, into ``dest``; the rows written. The PMU metrics are pivoted in
+    one pass; a file where a task repeats a metric is written again with the two-pass pivot that keeps
+    the first value (never seen in real exports, so it costs nothing there)."""
     if not ks.parts:
         return _stream(dest, TABLE_SCHEMAS["kernels"], [])
-    return _stream(dest, ks.schema(), (_canonical_kernel_block(raw, notes, ks)
-                                       for raw in blocks(conn, ks.rows_sql(), ks.pmu)))
+    kept = dict(notes.bad_values)
+    for exact in (False, True):
+        sql, params = ks.rows_sql(exact)
+        try:
+            return _stream(dest, ks.schema(), (_canonical_kernel_block(raw, notes, ks, exact)
+                                               for raw in blocks(conn, sql, params)))
+        except _SeveralValues:
+            notes.bad_values = dict(kept)  # the notes of the abandoned pass are counted again
+    raise AssertionError("unreachable: the exact pass raises no _SeveralValues")
 
 
 def _canonical_kernels(raw: pa.Table, notes: ConversionNotes) -> pa.Table:

@@ -206,6 +206,27 @@ def test_equal_start_times_keep_file_order(tmp_path, monkeypatch):
     assert p.kernels["core_type"].to_pylist()[0] == "COMMUNICATION"
 
 
+def test_a_repeated_metric_keeps_its_first_value(tmp_path):
+    db = _tiny_db(tmp_path / "ascend_pytorch_profiler_0.db", [(1, 2, 1), (3, 4, 2), (5, 6, 3)])
+    conn = sqlite3.connect(db)
+    conn.executescript(
+        "create table TASK_PMU_INFO (globalTaskId integer, name integer, value numeric);"
+        "insert into STRING_IDS values (500, 'aic_total_time'), (501, 'aic_mac_ratio'), (502, 'name');")
+    rows = [(100, 500, 7.5), (100, 501, 0.25), (101, 501, None), (101, 501, 0.5), (102, 502, 9)]
+    conn.executemany("insert into TASK_PMU_INFO values (?, ?, ?)", rows)
+    conn.commit()
+    single = _written(db, tmp_path / "single")  # one value per task and metric: the one-pass pivot
+    assert single.kernels["aic_mac_ratio"].to_pylist() == [0.25, 0.5, None]
+    assert "name" in single.kernels.column_names and single.kernels["name"].to_pylist() == ["k0", "k1", "k2"]
+    conn.executemany("insert into TASK_PMU_INFO values (?, ?, ?)", [(100, 501, 0.75), (101, 500, 1), (101, 500, 2)])
+    conn.commit()
+    conn.close()
+    repeated = _written(db, tmp_path / "repeated")  # written again with the two-pass pivot
+    assert repeated.kernels["aic_mac_ratio"].to_pylist() == [0.25, 0.5, None]
+    assert repeated.kernels["aic_total_time"].to_pylist() == [7.5, 1.0, None]
+    assert repeated.kernels.column_names == single.kernels.column_names
+
+
 def test_corrupt_db_names_the_file_and_leaves_no_folder(tmp_path):
     db = tmp_path / "ascend_pytorch_profiler_0.db"
     db.write_bytes(b"SQLite format 3\x00" + bytes(2000))
