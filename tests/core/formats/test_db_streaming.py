@@ -263,3 +263,14 @@ def test_broken_table_midway_names_the_file_and_leaves_no_folder(tmp_path):
     with pytest.raises(InputError):
         write_profiles(db, saved)
     assert not saved.exists() or not any(saved.iterdir())  # no rank folder left behind
+
+
+def test_bench_runs_end_to_end_on_a_tiny_db(tmp_path):
+    from pypto_core.bench import readers_db, registry
+
+    assert "readers_db" in registry()
+    r = readers_db.run([1], tmp_path)["results"][0]
+    assert "error" not in r and "load_error" not in r, r
+    assert r["input_mb"] > 0.3 and r["kernels"] > 0 and r["flows"] == r["kernels"]  # every task launched by an op
+    assert r["mb_per_s"] > 0 and r["peak_rss_mb"] > 0 and r["parquet_load_s"] >= 0
+    assert list(tmp_path.iterdir()) == []  # the simulated input and its saved profile are removed
