@@ -312,7 +312,7 @@ def _canonical_kernel_block(raw: pa.Table, notes: ConversionNotes, ks: _KernelSq
 def write_kernels(conn: sqlite3.Connection, ks: _KernelSql, dest: Path, notes: ConversionNotes) -> int:
     """Every kernel row, in start order, into ``dest``; the rows written. The PMU metrics are pivoted in
     one pass; a file where a task repeats a metric is written again with the two-pass pivot that keeps
-    the first value (never seen in real exports, so it costs nothing there)."""
+    the first value (not so in the samples: one row per task and metric, as the format describes)."""
     if not ks.parts:
         return _stream(dest, TABLE_SCHEMAS["kernels"], [])
     kept = dict(notes.bad_values)
@@ -338,8 +338,6 @@ def _canonical_kernels(raw: pa.Table, notes: ConversionNotes) -> pa.Table:
             cols[c] = parse_name_lists(a.cast(pa.string()))
         elif c in ("model_id", "stream_id", "task_id"):
             cols[c] = to_int(a, column=c, notes=notes)
-        elif c == "global_task_id":
-            continue
         elif c == "connection_id":
             cols["correlation_id"] = to_int(a, column=c, notes=notes, none_values=())
         elif pa.types.is_string(a.type):
@@ -355,7 +353,6 @@ def _canonical_kernels(raw: pa.Table, notes: ConversionNotes) -> pa.Table:
 def _globaltid_split(gt: pa.ChunkedArray) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
     gt = gt.cast(pa.int64())
     return pc.shift_right(gt, 32), pc.bit_wise_and(gt, 0xFFFFFFFF)
-
 
 
 # ------------------------------------------------------------------------------- host ops, API calls, flows
@@ -447,8 +444,9 @@ def write_flows(conn: sqlite3.Connection, ks: _KernelSql, dest: Path) -> int:
 
 def _memory_record_block(raw: pa.Table) -> pa.Table:
     return pa.table({
-        "component": raw["component"], "ts_ns": raw["ts"].cast(pa.int64()), "allocated_bytes": raw["a"].cast(pa.int64()),
-        "reserved_bytes": raw["r"].cast(pa.int64()), "device": pc.cast(raw["dev"], pa.string()),
+        "component": raw["component"], "ts_ns": raw["ts"].cast(pa.int64()),
+        "allocated_bytes": raw["a"].cast(pa.int64()), "reserved_bytes": raw["r"].cast(pa.int64()),
+        "device": pc.cast(raw["dev"], pa.string()),
         "active_bytes": raw["act"].cast(pa.int64()), "source": pa.array(["memory_record"] * raw.num_rows, pa.string()),
     })
 

@@ -70,7 +70,8 @@ class Reference:
         """(globalTaskId, metric) -> the first non-null value in file order."""
         first: dict[tuple[int, str], float] = {}
         if "TASK_PMU_INFO" in self.tables:
-            for gid, name, value in self.conn.execute("select globalTaskId, name, value from TASK_PMU_INFO order by rowid"):
+            rows = self.conn.execute("select globalTaskId, name, value from TASK_PMU_INFO order by rowid")
+            for gid, name, value in rows:
                 if value is not None:
                     first.setdefault((gid, self.strings.get(name)), float(value))
         return first
@@ -141,7 +142,8 @@ def test_synthetic_dbs_equal_an_in_memory_reading(synth_dbs, tmp_path):
         p = _written(db, tmp_path / f"out{i}")
         assert p.kernels.num_rows > 100
         _check_against_reference(db, p)
-    assert {"op_state", "hf32_eligible", "model_id"} <= set(_written(synth_dbs[1], tmp_path / "o26").kernels.column_names)
+    columns = _written(synth_dbs[1], tmp_path / "o26").kernels.column_names
+    assert {"op_state", "hf32_eligible", "model_id"} <= set(columns)
 
 
 def test_tiny_fetch_blocks_and_row_groups_change_nothing(synth_dbs, tmp_path, monkeypatch):
