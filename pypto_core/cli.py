@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "agent": "pypto_core.commands.agent",
     "bench": "pypto_core.commands.bench",
     "info": "pypto_core.commands.info",
+    "convert": "pypto_core.commands.convert",
 }
 
 

@@ -185,3 +185,17 @@ def test_msprof_devices_are_saved_one_folder_each(tmp_path):
     assert [p.meta.device_id for p in loaded] == [0, 1]
     assert loaded[0].kernels.equals(loaded[1].kernels) and loaded[0].kernels.num_rows > 0
     assert loaded[0].flows.num_rows > 0
+
+
+def test_cli_convert_saves_ranks_that_analyze_opens(tmp_path, capsys):
+    from pypto_core.cli import main
+
+    assert main(["convert", str(QWEN), str(tmp_path / "saved")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert doc["ranks"][0]["kernel_count"] == 2463 and doc["ranks"][0]["format"] == "ascend_pt"
+    assert main(["info", str(tmp_path / "saved")]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["ranks"] == 2 and info["profiles"][0]["kernel_count"] == 2463
+    assert main(["convert", str(tmp_path / "nothing_here"), str(tmp_path / "saved2")]) == 2
+    assert "nothing_here" in capsys.readouterr().err
