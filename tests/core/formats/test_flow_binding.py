@@ -217,3 +217,16 @@ def test_connection_ids_match_alike_packed_or_not() -> None:
     long_id["valid"], long_id["hi"], long_id["id"], long_id["row"] = True, 40, 1, 9
     want[4] = 9
     assert _by_connection(s, np.concatenate([apis, long_id])).tolist() == want
+
+
+def test_a_failure_while_binding_leaves_no_folder(tmp_path: Path, tiny_buckets: list[int],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from pypto_core.formats import chrome_trace
+
+    def broken(*args: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(chrome_trace, "_pair", broken)
+    with pytest.raises(OSError, match="disk full"):
+        write_trace_view(TRACE_VIEWS[0], tmp_path / "p")
+    assert not (tmp_path / "p").exists()
