@@ -22,8 +22,7 @@ from pypto_core.formats import summary_csv
 from pypto_core.formats.communication_json import read_communication
 from pypto_core.formats.jsonfile import load_json
 from pypto_core.formats.kernel_csv import kernels_to_parquet
-from pypto_core.formats.saved_folder import FolderFiles, finish_saved_profile, join_saved_l2_cache, note_device_ids
-from pypto_core.formats.timeline_merge import SavedTimeline
+from pypto_core.formats.saved_folder import FolderFiles, join_saved_l2_cache, note_device_ids, write_folder_profile
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import ProfileMeta
 
@@ -141,17 +140,9 @@ def _write_folder(base: Path, out: Path, rank_hint: int | None) -> ProfileMeta:
     meta = ProfileMeta(format="ascend_pt", source=str(base))
     read_profiler_info(base, meta)
     files = FolderFiles(output_dir(base), meta)
-    scratch = out / "_timeline"
-    try:
-        trace = files.folder / "trace_view.json"
-        timeline = SavedTimeline([trace] if trace.is_file() else [], scratch)
-        tables = _write_tables(files, out)
-        timeline.merge(out, tables, meta, files.usable)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    if not files.usable:
-        raise InputError(str(base), "no readable profiler output in this ascend_pt folder" + files.why())
-    finish_saved_profile(out, meta, tables, rank_hint)
+    trace = files.folder / "trace_view.json"
+    write_folder_profile(out, files, [trace] if trace.is_file() else [], lambda: _write_tables(files, out),
+                         str(base), rank_hint)
     return meta
 
 

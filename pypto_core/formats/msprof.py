@@ -24,8 +24,7 @@ from pypto_core.formats.communication_json import read_communication
 from pypto_core.formats.csvtable import ConversionNotes, read_header
 from pypto_core.formats.jsonfile import load_json
 from pypto_core.formats.kernel_csv import kernels_to_parquet
-from pypto_core.formats.saved_folder import FolderFiles, concat_kernel_parts, finish_saved_profile, note_device_ids
-from pypto_core.formats.timeline_merge import SavedTimeline
+from pypto_core.formats.saved_folder import FolderFiles, concat_kernel_parts, note_device_ids, write_folder_profile
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import ProfileMeta
 
@@ -185,16 +184,8 @@ def _write_text(base: Path, summary: Path, timeline: Path, device_id: int | None
     meta = ProfileMeta(format="msprof", source=str(base), device_id=device_id)
     read_device_info(base, meta, device_id)
     files = FolderFiles(summary, meta)
-    scratch = out / "_timeline"
-    try:
-        timeline_data = SavedTimeline(module_files(timeline, "msprof", "json"), scratch)
-        tables = _write_tables(base, files, out)
-        timeline_data.merge(out, tables, meta, files.usable)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    if not files.usable:
-        raise InputError(str(base), "no readable msprof output" + files.why())
-    finish_saved_profile(out, meta, tables, None)
+    write_folder_profile(out, files, module_files(timeline, "msprof", "json"), lambda: _write_tables(base, files, out),
+                         str(base), None)
     return meta
 
 

@@ -8,6 +8,7 @@ the table's size.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from pypto_core.errors import InputError
 from pypto_core.formats.csvtable import ConversionNotes
 from pypto_core.formats.kernel_csv import kernel_device_ids
 from pypto_core.formats.parquet_sink import concat_parquet, rewrite_parquet, row_groups
+from pypto_core.formats.timeline_merge import SavedTimeline
 from pypto_core.profile import (TABLE_NAMES, TIME_COLUMNS, ProfileMeta, conform, empty_table,
                                 parquet_dictionary_columns, save_tables)
 
@@ -53,6 +55,24 @@ class FolderFiles:
     def why(self) -> str:
         """The warnings, for the error of a folder with nothing usable."""
         return f" ({'; '.join(self.meta.warnings)})" if self.meta.warnings else ""
+
+
+def write_folder_profile(out: Path, files: FolderFiles, timelines: Sequence[Path],
+                         write_tables: Callable[[], dict[str, pa.Table]], source: str, rank_hint: int | None) -> None:
+    """The steps every folder reader takes: its timeline file(s) streamed first into a scratch folder (the
+    biggest phase, so what the smaller ones keep cannot stack under its peak), then ``write_tables()`` (the
+    kernel table streamed into ``out``, the small tables returned), the timeline merged, the profile
+    finished. A folder with no readable file is an error naming ``source`` and every file's reason."""
+    scratch = out / "_timeline"
+    try:
+        timeline = SavedTimeline(timelines, scratch)
+        tables = write_tables()
+        timeline.merge(out, tables, files.meta, files.usable)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if not files.usable:
+        raise InputError(source, f"no readable profiler output in this {files.meta.format} folder" + files.why())
+    finish_saved_profile(out, files.meta, tables, rank_hint)
 
 
 def finish_saved_profile(out: Path, meta: ProfileMeta, tables: dict[str, pa.Table], rank_hint: int | None) -> None:
