@@ -106,3 +106,73 @@ def saved_simulated_profile(saved: Path, synth_dir: Path, size_mb: float,
             "decode_tokens": run.decode_tokens}
     info_path.write_text(json.dumps(info))
     return saved, info
+
+
+def measure_write_profiles(folder: Path, out_dir: Path) -> dict[str, Any]:
+    """In this process: ``formats.write_profiles`` of ``folder`` (as an upload is ingested); time, rows and
+    peak RSS."""
+    import pyarrow.parquet as pq
+
+    from pypto_core.formats import write_profiles
+    from pypto_core.memory import use_returning_allocator
+
+    use_returning_allocator()  # as the CLI and the workers run
+    t0, c0 = time.perf_counter(), cpu_s()
+    saved = write_profiles(folder, out_dir)
+    seconds, cpu = time.perf_counter() - t0, cpu_s() - c0
+    rank = out_dir / saved.primary()[0]
+    rows = {name: pq.ParquetFile(rank / f"{name}.parquet").metadata.num_rows
+            for name in ("kernels", "host_ops", "api_calls", "flows")}
+    return {"seconds": seconds, "cpu_s": cpu, "peak_rss_mb": vm_hwm_mb(), "rank_folder": saved.primary()[0], **rows}
+
+
+def measure_profile_load(rank_dir: Path) -> dict[str, Any]:
+    """In this process: ``Profile.load`` of a saved rank folder; time, rows and peak RSS."""
+    from pypto_core.memory import use_returning_allocator
+    from pypto_core.profile import Profile
+
+    use_returning_allocator()
+    t0 = time.perf_counter()
+    profile = Profile.load(rank_dir)
+    seconds = time.perf_counter() - t0
+    rows = sum(profile.table(n).num_rows for n in ("kernels", "host_ops", "api_calls", "flows", "counters"))
+    return {"seconds": seconds, "rows": rows, "peak_rss_mb": vm_hwm_mb()}
+
+
+def _child_measure(fn: str, *paths: Path) -> dict[str, Any]:
+    code = ("import json,sys; from pathlib import Path; from pypto_core.bench import _measure as m; "
+            f"print(json.dumps(m.{fn}(*[Path(p) for p in sys.argv[1:]])))")
+    return child_json(code, *map(str, paths))
+
+
+def write_profiles_figures(folder: Path, out_dir: Path, input_mb: float) -> dict[str, Any]:
+    """``write_profiles`` of ``folder`` and ``Profile.load`` of what it saved, each in fresh child processes
+    (median of runs): MB/s of ``input_mb``, rows, peak RSS for both; ``out_dir`` removed afterwards."""
+    import shutil
+
+    def convert() -> dict[str, Any]:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return _child_measure("measure_write_profiles", folder, out_dir)
+
+    entry: dict[str, Any] = {}
+    conv = median_of_runs(convert)
+    if "error" in conv:
+        entry["error"] = conv["error"]
+    else:
+        entry.update({
+            "seconds": round(conv["seconds"], 2), "runs_s": conv["runs_s"],
+            "mb_per_s": round(input_mb / conv["seconds"], 1),
+            "cpu_s": round(conv["cpu_s"], 2),
+            "peak_rss_mb": round(conv["peak_rss_mb"], 1),
+            **{k: conv[k] for k in ("kernels", "host_ops", "api_calls", "flows")},
+        })
+        load = median_of_runs(lambda: _child_measure("measure_profile_load", out_dir / conv["rank_folder"]))
+        if "error" in load:
+            entry["load_error"] = load["error"]
+        else:
+            entry.update({"parquet_load_s": round(load["seconds"], 3),
+                          "parquet_load_rows_per_s": round(load["rows"] / load["seconds"]),
+                          "parquet_load_input_mb_per_s": round(input_mb / load["seconds"], 1),
+                          "parquet_load_peak_rss_mb": round(load["peak_rss_mb"], 1)})
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return entry

@@ -199,3 +199,14 @@ def test_cli_convert_saves_ranks_that_analyze_opens(tmp_path, capsys):
     assert info["ranks"] == 2 and info["profiles"][0]["kernel_count"] == 2463
     assert main(["convert", str(tmp_path / "nothing_here"), str(tmp_path / "saved2")]) == 2
     assert "nothing_here" in capsys.readouterr().err
+
+
+def test_folder_bench_runs_end_to_end(tmp_path):
+    """The folder benchmark on a tiny simulated run (speed is printed by `pypto bench`, never asserted)."""
+    from pypto_core.bench import readers_folder
+
+    r = readers_folder.run([2], tmp_path)["results"][0]
+    assert "error" not in r and "load_error" not in r, r
+    assert r["kernels"] > 0 and r["flows"] > 0 and r["mb_per_s"] > 0 and r["peak_rss_mb"] > 0
+    assert r["parquet_load_peak_rss_mb"] > 0
+    assert list(tmp_path.iterdir()) == []  # generated inputs are removed
