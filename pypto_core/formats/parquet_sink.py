@@ -163,29 +163,33 @@ def rewrite_parquet(path: str | os.PathLike[str], transform: Callable[[pa.Table]
     os.replace(tmp, path)
 
 
-def row_groups(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
-               read_dictionary: Sequence[str] | None = None) -> Iterator[pa.Table]:
-    """A Parquet file's ``columns`` one row group at a time (what bounds the memory of a pass over it)."""
+def pieces(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
+           read_dictionary: Sequence[str] | None = None) -> Iterator[pa.Table]:
+    """A Parquet file's ``columns`` in order, at most ``ROW_GROUP_ROWS`` rows at a time, whatever its row
+    groups' size (what bounds the memory of a pass over it)."""
     source = pq.ParquetFile(path, read_dictionary=read_dictionary)
     try:
-        for i in range(source.metadata.num_row_groups):
-            yield source.read_row_group(i, columns=list(columns) if columns is not None else None)
+        for batch in source.iter_batches(batch_size=ROW_GROUP_ROWS, columns=list(columns) if columns else None):
+            yield pa.Table.from_batches([batch])
     finally:
         source.close()
 
 
-def concat_parquet(sources: Sequence[str | os.PathLike[str]], dest: str | os.PathLike[str], **options: Any) -> int:
-    """The rows of ``sources`` one after another in ``dest``, one row group at a time, and the sources
-    removed; the rows written. Schemas are unified as ``pa.concat_tables(promote_options="default")`` does: a
-    column missing from a source is null there. ``options`` as for :class:`ParquetStream`."""
-    if len(sources) == 1:
+def concat_parquet(sources: Sequence[str | os.PathLike[str]], dest: str | os.PathLike[str], *,
+                   transform: Callable[[int, pa.Table], pa.Table] | None = None, **options: Any) -> int:
+    """The rows of ``sources`` one after another in ``dest``, a piece at a time, and the sources removed;
+    the rows written. Schemas are unified as ``pa.concat_tables(promote_options="default")`` does: a column
+    missing from a source is null there. ``transform(i, piece)``: applied to each piece of ``sources[i]``.
+    ``options`` as for :class:`ParquetStream`."""
+    if len(sources) == 1 and transform is None:
         os.replace(sources[0], dest)
         return pq.ParquetFile(dest).metadata.num_rows
     schema = pa.unify_schemas([pq.read_schema(s) for s in sources], promote_options="default")
     stream = ParquetStream(dest, schema=schema, **options)
     try:
-        for src in sources:
-            for chunk in row_groups(src):
+        for i, src in enumerate(sources):
+            for chunk in pieces(src):
+                chunk = transform(i, chunk) if transform is not None else chunk
                 stream.add(pa.table([chunk[f.name].cast(f.type) if f.name in chunk.column_names
                                      else pa.nulls(chunk.num_rows, f.type) for f in schema], schema=schema))
     except BaseException:

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from pypto_core.errors import InputError
 from pypto_core.formats.csvtable import ConversionNotes
 from pypto_core.formats.kernel_csv import kernel_device_ids
-from pypto_core.formats.parquet_sink import concat_parquet, rewrite_parquet, row_groups
+from pypto_core.formats.parquet_sink import concat_parquet, pieces, rewrite_parquet
 from pypto_core.formats.timeline_merge import SavedTimeline
 from pypto_core.profile import (TABLE_NAMES, TIME_COLUMNS, ProfileMeta, conform, empty_table,
                                 parquet_dictionary_columns, save_tables)
@@ -110,7 +110,7 @@ def saved_device_ids(kernels_path: Path) -> list[int]:
     if not kernels_path.exists():
         return []
     ids: set[int] = set()
-    for chunk in row_groups(kernels_path, ["device_id"]):
+    for chunk in pieces(kernels_path, ["device_id"]):
         ids.update(kernel_device_ids(chunk))
     return sorted(ids)
 
@@ -145,7 +145,7 @@ def join_saved_l2_cache(kernels_path: Path, l2: pa.Table, warnings: list[str]) -
     """l2_cache.csv's rates joined onto a saved kernels table, rewritten one row group at a time."""
     if l2.num_rows == 0 or not kernels_path.exists():
         return
-    if not any(pc.any(pc.is_valid(chunk["stream_id"])).as_py() for chunk in row_groups(kernels_path, ["stream_id"])):
+    if not any(pc.any(pc.is_valid(chunk["stream_id"])).as_py() for chunk in pieces(kernels_path, ["stream_id"])):
         return
     join = L2CacheJoin(l2)
     rewrite_parquet(kernels_path, join, dictionary_columns=parquet_dictionary_columns,
@@ -166,7 +166,7 @@ def kernel_step_bounds(kernels: pa.Table) -> pa.Table | None:
 
 def saved_step_bounds(kernels_path: Path) -> pa.Table | None:
     """:func:`kernel_step_bounds` of a saved kernels table, one row group at a time."""
-    parts = [b for chunk in row_groups(kernels_path, ["step_id", "start_ns", "dur_ns"])
+    parts = [b for chunk in pieces(kernels_path, ["step_id", "start_ns", "dur_ns"])
              if (b := kernel_step_bounds(chunk)) is not None]
     if not parts:
         return None

@@ -4,13 +4,13 @@ The timeline (``chrome_trace.write_trace_view``) yields host ops, API calls, dev
 and steps. kernel_details.csv carries more per kernel (PMU counters, shapes), so when both exist the CSV's
 kernels are kept and the timeline's flows are re-pointed at them by the exact start time and name (both
 files print the same µs string for a task, FORMATS.md §2.5). Everything here works on saved Parquet
-tables, one row group at a time, so that a folder of any size is merged in bounded memory.
+tables, a bounded piece at a time, so that a folder of any size is merged in bounded memory.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from pypto_core.errors import InputError
 from pypto_core.formats.chrome_trace import write_trace_view
-from pypto_core.formats.parquet_sink import concat_parquet, row_groups
+from pypto_core.formats.parquet_sink import concat_parquet, pieces, write_parquet_stream
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import (TIME_COLUMNS, ProfileMeta, empty_table, parquet_dictionary_columns, read_table,
                                 save_tables)
@@ -73,16 +73,16 @@ class SavedTimeline:
         for name in ("host_ops", "api_calls", "counters") + (() if has_csv_kernels else ("kernels", "flows")):
             if (self.folder / f"{name}.parquet").exists():
                 os.replace(self.folder / f"{name}.parquet", out / f"{name}.parquet")
-        if has_csv_kernels:
-            tables["flows"] = repoint_saved_flows(self.folder / "flows.parquet", self.folder / "kernels.parquet",
-                                                  csv_kernels)
+        if has_csv_kernels and (self.folder / "flows.parquet").exists():
+            repoint_saved_flows(self.folder / "flows.parquet", self.folder / "kernels.parquet", csv_kernels,
+                                out / "flows.parquet")
         trace_steps = read_table(self.folder / "steps.parquet", "steps")
         if trace_steps.num_rows:
             tables["steps"] = merge_steps(tables.get("steps"), trace_steps)
 
 
 def _concat_slices(parts: list[Path], dest: Path) -> None:
-    """Timeline slices saved one after another: the streamed tables concatenated row group by row group,
+    """Timeline slices saved one after another: the streamed tables concatenated piece by piece,
     the flows' row indices shifted by the rows of the slices before them."""
     dest.mkdir(parents=True)
     rows = {name: [pq.ParquetFile(p / f"{name}.parquet").metadata.num_rows if (p / f"{name}.parquet").exists()
@@ -92,57 +92,146 @@ def _concat_slices(parts: list[Path], dest: Path) -> None:
         if present:
             concat_parquet(present, dest / f"{name}.parquet", dictionary_columns=parquet_dictionary_columns,
                            statistics_columns=TIME_COLUMNS)
-    flows, steps = [], []
     shifts = {"host_index": "host_ops", "kernel_index": "kernels", "api_index": "api_calls"}
-    for i, part in enumerate(parts):
-        f = read_table(part / "flows.parquet", "flows")
+    with_flows = [i for i, p in enumerate(parts) if (p / "flows.parquet").exists()]
+
+    def shifted(n: int, flows: pa.Table) -> pa.Table:
+        i = with_flows[n]
         for column, table in shifts.items():
-            if column in f.column_names:
-                f = f.set_column(f.schema.get_field_index(column), column,
-                                 pc.add(f[column], sum(rows[table][:i])))
-        flows.append(f)
-        steps.append(read_table(part / "steps.parquet", "steps"))
-    save_tables(dest, ProfileMeta(), {"flows": pa.concat_tables(flows, promote_options="default"),
-                                      "steps": pa.concat_tables(steps, promote_options="default")})
-    for name in _STREAMED:
+            if column in flows.column_names:
+                flows = flows.set_column(flows.schema.get_field_index(column), column,
+                                         pc.add(flows[column], sum(rows[table][:i])))
+        return flows
+
+    if with_flows:
+        concat_parquet([parts[i] / "flows.parquet" for i in with_flows], dest / "flows.parquet", transform=shifted,
+                       dictionary_columns=parquet_dictionary_columns)
+    steps = [read_table(part / "steps.parquet", "steps") for part in parts]
+    save_tables(dest, ProfileMeta(), {"steps": pa.concat_tables(steps, promote_options="default")})
+    for name in (*_STREAMED, "flows"):
         if not (dest / f"{name}.parquet").exists():
             save_tables(dest, ProfileMeta(), {name: empty_table(name)})
 
 
 def repoint_flows(flows: pa.Table, trace_kernels: pa.Table, csv_kernels: pa.Table) -> pa.Table:
-    """Flows indexing the timeline's device tasks → indices into the CSV kernels (same start ns and name).
+    """Flows indexing the timeline's device tasks → indices into the CSV kernels (same start ns and name),
+    in the flows' order.
 
     Flows whose task has no kernel row (SDMA copies, event records: not in kernel_details) are dropped.
     """
-    return _repoint(flows, [trace_kernels.select(["start_ns", "name"])], [csv_kernels.select(["start_ns", "name"])])
+    mapping = _kernel_mapping(lambda: [trace_kernels.select(["start_ns", "name"])],
+                              lambda: [csv_kernels.select(["start_ns", "name"])])
+    return _repointed(flows, mapping)
 
 
-def repoint_saved_flows(flows_path: Path, trace_kernels_path: Path, csv_kernels_path: Path) -> pa.Table:
-    """:func:`repoint_flows` over saved tables, reading the kernels one row group at a time: what is held is
-    three integers per kernel (row, start, name code), never the kernel names themselves."""
-    flows = read_table(flows_path, "flows")
+def repoint_saved_flows(flows_path: Path, trace_kernels_path: Path, csv_kernels_path: Path, dest: Path) -> int:
+    """:func:`repoint_flows` over saved tables into ``dest`` (the rows written), a piece at a time: what is
+    held is the mapping from timeline task to CSV kernel (8 bytes a task), and while it is built the keys of
+    one time range, never the kernel names or the flows themselves."""
     columns = {"columns": ["start_ns", "name"], "read_dictionary": ["name"]}
-    return _repoint(flows, row_groups(trace_kernels_path, **columns), row_groups(csv_kernels_path, **columns))
+    mapping = _kernel_mapping(lambda: pieces(trace_kernels_path, **columns), lambda: pieces(csv_kernels_path, **columns))
+    return write_parquet_stream((_repointed(chunk, mapping) for chunk in pieces(flows_path)), dest,
+                                dictionary_columns=parquet_dictionary_columns)
 
 
-def _repoint(flows: pa.Table, trace_chunks: Iterable[pa.Table], csv_chunks: Iterable[pa.Table]) -> pa.Table:
+# Keys (start, name code) sorted at once: ~80 bytes each while sorted, so a range of at most this many
+# keys a side bounds the mapping's memory (tests make it small to cross ranges).
+MAPPING_KEYS = 1 << 20
+
+Chunks = Callable[[], Iterable[pa.Table]]  # a fresh pass over a kernel table's (start_ns, name) pieces
+
+
+def _kernel_mapping(trace: Chunks, csv: Chunks) -> np.ndarray:
+    """Per timeline task (row), the first CSV kernel row with the same start ns and name, or -1.
+
+    Equal keys have equal starts, so the start range is cut into ranges of about ``MAPPING_KEYS`` tasks
+    (even widths: kernels come at a steady pace) and each range is matched on its own, both tables read
+    once per range. Within one, a sort of both sides' keys, CSV rows first among equals: each run of equal
+    keys then starts with its first CSV row, if it has one (a sort holds ~80 bytes a key and returns it;
+    Arrow's hash group-by and join held ~3x that).
+    """
     names = _NameCodes()
-    t_keys = _kernel_keys(trace_chunks, names, needed=pc.unique(pc.drop_null(flows["kernel_index"])))
-    c_keys = _kernel_keys(csv_chunks, names)
-    c_keys = c_keys.group_by(["start_ns", "code"], use_threads=False).aggregate([("row", "min")])
-    mapping = t_keys.join(c_keys, ["start_ns", "code"], join_type="inner", use_threads=False).select(
-        ["row", "row_min"]
-    ).rename_columns(["kernel_index", "csv_index"])
-    joined = flows.join(mapping, "kernel_index", join_type="inner", use_threads=False)
-    extras = [c for c in flows.column_names if c not in ("host_index", "kernel_index", "kind")]
-    columns = {"host_index": joined["host_index"], "kernel_index": joined["csv_index"], "kind": joined["kind"]}
-    columns.update({c: joined[c] for c in extras})
-    return pa.table(columns)
+    rows, lo, hi = _row_count_and_span(trace())
+    mapping = np.full(rows, -1, dtype=np.int64)
+    if lo is None or hi is None:
+        return mapping
+    ranges = max(1, -(-rows // MAPPING_KEYS))
+    edges = [lo + (hi + 1 - lo) * i // ranges for i in range(ranges + 1)]  # Python ints: exact
+    for first, last in zip(edges, edges[1:]):
+        t_row, t_start, t_code = _keys_in(trace(), names, first, last, add=True)
+        c_row, c_start, c_code = _keys_in(csv(), names, first, last, add=False)
+        if len(t_row) and len(c_row):
+            _match(mapping, t_row, t_start, t_code, c_row, c_start, c_code)
+    return mapping
+
+
+def _row_count_and_span(chunks: Iterable[pa.Table]) -> tuple[int, int | None, int | None]:
+    rows, lo, hi = 0, None, None
+    for chunk in chunks:
+        rows += chunk.num_rows
+        span = pc.min_max(chunk["start_ns"]).as_py()
+        if span["min"] is not None:
+            lo = span["min"] if lo is None else min(lo, span["min"])
+            hi = span["max"] if hi is None else max(hi, span["max"])
+    return rows, lo, hi
+
+
+def _match(mapping: np.ndarray, t_row: np.ndarray, t_start: np.ndarray, t_code: np.ndarray,
+           c_row: np.ndarray, c_start: np.ndarray, c_code: np.ndarray) -> None:
+    start = np.concatenate([c_start, t_start])
+    code = np.concatenate([c_code, t_code])
+    # the row, with the timeline's rows after the CSV's among equal keys (rows stay below 2**40)
+    tagged = np.concatenate([c_row, t_row + (1 << 40)])
+    del c_start, t_start, c_code, t_code
+    order = np.lexsort((tagged, code, start))
+    start, code, tagged = start[order], code[order], tagged[order]
+    del order
+    first = np.empty(len(tagged), bool)
+    first[0] = True
+    first[1:] = (start[1:] != start[:-1]) | (code[1:] != code[:-1])
+    del start, code
+    is_trace = tagged >= (1 << 40)
+    run = np.cumsum(first) - 1
+    run_csv_row = np.where(is_trace[first], -1, tagged[first])  # each run's first CSV row, or -1 for none
+    mapping[tagged[is_trace] - (1 << 40)] = run_csv_row[run[is_trace]]
+
+
+def _keys_in(chunks: Iterable[pa.Table], names: "_NameCodes", first: int, last: int, *,
+             add: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, start_ns, name code) of the kernels in ``chunks`` (consecutive pieces of one table) that start
+    in [first, last) and have a name code. ``add`` (the timeline side): every name gets a code; otherwise
+    (the CSV side) a name the timeline never had matches nothing and is left out."""
+    rows: list[np.ndarray] = []
+    starts: list[np.ndarray] = []
+    codes: list[np.ndarray] = []
+    offset = 0
+    for chunk in chunks:
+        known = pc.is_valid(chunk["start_ns"]).to_numpy(zero_copy_only=False)  # a null start matches nothing
+        start = pc.fill_null(chunk["start_ns"], 0).to_numpy()
+        code = pc.fill_null(names.of(chunk["name"], add=add), -1).to_numpy()
+        keep = np.flatnonzero(known & (start >= first) & (start < last) & (code >= 0))
+        rows.append(keep + offset)
+        starts.append(start[keep])
+        codes.append(code[keep].astype(np.int32))
+        offset += chunk.num_rows
+    if not rows:
+        return np.array([], np.int64), np.array([], np.int64), np.array([], np.int32)
+    return np.concatenate(rows), np.concatenate(starts), np.concatenate(codes)
+
+
+def _repointed(flows: pa.Table, mapping: np.ndarray) -> pa.Table:
+    """``flows`` with kernel_index through ``mapping``; flows with no CSV kernel dropped."""
+    index = pc.fill_null(flows["kernel_index"], -1).to_numpy()
+    inside = (index >= 0) & (index < len(mapping))
+    csv_index = np.where(inside, mapping[np.where(inside, index, 0)], -1)
+    column = flows.schema.get_field_index("kernel_index")
+    out = flows.set_column(column, "kernel_index", pa.array(csv_index, pa.int64()))
+    return out.filter(pa.array(csv_index >= 0))
 
 
 class _NameCodes:
     """Kernel names as small integer codes: the timeline's names get codes, the CSV's are looked up (a
-    name the timeline's flows never reach cannot match)."""
+    name the timeline never has cannot match)."""
 
     def __init__(self) -> None:
         self._codes: dict[str, int] = {}
@@ -157,24 +246,6 @@ class _NameCodes:
         else:
             lut = [self._codes.get(v) for v in values]
         return pa.array(lut, pa.int32()).take(arr.indices)
-
-
-def _kernel_keys(chunks: Iterable[pa.Table], names: _NameCodes, *, needed: pa.Array | None = None) -> pa.Table:
-    """(row, start_ns, code) of the kernels in ``chunks`` (consecutive slices of one table). With
-    ``needed`` (the timeline side): only those rows, and their names get codes; without (the CSV side):
-    rows whose name has no code are left out."""
-    parts: list[pa.Table] = []
-    offset = 0
-    for chunk in chunks:
-        rows = pa.array(np.arange(offset, offset + chunk.num_rows, dtype=np.int64))
-        offset += chunk.num_rows
-        if needed is not None:
-            keep = pc.is_in(rows, value_set=needed)
-            chunk, rows = chunk.filter(keep), rows.filter(keep)
-        code = names.of(chunk["name"], add=needed is not None)
-        parts.append(pa.table({"row": rows, "start_ns": chunk["start_ns"], "code": code}).filter(pc.is_valid(code)))
-    schema = pa.schema([("row", pa.int64()), ("start_ns", pa.int64()), ("code", pa.int32())])
-    return pa.concat_tables([t.cast(schema) for t in parts]) if parts else schema.empty_table()
 
 
 def merge_steps(csv_steps: pa.Table | None, trace_steps: pa.Table) -> pa.Table:

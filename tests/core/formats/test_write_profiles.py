@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pypto_core.errors import InputError
-from pypto_core.formats import csvscan, open_profile, open_profiles, parquet_sink, write_profiles
+from pypto_core.formats import csvscan, open_profile, open_profiles, parquet_sink, timeline_merge, write_profiles
 from pypto_core.formats.ascend_pt import write_ascend_pt
 from pypto_core.formats.timeline_merge import repoint_flows
 from pypto_core.profile import TABLE_NAMES, Profile
@@ -23,12 +23,13 @@ QWEN = PT / "qwen3_0.6b_train_4npu_level2"  # two ranks
 QWEN0 = QWEN / "rank_0_ascend_pt"  # kernel_details with Device_id, steps without bounds in some versions
 
 
-def test_folder_read_row_group_by_row_group_equals_one_row_group(tmp_path, monkeypatch):
-    """The flows' re-pointing, the l2 join, the step bounds and the device ids read the saved kernels one
-    row group at a time: with row groups of 7 rows the profile is the same as with one row group."""
+def test_folder_read_piece_by_piece_equals_one_piece(tmp_path, monkeypatch):
+    """The flows' re-pointing (time range by time range), the l2 join, the step bounds and the device ids
+    read the saved kernels a piece at a time: with pieces of 7 rows the profile is the same as with one."""
     whole = {src: write_ascend_pt(src, tmp_path / "whole" / src.name) for src in (LEVEL2, QWEN0)}
     monkeypatch.setattr(parquet_sink, "ROW_GROUP_ROWS", 7)
     monkeypatch.setattr(csvscan, "MAX_ROWS", 7)
+    monkeypatch.setattr(timeline_merge, "MAPPING_KEYS", 5)  # tasks matched in dozens of time ranges
     for src in (LEVEL2, QWEN0):
         pieces = write_ascend_pt(src, tmp_path / "pieces" / src.name)
         assert pq.ParquetFile(tmp_path / "pieces" / src.name / "kernels.parquet").metadata.num_row_groups > 10
@@ -56,13 +57,16 @@ def test_flows_point_at_the_csv_kernel_with_the_same_start_and_name(tmp_path):
                    for t in trace.kernels.filter(pc.equal(trace.kernels["start_ns"], kernel["start_ns"])).to_pylist())
 
 
-def test_repoint_leaves_out_names_the_csv_lacks_and_takes_the_first_equal_row():
-    trace_kernels = pa.table({"start_ns": [10, 20, 30], "name": ["MatMul", "SDMA", "Add"]})
-    csv_kernels = pa.table({"start_ns": [30, 10, 10, 20], "name": ["Add", "Cast", "MatMul", "Other"]})
-    flows = pa.table({"host_index": [0, 1, 2, 3], "kernel_index": [0, 1, 2, None], "kind": ["a"] * 4})
-    out = repoint_flows(flows, trace_kernels, csv_kernels).sort_by("host_index")
-    assert out["host_index"].to_pylist() == [0, 2]
-    assert out["kernel_index"].to_pylist() == [2, 0]
+@pytest.mark.parametrize("keys_per_range", [1, 2, 1 << 20])
+def test_repoint_leaves_out_names_the_csv_lacks_and_takes_the_first_equal_row(monkeypatch, keys_per_range):
+    monkeypatch.setattr(timeline_merge, "MAPPING_KEYS", keys_per_range)
+    trace_kernels = pa.table({"start_ns": [10, 20, 30, None, 40], "name": ["MatMul", "SDMA", "Add", "Add", None]})
+    csv_kernels = pa.table({"start_ns": [30, 10, 10, 20, 10, None, 40],
+                            "name": ["Add", "Cast", "MatMul", "Other", "MatMul", "Add", None]})
+    flows = pa.table({"host_index": [0, 1, 2, 3, 4, 5], "kernel_index": [0, 1, 2, None, 3, 4], "kind": ["a"] * 6})
+    out = repoint_flows(flows, trace_kernels, csv_kernels)
+    assert out["host_index"].to_pylist() == [0, 2]  # in the flows' order; SDMA, null starts and names dropped
+    assert out["kernel_index"].to_pylist() == [2, 0]  # MatMul@10: the first of CSV rows 2 and 4
 
 
 def test_ranks_of_a_group_are_saved_one_folder_each(tmp_path):
