@@ -37,9 +37,9 @@ def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str])
     """Every rank at ``path`` saved under ``folder`` (``rank_N/``, as ``Profile.save`` writes it), one rank at
     a time. Timelines, Kineto traces, kernel tables, ``*_ascend_pt`` and ``PROF_*`` folders and the SQLite
     exports are streamed into Parquet with memory bounded by the reader's batches in flight, whatever their
-    size; saved profiles and a lone analysis.db (summaries) are read in memory and saved. Archives are unpacked into a temporary folder removed afterwards. ``Profile.load`` of each
-    folder gives the profiles of :func:`open_profiles`. ``folder`` must be new or empty; a failed read leaves
-    it empty."""
+    size; saved profiles and a lone analysis.db (summaries) are read in memory and saved. Archives are
+    unpacked into a temporary folder removed afterwards. ``Profile.load`` of each folder gives the profiles
+    of :func:`open_profiles`. ``folder`` must be new or empty; a failed read leaves it empty."""
     p, out = Path(path), Path(folder)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(str(out), "the output folder must be new or empty (a failed read empties it)")

@@ -73,7 +73,8 @@ class SavedTimeline:
         for name in ("host_ops", "api_calls", "counters") + (() if has_csv_kernels else ("kernels", "flows")):
             if (self.folder / f"{name}.parquet").exists():
                 os.replace(self.folder / f"{name}.parquet", out / f"{name}.parquet")
-        if has_csv_kernels and (self.folder / "flows.parquet").exists():
+        trace_files = (self.folder / "flows.parquet", self.folder / "kernels.parquet")
+        if has_csv_kernels and all(f.exists() for f in trace_files):
             repoint_saved_flows(self.folder / "flows.parquet", self.folder / "kernels.parquet", csv_kernels,
                                 out / "flows.parquet")
         trace_steps = read_table(self.folder / "steps.parquet", "steps")
@@ -138,10 +139,10 @@ def repoint_saved_flows(flows_path: Path, trace_kernels_path: Path, csv_kernels_
 # keys a side bounds the mapping's memory (tests make it small to cross ranges).
 MAPPING_KEYS = 1 << 20
 
-Chunks = Callable[[], Iterable[pa.Table]]  # a fresh pass over a kernel table's (start_ns, name) pieces
+_Chunks = Callable[[], Iterable[pa.Table]]  # a fresh pass over a kernel table's (start_ns, name) pieces
 
 
-def _kernel_mapping(trace: Chunks, csv: Chunks) -> np.ndarray:
+def _kernel_mapping(trace: _Chunks, csv: _Chunks) -> np.ndarray:
     """Per timeline task (row), the first CSV kernel row with the same start ns and name, or -1.
 
     Equal keys have equal starts, so the start range is cut into ranges of about ``MAPPING_KEYS`` tasks
