@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.formats.early_names import early_process_names
 from pypto_core.formats.eventscan import Pieces, scan_file
 from pypto_core.formats.flow_binding import bind_on_lanes  # noqa: F401 (re-exported: its rule is documented there)
 from pypto_core.formats.flow_binding import (NO_START, NO_TS, SPAN, BucketedSpans, RowOrder, Spill, SpillDir,
@@ -177,6 +178,11 @@ def classify_process(name: str | None, label: str | None) -> str:
     if (label or "").upper() == "CPU" and n not in ("python gc", "mstx"):
         return LANE_HOST
     return LANE_OTHER
+
+
+def _label_free(name: str) -> bool:
+    """Whether a process's table follows from its name alone (not from its ``process_labels``)."""
+    return classify_process(name, None) == classify_process(name, "CPU")
 
 
 def _pid_kind_column(events: pa.Table, lanes: pa.Table) -> pa.ChunkedArray:
@@ -827,6 +833,8 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
     communication = _Retained(spills)  # until the lanes are named: which threads are "Group N Communication"
     steps: list[pa.Table] = []
     proc_names: dict[str | None, str | None] = {}
+    # names found ahead (the host process is named after its events): its slices stream instead of waiting
+    early = {pid: classify_process(name, None) for pid, name in early_process_names(p, _label_free).items()}
     state = {"events": 0, "python_function": 0}
 
     def on_batch(batch: pa.RecordBatch) -> None:
@@ -850,7 +858,7 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         is_pyfn = pc.fill_null(pc.equal(batch.column("cat"), "python_function"), False)
         state["python_function"] += int(pc.sum(pc.and_(pc.equal(ph, "X"), is_pyfn).cast(pa.int64())).as_py() or 0)
         is_x = pc.and_(pc.equal(ph, "X"), pc.invert(is_pyfn))
-        known = {pid: classify_process(name, None) for pid, name in proc_names.items()}
+        known = {**early, **{pid: classify_process(name, None) for pid, name in proc_names.items()}}
         kind = _lookup(batch.column("pid"), pa.array(list(known), pa.string()), pa.array(list(known.values()), pa.string()))
         masks = {k: pc.and_(is_x, pc.fill_null(pc.equal(kind, k), False)) for k in _SLICE_KINDS}
         if folder is None:  # the overlap lanes are not a table of a saved profile
