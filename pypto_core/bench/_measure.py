@@ -10,8 +10,11 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+MB = 1024 * 1024
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout that holds ``pypto_core``
 
@@ -176,3 +179,32 @@ def write_profiles_figures(folder: Path, out_dir: Path, input_mb: float) -> dict
                           "parquet_load_peak_rss_mb": round(load["peak_rss_mb"], 1)})
     shutil.rmtree(out_dir, ignore_errors=True)
     return entry
+
+
+def simulated_inputs_figures(sizes_mb: list[int], workdir: str | os.PathLike[str], label: str,
+                             simulate: Callable[[int, Path], Path],
+                             input_bytes: Callable[[Path], int]) -> list[dict[str, Any]]:
+    """For each size: ``simulate(size, folder)`` writes a simulated input and returns what to read; then
+    :func:`write_profiles_figures` of it, with ``input_bytes(input)`` as the MB the rates count, how long
+    the simulation took and the files over 1 MB. Each input is removed once measured."""
+    import shutil
+
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    results = []
+    for size in sizes_mb:
+        synth_dir, out_dir = work / f"{label}_{size}mb", work / f"{label}_{size}mb.saved"
+        shutil.rmtree(synth_dir, ignore_errors=True)
+        t0 = time.perf_counter()
+        source = simulate(size, synth_dir)
+        synth_s = time.perf_counter() - t0
+        input_mb = input_bytes(source) / MB
+        entry: dict[str, Any] = {
+            "size_mb": size, "input_mb": round(input_mb, 1), "synth_s": round(synth_s, 1),
+            "files_mb": {f.name: round(f.stat().st_size / MB, 1) for f in sorted(synth_dir.rglob("*"))
+                         if f.is_file() and f.stat().st_size > MB},
+        }
+        entry.update(write_profiles_figures(source, out_dir, input_mb))
+        shutil.rmtree(synth_dir, ignore_errors=True)
+        results.append(entry)
+    return results

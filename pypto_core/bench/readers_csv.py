@@ -79,9 +79,8 @@ def measure_convert(csv_path: Path, parquet_path: Path) -> dict[str, Any]:
 
 def measure_load(parquet_path: Path) -> dict[str, Any]:
     """Load the saved table as the product does (``profile.read_table``: canonical types, lists expanded)."""
-    from pypto_core.profile import read_table
-
     from pypto_core.memory import use_returning_allocator
+    from pypto_core.profile import read_table
 
     use_returning_allocator()
     t0, c0 = time.perf_counter(), cpu_s()

@@ -10,13 +10,16 @@ saved profile is then loaded with ``Profile.load``.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
-from pypto_core.bench._measure import write_profiles_figures
+from pypto_core.bench._measure import simulated_inputs_figures
 
-MB = 1024 * 1024
+
+def _simulate(size_mb: int, folder: Path) -> Path:
+    from pypto_core.synth import synthesize_run
+
+    return synthesize_run(folder, size_mb=size_mb, tokens=4, prompt_tokens=128).path
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -25,22 +28,7 @@ def _folder_bytes(folder: Path) -> int:
 
 def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
     """Simulate, convert and load an ascend_pt folder of each size: MB/s and peak RSS for both."""
-    from pypto_core.synth import synthesize_run
-
-    work = Path(workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    results = []
-    for size in sizes_mb:
-        synth_dir, out_dir = work / f"ascend_pt_{size}mb", work / f"ascend_pt_{size}mb.saved"
-        shutil.rmtree(synth_dir, ignore_errors=True)
-        folder = synthesize_run(synth_dir, size_mb=size, tokens=4, prompt_tokens=128).path
-        input_mb = _folder_bytes(folder) / MB
-        entry: dict[str, Any] = {"size_mb": size, "input_mb": round(input_mb, 1),
-                                 "files_mb": {f.name: round(f.stat().st_size / MB, 1)
-                                              for f in sorted(folder.rglob("*")) if f.stat().st_size > MB}}
-        entry.update(write_profiles_figures(folder, out_dir, input_mb))
-        shutil.rmtree(synth_dir, ignore_errors=True)
-        results.append(entry)
+    results = simulated_inputs_figures(sizes_mb, workdir, "ascend_pt", _simulate, _folder_bytes)
     return {"benchmark": "readers_folder", "input": "simulated *_ascend_pt folder (kernel_details.csv + "
             "trace_view.json)", "path": "formats.write_profiles", "results": results}
 
