@@ -285,6 +285,12 @@ def parquet_dictionary_columns(schema: pa.Schema) -> list[str]:
         pa.types.is_integer(f.type) or pa.types.is_floating(f.type))]
 
 
+# What a streaming writer gives ``parquet_sink.ParquetStream`` (and ``rewrite_parquet``, ``concat_parquet``) so
+# that its files are encoded as ``save_tables`` encodes them.
+STREAM_ENCODING: dict[str, Any] = {"dictionary_columns": parquet_dictionary_columns,
+                                   "statistics_columns": TIME_COLUMNS}
+
+
 def save_tables(directory: str | os.PathLike[str], meta: ProfileMeta, tables: dict[str, pa.Table]) -> Path:
     """Write ``tables`` as Parquet and ``meta`` as ``profile.json`` into ``directory``: with every table of
     a profile, that is ``Profile.save``; a streaming reader (``write_*``) writes its big tables itself and

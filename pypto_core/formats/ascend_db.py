@@ -31,8 +31,8 @@ from pypto_core.errors import InputError
 from pypto_core.formats.csvtable import ConversionNotes, to_int, to_ns, to_text
 from pypto_core.formats.parquet_sink import write_parquet_stream
 from pypto_core.formats.shapes import parse_name_lists, parse_shapes
-from pypto_core.profile import (TABLE_SCHEMAS, TIME_COLUMNS, Profile, ProfileMeta, conform, empty_table,
-                                parquet_dictionary_columns, save_tables)
+from pypto_core.profile import (STREAM_ENCODING, TABLE_SCHEMAS, Profile, ProfileMeta, conform, empty_table,
+                                save_tables)
 
 # Rows fetched from SQLite per block, then turned into Arrow arrays at once: a block of kernel rows (about
 # 20 values each, shapes text included) is a few tens of MB as Python objects. Read at call time, so that a
@@ -142,7 +142,7 @@ def _stream(dest: Path, schema: pa.Schema, tables: Iterable[pa.Table]) -> int:
     """``tables`` (each conformed to ``schema``) into one Parquet file, written even when empty."""
     return write_parquet_stream(
         (pa.Table.from_arrays([t[f.name].cast(f.type) for f in schema], schema=schema) for t in tables),
-        dest, schema=schema, dictionary_columns=parquet_dictionary_columns, statistics_columns=TIME_COLUMNS)
+        dest, schema=schema, **STREAM_ENCODING)
 
 
 # ------------------------------------------------------------------------------------------------ kernels

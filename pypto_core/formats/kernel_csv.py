@@ -29,15 +29,7 @@ from pypto_core.formats.shapes import (
     parse_shapes,
     shape_cell_text,
 )
-from pypto_core.profile import (
-    TABLE_NAMES,
-    TABLE_SCHEMAS,
-    TIME_COLUMNS,
-    ProfileMeta,
-    empty_table,
-    parquet_dictionary_columns,
-    save_tables,
-)
+from pypto_core.profile import STREAM_ENCODING, TABLE_NAMES, TABLE_SCHEMAS, ProfileMeta, empty_table, save_tables
 
 # canonical column -> header names seen across versions (first match wins)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -402,8 +394,7 @@ def kernels_to_parquet(
     rows = write_parquet_stream(
         iter_kernel_batches(path, cols, block_size=block_size, cell_text=True),
         dest,
-        dictionary_columns=parquet_dictionary_columns,
-        statistics_columns=TIME_COLUMNS,
+        **STREAM_ENCODING,
         # row groups of one or two scanned batches: the writer starts early and has little left to encode
         # after the last batch (128 Ki-row groups made the 100 MB conversion ~10% slower; loads as fast)
         row_group_rows=csvscan.MAX_ROWS,

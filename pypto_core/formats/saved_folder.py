@@ -22,8 +22,7 @@ from pypto_core.formats.csvtable import ConversionNotes
 from pypto_core.formats.kernel_csv import kernel_device_ids
 from pypto_core.formats.parquet_sink import concat_parquet, pieces, rewrite_parquet
 from pypto_core.formats.timeline_merge import SavedTimeline
-from pypto_core.profile import (TABLE_NAMES, TIME_COLUMNS, ProfileMeta, conform, empty_table,
-                                parquet_dictionary_columns, save_tables)
+from pypto_core.profile import STREAM_ENCODING, TABLE_NAMES, ProfileMeta, conform, empty_table, save_tables
 
 
 class FolderFiles:
@@ -102,7 +101,7 @@ def concat_kernel_parts(parts: Sequence[Path], dest: Path) -> None:
     ``dest`` one row group at a time; parts that were not written (no rows) are left out."""
     present = [p for p in parts if p.exists()]
     if present:
-        concat_parquet(present, dest, dictionary_columns=parquet_dictionary_columns, statistics_columns=TIME_COLUMNS)
+        concat_parquet(present, dest, **STREAM_ENCODING)
 
 
 def saved_device_ids(kernels_path: Path) -> list[int]:
@@ -148,10 +147,9 @@ def join_saved_l2_cache(kernels_path: Path, l2: pa.Table, warnings: list[str]) -
     if not any(pc.any(pc.is_valid(chunk["stream_id"])).as_py() for chunk in pieces(kernels_path, ["stream_id"])):
         return
     join = L2CacheJoin(l2)
-    rewrite_parquet(kernels_path, join, dictionary_columns=parquet_dictionary_columns,
-                    statistics_columns=TIME_COLUMNS)
-    if join.warning():
-        warnings.append(join.warning())
+    rewrite_parquet(kernels_path, join, **STREAM_ENCODING)
+    if warning := join.warning():
+        warnings.append(warning)
 
 
 def kernel_step_bounds(kernels: pa.Table) -> pa.Table | None:

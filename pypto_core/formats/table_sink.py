@@ -10,17 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
 from pypto_core.formats.parquet_sink import ParquetStream, rewrite_parquet
-from pypto_core.profile import TIME_COLUMNS, conform, empty_table, parquet_dictionary_columns
+from pypto_core.profile import STREAM_ENCODING, conform, empty_table
 
 Transform = Callable[[pa.Table], pa.Table]
-# encoded as Profile.save encodes its tables
-_ENCODING: dict[str, Any] = {"dictionary_columns": parquet_dictionary_columns,
-                              "statistics_columns": TIME_COLUMNS}
 
 
 class TableSink:
@@ -32,7 +28,7 @@ class TableSink:
         self._batches: list[pa.Table] = []
         self._empty = empty_table(name).schema  # the columns of a table without rows
         self._path = folder / f"{name}.parquet" if folder is not None else None
-        self._stream = ParquetStream(self._path, **_ENCODING) if self._path is not None else None
+        self._stream = ParquetStream(self._path, **STREAM_ENCODING) if self._path is not None else None
 
     def add(self, batch: pa.Table) -> None:
         if not batch.num_rows:  # no rows, but the reader's columns (extras included) if the table stays empty
@@ -51,10 +47,10 @@ class TableSink:
             self._batches = []
             return conform(self.name, transform(table) if transform else table)
         if not self._stream.close():  # no rows: an empty table of its columns, as Profile.save writes it
-            ParquetStream(self._path, schema=self._empty, **_ENCODING).close()
+            ParquetStream(self._path, schema=self._empty, **STREAM_ENCODING).close()
         elif transform is not None:
             assert self._path is not None
-            rewrite_parquet(self._path, transform, **_ENCODING)
+            rewrite_parquet(self._path, transform, **STREAM_ENCODING)
         return None
 
     def abort(self) -> None:

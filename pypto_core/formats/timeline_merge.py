@@ -22,8 +22,7 @@ from pypto_core.errors import InputError
 from pypto_core.formats.chrome_trace import write_trace_view
 from pypto_core.formats.parquet_sink import concat_parquet, pieces, write_parquet_stream
 from pypto_core.memory import release_freed_memory
-from pypto_core.profile import (TIME_COLUMNS, ProfileMeta, empty_table, parquet_dictionary_columns, read_table,
-                                save_tables)
+from pypto_core.profile import STREAM_ENCODING, ProfileMeta, empty_table, read_table, save_tables
 
 _STREAMED = ("host_ops", "api_calls", "kernels", "counters")  # the timeline tables written batch by batch
 
@@ -91,8 +90,7 @@ def _concat_slices(parts: list[Path], dest: Path) -> None:
     for name in _STREAMED:
         present = [p / f"{name}.parquet" for p in parts if (p / f"{name}.parquet").exists()]
         if present:
-            concat_parquet(present, dest / f"{name}.parquet", dictionary_columns=parquet_dictionary_columns,
-                           statistics_columns=TIME_COLUMNS)
+            concat_parquet(present, dest / f"{name}.parquet", **STREAM_ENCODING)
     shifts = {"host_index": "host_ops", "kernel_index": "kernels", "api_index": "api_calls"}
     with_flows = [i for i, p in enumerate(parts) if (p / "flows.parquet").exists()]
 
@@ -106,7 +104,7 @@ def _concat_slices(parts: list[Path], dest: Path) -> None:
 
     if with_flows:
         concat_parquet([parts[i] / "flows.parquet" for i in with_flows], dest / "flows.parquet", transform=shifted,
-                       dictionary_columns=parquet_dictionary_columns)
+                       **STREAM_ENCODING)
     steps = [read_table(part / "steps.parquet", "steps") for part in parts]
     save_tables(dest, ProfileMeta(), {"steps": pa.concat_tables(steps, promote_options="default")})
     for name in (*_STREAMED, "flows"):
@@ -132,7 +130,7 @@ def repoint_saved_flows(flows_path: Path, trace_kernels_path: Path, csv_kernels_
     columns = {"columns": ["start_ns", "name"], "read_dictionary": ["name"]}
     mapping = _kernel_mapping(lambda: pieces(trace_kernels_path, **columns), lambda: pieces(csv_kernels_path, **columns))
     return write_parquet_stream((_repointed(chunk, mapping) for chunk in pieces(flows_path)), dest,
-                                dictionary_columns=parquet_dictionary_columns)
+                                **STREAM_ENCODING)
 
 
 # Keys (start, name code) sorted at once: ~80 bytes each while sorted, so a range of at most this many
