@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pypto_core.errors import InputError
 from pypto_core.formats import detect as det
 from pypto_core.memory import release_freed_memory
-from pypto_core.profile import SCHEMA_VERSION, Profile, ProfileGroup, ProfileMeta, save_meta
+from pypto_core.profile import SCHEMA_VERSION, TABLE_NAMES, Profile, ProfileGroup, ProfileMeta, save_meta
 
 
 @dataclass
@@ -173,6 +174,16 @@ def _write_one(found: det.Detection, out: Path, index: int) -> list[tuple[Path, 
             written.append((dest, meta))
         shutil.rmtree(devices, ignore_errors=True)
         return written
+    if found.kind == det.SAVED:  # already canonical: its files are copied, not loaded and saved again
+        meta = _checked_saved(found.path)
+        dest = out / f"part_{index}"
+        dest.mkdir()
+        for name in ("profile.json", *(f"{table}.parquet" for table in TABLE_NAMES)):
+            if (found.path / name).exists():
+                shutil.copyfile(found.path / name, dest / name)
+        if meta.rank is None and found.rank_hint is not None:
+            meta.rank = found.rank_hint
+        return [(dest, meta)]
     for prof in _read_in_memory(found):
         if prof.meta.rank is None and found.rank_hint is not None:
             prof.meta.rank = found.rank_hint
@@ -196,26 +207,37 @@ def _number_ranks(metas: list[ProfileMeta]) -> None:
 
 
 def _read_in_memory(found: det.Detection) -> list[Profile]:
-    """The formats read whole (saved profiles, a lone analysis.db of summaries); the SQLite exports stream."""
+    """The formats read whole (a lone analysis.db of summaries); the SQLite exports stream."""
     path = found.path
-    if found.kind == det.SAVED:
-        return [_load_saved(path)]
     if found.kind == det.ANALYSIS_DB:
         return [_read_analysis_only(path)]
     raise InputError(str(path), f"unsupported input kind {found.kind!r}")
 
 
 def _load_saved(path: Path) -> Profile:
-    """A folder written by ``Profile.save``; one from a newer schema is refused rather than misread."""
+    """A folder written by ``Profile.save``, loaded (see :func:`_checked_saved`)."""
+    _checked_saved(path)
+    try:
+        return Profile.load(path)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise InputError(str(path), f"saved profile could not be loaded ({exc})") from exc
+
+
+def _checked_saved(path: Path) -> ProfileMeta:
+    """The meta of a folder written by ``Profile.save``, once its tables' Parquet footers read; one from a
+    newer schema is refused rather than misread."""
     doc = json.loads((path / "profile.json").read_text(encoding="utf-8"))
     version = doc.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise InputError(str(path), f"saved profile has schema_version {version!r}; this PyPTO reads up to "
                                     f"{SCHEMA_VERSION}")
-    try:
-        return Profile.load(path)
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        raise InputError(str(path), f"saved profile could not be loaded ({exc})") from exc
+    for table in TABLE_NAMES:
+        if (path / f"{table}.parquet").exists():
+            try:
+                pq.read_schema(path / f"{table}.parquet")
+            except (OSError, ValueError, pa.ArrowException) as exc:
+                raise InputError(str(path), f"saved profile could not be loaded ({exc})") from exc
+    return ProfileMeta.from_dict(doc.get("meta", {}))
 
 
 def _read_analysis_only(path: Path) -> Profile:

@@ -214,3 +214,20 @@ def test_folder_bench_runs_end_to_end(tmp_path):
     assert r["kernels"] > 0 and r["flows"] > 0 and r["mb_per_s"] > 0 and r["peak_rss_mb"] > 0
     assert r["parquet_load_peak_rss_mb"] > 0
     assert list(tmp_path.iterdir()) == []  # generated inputs are removed
+
+
+def test_saved_ranks_are_copied_not_read_again(tmp_path, monkeypatch):
+    """A folder of saved ranks (what `pypto convert` writes) is copied file by file: no table is loaded."""
+    write_profiles(QWEN, tmp_path / "saved")
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a saved table was loaded")
+
+    monkeypatch.setattr(Profile, "load", no_load)
+    again = write_profiles(tmp_path / "saved", tmp_path / "again")
+    assert [n for n, _ in again.ranks] == ["rank_0", "rank_1"] and [m.rank for _, m in again.ranks] == [0, 1]
+    for name in ("kernels.parquet", "flows.parquet"):
+        assert (tmp_path / "again" / "rank_0" / name).read_bytes() == (tmp_path / "saved" / "rank_0" / name).read_bytes()
+    (tmp_path / "saved" / "rank_1" / "kernels.parquet").write_bytes(b"PAR1 not parquet")
+    with pytest.raises(InputError, match="could not be loaded"):
+        write_profiles(tmp_path / "saved" / "rank_1", tmp_path / "bad")
