@@ -16,13 +16,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.attribution import TimeAttribution, attribute
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
 from pypto_core.profile import Profile
 from pypto_core.sequences import PATTERNS, ChainMatch, match_chains
 from pypto_core.shapes import Shapes, dtype_bytes, first_dtype_bytes, tensor_bytes
+from pypto_core.workload import Workload, detect_workload, device_vendor
 
 # Each metric: unit, and whether a higher value is better (the comparison's "better" column).
+# Metrics that mean something only for some workloads or devices are None elsewhere (absent, not zero).
 METRICS: dict[str, tuple[str, bool]] = {
     "per_token_latency_ms": ("ms", False),
     "per_token_latency_p90_ms": ("ms", False),
@@ -35,6 +38,8 @@ METRICS: dict[str, tuple[str, bool]] = {
     "hbm_bandwidth_utilization": ("share", True),
     "ai_core_utilization": ("share", True),
     "device_idle_share": ("share", False),
+    "compute_share": ("share", True),
+    "communication_not_overlapped_share": ("share", False),
     "critical_path_ms": ("ms", False),
     "critical_path_host_share": ("share", False),
 }
@@ -88,6 +93,20 @@ class OperatorCallGraph:
         self.device = pc.fill_null(k["device_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
         self.stream = pc.fill_null(k["stream_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
         self.role = role_codes(k)
+
+    # -- what ran, on what, and where its time went ------------------------------------------------
+    @cached_property
+    def vendor(self) -> str:
+        return device_vendor(self.profile)
+
+    @cached_property
+    def workload(self) -> Workload:
+        return detect_workload(self.profile, self)
+
+    @cached_property
+    def attribution(self) -> TimeAttribution | None:
+        """The time attribution every finding and page number stands on (pypto_core.attribution)."""
+        return attribute(self.profile, self.role)
 
     # -- ordering and gaps --------------------------------------------------------------------------
     @cached_property
@@ -230,6 +249,8 @@ class OperatorCallGraph:
     @cached_property
     def bound_ns(self) -> np.ndarray:
         """Roofline lower bound per kernel: max(FLOPs / peak, bytes / HBM bandwidth), ns."""
+        if not self.sku.known:
+            return np.zeros(self.n)
         peak = self.sku.peak_flops_per_s()
         int8 = self.element_bytes == 1
         compute = self.flops / np.where(int8, peak * 2, peak)
@@ -432,42 +453,52 @@ class OperatorCallGraph:
         return int(self.end[mask].max() - self.start[mask].min())
 
     def metrics(self) -> dict[str, float | None]:
-        """The comparison's metric rows (``METRICS`` gives units); None where the profile cannot say."""
+        """The comparison's metric rows (``METRICS`` gives units); None where the profile cannot say, or
+        where the metric means nothing for this workload or device (decode metrics of a training step)."""
+        out: dict[str, float | None] = {name: None for name in METRICS}
+        a = self.attribution
+        if a is not None and a.run.wall_ns:
+            out["device_idle_share"] = a.run.idle_ns / a.run.wall_ns
+            out["compute_share"] = a.run.share("compute")
+            out["communication_not_overlapped_share"] = a.run.share("communication_not_overlapped")
         w = self.window
         span = self._span_ns(w)
         t = self.tokens
-        out: dict[str, float | None] = {name: None for name in METRICS}
         if not self.n or span <= 0:
             return out
-        if len(t.latency_ns):
+        wl = self.workload
+        if wl.has_decode() and len(t.latency_ns):
             out["per_token_latency_ms"] = float(np.percentile(t.latency_ns, 50) / 1e6)
             out["per_token_latency_p90_ms"] = float(np.percentile(t.latency_ns, 90) / 1e6)
             out["tokens_per_s"] = float(max(t.batch, 1) * len(t.latency_ns) / (t.latency_ns.sum() / 1e9))
             host = np.maximum(t.latency_ns - t.busy_ns, 0)
             out["critical_path_ms"] = out["per_token_latency_ms"]
             out["critical_path_host_share"] = float(host.sum() / max(t.latency_ns.sum(), 1))
-        if t.prefill_ns:
+        if wl.is_llm() and t.prefill_ns:
             out["prefill_ms"] = t.prefill_ns / 1e6
         busy_mask = w & self.compute_mask
-        busy = _interval_union_ns(self.start[busy_mask], self.end[busy_mask])
-        out["ai_core_utilization"] = busy / span
-        out["device_idle_share"] = max(0.0, 1.0 - _interval_union_ns(self.start[w], self.end[w]) / span)
+        if self.vendor == "ascend":  # AI Core utilisation is an Ascend notion
+            out["ai_core_utilization"] = _interval_union_ns(self.start[busy_mask], self.end[busy_mask]) / span
         device_time = float(self.dur[busy_mask].sum()) or 1.0
         att = w & self.attention_mask
-        mf = self.move_fraction
-        move = np.ones(self.n) if mf is None else np.where(mf >= 0, mf, 1.0)
-        out["attention_hbm_time_share"] = float((self.dur[att] * move[att]).sum() / device_time)
-        mm = w & self.is_role("matmul") & (self.flops > 0)
-        if mm.any():
-            out["matmul_ai_core_utilization"] = float(min(self.bound_ns[mm].sum() / max(self.dur[mm].sum(), 1), 1.0))
-        layout = w & self.kv_layout_mask
-        lay_t = float(self.dur[layout].sum())
-        att_t = float(self.dur[att].sum())
-        out["kv_cache_noncontiguous_share"] = lay_t / (lay_t + att_t) if (lay_t + att_t) > 0 else 0.0
-        norm = w & (self.is_role("norm") | self.chain_mask("rms_norm"))
-        out["norm_launch_overhead_share"] = float((self.dur[norm] + self.gap_before_ns[norm]).sum() / span)
-        out["hbm_bandwidth_utilization"] = float(min(self.bytes_moved[busy_mask].sum() / (span / 1e9)
-                                                     / self.sku.hbm_bytes_per_s, 1.0))
+        if wl.is_llm():
+            mf = self.move_fraction
+            move = np.ones(self.n) if mf is None else np.where(mf >= 0, mf, 1.0)
+            out["attention_hbm_time_share"] = float((self.dur[att] * move[att]).sum() / device_time)
+            norm = w & (self.is_role("norm") | self.chain_mask("rms_norm"))
+            out["norm_launch_overhead_share"] = float((self.dur[norm] + self.gap_before_ns[norm]).sum() / span)
+        if wl.has_decode():
+            layout = w & self.kv_layout_mask
+            lay_t = float(self.dur[layout].sum())
+            att_t = float(self.dur[att].sum())
+            out["kv_cache_noncontiguous_share"] = lay_t / (lay_t + att_t) if (lay_t + att_t) > 0 else 0.0
+        if self.sku.known:
+            mm = w & self.is_role("matmul") & (self.flops > 0)
+            if mm.any():
+                out["matmul_ai_core_utilization"] = float(min(self.bound_ns[mm].sum() / max(self.dur[mm].sum(), 1),
+                                                              1.0))
+            out["hbm_bandwidth_utilization"] = float(min(self.bytes_moved[busy_mask].sum() / (span / 1e9)
+                                                         / self.sku.hbm_bytes_per_s, 1.0))
         return out
 
     @cached_property

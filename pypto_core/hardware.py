@@ -74,7 +74,12 @@ class SkuSpec:
     @property
     def ridge_flop_per_byte(self) -> float:
         """Arithmetic intensity where compute and memory bounds meet (DOMAIN.md §2.2 ridge points)."""
-        return self.peak_flops_per_s() / self.hbm_bytes_per_s
+        return self.peak_flops_per_s() / self.hbm_bytes_per_s if self.hbm_bytes_per_s else float("nan")
+
+    @property
+    def known(self) -> bool:
+        """Whether the figures are real (an unknown device's are all 0)."""
+        return self.hbm_gbps.value > 0 and self.fp16_tflops.value > 0
 
     def bound_time_s(self, flops: float, bytes_moved: float, dtype: str = "float16") -> float:
         """Roofline lower bound on the time of one op: max(compute time, memory time)."""
@@ -271,7 +276,8 @@ def detect_sku(profile: "Profile") -> str | None:
 
 def resolve_sku(profile: "Profile", sku: "str | SkuSpec | None" = None,
                 overrides: dict[str, float] | None = None) -> tuple[SkuSpec, str]:
-    """The spec to use and how it was chosen: ``given``, ``detected`` or ``default``."""
+    """The spec to use and how it was chosen: ``given``, ``detected``, ``default`` (an Ascend profile that
+    does not name its part: 910B3) or ``unknown`` (a GPU/CPU device without figures here)."""
     if isinstance(sku, SkuSpec):
         return sku, "given"
     if sku:
@@ -279,4 +285,19 @@ def resolve_sku(profile: "Profile", sku: "str | SkuSpec | None" = None,
     found = detect_sku(profile)
     if found:
         return get_sku(found, overrides), "detected"
-    return get_sku(DEFAULT_SKU, overrides), "default"
+    from pypto_core.workload import device_vendor  # the vendor decides whether a default makes sense
+
+    vendor = device_vendor(profile)
+    if vendor == "ascend":
+        return get_sku(DEFAULT_SKU, overrides), "default"
+    # A GPU or CPU trace that names no known device: say so, never judge it as an Ascend part
+    return unknown_sku(vendor, profile.meta.device), "unknown"
+
+
+def unknown_sku(vendor: str, name: str | None = None) -> SkuSpec:
+    """A device the engine has no figures for: every figure 0 and tagged unknown, so that peak-based
+    metrics read None and the page offers the project's override."""
+    zero = Figure(0, "unknown", "no published figure known to PyPTO for this device")
+    return SkuSpec(name=name or f"unknown {vendor} device", vendor=vendor, ai_cores=zero, vector_cores=zero,
+                   clock_mhz=zero, fp16_tflops=zero, int8_tops=zero, hbm_gbps=zero, hbm_gib=zero, l2_mib=zero,
+                   notes="unknown")

@@ -1,0 +1,382 @@
+"""Where every nanosecond of a step goes: exclusive time buckets that add up to the step's wall time.
+
+The ground truth every finding, the timeline's critical path and the comparison stand on. For each step
+(a ``ProfilerStep#N`` window; the device span when the profile has no steps) the time line is cut at every
+device-task and host-call edge, and each piece gets exactly one bucket, by priority:
+
+1. ``compute``: a computing kernel runs (split by core: cube / mixed / vector / AI CPU / GPU / other);
+2. ``communication_not_overlapped``: only collectives run (``communication_overlapped`` is reported
+   beside the buckets: collective time hidden under compute);
+3. ``memcpy``: only copies run (H2D / D2H / D2D / memset, with the pageable part where the trace says);
+4. the device is idle, and the host is
+   ``sync_wait``: blocked in a synchronisation (stream/device sync, sync memcpy, ``.item()``),
+   ``data_loading``: in the data loader,
+   ``host_launch_bound``: busy issuing work (framework ops, runtime calls),
+   ``idle_other``: doing nothing the profile shows (or the profile has no host data).
+
+This is msprof-analyze's step trace (Computing, Communication(Not Overlapped), Overlapped, Free) with its
+Free split by what the host was doing, as HTA's idle-time breakdown does, per step, per rank and per
+stream, in integer ns. ``Free + Preparing`` of torch_npu's step_trace_time equals our four idle buckets
+plus the step's tail after its last device task (docs/attribution.md compares the samples).
+
+A rank that kept only its step_trace_time (no tasks) is attributed from it (``source: step_trace_time``).
+Memory: a few int64 arrays over the task and host-call edges (about 100 bytes per event while it runs).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pypto_core.op_roles import ROLE, role_codes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pypto_core.profile import Profile, ProfileGroup
+
+BUCKETS: tuple[str, ...] = ("compute", "communication_not_overlapped", "memcpy", "sync_wait", "data_loading",
+                            "host_launch_bound", "idle_other")
+IDLE_BUCKETS: tuple[str, ...] = ("sync_wait", "data_loading", "host_launch_bound", "idle_other")
+COMPUTE_KINDS: tuple[str, ...] = ("cube", "mixed", "vector", "aicpu", "gpu", "other")
+MEMCPY_KINDS: tuple[str, ...] = ("h2d", "d2h", "d2d", "memset", "other")
+
+# Segment codes: compute kinds first (their order is the priority under overlap), then the rest.
+_COMM = len(COMPUTE_KINDS)
+_MEMCPY0 = _COMM + 1
+_SYNC = _MEMCPY0 + len(MEMCPY_KINDS)
+_DATA, _HOST, _IDLE = _SYNC + 1, _SYNC + 2, _SYNC + 3
+N_CODES = _IDLE + 1
+CODE_BUCKET: tuple[str, ...] = (("compute",) * len(COMPUTE_KINDS) + ("communication_not_overlapped",)
+                                + ("memcpy",) * len(MEMCPY_KINDS) + IDLE_BUCKETS)
+
+_CORE_KIND = {"AI_CORE": "cube", "MIX_AIC": "mixed", "MIX_AIV": "mixed", "AI_VECTOR_CORE": "vector",
+              "AI_CPU": "aicpu", "GPU": "gpu"}
+# Host calls that block until the device catches up: CANN, CUDA and HIP syncs, the synchronous copies, and
+# the framework ops that read a device value on the host (.item(), .tolist(), nonzero).
+SYNC_CALL = re.compile(r"synchroniz|MemCopySync|(^|@)aclrtMemcpy$|(^|@)(cuda|hip)Memcpy$|"
+                       r"^aten::(item|_local_scalar_dense|nonzero|tolist)$", re.I)
+DATA_LOADER = re.compile(r"DataLoader|_DataLoaderIter|dataloader", re.I)
+STEP_MARKER = re.compile(r"^ProfilerStep#")
+_H2D = re.compile(r"HtoD|H2D|host_to_device|Host -> Device", re.I)
+_D2H = re.compile(r"DtoH|D2H|device_to_host|Device -> Host", re.I)
+_D2D = re.compile(r"DtoD|D2D|PtoP|device_to_device|Device -> Device", re.I)
+_PAGEABLE = re.compile(r"Pageable", re.I)
+
+
+@dataclass
+class Breakdown:
+    """One window's (or the sum of several windows') exclusive buckets, in ns."""
+
+    wall_ns: int = 0
+    buckets: dict[str, int] = field(default_factory=lambda: {b: 0 for b in BUCKETS})
+    compute_split: dict[str, int] = field(default_factory=lambda: {k: 0 for k in COMPUTE_KINDS})
+    memcpy_split: dict[str, int] = field(default_factory=lambda: {k: 0 for k in MEMCPY_KINDS})
+    memcpy_pageable_ns: int = 0
+    communication_overlapped_ns: int = 0
+
+    def add(self, other: "Breakdown") -> None:
+        self.wall_ns += other.wall_ns
+        for target, source in ((self.buckets, other.buckets), (self.compute_split, other.compute_split),
+                               (self.memcpy_split, other.memcpy_split)):
+            for key, value in source.items():
+                target[key] = target.get(key, 0) + value
+        self.memcpy_pageable_ns += other.memcpy_pageable_ns
+        self.communication_overlapped_ns += other.communication_overlapped_ns
+
+    @property
+    def idle_ns(self) -> int:
+        return sum(self.buckets[b] for b in IDLE_BUCKETS)
+
+    def share(self, bucket: str) -> float:
+        return self.buckets.get(bucket, 0) / self.wall_ns if self.wall_ns else 0.0
+
+    def dominant(self) -> str | None:
+        if not self.wall_ns:
+            return None
+        return max(BUCKETS, key=lambda b: self.buckets[b])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"wall_ns": int(self.wall_ns), **{b: int(v) for b, v in self.buckets.items()},
+                "communication_overlapped": int(self.communication_overlapped_ns),
+                "compute_split": {k: int(v) for k, v in self.compute_split.items() if v},
+                "memcpy_split": {k: int(v) for k, v in self.memcpy_split.items() if v},
+                "memcpy_pageable": int(self.memcpy_pageable_ns)}
+
+
+@dataclass
+class StepBreakdown:
+    step_id: int | None
+    start_ns: int
+    end_ns: int
+    breakdown: Breakdown
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step_id": self.step_id, "start_ns": self.start_ns, "end_ns": self.end_ns,
+                "time_breakdown": self.breakdown.to_dict()}
+
+
+@dataclass
+class TimeAttribution:
+    """A rank's attribution: the run (sum of its steps), each step, each stream's busy time, and the
+    idle intervals by bucket (what the replay closes and the rules point at)."""
+
+    run: Breakdown
+    steps: list[StepBreakdown]
+    source: str  # timeline | step_trace_time
+    device_id: int | None = None
+    streams: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # (start, end, code) of the merged segments inside the windows, for rules and the replay
+    segments: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def intervals(self, *buckets: str) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends) of the pieces of time in these buckets."""
+        if self.segments is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        s, e, code = self.segments
+        wanted = [c for c in range(N_CODES) if CODE_BUCKET[c] in buckets]
+        sel = np.isin(code, wanted)
+        return s[sel], e[sel]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "device_id": self.device_id, "time_breakdown": self.run.to_dict(),
+                "dominant": self.run.dominant(), "steps": [s.to_dict() for s in self.steps],
+                "streams": self.streams}
+
+
+# -- classification ------------------------------------------------------------------------------------
+def kernel_codes(kernels: pa.Table, roles: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(segment code per kernel, pageable flag per kernel): computing kind, collective or copy kind."""
+    n = kernels.num_rows
+    if not n:
+        return np.zeros(0, np.int8), np.zeros(0, bool)
+    roles = role_codes(kernels) if roles is None else roles
+    core = pc.fill_null(kernels["core_type"], "").combine_chunks()
+    name = pc.fill_null(kernels["name"], "").combine_chunks()
+    key = pc.binary_join_element_wise(pc.cast(core, pa.string()), pc.cast(name, pa.string()), "\x1f")
+    enc = key.dictionary_encode()
+    lut_code, lut_page = [], []
+    for value in enc.dictionary.to_pylist():
+        ct, nm = value.split("\x1f", 1)
+        code, pageable = _classify_task(ct.upper(), nm)
+        lut_code.append(code)
+        lut_page.append(pageable)
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    codes = np.asarray(lut_code, np.int8)[idx]
+    codes = np.where((roles == ROLE["communication"]) & (codes < _COMM), _COMM, codes).astype(np.int8)
+    codes = np.where((roles == ROLE["aicpu"]) & (codes < _COMM), COMPUTE_KINDS.index("aicpu"), codes)
+    return codes.astype(np.int8), np.asarray(lut_page, bool)[idx]
+
+
+def _classify_task(core_type: str, name: str) -> tuple[int, bool]:
+    if core_type in ("COMMUNICATION", "HCCL"):
+        return _COMM, False
+    is_copy = core_type in ("MEMCPY", "MEMSET") or re.match(r"(?i)^(memcpy|memset)|^MEMCPY_ASYNC", name)
+    if is_copy:
+        if core_type == "MEMSET" or re.match(r"(?i)^memset", name):
+            kind = "memset"
+        elif _H2D.search(name):
+            kind = "h2d"
+        elif _D2H.search(name):
+            kind = "d2h"
+        elif _D2D.search(name):
+            kind = "d2d"
+        else:
+            kind = "other"
+        return _MEMCPY0 + MEMCPY_KINDS.index(kind), bool(_PAGEABLE.search(name))
+    return COMPUTE_KINDS.index(_CORE_KIND.get(core_type, "other")), False
+
+
+def host_classes(profile: "Profile") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, class) of host intervals: 0 sync, 1 data loading, 2 busy; step markers left out."""
+    starts, ends, classes = [], [], []
+    for table in (profile.host_ops, profile.api_calls):
+        if not table.num_rows:
+            continue
+        s = pc.fill_null(table["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        d = np.maximum(pc.fill_null(table["dur_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64), 0)
+        enc = pc.fill_null(table["name"], "").combine_chunks().dictionary_encode()
+        lut = np.array([_host_class(v) for v in enc.dictionary.to_pylist()], np.int8)
+        cls = lut[enc.indices.to_numpy(zero_copy_only=False)] if len(lut) else np.zeros(0, np.int8)
+        keep = (cls >= 0) & (d > 0)
+        starts.append(s[keep])
+        ends.append(s[keep] + d[keep])
+        classes.append(cls[keep])
+    if not starts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8)
+    return np.concatenate(starts), np.concatenate(ends), np.concatenate(classes)
+
+
+def _host_class(name: str) -> int:
+    if STEP_MARKER.search(name):
+        return -1
+    bare = name.split("@", 1)[-1]  # torch_npu prefixes its API levels: AscendCL@aclrtSynchronizeStream
+    if SYNC_CALL.search(bare) or SYNC_CALL.search(name):
+        return 0
+    if DATA_LOADER.search(name):
+        return 1
+    return 2
+
+
+# -- windows -----------------------------------------------------------------------------------------------
+def step_windows(profile: "Profile", k_start: np.ndarray, k_end: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, list[int | None]]:
+    """The steps as non-overlapping [start, end) windows (a step is cut where the next one begins); the
+    device span as one window when the profile has no usable steps."""
+    steps = profile.steps
+    if steps.num_rows:
+        st = pc.fill_null(steps["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        en = pc.fill_null(steps["end_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        ids = steps["step_id"].to_pylist()
+        ok = (st > 0) & (en > st)
+        if ok.any():
+            order = np.argsort(st[ok], kind="stable")
+            st, en = st[ok][order], en[ok][order]
+            ids = [ids[i] for i in np.nonzero(ok)[0][order]]
+            en = np.minimum(en, np.concatenate([st[1:], [np.iinfo(np.int64).max]]))
+            return st, en, ids
+    if len(k_start):
+        return np.array([k_start.min()]), np.array([k_end.max()]), [None]
+    return np.zeros(0, np.int64), np.zeros(0, np.int64), []
+
+
+# -- the sweep -------------------------------------------------------------------------------------------
+def coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per segment [bounds[i], bounds[i+1]): whether any interval covers it."""
+    if not len(starts):
+        return np.zeros(max(len(bounds) - 1, 0), bool)
+    m = len(bounds)
+    delta = (np.bincount(np.searchsorted(bounds, starts), minlength=m + 1)[:m]
+             - np.bincount(np.searchsorted(bounds, ends), minlength=m + 1)[:m])
+    return np.cumsum(delta)[:-1] > 0
+
+
+def attribute(profile: "Profile", roles: np.ndarray | None = None) -> TimeAttribution | None:
+    """The time attribution of one rank (see the module docstring); None when the profile has neither
+    device tasks nor step_trace figures."""
+    k = profile.kernels
+    if not k.num_rows:
+        return _from_step_trace(profile)
+    start = pc.fill_null(k["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    dur = np.maximum(pc.fill_null(k["dur_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64), 0)
+    device = pc.fill_null(k["device_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    stream = pc.fill_null(k["stream_id"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    codes, pageable = kernel_codes(k, roles)
+    # One device per rank: where a file holds several, the busiest is the rank's (the others are listed
+    # under their own streams only).
+    devices, inverse = np.unique(device, return_inverse=True)
+    main = int(devices[np.argmax(np.bincount(inverse, weights=dur.astype(np.float64)))])
+    on = (device == main) & (start > 0)
+    start, end, codes, pageable, stream = start[on], start[on] + dur[on], codes[on], pageable[on], stream[on]
+    w_start, w_end, ids = step_windows(profile, start, end)
+    if not len(w_start):
+        return None
+    h_start, h_end, h_class = host_classes(profile)
+    bounds = np.unique(np.concatenate([start, end, h_start, h_end, w_start, w_end]))
+    seg_s, seg_e = bounds[:-1], bounds[1:]
+    win = np.searchsorted(w_start, seg_s, side="right") - 1
+    inside = (win >= 0) & (seg_s < w_end[np.clip(win, 0, None)])
+    seg_code = np.full(len(seg_s), -1, np.int16)
+    for code in range(_SYNC):  # device kinds in priority order
+        sel = codes == code
+        if sel.any():
+            active = coverage(bounds, start[sel], end[sel])
+            seg_code[(seg_code < 0) & active] = code
+    for cls, code in ((0, _SYNC), (1, _DATA), (2, _HOST)):
+        sel = h_class == cls
+        if sel.any():
+            active = coverage(bounds, h_start[sel], h_end[sel])
+            seg_code[(seg_code < 0) & active] = code
+    seg_code[seg_code < 0] = _IDLE
+    comp_any = coverage(bounds, start[codes < _COMM], end[codes < _COMM])
+    comm_any = coverage(bounds, start[codes == _COMM], end[codes == _COMM])
+    page_any = coverage(bounds, start[pageable], end[pageable])
+    length = (seg_e - seg_s).astype(np.float64)
+    win_in, code_in, len_in = win[inside], seg_code[inside], length[inside]
+    nwin = len(w_start)
+    per = np.rint(np.bincount(win_in * N_CODES + code_in, weights=len_in, minlength=nwin * N_CODES)
+                  ).astype(np.int64).reshape(nwin, N_CODES)
+    overlapped = np.rint(np.bincount(win_in, weights=len_in * (comp_any & comm_any)[inside], minlength=nwin)
+                         ).astype(np.int64)
+    is_copy = (code_in >= _MEMCPY0) & (code_in < _SYNC)
+    paged = np.rint(np.bincount(win_in, weights=len_in * (page_any[inside] & is_copy), minlength=nwin)
+                    ).astype(np.int64)
+    steps: list[StepBreakdown] = []
+    run = Breakdown()
+    for i in range(nwin):
+        b = _breakdown(int(w_end[i] - w_start[i]), per[i], int(overlapped[i]), int(paged[i]))
+        steps.append(StepBreakdown(ids[i], int(w_start[i]), int(w_end[i]), b))
+        run.add(b)
+    return TimeAttribution(run=run, steps=steps, source="timeline", device_id=main,
+                           streams=_stream_busy(bounds, inside, start, end, stream, codes),
+                           segments=_merged(seg_s[inside], seg_e[inside], seg_code[inside]))
+
+
+def _breakdown(wall: int, per_code: np.ndarray, overlapped: int, pageable: int) -> Breakdown:
+    b = Breakdown(wall_ns=wall, memcpy_pageable_ns=pageable, communication_overlapped_ns=overlapped)
+    for code in range(N_CODES):
+        b.buckets[CODE_BUCKET[code]] += int(per_code[code])
+    for i, kind in enumerate(COMPUTE_KINDS):
+        b.compute_split[kind] = int(per_code[i])
+    for i, kind in enumerate(MEMCPY_KINDS):
+        b.memcpy_split[kind] = int(per_code[_MEMCPY0 + i])
+    return b
+
+
+def _stream_busy(bounds: np.ndarray, inside: np.ndarray, start: np.ndarray, end: np.ndarray,
+                 stream: np.ndarray, codes: np.ndarray, limit: int = 32) -> dict[str, dict[str, Any]]:
+    """Busy time (union of its tasks, inside the steps) of the busiest streams, and what they mostly run."""
+    ids, inverse = np.unique(stream, return_inverse=True)
+    total = np.bincount(inverse, weights=(end - start).astype(np.float64))
+    length = np.diff(bounds).astype(np.float64)
+    out: dict[str, dict[str, Any]] = {}
+    for j in np.argsort(-total)[:limit]:
+        sel = inverse == j
+        busy = float((length * (coverage(bounds, start[sel], end[sel]) & inside)).sum())
+        kinds = np.bincount(codes[sel], weights=(end - start)[sel].astype(np.float64), minlength=N_CODES)
+        main = int(np.argmax(kinds))
+        kind = "communication" if main == _COMM else ("memcpy" if _MEMCPY0 <= main < _SYNC else "compute")
+        out[str(int(ids[j]))] = {"busy_ns": int(round(busy)), "tasks": int(sel.sum()), "kind": kind}
+    return out
+
+
+def _merged(s: np.ndarray, e: np.ndarray, code: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Adjacent segments of one code joined (fewer, longer pieces for rules and the replay)."""
+    if not len(s):
+        return s, e, code
+    new = np.concatenate([[True], (code[1:] != code[:-1]) | (s[1:] != e[:-1])])
+    first = np.nonzero(new)[0]
+    last = np.concatenate([first[1:] - 1, [len(s) - 1]])
+    return s[first], e[last], code[first]
+
+
+def _from_step_trace(profile: "Profile") -> TimeAttribution | None:
+    """A rank with no device tasks but torch_npu's step_trace_time: its own figures, idle unsplit."""
+    steps = profile.steps
+    if not steps.num_rows or "computing_ns" not in steps.column_names:
+        return None
+    rows = steps.to_pylist()
+    if all(r.get("computing_ns") is None for r in rows):
+        return None
+    out, run = [], Breakdown()
+    for r in rows:
+        compute = int(r.get("computing_ns") or 0)
+        comm = r.get("communication_not_overlapped_ns")
+        if comm is None:
+            comm = int(r.get("communication_ns") or 0) - int(r.get("overlapped_ns") or 0)
+        free = int(r.get("free_ns") or 0) + int(r.get("preparing_ns") or 0)
+        b = Breakdown(wall_ns=compute + int(comm) + free, communication_overlapped_ns=int(r.get("overlapped_ns") or 0))
+        b.buckets.update({"compute": compute, "communication_not_overlapped": int(comm), "idle_other": free})
+        b.compute_split["other"] = compute
+        out.append(StepBreakdown(r.get("step_id"), int(r.get("start_ns") or 0), int(r.get("end_ns") or 0), b))
+        run.add(b)
+    return TimeAttribution(run=run, steps=out, source="step_trace_time")
+
+
+def attribute_group(group: "ProfileGroup") -> list[tuple[int | None, TimeAttribution | None]]:
+    """(rank, attribution) for every rank of a group, lowest rank first."""
+    ranked = sorted(group.profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0))
+    return [(p.meta.rank, attribute(p)) for p in ranked]
