@@ -10,6 +10,7 @@ import html
 import json
 from typing import Any
 
+from pypto_core.attribution import BUCKETS
 from pypto_core.rules.finding import Report
 
 FORMATS = ("json", "md", "html")
@@ -46,13 +47,20 @@ def _headline(report: Report) -> list[tuple[str, str]]:
     dec = p.get("decode") or {}
     rows = [("source", str(p.get("source", ""))), ("format", str(p.get("format", ""))),
             ("device", f"{p.get('device')} ({p.get('sku_source', '')})"), ("kernels", str(p.get("kernel_count", 0))),
+            ("device vendor / workload", f"{p.get('device_vendor', '?')} / {p.get('workload', '?')}"),
             ("simulated", "yes" if p.get("simulated") else "no")]
     if dec.get("steps"):
         rows += [("decode tokens", str(dec.get("tokens"))),
                  ("per-token latency p50 / p90", f"{dec.get('per_token_ms_p50', 0):.3f} / {dec.get('per_token_ms_p90', 0):.3f} ms"),
                  ("tokens/s", f"{dec.get('tokens_per_s', 0):.1f}")]
-    rows.append(("AI Core utilization", f"{100 * float(p.get('ai_core_utilization') or 0):.1f}%"))
-    rows.append(("estimated combined speedup", f"{report.estimated_combined_speedup:.3f}x (Amdahl over the union)"))
+    tb = p.get("time_breakdown") or {}
+    if tb.get("wall_ns"):
+        # the attribution's figures as they are (docs/attribution.md): the same numbers the page and API show
+        parts = [f"{b} {tb[b] / 1e6:.3f} ms ({100 * tb[b] / tb['wall_ns']:.1f}%)" for b in BUCKETS if tb.get(b)]
+        rows.append(("where the time goes", f"wall {tb['wall_ns'] / 1e6:.3f} ms: " + ", ".join(parts)))
+    if p.get("ai_core_utilization") is not None:
+        rows.append(("AI Core utilization", f"{100 * float(p['ai_core_utilization']):.1f}%"))
+    rows.append(("estimated combined speedup", f"{report.estimated_combined_speedup:.3f}x (each saved ns counted once)"))
     return rows
 
 

@@ -14,7 +14,7 @@ SAVING_MODEL = ("Kernel time scales with 1/frequency: at the rated clock the bus
                 "ratio; saving = device busy time x drop ratio.")
 
 
-@rule("aicore_frequency", title="AI Core frequency drops", saving_model=SAVING_MODEL, needs=("counters", "kernels"))
+@rule("aicore_frequency", title="AI Core frequency drops", saving_model=SAVING_MODEL, needs=("counters", "kernels"), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     counters = ctx.profile.counters
     if not counters.num_rows:

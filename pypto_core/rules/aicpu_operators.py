@@ -16,7 +16,7 @@ SAVING_MODEL = ("Each AI_CPU task over the duration threshold is assumed to run 
                 "`aicore_speedup` times faster (configured, [INFERRED]): saving = time x (1 - 1/speedup).")
 
 
-@rule("aicpu_operators", title="Operators falling back to the AI CPU", saving_model=SAVING_MODEL)
+@rule("aicpu_operators", title="Operators falling back to the AI CPU", saving_model=SAVING_MODEL, vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("aicpu_operators")

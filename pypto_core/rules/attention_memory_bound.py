@@ -15,6 +15,7 @@ from pypto_core.rules._fusion import chain_savings
 from pypto_core.rules._util import op_type_time, share, shape_strings, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
+from pypto_core.workload import LLM_WORKLOADS
 
 SAVING_MODEL = ("Each unfused chain is replaced by one fused attention kernel that reads Q, K, V (the KV heads "
                 "before any repeat_kv broadcast) and writes the output once: fused time = fixed overhead + "
@@ -24,7 +25,7 @@ SAVING_MODEL = ("Each unfused chain is replaced by one fused attention kernel th
 
 
 @rule("attention_memory_bound", title="Decode attention bound by data movement", saving_model=SAVING_MODEL,
-      remedies=("fused_attention_patch.py",))
+      remedies=("fused_attention_patch.py",), vendors=("ascend",), workloads=LLM_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("attention_memory_bound")

@@ -14,7 +14,7 @@ SAVING_MODEL = ("Work spreads evenly over blocks: a kernel with b blocks on C co
                 "b / (waves x C) occupancy; retiling to fill every core saves time x (1 - occupancy).")
 
 
-@rule("block_dim", title="Kernels that leave AI Cores idle (Block Dim)", saving_model=SAVING_MODEL)
+@rule("block_dim", title="Kernels that leave AI Cores idle (Block Dim)", saving_model=SAVING_MODEL, vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("block_dim")

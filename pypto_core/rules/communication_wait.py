@@ -7,15 +7,16 @@ import numpy as np
 import pyarrow.compute as pc
 
 from pypto_core.rules._util import share, us
-from pypto_core.rules.context import RuleContext
+from pypto_core.rules.context import RuleContext, clip_to_length
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("If the ranks arrive together the wait disappears and the transfer remains: saving = wait + "
-                "synchronization time of the collectives (an upper bound: the late rank's own work is not free).")
+SAVING_MODEL = ("If the ranks arrive together the wait disappears and the transfer remains: saving = the wait "
+                "time of the collectives, at most their time not overlapped with compute (an upper bound: the "
+                "late rank's own work is not free).")
 
 
 @rule("communication_wait", title="Collectives waiting for other ranks", saving_model=SAVING_MODEL,
-      needs=("communication",))
+      needs=("communication",), explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     comm = ctx.profile.communication
     if not comm.num_rows:
@@ -48,6 +49,15 @@ def match(ctx: RuleContext) -> None:
         evidence={"collectives": comm.num_rows, "communication_time_us": us(elapse), "wait_time_us": us(wait),
                   "synchronization_time_us": us(sync), "wait_share": share(waiting, elapse),
                   "threshold": cfg["wait_share_above"]},
-        kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=elapse,
-        extra_saving_ns=min(waiting, 0.9 * span), saving_model=SAVING_MODEL,
+        kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=elapse, saving_model=SAVING_MODEL,
+        intervals=_exposed_wait(ctx, waiting),
     )
+
+
+def _exposed_wait(ctx: RuleContext, waiting: float) -> tuple[np.ndarray, np.ndarray]:
+    """The wait that lengthens the step: at most the attribution's communication not overlapped."""
+    a = ctx.graph.attribution
+    if a is None:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    s, e = a.intervals("communication_not_overlapped")
+    return clip_to_length(s, e, waiting)

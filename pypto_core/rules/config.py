@@ -81,6 +81,17 @@ DEFAULTS: dict[str, dict[str, float]] = {
         "wait_share_above": 0.20,  # [INFERRED] a fifth of collective time spent waiting for peers
         "min_time_share": 0.02,
     },
+    "communication_not_overlapped": {
+        # msprof-analyze's cluster analysis ranks steps by Communication(Not Overlapped); a tenth of the step
+        # is where it stops being noise [INFERRED]
+        "share_above": 0.10,
+        # communication.json splits a collective into Transit + Wait + Idle; above this share of not-transit
+        # time the collective is mostly waiting for its peers, not moving data [INFERRED]
+        "waiting_share_above": 0.50,
+    },
+    "memcpy_bound": {"share_above": 0.10},  # HTA's temporal breakdown: non-compute time [INFERRED threshold]
+    "sync_stall": {"share_above": 0.05},  # [INFERRED] host syncs idling the device a twentieth of the step
+    "data_loading": {"share_above": 0.05},  # [INFERRED] the advisor's dataloader check flags slow loaders
     "slow_rank": {"gap_above": 0.05},  # advisor slow_rank: max vs mean > 5% (FORMATS.md §4.3)
     "operator_no_bound": {
         "bound_ratio": 0.8,  # advisor config.ini operator_bound_ratio (DOMAIN.md §3.3)

@@ -1,8 +1,9 @@
 """What a rule sees (profile, call graph, SKU, its thresholds) and how it reports (``emit``).
 
-``emit`` turns a rule's covered kernels and per-kernel savings into a ``Finding`` with time share,
-saving and Amdahl speedup computed the same way for every rule, and keeps the per-kernel savings so that
-the combined speedup counts each kernel's time at most once.
+``emit`` turns a rule's covered kernels and per-kernel savings (or the pieces of idle or communication
+time it closes) into a ``Finding`` with time share, saving and Amdahl speedup computed the same way for
+every rule, and keeps what each finding saves so that the combined speedup counts every nanosecond of the
+wall time at most once (``combined_saving_ns``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pypto_core.graph import OperatorCallGraph
 from pypto_core.hardware import SkuSpec
 from pypto_core.profile import Profile
 from pypto_core.rules.config import RuleConfig
+from pypto_core.attribution import coverage
 from pypto_core.rules.finding import Finding
 
 
@@ -32,7 +34,9 @@ def severity_for(saving_share: float, time_share: float) -> str:
 class Coverage:
     kernels: np.ndarray  # kernel row indices
     saving_ns: np.ndarray  # per index
-    extra_ns: float = 0.0  # savings not tied to kernels (host compile time)
+    extra_ns: float = 0.0  # savings not tied to kernels or wall-time pieces (host compile time)
+    # pieces of wall time (idle, waiting) the fix removes: (starts, ends), counted once across findings
+    intervals: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclass
@@ -51,9 +55,25 @@ class RuleContext:
 
     @property
     def total_ns(self) -> int:
-        """The run's wall time: first kernel start to last kernel end (the Amdahl denominator)."""
+        """The run's wall time, the Amdahl denominator: the attribution's (the steps' windows), else first
+        kernel start to last kernel end."""
         g = self.graph
+        a = g.attribution
+        if a is not None and a.run.wall_ns:
+            return int(a.run.wall_ns)
         return int(g.end.max() - g.start.min()) if g.n else 0
+
+    @property
+    def vendor(self) -> str:
+        return self.graph.vendor
+
+    @property
+    def workload(self) -> str:
+        return self.graph.workload.kind
+
+    def bucket_ns(self, bucket: str) -> int:
+        a = self.graph.attribution
+        return int(a.run.buckets.get(bucket, 0)) if a is not None else 0
 
     def threshold(self, key: str) -> float:
         return self.config.get(self.rule_id, key)
@@ -66,9 +86,11 @@ class RuleContext:
     def emit(self, *, title: str, description: str, ops: list[str], evidence: dict[str, Any],
              kernels: np.ndarray, saving_ns: np.ndarray | float, saving_model: str,
              remedies: list[str] | tuple[str, ...] = (), details: dict[str, Any] | None = None,
-             covered_ns: float | None = None, extra_saving_ns: float = 0.0, severity: str | None = None) -> Finding:
+             covered_ns: float | None = None, extra_saving_ns: float = 0.0, severity: str | None = None,
+             intervals: tuple[np.ndarray, np.ndarray] | None = None) -> Finding:
         """Record one finding. ``kernels``: the row indices it covers; ``saving_ns``: per kernel (or one
-        total spread over them by duration); ``covered_ns``: time it covers (default: their durations)."""
+        total spread over them by duration); ``covered_ns``: time it covers (default: their durations);
+        ``intervals``: pieces of wall time the fix removes, whose length adds to the saving."""
         g = self.graph
         kernels = np.asarray(kernels, np.int64)
         dur = g.dur[kernels].astype(np.float64)
@@ -80,7 +102,8 @@ class RuleContext:
             per = np.asarray(saving_ns, np.float64)
         per = np.maximum(per, 0.0)
         total_ns = max(self.total_ns, 1)
-        saving = float(per.sum() + extra_saving_ns)
+        closed = union_length(*intervals) if intervals is not None else 0
+        saving = float(per.sum() + extra_saving_ns + closed)
         covered = float(dur.sum() if covered_ns is None else covered_ns)
         time_share = min(covered / total_ns, 1.0)
         saving = min(saving, 0.999 * total_ns)
@@ -92,7 +115,7 @@ class RuleContext:
             remedies=list(remedies), saving_model=saving_model, details=_plain(details or {}),
         )
         self.findings.append(finding)
-        self.coverage.append(Coverage(kernels, per, extra_saving_ns))
+        self.coverage.append(Coverage(kernels, per, extra_saving_ns, intervals))
         return finding
 
 
@@ -115,14 +138,82 @@ def _plain(value: Any) -> Any:
 
 
 def combined_saving_ns(graph: OperatorCallGraph, coverage: list[Coverage]) -> float:
-    """Savings of all findings together, each kernel's slot (gap before it + its time) counted once."""
+    """Savings of all findings together, every nanosecond of wall time counted once.
+
+    A kernel's saving splits into the part inside its own run time (at most its duration, summed over
+    findings) and the part in the idle gap before it; those gap parts and every finding's closed intervals
+    (idle or waiting time) are one union of pieces of wall time, so two findings that close the same gap
+    are not added. The kernel parts are capped by the device-busy time of the attribution: shortening
+    kernels that run under others cannot shorten the run by more than the run spends busy.
+    """
     if not coverage:
         return 0.0
     total = np.zeros(graph.n, np.float64)
     extra = 0.0
+    starts, ends = [], []
     for c in coverage:
         if len(c.kernels):
             np.add.at(total, c.kernels, c.saving_ns)
         extra += c.extra_ns
-    slot = (graph.dur + graph.gap_before_ns).astype(np.float64)
-    return float(np.minimum(total, slot).sum() + extra)
+        if c.intervals is not None:
+            starts.append(c.intervals[0])
+            ends.append(c.intervals[1])
+    dur = graph.dur.astype(np.float64)
+    gap = np.minimum(np.maximum(total - dur, 0.0), graph.gap_before_ns.astype(np.float64))
+    busy_part = float(np.minimum(total, dur).sum())
+    a = graph.attribution
+    if a is not None:
+        b = a.run.buckets
+        busy_part = min(busy_part, float(b["compute"] + b["communication_not_overlapped"] + b["memcpy"]))
+    has_gap = gap > 0
+    starts.append((graph.start[has_gap] - gap[has_gap]).astype(np.int64))
+    ends.append(graph.start[has_gap].astype(np.int64))
+    closed = union_length(np.concatenate(starts), np.concatenate(ends))
+    return float(busy_part + closed + extra)
+
+
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length covered by intervals [start, end) (overlaps counted once)."""
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    ok = ends > starts
+    if not ok.any():
+        return 0
+    s, e = starts[ok], ends[ok]
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    run_end = np.maximum.accumulate(e)
+    prev_end = np.concatenate([[s[0]], run_end[:-1]])
+    return int(run_end[-1] - s[0] - np.maximum(s - prev_end, 0).sum())
+
+
+def clip_to_length(starts: np.ndarray, ends: np.ndarray, length: float) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``length`` ns of sorted, disjoint intervals (a saving smaller than the time it sits in)."""
+    d = np.maximum(ends - starts, 0)
+    before = np.concatenate([[0], np.cumsum(d)[:-1]])
+    keep = np.clip(length - before, 0, d).astype(np.int64)
+    return starts, starts + keep
+
+
+def overlap_ns(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each query [a, b): its overlap with the union of sorted, disjoint intervals (starts, ends)."""
+    if not len(starts):
+        return np.zeros(len(a), np.int64)
+    cum = np.concatenate([[0], np.cumsum(ends - starts)])
+
+    def covered_until(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(starts, t, side="right") - 1
+        ic = np.clip(i, 0, len(starts) - 1)
+        inside = np.clip(t - starts[ic], 0, ends[ic] - starts[ic])
+        return np.where(i >= 0, cum[ic] + inside, 0)
+
+    return np.maximum(covered_until(np.asarray(b)) - covered_until(np.asarray(a)), 0)
+
+
+def intersect_intervals(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """The pieces of time inside both interval sets (each may overlap itself), as disjoint intervals."""
+    if not len(s1) or not len(s2):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    bounds = np.unique(np.concatenate([s1, e1, s2, e2]).astype(np.int64))
+    both = coverage(bounds, s1, e1) & coverage(bounds, s2, e2)
+    return bounds[:-1][both], bounds[1:][both]

@@ -5,11 +5,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
+
+from pypto_core.attribution import attribute_group
 from pypto_core.graph import OperatorCallGraph
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.profile import Profile, ProfileGroup
 from pypto_core.rules.config import RuleConfig, as_config
-from pypto_core.rules.context import RuleContext, combined_saving_ns
+from pypto_core.rules.context import Coverage, RuleContext, combined_saving_ns
 from pypto_core.rules.finding import Finding, Report
 from pypto_core.rules.registry import discover
 
@@ -24,8 +27,9 @@ GROUP_TABLES: tuple[str, ...] = ("kernels", "steps")
 
 
 def _run_rules(ctx: RuleContext, scope: str, warnings: list[str]) -> None:
+    vendor, workload = ctx.vendor, ctx.workload
     for rule in sorted(discover().values(), key=lambda r: r.id):
-        if rule.scope != scope or rule.id in ctx.config.disabled:
+        if rule.scope != scope or rule.id in ctx.config.disabled or not rule.applies_to(vendor, workload):
             continue
         ctx.rule_id = rule.id
         try:
@@ -34,23 +38,55 @@ def _run_rules(ctx: RuleContext, scope: str, warnings: list[str]) -> None:
             warnings.append(f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
 
 
-def _summary(profile: Profile, graph: OperatorCallGraph, ranks: int) -> dict[str, Any]:
+def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | None) -> dict[str, Any]:
     metrics = graph.metrics()
     t = graph.tokens
     base = profile.summary()
-    return {
-        "format": base["format"], "source": base["source"], "ranks": ranks,
-        "device": graph.sku.name, "sku_source": graph.sku_source,
-        "kernel_count": base["kernel_count"], "steps": base["steps"], "simulated": base["simulated"],
+    wl = graph.workload
+    a = graph.attribution
+    out: dict[str, Any] = {
+        "format": base["format"], "source": base["source"], "ranks": group.ranks if group else 1,
+        "device": graph.sku.name, "sku_source": graph.sku_source, "device_vendor": graph.vendor,
+        "workload": wl.kind, "workload_evidence": wl.evidence,
+        "kernel_count": base["kernel_count"], "step_count": base["steps"], "simulated": base["simulated"],
         "duration_ns": base["duration_ns"],
-        "decode": {"tokens": int(len(t.latency_ns)) * max(t.batch, 1), "steps": int(len(t.latency_ns)),
-                   "batch": t.batch, "per_token_ms_p50": metrics["per_token_latency_ms"] or 0.0,
-                   "per_token_ms_p90": metrics["per_token_latency_p90_ms"] or 0.0,
-                   "tokens_per_s": metrics["tokens_per_s"] or 0.0, "token_source": t.source},
-        "ai_core_utilization": metrics["ai_core_utilization"] or 0.0,
+        "ai_core_utilization": metrics["ai_core_utilization"],
         "metrics": metrics,
         "structure": graph.structure(),
+        "time_breakdown": a.run.to_dict() if a else None,
+        "attribution_source": a.source if a else None,
+        "dominant_bucket": a.run.dominant() if a else None,
+        "steps": [st.to_dict() for st in a.steps] if a else [],
+        "streams": a.streams if a else {},
     }
+    if wl.has_decode():
+        out["decode"] = {"tokens": int(len(t.latency_ns)) * max(t.batch, 1), "steps": int(len(t.latency_ns)),
+                         "batch": t.batch, "per_token_ms_p50": metrics["per_token_latency_ms"] or 0.0,
+                         "per_token_ms_p90": metrics["per_token_latency_p90_ms"] or 0.0,
+                         "tokens_per_s": metrics["tokens_per_s"] or 0.0, "token_source": t.source}
+    if group is not None and group.ranks > 1:
+        out["rank_breakdowns"] = [{"rank": rank, "source": ra.source if ra else None,
+                                   "time_breakdown": ra.run.to_dict() if ra else None,
+                                   "dominant_bucket": ra.run.dominant() if ra else None,
+                                   "steps": [st.to_dict() for st in ra.steps] if ra else []}
+                                  for rank, ra in attribute_group(group)]
+    return out
+
+
+def combined_speedup(graph: OperatorCallGraph, coverage: list[Coverage], total_ns: int) -> float:
+    """Every finding fixed at once: savings counted once each (``combined_saving_ns``), and never more than
+    the attribution allows: the compute no finding shortens stays, so the run cannot drop below it."""
+    if not total_ns or not coverage:
+        return 1.0
+    saving = combined_saving_ns(graph, coverage)
+    a = graph.attribution
+    if a is not None:
+        shortened = sum(float(np.minimum(c.saving_ns, graph.dur[c.kernels]).sum()) for c in coverage
+                        if len(c.kernels))
+        floor = max(a.run.buckets["compute"] - shortened, 0.0)
+        saving = min(saving, total_ns - floor)
+    saving = min(saving, 0.999 * total_ns)
+    return round(total_ns / (total_ns - saving), 4)
 
 
 def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None,
@@ -65,19 +101,38 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
         graph.sku_source = "given" if sku else resolve_sku(profile, None)[1]
     warnings = list(profile.meta.warnings)
     if graph.sku_source == "default":
-        warnings.append(f"the profile does not name its device; assumed {spec.name} (pass --sku to change)")
+        warnings.append(f"the profile does not name its Ascend part; assumed {spec.name} (set the project's "
+                        "device to change it)")
+    elif graph.sku_source == "unknown":
+        warnings.append(f"no figures are known for this {graph.vendor} device ({spec.name}): peak-based "
+                        "metrics are left out (set the project's device to give them)")
+    if graph.workload.kind == "unknown":
+        warnings.append("the workload could not be told from this profile (too few kernels or host ops): "
+                        "only the rules that hold for every workload ran")
     ctx = RuleContext(profile=profile, graph=graph, config=cfg, group=group)
     _run_rules(ctx, "profile", warnings)
     if group is not None and group.ranks > 1:
         _run_rules(ctx, "group", warnings)
-    findings = sorted(ctx.findings, key=lambda f: (_SEVERITY_RANK.get(f.severity, 3), -f.estimated_saving_us))
-    total = max(ctx.total_ns, 1)
-    saving = min(combined_saving_ns(graph, ctx.coverage), 0.999 * total)
-    report = Report(profile=_summary(profile, graph, group.ranks if group else 1), findings=findings,
-                    estimated_combined_speedup=round(total / (total - saving), 4) if graph.n else 1.0,
+    findings = _ranked(ctx.findings, graph)
+    report = Report(profile=_summary(profile, graph, group), findings=findings,
+                    estimated_combined_speedup=combined_speedup(graph, ctx.coverage, ctx.total_ns),
                     warnings=warnings)
     report.profile["analysis_s"] = round(time.perf_counter() - started, 3)
     return report
+
+
+def _ranked(findings: list[Finding], graph: OperatorCallGraph) -> list[Finding]:
+    """What the step is bound by first: findings that explain the attribution's dominant bucket, then by
+    severity and saving (a large saving on a minor bucket never hides the main bottleneck)."""
+    a = graph.attribution
+    dominant = a.run.dominant() if a is not None else None
+    rules = discover()
+
+    def key(f: Finding) -> tuple[int, int, float]:
+        explains = rules[f.rule].explains if f.rule in rules else None
+        return (0 if explains == dominant else 1, _SEVERITY_RANK.get(f.severity, 3), -f.estimated_saving_us)
+
+    return sorted(findings, key=key)
 
 
 def diagnose_group(group: ProfileGroup, config: RuleConfig | dict[str, Any] | None = None,

@@ -11,15 +11,17 @@ import numpy as np
 import pyarrow.compute as pc
 
 from pypto_core.rules._util import share, us
-from pypto_core.rules.context import RuleContext
+from pypto_core.attribution import IDLE_BUCKETS
+from pypto_core.rules.context import RuleContext, intersect_intervals
 from pypto_core.rules.registry import rule
 
 SAVING_MODEL = ("With binary kernels (set_compile_mode(jit_compile=False)) the host compile calls disappear: "
-                "saving = total time of compile API calls on the host, which the device waits through.")
+                "saving = the compile calls' time while the device is idle (attribution idle buckets); compile "
+                "time hidden under device work saves nothing.")
 
 
 @rule("dynamic_shape", title="Operators compiled at run time (dynamic shapes)", saving_model=SAVING_MODEL,
-      needs=("kernels", "api_calls"))
+      needs=("kernels", "api_calls"), vendors=("ascend",), explains="host_launch_bound")
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("dynamic_shape")
@@ -32,10 +34,17 @@ def match(ctx: RuleContext) -> None:
             dynamic_share = dyn / known
     api = ctx.profile.api_calls
     compile_calls, compile_ns = 0, 0
+    stalled = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     if api.num_rows:
         is_compile = pc.match_substring_regex(pc.fill_null(api["name"], ""), r"(?i)compile")
         compile_calls = int(pc.sum(is_compile).as_py() or 0)
         compile_ns = int(pc.sum(pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile)).as_py() or 0)
+        # what compiling costs the run: the compile calls' time while the device had nothing to run
+        a = g.attribution
+        if a is not None and compile_calls:
+            cs = pc.filter(pc.fill_null(api["start_ns"], 0), is_compile).to_numpy(zero_copy_only=False)
+            cd = pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile).to_numpy(zero_copy_only=False)
+            stalled = intersect_intervals(cs.astype(np.int64), (cs + cd).astype(np.int64), *a.intervals(*IDLE_BUCKETS))
     all_dynamic = dynamic_share is not None and dynamic_share >= cfg["min_dynamic_share"]
     many_compiles = compile_calls >= cfg["min_compile_calls"]
     if not (all_dynamic or many_compiles):
@@ -53,8 +62,8 @@ def match(ctx: RuleContext) -> None:
                   "compile_api_calls": compile_calls, "compile_time_us": us(compile_ns),
                   "compile_call_threshold": cfg["min_compile_calls"],
                   "compile_time_share": share(compile_ns, ctx.total_ns)},
-        kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=float(compile_ns),
-        extra_saving_ns=float(min(compile_ns, 0.5 * ctx.total_ns)), saving_model=SAVING_MODEL,
+        kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=float(compile_ns), intervals=stalled,
+        saving_model=SAVING_MODEL,
         details={"env": {"ACL_OP_COMPILER_CACHE_MODE": "enable"},
                  "code": "torch_npu.npu.set_compile_mode(jit_compile=False)"},
     )

@@ -16,7 +16,7 @@ SAVING_MODEL = ("Converting weights once at load time (npu_format_cast(w, 29)) a
                 "these kernels: saving = their device time plus the launch gap before each.")
 
 
-@rule("format_churn", title="Repeated TransData / Cast format conversions", saving_model=SAVING_MODEL)
+@rule("format_churn", title="Repeated TransData / Cast format conversions", saving_model=SAVING_MODEL, vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("format_churn")

@@ -1,7 +1,10 @@
-"""``host_bound_gaps``: the device idles between kernels waiting for the host (free time).
+"""``host_bound_gaps``: the device idles between kernels while the host is busy issuing them.
 
-The advisor's overall analysis flags free time over 10% (FORMATS.md §4.3); HTA calls it "host wait" idle
-time. Gaps here are device-wide: time when no kernel of the device runs, before each kernel.
+Only the idle time the attribution calls ``host_launch_bound`` counts: time with no device task while the
+host runs framework ops or runtime calls, and is neither synchronising nor loading data (those are
+``sync_stall`` and ``data_loading``). The advisor's overall analysis flags free time over 10% (FORMATS.md
+§4.3); HTA calls it "host wait" idle time. Advice is the vendor's: graph capture and the launch queue on
+Ascend, CUDA/HIP graphs on GPUs.
 """
 
 from __future__ import annotations
@@ -9,37 +12,54 @@ from __future__ import annotations
 import numpy as np
 
 from pypto_core.rules._util import share, us
-from pypto_core.rules.context import RuleContext
+from pypto_core.rules.context import RuleContext, overlap_ns
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Graph mode (TorchAir / ACL graph) or TASK_QUEUE_ENABLE=2 launch kernels back to back: every "
-                "gap over `min_gap_us` shrinks to `residual_gap_us`; saving = sum(gap - residual).")
+SAVING_MODEL = ("Launching the step as a graph (TorchAir / ACL graph on Ascend, CUDA or HIP graphs on GPUs) runs "
+                "kernels back to back: the host-launch-bound part of every gap over `min_gap_us` shrinks to "
+                "`residual_gap_us`; saving = sum(host-bound gap - residual).")
+
+_ADVICE = {
+    "ascend": ("Capture the step as a graph (TorchAir torch.compile with the npu backend, or vLLM-Ascend ACL graph), "
+               "set TASK_QUEUE_ENABLE=2 and CPU_AFFINITY_CONF=2, and fuse small ops to launch fewer kernels."),
+    "nvidia": ("Capture the step with CUDA Graphs (torch.compile(mode=\"reduce-overhead\") or "
+               "torch.cuda.CUDAGraph), let torch.compile fuse small ops, and keep Python work out of the step."),
+    "amd": ("Capture the step with HIP graphs (torch.compile(mode=\"reduce-overhead\") on ROCm), let "
+            "torch.compile fuse small ops, and keep Python work out of the step."),
+}
+_GENERIC = "Launch fewer, larger kernels (fuse small ops, compile the step) and keep Python work out of the step."
 
 
-@rule("host_bound_gaps", title="Device idle waiting for the host", saving_model=SAVING_MODEL)
+@rule("host_bound_gaps", title="Device idle waiting for the host", saving_model=SAVING_MODEL, explains="host_launch_bound")
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
+    a = g.attribution
     cfg = ctx.config.section("host_bound_gaps")
-    gaps = g.gap_before_ns.astype(np.float64)
     total = ctx.total_ns
-    free = float(gaps.sum())
-    if g.n < cfg["min_kernels"] or share(free, total) < cfg["free_share_above"]:
+    bound = float(ctx.bucket_ns("host_launch_bound"))
+    if a is None or g.n < cfg["min_kernels"] or share(bound, total) < cfg["free_share_above"]:
         return
-    sel = gaps > cfg["min_gap_us"] * 1e3
-    idx = np.nonzero(sel)[0]
-    saving = np.maximum(gaps[idx] - cfg["residual_gap_us"] * 1e3, 0.0)
-    per_kernel_gap = free / max(g.n, 1)
+    hs, he = a.intervals("host_launch_bound")
+    gaps = g.gap_before_ns
+    host_part = overlap_ns(hs, he, g.start - gaps, g.start).astype(np.float64)
+    idx = np.nonzero(host_part > cfg["min_gap_us"] * 1e3)[0]
+    saving = np.maximum(host_part[idx] - cfg["residual_gap_us"] * 1e3, 0.0)
+    # time before the step's first task (or after its last) is host-bound too, but no kernel slot holds it
+    edge = max(bound - float(host_part.sum()), 0.0)
+    decode = " This dominates eager-mode decode, where kernels are short." if ctx.workload in (
+        "llm_decode", "llm_serving") else ""
     ctx.emit(
-        title=f"The device is idle {100 * free / total:.0f}% of the run, waiting for kernel launches",
-        description=("Between kernels the NPU sits idle while the host (Python, the framework, the launch queue) "
-                     "prepares the next one. This dominates eager-mode decode, where kernels are short. Capture the "
-                     "decode step as a graph (TorchAir torch.compile with the npu backend, or vLLM-Ascend ACL graph), "
-                     "set TASK_QUEUE_ENABLE=2 and CPU_AFFINITY_CONF=2, and fuse small ops to launch fewer kernels."),
+        title=f"The device is idle {100 * bound / total:.0f}% of the run while the host issues work",
+        description=("Between kernels the device sits idle while the host (Python, the framework, the launch "
+                     f"path) prepares the next one.{decode} " + _ADVICE.get(ctx.vendor, _GENERIC)),
         ops=[],
-        evidence={"free_time_us": us(free), "free_share": share(free, total),
+        evidence={"host_launch_bound_us": us(bound), "host_launch_bound_share": share(bound, total),
                   "threshold_share": cfg["free_share_above"], "gaps_over_min": int(len(idx)),
-                  "mean_gap_per_kernel_us": us(per_kernel_gap),
-                  "longest_gap_us": us(gaps.max()) if len(gaps) else 0.0},
-        kernels=idx, saving_ns=saving, covered_ns=free, saving_model=SAVING_MODEL,
-        details={"env": {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}, "graph_mode": True},
+                  "longest_gap_us": us(host_part.max()) if len(host_part) else 0.0,
+                  "outside_kernel_gaps_us": us(edge), "vendor": ctx.vendor},
+        # the closed pieces are wall time, not kernel time: they go in the combined union as intervals
+        kernels=idx, saving_ns=np.zeros(len(idx)), covered_ns=bound, saving_model=SAVING_MODEL,
+        intervals=(g.start[idx] - saving.astype(np.int64), g.start[idx]),
+        details={"env": {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}, "graph_mode": True}
+        if ctx.vendor == "ascend" else {"graph_mode": True},
     )

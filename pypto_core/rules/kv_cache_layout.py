@@ -14,6 +14,7 @@ import numpy as np
 from pypto_core.rules._util import op_type_time, share, shape_strings, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
+from pypto_core.workload import DECODE_WORKLOADS
 
 SAVING_MODEL = ("Every per-step copy of a cache-shaped tensor disappears with a pre-allocated BSND cache, "
                 "saving its device time and the launch gap before it; if the profile has no in-place cache "
@@ -21,7 +22,7 @@ SAVING_MODEL = ("Every per-step copy of a cache-shaped tensor disappears with a 
 
 
 @rule("kv_cache_layout", title="KV cache stored in a layout attention does not consume", saving_model=SAVING_MODEL,
-      remedies=("kv_cache_layout_patch.py",))
+      remedies=("kv_cache_layout_patch.py",), vendors=("ascend",), workloads=DECODE_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("kv_cache_layout")

@@ -21,7 +21,7 @@ SAVING_MODEL = ("Each flagged MatMul is retuned to the roofline efficiency the s
 
 
 @rule("matmul_tiling", title="MatMul tiling far below the roofline", saving_model=SAVING_MODEL,
-      remedies=("aoe_tune_ops.json", "aoe_tune.sh"))
+      remedies=("aoe_tune_ops.json", "aoe_tune.sh"), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     batch, m, k, n = g.mkn

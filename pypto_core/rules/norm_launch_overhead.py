@@ -14,6 +14,7 @@ from pypto_core.rules._fusion import chain_savings
 from pypto_core.rules._util import op_type_time, share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
+from pypto_core.workload import LLM_WORKLOADS
 
 SAVING_MODEL = ("Each unfused chain becomes one npu_rms_norm / npu_add_rms_norm kernel of the configured fused "
                 "time, launched with the short queued gap: saving = chain time + gaps - (fused time + that gap). "
@@ -21,7 +22,7 @@ SAVING_MODEL = ("Each unfused chain becomes one npu_rms_norm / npu_add_rms_norm 
 
 
 @rule("norm_launch_overhead", title="Norm launch overhead outweighs its compute", saving_model=SAVING_MODEL,
-      remedies=("norm_fusion_patch.py",))
+      remedies=("norm_fusion_patch.py",), vendors=("ascend",), workloads=LLM_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("norm_launch_overhead")

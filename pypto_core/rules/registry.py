@@ -27,20 +27,29 @@ class Rule:
     needs: tuple[str, ...] = ("kernels",)  # profile tables the rule reads
     scope: str = "profile"  # profile | group (multi-rank)
     module: str = ""
+    vendors: tuple[str, ...] = ()  # device vendors it applies to (pypto_core.workload.VENDORS); () = all
+    workloads: tuple[str, ...] = ()  # workloads it applies to (WORKLOADS); () = all, unknown included
+    explains: str = "compute"  # the attribution bucket its findings explain (findings of the dominant come first)
+
+    def applies_to(self, vendor: str, workload: str) -> bool:
+        return ((not self.vendors or vendor in self.vendors)
+                and (not self.workloads or workload in self.workloads))
 
 
 RULES: dict[str, Rule] = {}
 
 
 def rule(id: str, *, title: str, saving_model: str, remedies: tuple[str, ...] = (),
-         needs: tuple[str, ...] = ("kernels",), scope: str = "profile") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``match(ctx)`` as rule ``id``."""
+         needs: tuple[str, ...] = ("kernels",), scope: str = "profile", vendors: tuple[str, ...] = (),
+         workloads: tuple[str, ...] = (), explains: str = "compute") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``match(ctx)`` as rule ``id``; ``vendors`` and ``workloads`` say where its advice holds."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         if id in RULES and RULES[id].module != func.__module__:
             raise ValueError(f"rule id {id!r} registered twice ({RULES[id].module}, {func.__module__})")
         RULES[id] = Rule(id=id, title=title, match=func, saving_model=saving_model, remedies=tuple(remedies),
-                         needs=tuple(needs), scope=scope, module=func.__module__)
+                         needs=tuple(needs), scope=scope, module=func.__module__, vendors=tuple(vendors),
+                         workloads=tuple(workloads), explains=explains)
         return func
 
     return decorate

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import numpy as np
-import pyarrow.compute as pc
 
+from pypto_core.attribution import attribute
 from pypto_core.rules._util import us
-from pypto_core.rules.context import RuleContext
+from pypto_core.rules.context import RuleContext, clip_to_length
 from pypto_core.rules.registry import rule
 
 SAVING_MODEL = ("Every rank waits for the slowest at each collective: balancing brings the slowest rank's "
@@ -15,28 +15,17 @@ SAVING_MODEL = ("Every rank waits for the slowest at each collective: balancing 
 
 
 def _rank_totals(profile) -> dict[str, float]:
-    steps = profile.steps
-    if steps.num_rows and steps["computing_ns"].null_count < steps.num_rows:
-        return {k: float(pc.sum(pc.fill_null(steps[f"{k}_ns"], 0)).as_py() or 0)
-                for k in ("computing", "communication", "free")}
-    k = profile.kernels
-    if not k.num_rows:
+    """Compute, communication not overlapped and idle time of one rank, from its time attribution (the
+    same numbers the rank's breakdown shows)."""
+    a = attribute(profile)
+    if a is None:
         return {"computing": 0.0, "communication": 0.0, "free": 0.0}
-    core = pc.fill_null(k["core_type"], "")
-    is_comm = pc.is_in(core, pa_strings(["COMMUNICATION", "HCCL"]))
-    dur = pc.fill_null(k["dur_ns"], 0)
-    comm = float(pc.sum(pc.filter(dur, is_comm)).as_py() or 0)
-    comp = float(pc.sum(pc.filter(dur, pc.invert(is_comm))).as_py() or 0)
-    return {"computing": comp, "communication": comm, "free": 0.0}
+    b = a.run.buckets
+    return {"computing": float(b["compute"]), "communication": float(b["communication_not_overlapped"]),
+            "free": float(a.run.idle_ns)}
 
 
-def pa_strings(values: list[str]):
-    import pyarrow as pa
-
-    return pa.array(values, pa.string())
-
-
-@rule("slow_rank", title="Slow rank", saving_model=SAVING_MODEL, scope="group", needs=("steps", "kernels"))
+@rule("slow_rank", title="Slow rank", saving_model=SAVING_MODEL, scope="group", needs=("steps", "kernels"), explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     group = ctx.group
     if group is None or group.ranks < 2:
@@ -67,6 +56,14 @@ def match(ctx: RuleContext) -> None:
         evidence={"kind": kind, **{f"{k}_gap_vs_mean": round(v, 4) for k, v in gaps.items()}, "gap_vs_mean": round(float(gap), 4), "threshold": ctx.threshold("gap_above"),
                   "slow_rank": ranks[slow], **{f"rank_{r}_{kind}_us": us(v) for r, v in zip(ranks, vals)}},
         kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=float(vals.max()),
-        extra_saving_ns=min(saving, 0.5 * max(ctx.total_ns, 1)), saving_model=SAVING_MODEL,
+        intervals=_waiting_for_peers(ctx, saving), saving_model=SAVING_MODEL,
         details={"ranks": ranks, "slow_rank": ranks[slow]},
     )
+
+
+def _waiting_for_peers(ctx: RuleContext, saving: float) -> tuple[np.ndarray, np.ndarray]:
+    """Balancing the ranks shortens this rank's step only where it waits in collectives not overlapped."""
+    a = ctx.graph.attribution
+    if a is None:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return clip_to_length(*a.intervals("communication_not_overlapped"), saving)

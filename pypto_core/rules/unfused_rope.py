@@ -6,12 +6,13 @@ from __future__ import annotations
 from pypto_core.rules._chain_rule import report_chain
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
+from pypto_core.workload import LLM_WORKLOADS
 
 SAVING_MODEL = ("Each chain becomes one fused kernel of the configured time, launched with the short queued gap: "
                 "saving = chain time + gaps - (fused time + that gap).")
 
 
-@rule("unfused_rope", title="Unfused rotary position embedding", saving_model=SAVING_MODEL)
+@rule("unfused_rope", title="Unfused rotary position embedding", saving_model=SAVING_MODEL, vendors=("ascend",), workloads=LLM_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     report_chain(ctx, "rope", SAVING_MODEL, title="Unfused RoPE: {n:.0f} Slice-Neg-Concat-Mul-Add chains per token",
                  description=("Rotary position embedding is computed with separate slice, negate, concatenate, "

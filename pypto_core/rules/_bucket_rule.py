@@ -1,0 +1,33 @@
+"""The shape shared by the rules that explain one idle or copy bucket of the time attribution (memcpy,
+sync stalls, data loading): fire above a share of the step, close that bucket's time, say what filled it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pypto_core.rules._util import share, us
+from pypto_core.rules.context import RuleContext, clip_to_length
+
+
+def bucket_share(ctx: RuleContext, bucket: str) -> float | None:
+    """The bucket's share of the wall time when at or above the rule's ``share_above``, else None."""
+    if ctx.graph.attribution is None or not ctx.total_ns:
+        return None
+    value = share(ctx.bucket_ns(bucket), ctx.total_ns)
+    return value if value >= ctx.threshold("share_above") else None
+
+
+def emit_bucket(ctx: RuleContext, bucket: str, *, title: str, description: str, saving_ns: float,
+                saving_model: str, evidence: dict[str, Any], ops: list[str] | None = None,
+                details: dict[str, Any] | None = None) -> None:
+    a = ctx.graph.attribution
+    assert a is not None
+    s, e = a.intervals(bucket)
+    covered = float(ctx.bucket_ns(bucket))
+    ctx.emit(title=title, description=description, ops=ops or [],
+             evidence={f"{bucket}_us": us(covered), f"{bucket}_share": share(covered, ctx.total_ns),
+                       "threshold_share": ctx.threshold("share_above"), **evidence},
+             kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=covered, saving_model=saving_model,
+             intervals=clip_to_length(s, e, min(saving_ns, covered)), details=details or {})

@@ -1,0 +1,102 @@
+"""``communication_not_overlapped``: collectives that the step waits for, with no compute beside them.
+
+The attribution's ``communication_not_overlapped`` bucket (msprof-analyze's Communication(Not Overlapped))
+is the time to explain. Where the profile has per-collective figures (communication.json: Transit, Wait,
+Idle; NCCL/HCCL sizes), the finding says whether that time moves data (then overlap it, or bundle it) or
+waits (then the other ranks are late: the slow rank is the one to fix), with the achieved bandwidth.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.compute as pc
+
+from pypto_core.attribution import COMPUTE_KINDS, kernel_codes
+from pypto_core.rules._util import column_strings, share, us
+from pypto_core.rules.context import RuleContext, clip_to_length
+from pypto_core.rules.registry import rule
+
+SAVING_MODEL = ("Waiting collectives: if every rank arrived together the not-overlapped time would shrink to "
+                "its transfer share; saving = not-overlapped time x waiting share. Transfer-bound: "
+                "overlapping the collectives with compute hides them up to the compute that is not yet "
+                "overlapped; saving = min(not-overlapped, compute - overlapped).")
+
+_LIB = {"ascend": "HCCL", "nvidia": "NCCL", "amd": "RCCL"}
+_OVERLAP_ADVICE = {
+    "ascend": ("Overlap gradient communication with the backward pass (DDP buckets: bucket_cap_mb; MindSpeed "
+               "--overlap-grad-reduce), and check HCCL_BUFFSIZE and the link each collective uses."),
+    "nvidia": ("Overlap gradient communication with the backward pass (DDP bucket_cap_mb, FSDP prefetch), "
+               "and check NCCL's algorithm and protocol (NCCL_ALGO, NCCL_PROTO) and the link (NVLink vs PCIe)."),
+    "amd": ("Overlap gradient communication with the backward pass (DDP bucket_cap_mb) and check RCCL's "
+            "settings and the link (Infinity Fabric vs PCIe)."),
+}
+
+
+def _collective_figures(ctx: RuleContext) -> dict[str, float]:
+    comm = ctx.profile.communication
+    if not comm.num_rows:
+        return {}
+
+    def total(col: str) -> float:
+        return float(pc.sum(pc.fill_null(comm[col], 0)).as_py() or 0) if col in comm.column_names else 0.0
+
+    out = {name: total(f"{name}_ns") for name in ("elapse", "transit", "wait", "synchronization", "idle")}
+    out["size_bytes"] = total("size_bytes")
+    out["collectives"] = float(comm.num_rows)
+    return out
+
+
+@rule("communication_not_overlapped", title="Communication not overlapped with compute",
+      saving_model=SAVING_MODEL, needs=("kernels", "communication", "steps"), explains="communication_not_overlapped")
+def match(ctx: RuleContext) -> None:
+    g = ctx.graph
+    a = g.attribution
+    cfg = ctx.config.section("communication_not_overlapped")
+    total = ctx.total_ns
+    exposed = float(ctx.bucket_ns("communication_not_overlapped"))
+    if a is None or share(exposed, total) < cfg["share_above"]:
+        return
+    b = a.run
+    figures = _collective_figures(ctx)
+    elapse = figures.get("elapse", 0.0)
+    transit = figures.get("transit", 0.0)
+    # per communication.json, Elapse = Transit + Wait + Idle: what is not transit is not moving data
+    waiting_share = (elapse - transit) / elapse if elapse > 0 and transit >= 0 else None
+    lib = _LIB.get(ctx.vendor, "the collective library")
+    evidence = {"communication_not_overlapped_us": us(exposed), "share_of_step": share(exposed, total),
+                "communication_overlapped_us": us(b.communication_overlapped_ns), "compute_us": us(b.buckets["compute"]),
+                "threshold_share": cfg["share_above"], "ranks_in_profile": ctx.group.ranks if ctx.group else 1}
+    if figures:
+        evidence.update({"collectives": int(figures["collectives"]), "collective_time_us": us(elapse),
+                         "transit_us": us(transit), "wait_us": us(figures["wait"]), "idle_us": us(figures["idle"]),
+                         "size_mb": round(figures["size_bytes"] / 1e6, 3)})
+        if transit > 0 and figures["size_bytes"] > 0:
+            evidence["achieved_bandwidth_gbps"] = round(figures["size_bytes"] / transit, 3)  # bytes/ns = GB/s
+    if waiting_share is not None and waiting_share >= cfg["waiting_share_above"]:
+        evidence["waiting_share"] = round(waiting_share, 6)
+        saving = exposed * waiting_share
+        title = (f"Communication not overlapped is {100 * exposed / total:.0f}% of the step, and "
+                 f"{100 * waiting_share:.0f}% of the collectives' time is waiting, not transfer")
+        description = (f"The step waits {us(exposed) / 1e3:.1f} ms in {lib} collectives with no compute beside "
+                       "them, and the collectives mostly wait (communication.json Wait and Idle time, not "
+                       "Transit): this rank reaches each collective before its peers. The slow rank is the one "
+                       "to fix: compare the ranks (their step time split, data loading, host stalls), balance "
+                       "the work, then overlap what remains with compute.")
+    else:
+        saving = min(exposed, max(b.buckets["compute"] - b.communication_overlapped_ns, 0))
+        known = "" if waiting_share is not None else (" The profile has no per-collective wait figures, so "
+                                                      "transfer and waiting cannot be told apart here.")
+        title = f"Communication not overlapped is {100 * exposed / total:.0f}% of the step"
+        description = (f"The step waits {us(exposed) / 1e3:.1f} ms in {lib} collectives with no compute beside "
+                       f"them.{known} " + _OVERLAP_ADVICE.get(ctx.vendor, "Overlap communication with compute."))
+    codes, _ = kernel_codes(g.kernels, g.role)
+    comm_kernels = np.nonzero(codes == len(COMPUTE_KINDS))[0]
+    s, e = a.intervals("communication_not_overlapped")
+    ctx.emit(
+        title=title, description=description,
+        ops=column_strings(g, "name", codes == len(COMPUTE_KINDS), limit=10) or
+        [str(v) for v in pc.unique(pc.fill_null(ctx.profile.communication["name"], "")).to_pylist()[:10] if v],
+        evidence=evidence, kernels=comm_kernels, saving_ns=np.zeros(len(comm_kernels)), covered_ns=exposed,
+        saving_model=SAVING_MODEL, intervals=clip_to_length(s, e, saving),
+        details={"vendor": ctx.vendor, "library": lib},
+    )

@@ -1,0 +1,37 @@
+"""``memcpy_bound``: the step spends its time copying (H2D, D2H, D2D) with no compute beside the copies
+(the attribution's ``memcpy`` bucket), with the pageable share where the trace names it."""
+
+from __future__ import annotations
+
+from pypto_core.rules._bucket_rule import bucket_share, emit_bucket
+from pypto_core.rules._util import us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import rule
+
+SAVING_MODEL = ("Host copies from pinned memory run asynchronously and overlap compute (non_blocking=True); "
+                "device-to-device copies removed by keeping tensors contiguous: saving = the exposed copy time "
+                "(an upper bound).")
+
+
+@rule("memcpy_bound", title="Copies on the critical path", saving_model=SAVING_MODEL, needs=("kernels", "steps"), explains="memcpy")
+def match(ctx: RuleContext) -> None:
+    found = bucket_share(ctx, "memcpy")
+    if found is None:
+        return
+    b = ctx.graph.attribution.run
+    split = {k: us(v) for k, v in b.memcpy_split.items() if v}
+    main = max(b.memcpy_split, key=lambda k: b.memcpy_split[k])
+    pageable = b.memcpy_pageable_ns
+    hint = {"h2d": "Copy inputs from pinned memory (DataLoader pin_memory=True, tensor.pin_memory()) with "
+                   "non_blocking=True so they overlap compute.",
+            "d2h": "Keep results on the device; copy them back once per step, asynchronously, from pinned buffers.",
+            "d2d": "Device-to-device copies are usually .contiguous()/.clone()/layout changes: keep tensors in the "
+                   "layout their consumers read.",
+            "memset": "Avoid zero-filling buffers every step (torch.empty instead of torch.zeros where safe)."}
+    page = (f" {us(pageable) / 1e3:.2f} ms of it is from pageable host memory, which cannot overlap compute."
+            if pageable else "")
+    emit_bucket(ctx, "memcpy",
+                title=f"Copies with nothing beside them take {100 * found:.0f}% of the step (mostly {main.upper()})",
+                description=(f"The device spends this time only copying.{page} " + hint.get(main, "")),
+                saving_ns=ctx.bucket_ns("memcpy"), saving_model=SAVING_MODEL,
+                evidence={"memcpy_split_us": split, "pageable_us": us(pageable)})

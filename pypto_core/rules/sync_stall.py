@@ -1,0 +1,71 @@
+"""``sync_stall``: the device idles while the host is blocked in a synchronisation.
+
+The attribution's ``sync_wait`` bucket: no device task runs and the host sits in a stream/device sync, a
+synchronous copy or an op that reads a device value on the host (``.item()``, ``.tolist()``, ``nonzero``).
+Each such call drains the launch queue, so the device idles until the host issues again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.compute as pc
+
+from pypto_core.attribution import SYNC_CALL
+from pypto_core.rules._bucket_rule import bucket_share, emit_bucket
+from pypto_core.rules._util import us
+from pypto_core.rules.context import RuleContext, overlap_ns
+from pypto_core.rules.registry import rule
+
+SAVING_MODEL = ("Removing the host syncs from the step (values kept on the device, syncs moved out of the loop) "
+                "lets the queue run ahead: saving = the device idle time spent inside the syncs (an upper bound).")
+
+_ADVICE = {
+    "ascend": "Avoid torch.npu.synchronize(), .item(), .cpu() and .tolist() inside the step; keep "
+              "ASCEND_LAUNCH_BLOCKING unset.",
+    "nvidia": "Avoid torch.cuda.synchronize(), .item(), .cpu() and .tolist() inside the step "
+              "(torch.cuda.set_sync_debug_mode('warn') finds them); keep CUDA_LAUNCH_BLOCKING unset.",
+    "amd": "Avoid torch.cuda.synchronize(), .item(), .cpu() and .tolist() inside the step; keep "
+           "HIP_LAUNCH_BLOCKING unset.",
+}
+
+
+def sync_calls(ctx: RuleContext) -> dict[str, dict[str, float]]:
+    """{call name: {count, stall_us}} of the sync calls that overlap the device's sync_wait time."""
+    a = ctx.graph.attribution
+    s, e = a.intervals("sync_wait") if a is not None else (np.zeros(0), np.zeros(0))
+    out: dict[str, dict[str, float]] = {}
+    for table in (ctx.profile.api_calls, ctx.profile.host_ops):
+        if not table.num_rows:
+            continue
+        names = pc.fill_null(table["name"], "")
+        enc = names.combine_chunks().dictionary_encode()
+        hit = np.array([bool(SYNC_CALL.search(v.split("@", 1)[-1])) for v in enc.dictionary.to_pylist()], bool)
+        if not hit.any():
+            continue
+        rows = np.nonzero(hit[enc.indices.to_numpy(zero_copy_only=False)])[0]
+        start = pc.fill_null(table["start_ns"], 0).to_numpy(zero_copy_only=False)[rows].astype(np.int64)
+        dur = pc.fill_null(table["dur_ns"], 0).to_numpy(zero_copy_only=False)[rows].astype(np.int64)
+        stall = overlap_ns(s, e, start, start + dur)
+        for name, ns in zip(names.take(rows).to_pylist(), stall.tolist()):
+            row = out.setdefault(name, {"count": 0, "stall_us": 0.0})
+            row["count"] += 1
+            row["stall_us"] = round(row["stall_us"] + ns / 1e3, 3)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["stall_us"])[:10])
+
+
+@rule("sync_stall", title="Device idle while the host synchronises", saving_model=SAVING_MODEL,
+      needs=("kernels", "api_calls", "host_ops", "steps"), explains="sync_wait")
+def match(ctx: RuleContext) -> None:
+    found = bucket_share(ctx, "sync_wait")
+    if found is None:
+        return
+    calls = sync_calls(ctx)
+    stall = ctx.bucket_ns("sync_wait")
+    names = ", ".join(list(calls)[:3]) or "synchronising calls"
+    emit_bucket(ctx, "sync_wait",
+                title=f"The device idles {100 * found:.0f}% of the step while the host synchronises",
+                description=(f"The host blocks in {names} while the device has nothing queued: each sync drains "
+                             "the launch queue, so the device waits for the host to issue again. "
+                             + _ADVICE.get(ctx.vendor, "Keep host syncs out of the step.")),
+                saving_ns=stall, saving_model=SAVING_MODEL, ops=list(calls),
+                evidence={"sync_calls": calls, "stall_us_total": us(stall)})
