@@ -25,10 +25,16 @@ class _Run:
         "aiv_mte2_ratio", "aic_mac_ratio")})
     t: int = T0
     step: int = 0
+    # the host's launch call for each kernel: it spans the gap before the kernel (an eager run issues each
+    # op while the device waits), so the attribution calls that gap host_launch_bound
+    host: dict[str, list] = field(default_factory=lambda: {"name": [], "start_ns": [], "dur_ns": []})
 
     def add(self, op_type: str, dur_us: float, inputs: list[list[int]], outputs: list[list[int]], *,
             core: str = "AI_VECTOR_CORE", gap_us: float = 2.0, mte2: float | None = None, block: int = 40,
             name: str | None = None, dtype: str = "FLOAT16") -> None:
+        self.host["name"].append(f"aclnn{op_type}")
+        self.host["start_ns"].append(self.t)
+        self.host["dur_ns"].append(int(gap_us * 1e3))
         self.t += int(gap_us * 1e3)
         r = self.rows
         r["name"].append(name or f"aclnn{op_type}_{op_type}")
@@ -122,7 +128,9 @@ def decoder_profile(*, planted: frozenset[str] = frozenset(), tokens: int = 4, l
         "aiv_mte2_ratio": pa.array(run.rows["aiv_mte2_ratio"], pa.float64()),
     })
     steps_t = pa.table({k: pa.array(v, pa.int64()) for k, v in steps.items()})
-    return Profile(meta=ProfileMeta(format="ascend_pt", device=device, simulated=True), kernels=kernels, steps=steps_t)
+    host = pa.table({"name": run.host["name"], **{k: pa.array(run.host[k], pa.int64()) for k in ("start_ns", "dur_ns")}})
+    return Profile(meta=ProfileMeta(format="ascend_pt", device=device, simulated=True), kernels=kernels, steps=steps_t,
+                   host_ops=host)
 
 
 def _norm(run: _Run, planted: frozenset[str], B: int, H: int, gap: float) -> None:

@@ -16,7 +16,7 @@ from pypto_core.report_render import render
 from pypto_core.rules import diagnose, diagnose_group
 from pypto_core.rules.config import DEFAULTS, RuleConfig
 from pypto_core.rules.registry import discover
-from tests.core.rules.builders import decoder_profile
+from tests.core.rules.builders import T0, decoder_profile
 
 SEED_FOUR = ("matmul_tiling", "attention_memory_bound", "kv_cache_layout", "norm_launch_overhead")
 
@@ -71,13 +71,19 @@ def test_finding_shape_and_remedies() -> None:
 
 
 def test_combined_speedup_is_amdahl_over_the_union_not_a_product() -> None:
-    report = diagnose(decoder_profile(planted=frozenset(SEED_FOUR)))
-    product = float(np.prod([f.estimated_speedup for f in report.findings]))
-    total = report.profile["duration_ns"]
+    report = diagnose(decoder_profile(planted=frozenset(SEED_FOUR), eager_gap_us=40.0))
+    total = report.profile["time_breakdown"]["wall_ns"]
     saving = sum(f.estimated_saving_us for f in report.findings) * 1e3
-    assert report.estimated_combined_speedup < product
-    # the union never saves more than the sum of the parts, nor more than the whole run
-    assert report.estimated_combined_speedup <= total / max(total - saving, 1) + 1e-6
+    assert {"host_bound_gaps", "norm_launch_overhead"} <= rules_of(report)
+    # norm fusion and graph mode close the same launch gaps: the union counts them once, so the combined
+    # speedup is below what adding the savings would give, and above the best single finding
+    assert report.estimated_combined_speedup < total / max(total - saving, 1) - 0.01
+    assert report.estimated_combined_speedup > max(f.estimated_speedup for f in report.findings)
+    # and never more than the attribution allows: the compute no finding shortens stays
+    compute = report.profile["time_breakdown"]["compute"]
+    shortened = sum(f.estimated_saving_us * 1e3 for f in report.findings
+                    if f.rule in ("matmul_tiling", "attention_memory_bound"))
+    assert report.estimated_combined_speedup <= total / max(compute - shortened, 1)
 
 
 def test_extra_rules_fire_on_their_patterns() -> None:
@@ -126,12 +132,12 @@ def test_aicore_frequency_and_communication_wait() -> None:
 
 def test_slow_rank_in_a_group() -> None:
     def rank(i: int, computing_ms: float) -> Profile:
-        p = decoder_profile()
-        steps = pa.table({"step_id": pa.array([0], pa.int64()), "start_ns": pa.array([0], pa.int64()),
-                          "end_ns": pa.array([1], pa.int64()),
+        # ranks that kept only their step_trace_time (as rank 1 of the Qwen3 sample): attributed from it
+        steps = pa.table({"step_id": pa.array([0], pa.int64()), "start_ns": pa.array([T0], pa.int64()),
+                          "end_ns": pa.array([T0 + int(20e6)], pa.int64()),
                           "computing_ns": pa.array([int(computing_ms * 1e6)], pa.int64()),
                           "communication_ns": pa.array([1_000_000], pa.int64()), "free_ns": pa.array([0], pa.int64())})
-        return Profile(meta=ProfileMeta(format="ascend_pt", rank=i, device="910B3"), kernels=p.kernels, steps=steps)
+        return Profile(meta=ProfileMeta(format="ascend_pt", rank=i, device="910B3"), steps=steps)
 
     skewed = diagnose_group(ProfileGroup(profiles=[rank(0, 10), rank(1, 10), rank(2, 14), rank(3, 10)]))
     slow = [f for f in skewed.findings if f.rule == "slow_rank"]
