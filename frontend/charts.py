@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 from pyecharts import options as opts
 from pyecharts.charts import Bar, Line
 
@@ -155,4 +156,69 @@ def op_diff_chart(ops: list[dict[str, Any]], unit: str, limit: int = 15) -> dict
     for legend in out.get("legend", []):
         legend.update({"top": 0, "left": "center"})  # above the plot: at the bottom it covers the axis labels
     out["grid"] = {"left": 170, "right": 60, "top": 30, "bottom": 30}
+    return out
+
+
+# -- where the time goes (pypto_core/attribution.py: seven exclusive buckets that add up to wall time) -----
+TIME_BUCKETS: tuple[str, ...] = ("compute", "communication_not_overlapped", "memcpy", "sync_wait", "data_loading",
+                                 "host_launch_bound", "idle_other")
+# Fixed colours, the same on every page: compute blue, communication red, copies amber, the host-side idle
+# buckets purple / teal / magenta, and plain idle grey.
+BUCKET_COLOURS: dict[str, str] = {
+    "compute": "#3b7dd8", "communication_not_overlapped": "#e4572e", "memcpy": "#f3a712", "sync_wait": "#8e44ad",
+    "data_loading": "#17a589", "host_launch_bound": "#c2185b", "idle_other": "#b0b7c0",
+}
+MAX_TIME_BARS = 200  # steps drawn; longer runs are sampled evenly (the page says so)
+
+
+def bucket_labels() -> dict[str, str]:
+    """The buckets' names in the active language (CANN / msprof-analyze terms in Chinese)."""
+    return {
+        "compute": pgettext("time bucket", "Compute"),
+        "communication_not_overlapped": pgettext("time bucket", "Communication (not overlapped)"),
+        "memcpy": pgettext("time bucket", "Memory copy"),
+        "sync_wait": pgettext("time bucket", "Sync wait"),
+        "data_loading": pgettext("time bucket", "Data loading"),
+        "host_launch_bound": pgettext("time bucket", "Host launch bound"),
+        "idle_other": pgettext("time bucket", "Other idle"),
+    }
+
+
+def sample_evenly(n: int, limit: int = MAX_TIME_BARS) -> list[int]:
+    """Indices of at most ``limit`` items out of ``n``, evenly spread, first and last included."""
+    if n <= limit:
+        return list(range(n))
+    if limit <= 1:
+        return [0]
+    return sorted({round(i * (n - 1) / (limit - 1)) for i in range(limit)})
+
+
+def time_breakdown_chart(bars: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Horizontal stacked bars, one per (label, time_breakdown), stacked by the seven buckets in order (ms).
+
+    The first bar is at the top. Past 30 bars a slider on the axis shows a window of them at a time."""
+    labels = bucket_labels()
+    categories = [label for label, _tb in bars]
+    series = [{
+        "type": "bar", "name": labels[b], "stack": "time", "barMaxWidth": 36,
+        "itemStyle": {"color": BUCKET_COLOURS[b]},
+        "emphasis": {"focus": "series"},
+        "data": [round(int(tb.get(b) or 0) / 1e6, 6) for _label, tb in bars],
+    } for b in TIME_BUCKETS]
+    out: dict[str, Any] = {
+        "animation": False,
+        "color": [BUCKET_COLOURS[b] for b in TIME_BUCKETS],
+        "legend": {"type": "scroll", "top": 0},
+        "tooltip": {"trigger": "axis", "axisPointer": {"type": "shadow"}},
+        "grid": {"left": 80, "right": 40, "top": 36, "bottom": 30},
+        "xAxis": {"type": "value", "name": "ms"},
+        "yAxis": {"type": "category", "data": categories, "inverse": True,
+                  "axisLabel": {"width": 70, "overflow": "truncate"}},
+        "series": series,
+    }
+    if len(categories) > 30:
+        end = 30 / len(categories) * 100
+        out["dataZoom"] = [{"type": "slider", "yAxisIndex": 0, "start": 0, "end": end, "right": 5,
+                            "width": 14, "showDetail": False},
+                           {"type": "inside", "yAxisIndex": 0, "start": 0, "end": end}]
     return out

@@ -8,12 +8,22 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 
 from analysis import pagedata
 from analysis import selectors as analysis_selectors
 from frontend import charts
 from profiles import selectors
 from profiles.models import Profile, ProfileStatus
+
+
+def _step_count(report_profile: dict[str, Any], summary: dict[str, Any]) -> int | None:
+    """``report.profile.steps`` is the per-step breakdown list now and ``step_count`` the count; reports stored
+    before that carry the count in ``steps``."""
+    for value in (report_profile.get("step_count"), report_profile.get("steps"), summary.get("steps")):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
 
 
 def _facts(profile: Profile, data: dict[str, Any] | None) -> dict[str, Any]:
@@ -26,10 +36,12 @@ def _facts(profile: Profile, data: dict[str, Any] | None) -> dict[str, Any]:
         "ranks": s.get("ranks") or 1,
         "kernel_count": s.get("kernel_count"),
         "host_op_count": s.get("host_op_count"),
-        "steps": s.get("steps"),
+        "steps": _step_count(report_profile, s),
         "duration_ms": dur / 1e6 if dur else None,
         "sku": (data or {}).get("sku") or report_profile.get("device") or profile.sku or s.get("device"),
-        "sku_source": (data or {}).get("sku_source"),
+        "sku_source": report_profile.get("sku_source") or (data or {}).get("sku_source"),
+        "workload": report_profile.get("workload"),
+        "vendor": report_profile.get("device_vendor"),
         "simulated": bool(s.get("simulated") or report_profile.get("simulated")),
         "per_token_ms": decode.get("per_token_ms_p50"),
         "tokens_per_s": decode.get("tokens_per_s"),
@@ -37,6 +49,43 @@ def _facts(profile: Profile, data: dict[str, Any] | None) -> dict[str, Any]:
         "speedup": (s.get("report") or {}).get("estimated_combined_speedup"),
         "warnings": list(dict.fromkeys((s.get("report") or {}).get("warnings") or s.get("warnings") or [])),
     }
+
+
+def _step_label(step: dict[str, Any], index: int) -> str:
+    sid = step.get("step_id")
+    return _("step %(n)s") % {"n": sid if sid is not None else index + 1}
+
+
+def _time_breakdown(report_profile: dict[str, Any]) -> dict[str, Any] | None:
+    """The "Where the time goes" card: the run's buckets as the report has them (ms = ns / 1e6, % of wall),
+    a stacked bar per step (sampled evenly past ``charts.MAX_TIME_BARS``) and, for several ranks, per rank."""
+    tb = report_profile.get("time_breakdown")
+    if not isinstance(tb, dict) or not tb.get("wall_ns"):
+        return None
+    wall = int(tb["wall_ns"])
+    labels = charts.bucket_labels()
+    rows = [{"key": b, "label": labels[b], "colour": charts.BUCKET_COLOURS[b], "ns": int(tb.get(b) or 0),
+             "ms": int(tb.get(b) or 0) / 1e6, "pct": 100 * int(tb.get(b) or 0) / wall} for b in charts.TIME_BUCKETS]
+    listed = report_profile.get("steps")
+    steps = [st for st in (listed if isinstance(listed, list) else [])
+             if isinstance(st, dict) and isinstance(st.get("time_breakdown"), dict)]
+    picked = charts.sample_evenly(len(steps))
+    out: dict[str, Any] = {
+        "rows": rows, "wall_ms": wall / 1e6, "overlapped_ms": int(tb.get("communication_overlapped") or 0) / 1e6,
+        "dominant": labels.get(report_profile.get("dominant_bucket") or ""),
+        "step_total": len(steps), "steps_shown": len(picked), "sampled": len(picked) < len(steps),
+        "chart_steps": charts.time_breakdown_chart(
+            [(_step_label(steps[i], i), steps[i]["time_breakdown"]) for i in picked]) if steps else None,
+        "chart_ranks": None,
+    }
+    ranks = [r for r in (report_profile.get("rank_breakdowns") or [])
+             if isinstance(r, dict) and isinstance(r.get("time_breakdown"), dict)]
+    if ranks:
+        out["chart_ranks"] = charts.time_breakdown_chart(
+            [(_("rank %(r)s") % {"r": r.get("rank") if r.get("rank") is not None else i}, r["time_breakdown"])
+             for i, r in enumerate(ranks)])
+        out["rank_count"] = len(ranks)
+    return out
 
 
 def profile_analysis_context(profile: Profile) -> dict[str, Any]:
@@ -58,6 +107,7 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
             "loose_artifacts": by_finding.get(None, []),
             "has_artifacts": bool(artifacts),
             "has_data": data is not None,
+            "time": _time_breakdown(((profile.summary or {}).get("report") or {}).get("profile") or {}),
         }
     }
     if data is not None:
