@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.intervals import coverage
 from pypto_core.op_roles import ROLE, role_codes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -210,6 +211,29 @@ def host_classes(profile: "Profile") -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.concatenate(starts), np.concatenate(ends), np.concatenate(classes)
 
 
+def matching_calls(profile: "Profile", pattern: re.Pattern[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(starts, ends, names) of the host calls (runtime API calls and framework ops) whose name, less
+    torch_npu's ``Level@`` prefix, matches ``pattern``; each distinct name is tested once."""
+    starts, ends, names = [], [], []
+    for table in (profile.api_calls, profile.host_ops):
+        if not table.num_rows:
+            continue
+        column = pc.fill_null(table["name"], "").combine_chunks()
+        enc = column.dictionary_encode()
+        hit = np.array([bool(pattern.search(v.split("@", 1)[-1])) for v in enc.dictionary.to_pylist()], bool)
+        if not hit.any():
+            continue
+        rows = np.nonzero(hit[enc.indices.to_numpy(zero_copy_only=False)])[0]
+        s = pc.fill_null(table["start_ns"], 0).to_numpy(zero_copy_only=False)[rows].astype(np.int64)
+        d = pc.fill_null(table["dur_ns"], 0).to_numpy(zero_copy_only=False)[rows].astype(np.int64)
+        starts.append(s)
+        ends.append(s + np.maximum(d, 0))
+        names += column.take(pa.array(rows)).to_pylist()
+    if not starts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), []
+    return np.concatenate(starts), np.concatenate(ends), names
+
+
 def _host_class(name: str) -> int:
     if STEP_MARKER.search(name):
         return -1
@@ -244,16 +268,6 @@ def step_windows(profile: "Profile", k_start: np.ndarray, k_end: np.ndarray
 
 
 # -- the sweep -------------------------------------------------------------------------------------------
-def coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per segment [bounds[i], bounds[i+1]): whether any interval covers it."""
-    if not len(starts):
-        return np.zeros(max(len(bounds) - 1, 0), bool)
-    m = len(bounds)
-    delta = (np.bincount(np.searchsorted(bounds, starts), minlength=m + 1)[:m]
-             - np.bincount(np.searchsorted(bounds, ends), minlength=m + 1)[:m])
-    return np.cumsum(delta)[:-1] > 0
-
-
 def attribute(profile: "Profile", roles: np.ndarray | None = None) -> TimeAttribution | None:
     """The time attribution of one rank (see the module docstring); None when the profile has neither
     device tasks nor step_trace figures."""

@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="json")
     parser.add_argument("-o", "--output", help="write the report here instead of stdout")
     parser.add_argument("--config", help="JSON file of threshold overrides, {rule: {key: value}, disabled: [...]}")
+    parser.add_argument("--what-if", metavar="RULE[,RULE...]",
+                        help="replay the run with these findings fixed together (report key what_if: duration_ns, "
+                             "per_token_ms, speedup)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
             raise PyptoError(f"{args.config}: cannot read the config: {exc}") from exc
     group = open_profiles(args.path)
     try:
-        report = diagnose_group(group, config, args.sku)
+        what_if = [r.strip() for r in args.what_if.split(",") if r.strip()] if args.what_if else None
+        report = diagnose_group(group, config, args.sku, what_if=what_if)
     except ValueError as exc:
         raise PyptoError(str(exc)) from exc
     report.warnings = list(dict.fromkeys(list(group.warnings) + report.warnings))

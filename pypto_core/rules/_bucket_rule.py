@@ -7,8 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from pypto_core.attribution import matching_calls
+from pypto_core.intervals import clip_to_length, overlap_ns
+from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
-from pypto_core.rules.context import RuleContext, clip_to_length
+from pypto_core.rules.context import RuleContext
 
 
 def bucket_share(ctx: RuleContext, bucket: str) -> float | None:
@@ -21,7 +24,7 @@ def bucket_share(ctx: RuleContext, bucket: str) -> float | None:
 
 def emit_bucket(ctx: RuleContext, bucket: str, *, title: str, description: str, saving_ns: float,
                 saving_model: str, evidence: dict[str, Any], ops: list[str] | None = None,
-                details: dict[str, Any] | None = None) -> None:
+                details: dict[str, Any] | None = None, change: Change | None = None) -> None:
     a = ctx.graph.attribution
     assert a is not None
     s, e = a.intervals(bucket)
@@ -30,4 +33,14 @@ def emit_bucket(ctx: RuleContext, bucket: str, *, title: str, description: str, 
              evidence={f"{bucket}_us": us(covered), f"{bucket}_share": share(covered, ctx.total_ns),
                        "threshold_share": ctx.threshold("share_above"), **evidence},
              kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=covered, saving_model=saving_model,
-             intervals=clip_to_length(s, e, min(saving_ns, covered)), details=details or {})
+             intervals=clip_to_length(s, e, min(saving_ns, covered)), details=details or {}, change=change)
+
+
+def host_calls(ctx: RuleContext, pattern: Any, bucket: str) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the host calls whose name matches ``pattern`` and that overlap the bucket's time:
+    what the fix takes off the host's timeline."""
+    a = ctx.graph.attribution
+    bs, be = a.intervals(bucket) if a is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    s, e, _ = matching_calls(ctx.profile, pattern)
+    sel = overlap_ns(bs, be, s, e) > 0
+    return s[sel], e[sel]

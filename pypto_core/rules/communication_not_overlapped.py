@@ -12,8 +12,10 @@ import numpy as np
 import pyarrow.compute as pc
 
 from pypto_core.attribution import COMPUTE_KINDS, kernel_codes
+from pypto_core.intervals import clip_to_length
+from pypto_core.replay import kernel_change
 from pypto_core.rules._util import column_strings, share, us
-from pypto_core.rules.context import RuleContext, clip_to_length
+from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
 
 SAVING_MODEL = ("Waiting collectives: if every rank arrived together the not-overlapped time would shrink to "
@@ -72,7 +74,8 @@ def match(ctx: RuleContext) -> None:
                          "size_mb": round(figures["size_bytes"] / 1e6, 3)})
         if transit > 0 and figures["size_bytes"] > 0:
             evidence["achieved_bandwidth_gbps"] = round(figures["size_bytes"] / transit, 3)  # bytes/ns = GB/s
-    if waiting_share is not None and waiting_share >= cfg["waiting_share_above"]:
+    waiting = waiting_share is not None and waiting_share >= cfg["waiting_share_above"]
+    if waiting:
         evidence["waiting_share"] = round(waiting_share, 6)
         saving = exposed * waiting_share
         title = (f"Communication not overlapped is {100 * exposed / total:.0f}% of the step, and "
@@ -98,5 +101,7 @@ def match(ctx: RuleContext) -> None:
         [str(v) for v in pc.unique(pc.fill_null(ctx.profile.communication["name"], "")).to_pylist()[:10] if v],
         evidence=evidence, kernels=comm_kernels, saving_ns=np.zeros(len(comm_kernels)), covered_ns=exposed,
         saving_model=SAVING_MODEL, intervals=clip_to_length(s, e, saving),
+        # the collectives lose their waiting (or the part compute can hide): this rank's tasks shortened
+        change=kernel_change(comm_kernels, g.dur[comm_kernels] * waiting_share if waiting else saving, g.dur),
         details={"vendor": ctx.vendor, "library": lib},
     )

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
+from pypto_core.intervals import clip_to_length
+from pypto_core.replay import Change, kernel_change
 from pypto_core.rules._util import share, us
-from pypto_core.rules.context import RuleContext, clip_to_length
+from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
 
 SAVING_MODEL = ("If the ranks arrive together the wait disappears and the transfer remains: saving = the wait "
@@ -50,7 +52,7 @@ def match(ctx: RuleContext) -> None:
                   "synchronization_time_us": us(sync), "wait_share": share(waiting, elapse),
                   "threshold": cfg["wait_share_above"]},
         kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=elapse, saving_model=SAVING_MODEL,
-        intervals=_exposed_wait(ctx, waiting),
+        intervals=_exposed_wait(ctx, waiting), change=_comm_shortened(ctx, waiting / elapse),
     )
 
 
@@ -61,3 +63,10 @@ def _exposed_wait(ctx: RuleContext, waiting: float) -> tuple[np.ndarray, np.ndar
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     s, e = a.intervals("communication_not_overlapped")
     return clip_to_length(s, e, waiting)
+
+
+def _comm_shortened(ctx: RuleContext, share_waiting: float) -> Change:
+    """Every collective task of this rank loses the waiting share of its time."""
+    g = ctx.graph
+    comm = np.nonzero(g.is_role("communication"))[0]
+    return kernel_change(comm, g.dur[comm] * min(share_waiting, 1.0), g.dur)

@@ -15,9 +15,10 @@ import numpy as np
 
 from pypto_core.graph import OperatorCallGraph
 from pypto_core.hardware import SkuSpec
+from pypto_core.intervals import union_length
 from pypto_core.profile import Profile
+from pypto_core.replay import Change
 from pypto_core.rules.config import RuleConfig
-from pypto_core.attribution import coverage
 from pypto_core.rules.finding import Finding
 
 
@@ -37,6 +38,7 @@ class Coverage:
     extra_ns: float = 0.0  # savings not tied to kernels or wall-time pieces (host compile time)
     # pieces of wall time (idle, waiting) the fix removes: (starts, ends), counted once across findings
     intervals: tuple[np.ndarray, np.ndarray] | None = None
+    change: Change | None = None  # what the fix does, for the what-if replay (pypto_core.replay)
 
 
 @dataclass
@@ -87,10 +89,11 @@ class RuleContext:
              kernels: np.ndarray, saving_ns: np.ndarray | float, saving_model: str,
              remedies: list[str] | tuple[str, ...] = (), details: dict[str, Any] | None = None,
              covered_ns: float | None = None, extra_saving_ns: float = 0.0, severity: str | None = None,
-             intervals: tuple[np.ndarray, np.ndarray] | None = None) -> Finding:
+             intervals: tuple[np.ndarray, np.ndarray] | None = None, change: Change | None = None) -> Finding:
         """Record one finding. ``kernels``: the row indices it covers; ``saving_ns``: per kernel (or one
         total spread over them by duration); ``covered_ns``: time it covers (default: their durations);
-        ``intervals``: pieces of wall time the fix removes, whose length adds to the saving."""
+        ``intervals``: pieces of wall time the fix removes, whose length adds to the saving; ``change``: what
+        the fix does to the run for the replay (default: the kernels shortened by their savings)."""
         g = self.graph
         kernels = np.asarray(kernels, np.int64)
         dur = g.dur[kernels].astype(np.float64)
@@ -115,7 +118,9 @@ class RuleContext:
             remedies=list(remedies), saving_model=saving_model, details=_plain(details or {}),
         )
         self.findings.append(finding)
-        self.coverage.append(Coverage(kernels, per, extra_saving_ns, intervals))
+        if change is None and per.sum() > 0:
+            change = Change(kernels=kernels, saving_ns=per)
+        self.coverage.append(Coverage(kernels, per, extra_saving_ns, intervals, change))
         return finding
 
 
@@ -170,50 +175,3 @@ def combined_saving_ns(graph: OperatorCallGraph, coverage: list[Coverage]) -> fl
     ends.append(graph.start[has_gap].astype(np.int64))
     closed = union_length(np.concatenate(starts), np.concatenate(ends))
     return float(busy_part + closed + extra)
-
-
-def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Total length covered by intervals [start, end) (overlaps counted once)."""
-    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
-    ok = ends > starts
-    if not ok.any():
-        return 0
-    s, e = starts[ok], ends[ok]
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    run_end = np.maximum.accumulate(e)
-    prev_end = np.concatenate([[s[0]], run_end[:-1]])
-    return int(run_end[-1] - s[0] - np.maximum(s - prev_end, 0).sum())
-
-
-def clip_to_length(starts: np.ndarray, ends: np.ndarray, length: float) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``length`` ns of sorted, disjoint intervals (a saving smaller than the time it sits in)."""
-    d = np.maximum(ends - starts, 0)
-    before = np.concatenate([[0], np.cumsum(d)[:-1]])
-    keep = np.clip(length - before, 0, d).astype(np.int64)
-    return starts, starts + keep
-
-
-def overlap_ns(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """For each query [a, b): its overlap with the union of sorted, disjoint intervals (starts, ends)."""
-    if not len(starts):
-        return np.zeros(len(a), np.int64)
-    cum = np.concatenate([[0], np.cumsum(ends - starts)])
-
-    def covered_until(t: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(starts, t, side="right") - 1
-        ic = np.clip(i, 0, len(starts) - 1)
-        inside = np.clip(t - starts[ic], 0, ends[ic] - starts[ic])
-        return np.where(i >= 0, cum[ic] + inside, 0)
-
-    return np.maximum(covered_until(np.asarray(b)) - covered_until(np.asarray(a)), 0)
-
-
-def intersect_intervals(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """The pieces of time inside both interval sets (each may overlap itself), as disjoint intervals."""
-    if not len(s1) or not len(s2):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    bounds = np.unique(np.concatenate([s1, e1, s2, e2]).astype(np.int64))
-    both = coverage(bounds, s1, e1) & coverage(bounds, s2, e2)
-    return bounds[:-1][both], bounds[1:][both]

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from pypto_core.rules._bucket_rule import bucket_share, emit_bucket
+from pypto_core.attribution import DATA_LOADER
+from pypto_core.replay import Change
+from pypto_core.rules._bucket_rule import bucket_share, emit_bucket, host_calls
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
 
@@ -24,4 +26,5 @@ def match(ctx: RuleContext) -> None:
                              "while the DataLoader produces it. Raise num_workers, set persistent_workers=True, "
                              f"prefetch_factor and {pin}, and move decoding or augmentation off the critical path."),
                 saving_ns=ctx.bucket_ns("data_loading"), saving_model=SAVING_MODEL,
-                evidence={"steps": len(ctx.graph.attribution.steps)})
+                evidence={"steps": len(ctx.graph.attribution.steps)},
+                change=Change(host_removed=host_calls(ctx, DATA_LOADER, "data_loading")))

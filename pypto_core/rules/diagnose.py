@@ -11,6 +11,7 @@ from pypto_core.attribution import attribute_group
 from pypto_core.graph import OperatorCallGraph
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.profile import Profile, ProfileGroup
+from pypto_core.replay import Change, Replay
 from pypto_core.rules.config import RuleConfig, as_config
 from pypto_core.rules.context import Coverage, RuleContext, combined_saving_ns
 from pypto_core.rules.finding import Finding, Report
@@ -91,8 +92,9 @@ def combined_speedup(graph: OperatorCallGraph, coverage: list[Coverage], total_n
 
 def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None,
              sku: str | SkuSpec | None = None, *, sku_overrides: dict[str, float] | None = None,
-             group: ProfileGroup | None = None) -> Report:
-    """Findings for one profile. ``sku`` overrides what the profile says; ``config`` overrides thresholds."""
+             group: ProfileGroup | None = None, what_if: list[str] | None = None) -> Report:
+    """Findings for one profile. ``sku`` overrides what the profile says; ``config`` overrides thresholds;
+    ``what_if`` lists rule ids whose findings are replayed together into ``report.what_if``."""
     started = time.perf_counter()
     cfg = as_config(config)
     spec, _ = resolve_sku(profile, sku, sku_overrides)
@@ -117,8 +119,34 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
     report = Report(profile=_summary(profile, graph, group), findings=findings,
                     estimated_combined_speedup=combined_speedup(graph, ctx.coverage, ctx.total_ns),
                     warnings=warnings)
+    if what_if is not None:
+        report.what_if = _what_if(ctx, _replayable(profile, graph), graph, what_if)
     report.profile["analysis_s"] = round(time.perf_counter() - started, 3)
     return report
+
+
+def _replayable(profile: Profile, graph: OperatorCallGraph) -> Replay | None:
+    a = graph.attribution
+    if a is None or a.source != "timeline" or not graph.n:
+        return None  # no tasks to re-time: the findings keep their saving models
+    return Replay(profile, a)
+
+
+def _what_if(ctx: RuleContext, replay: Replay | None, graph: OperatorCallGraph, rules: list[str]) -> dict[str, Any]:
+    """The run replayed with the changes of the listed rules' findings (unknown or absent rules are named)."""
+    chosen = [c.change for f, c in zip(ctx.findings, ctx.coverage) if f.rule in rules and c.change is not None]
+    found = sorted({f.rule for f in ctx.findings if f.rule in rules})
+    out: dict[str, Any] = {"rules": found, "not_found": sorted(set(rules) - set(found)), "duration_ns": None,
+                           "per_token_ms": None, "speedup": 1.0}
+    if replay is None:
+        out["note"] = "this profile has no device tasks to replay"
+        return out
+    res = replay.run(Change.merge(chosen))
+    out.update({"duration_ns": res.duration_ns, "original_ns": res.original_ns, "speedup": round(res.speedup, 4)})
+    decode = graph.tokens.decode_step
+    if graph.workload.has_decode() and len(decode) == len(res.step_ns) and decode.any():
+        out["per_token_ms"] = round(float(np.median(res.step_ns[decode])) / 1e6, 6)
+    return out
 
 
 def _ranked(findings: list[Finding], graph: OperatorCallGraph) -> list[Finding]:
@@ -136,9 +164,9 @@ def _ranked(findings: list[Finding], graph: OperatorCallGraph) -> list[Finding]:
 
 
 def diagnose_group(group: ProfileGroup, config: RuleConfig | dict[str, Any] | None = None,
-                   sku: str | SkuSpec | None = None) -> Report:
+                   sku: str | SkuSpec | None = None, what_if: list[str] | None = None) -> Report:
     """Findings for the primary rank plus the cross-rank rules (slow ranks) over the whole group."""
-    return diagnose(group.primary(), config, sku, group=group)
+    return diagnose(group.primary(), config, sku, group=group, what_if=what_if)
 
 
 def findings_for(report: Report, rule_id: str) -> list[Finding]:

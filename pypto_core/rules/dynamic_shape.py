@@ -10,9 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from pypto_core.rules._util import share, us
 from pypto_core.attribution import IDLE_BUCKETS
-from pypto_core.rules.context import RuleContext, intersect_intervals
+from pypto_core.intervals import intersect_intervals
+from pypto_core.replay import Change
+from pypto_core.rules._util import share, us
+from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
 
 SAVING_MODEL = ("With binary kernels (set_compile_mode(jit_compile=False)) the host compile calls disappear: "
@@ -35,6 +37,7 @@ def match(ctx: RuleContext) -> None:
     api = ctx.profile.api_calls
     compile_calls, compile_ns = 0, 0
     stalled = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    compiles = stalled
     if api.num_rows:
         is_compile = pc.match_substring_regex(pc.fill_null(api["name"], ""), r"(?i)compile")
         compile_calls = int(pc.sum(is_compile).as_py() or 0)
@@ -44,7 +47,8 @@ def match(ctx: RuleContext) -> None:
         if a is not None and compile_calls:
             cs = pc.filter(pc.fill_null(api["start_ns"], 0), is_compile).to_numpy(zero_copy_only=False)
             cd = pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile).to_numpy(zero_copy_only=False)
-            stalled = intersect_intervals(cs.astype(np.int64), (cs + cd).astype(np.int64), *a.intervals(*IDLE_BUCKETS))
+            compiles = (cs.astype(np.int64), (cs + cd).astype(np.int64))
+            stalled = intersect_intervals(*compiles, *a.intervals(*IDLE_BUCKETS))
     all_dynamic = dynamic_share is not None and dynamic_share >= cfg["min_dynamic_share"]
     many_compiles = compile_calls >= cfg["min_compile_calls"]
     if not (all_dynamic or many_compiles):
@@ -63,6 +67,7 @@ def match(ctx: RuleContext) -> None:
                   "compile_call_threshold": cfg["min_compile_calls"],
                   "compile_time_share": share(compile_ns, ctx.total_ns)},
         kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=float(compile_ns), intervals=stalled,
+        change=Change(host_removed=compiles),  # the host no longer compiles
         saving_model=SAVING_MODEL,
         details={"env": {"ACL_OP_COMPILER_CACHE_MODE": "enable"},
                  "code": "torch_npu.npu.set_compile_mode(jit_compile=False)"},

@@ -35,6 +35,7 @@ class Report:
     estimated_combined_speedup: float = 1.0
     warnings: list[str] = field(default_factory=list)
     schema_version: int = REPORT_SCHEMA_VERSION
+    what_if: dict[str, Any] | None = None  # the replay of the findings asked for (analyze --what-if)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -43,4 +44,5 @@ class Report:
             "findings": [f.to_dict() for f in self.findings],
             "estimated_combined_speedup": self.estimated_combined_speedup,
             "warnings": list(self.warnings),
+            **({"what_if": self.what_if} if self.what_if is not None else {}),
         }

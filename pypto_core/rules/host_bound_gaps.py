@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.intervals import overlap_ns
+from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
-from pypto_core.rules.context import RuleContext, overlap_ns
+from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
 
 SAVING_MODEL = ("Launching the step as a graph (TorchAir / ACL graph on Ascend, CUDA or HIP graphs on GPUs) runs "
@@ -60,6 +62,17 @@ def match(ctx: RuleContext) -> None:
         # the closed pieces are wall time, not kernel time: they go in the combined union as intervals
         kernels=idx, saving_ns=np.zeros(len(idx)), covered_ns=bound, saving_model=SAVING_MODEL,
         intervals=(g.start[idx] - saving.astype(np.int64), g.start[idx]),
+        # graph mode: every task is issued by the graph, so the host's issuing time (framework ops and the
+        # Python between them, host_launch_bound and idle_other) goes and every such gap shrinks to the residual
+        change=_graph_mode(ctx, a, int(cfg["residual_gap_us"] * 1e3), cfg["min_gap_us"] * 1e3),
         details={"env": {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}, "graph_mode": True}
         if ctx.vendor == "ascend" else {"graph_mode": True},
     )
+
+
+def _graph_mode(ctx: RuleContext, a, residual_ns: int, min_gap_ns: float) -> Change:
+    g = ctx.graph
+    ls, le = a.intervals("host_launch_bound", "idle_other")
+    launch_gap = overlap_ns(ls, le, g.start - g.gap_before_ns, g.start)
+    return Change(graph_kernels=np.arange(g.n), gap_cut_kernels=np.nonzero(launch_gap > min_gap_ns)[0],
+                  host_removed=(ls, le), residual_gap_ns=residual_ns)

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from pypto_core.attribution import COMPUTE_KINDS, MEMCPY_KINDS, kernel_codes
+from pypto_core.replay import kernel_change
 from pypto_core.rules._bucket_rule import bucket_share, emit_bucket
 from pypto_core.rules._util import us
 from pypto_core.rules.context import RuleContext
@@ -18,7 +22,10 @@ def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "memcpy")
     if found is None:
         return
-    b = ctx.graph.attribution.run
+    g = ctx.graph
+    b = g.attribution.run
+    codes, _ = kernel_codes(g.kernels, g.role)
+    copies = np.nonzero((codes > len(COMPUTE_KINDS)) & (codes < len(COMPUTE_KINDS) + 1 + len(MEMCPY_KINDS)))[0]
     split = {k: us(v) for k, v in b.memcpy_split.items() if v}
     main = max(b.memcpy_split, key=lambda k: b.memcpy_split[k])
     pageable = b.memcpy_pageable_ns
@@ -34,4 +41,5 @@ def match(ctx: RuleContext) -> None:
                 title=f"Copies with nothing beside them take {100 * found:.0f}% of the step (mostly {main.upper()})",
                 description=(f"The device spends this time only copying.{page} " + hint.get(main, "")),
                 saving_ns=ctx.bucket_ns("memcpy"), saving_model=SAVING_MODEL,
-                evidence={"memcpy_split_us": split, "pageable_us": us(pageable)})
+                evidence={"memcpy_split_us": split, "pageable_us": us(pageable)},
+                change=kernel_change(copies, g.dur[copies], g.dur))  # copies off the critical path

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from pypto_core.attribution import attribute
+from pypto_core.intervals import clip_to_length
+from pypto_core.replay import kernel_change
 from pypto_core.rules._util import us
-from pypto_core.rules.context import RuleContext, clip_to_length
+from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
 
 SAVING_MODEL = ("Every rank waits for the slowest at each collective: balancing brings the slowest rank's "
@@ -57,6 +59,7 @@ def match(ctx: RuleContext) -> None:
                   "slow_rank": ranks[slow], **{f"rank_{r}_{kind}_us": us(v) for r, v in zip(ranks, vals)}},
         kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=float(vals.max()),
         intervals=_waiting_for_peers(ctx, saving), saving_model=SAVING_MODEL,
+        change=kernel_change(np.nonzero(ctx.graph.is_role("communication"))[0], saving, ctx.graph.dur),
         details={"ranks": ranks, "slow_rank": ranks[slow]},
     )
 

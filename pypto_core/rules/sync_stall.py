@@ -8,12 +8,13 @@ Each such call drains the launch queue, so the device idles until the host issue
 from __future__ import annotations
 
 import numpy as np
-import pyarrow.compute as pc
 
-from pypto_core.attribution import SYNC_CALL
-from pypto_core.rules._bucket_rule import bucket_share, emit_bucket
+from pypto_core.attribution import SYNC_CALL, matching_calls
+from pypto_core.intervals import overlap_ns
+from pypto_core.replay import Change
+from pypto_core.rules._bucket_rule import bucket_share, emit_bucket, host_calls
 from pypto_core.rules._util import us
-from pypto_core.rules.context import RuleContext, overlap_ns
+from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
 
 SAVING_MODEL = ("Removing the host syncs from the step (values kept on the device, syncs moved out of the loop) "
@@ -34,22 +35,11 @@ def sync_calls(ctx: RuleContext) -> dict[str, dict[str, float]]:
     a = ctx.graph.attribution
     s, e = a.intervals("sync_wait") if a is not None else (np.zeros(0), np.zeros(0))
     out: dict[str, dict[str, float]] = {}
-    for table in (ctx.profile.api_calls, ctx.profile.host_ops):
-        if not table.num_rows:
-            continue
-        names = pc.fill_null(table["name"], "")
-        enc = names.combine_chunks().dictionary_encode()
-        hit = np.array([bool(SYNC_CALL.search(v.split("@", 1)[-1])) for v in enc.dictionary.to_pylist()], bool)
-        if not hit.any():
-            continue
-        rows = np.nonzero(hit[enc.indices.to_numpy(zero_copy_only=False)])[0]
-        start = pc.fill_null(table["start_ns"], 0).to_numpy(zero_copy_only=False)[rows].astype(np.int64)
-        dur = pc.fill_null(table["dur_ns"], 0).to_numpy(zero_copy_only=False)[rows].astype(np.int64)
-        stall = overlap_ns(s, e, start, start + dur)
-        for name, ns in zip(names.take(rows).to_pylist(), stall.tolist()):
-            row = out.setdefault(name, {"count": 0, "stall_us": 0.0})
-            row["count"] += 1
-            row["stall_us"] = round(row["stall_us"] + ns / 1e3, 3)
+    start, end, names = matching_calls(ctx.profile, SYNC_CALL)
+    for name, ns in zip(names, overlap_ns(s, e, start, end).tolist()):
+        row = out.setdefault(name, {"count": 0, "stall_us": 0.0})
+        row["count"] += 1
+        row["stall_us"] = round(row["stall_us"] + ns / 1e3, 3)
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["stall_us"])[:10])
 
 
@@ -68,4 +58,5 @@ def match(ctx: RuleContext) -> None:
                              "the launch queue, so the device waits for the host to issue again. "
                              + _ADVICE.get(ctx.vendor, "Keep host syncs out of the step.")),
                 saving_ns=stall, saving_model=SAVING_MODEL, ops=list(calls),
-                evidence={"sync_calls": calls, "stall_us_total": us(stall)})
+                evidence={"sync_calls": calls, "stall_us_total": us(stall)},
+                change=Change(host_removed=host_calls(ctx, SYNC_CALL, "sync_wait")))

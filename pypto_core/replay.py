@@ -1,0 +1,388 @@
+"""What fixing buys: re-time a rank's run with some findings' changes applied (a what-if replay).
+
+The run is replayed as a dependency graph built from what the profile recorded, in the spirit of HTA's
+critical-path what-if:
+
+* stream order: a task starts after the previous task of its stream ends, plus the device's own turnaround
+  (the gap it had, at most ``TURNAROUND_NS`` when the host was the reason for the gap);
+* host issue order: a task linked to its launching host call (flows, correlation ids) starts no earlier than
+  that call's return, plus its launch latency, on a host timeline that loses whatever host time a change removes;
+* event waits across streams: a task that began right as a task of another stream ended (within
+  ``CROSS_STREAM_NS``, and explained neither by its own stream nor by its launch) waits for it;
+* host synchronisation: a sync call returns when the task it waited for ends, so a shorter task moves the
+  host, and everything the host issues after the sync, earlier.
+
+Each change says what it does (``Change``): tasks shortened or removed, host time removed (compile calls,
+syncs, the data loader), tasks launched from a graph (no host issue constraint, gap cut to a residual).
+A replay with no change reproduces the recorded run exactly; a step ends when both its host work and its
+device tasks are done. The combined gain replays all changes together, so overlapping savings are never
+counted twice and a kernel made faster in a host-bound run saves nothing. Collectives joining ranks are not
+replayed across ranks: a collective's wait is a change of that rank's own task (what the other ranks'
+arrival would remove).
+
+Memory: a few int64 arrays per task; time: a handful of sorts plus one vectorised pass per iteration
+(cross-stream waits and syncs are settled by iterating to a fixed point, at most ``MAX_ITERATIONS``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow.compute as pc
+
+from pypto_core.attribution import SYNC_CALL, TimeAttribution, host_classes, matching_calls
+from pypto_core.intervals import intersect_intervals, overlap_ns, union_intervals
+
+TURNAROUND_NS = 1_000  # the device's own gap between back-to-back tasks of a stream [INFERRED: ~1 us on NPU/GPU]
+CROSS_STREAM_NS = 10_000  # a start this close after another stream's end reads as an event wait [INFERRED:
+# 2-4 us on the CNN sample's collectives -> optimizer copies]
+SYNC_MATCH_NS = 50_000  # a sync returning within this (or 5% of its length) of a task's end waited for it
+# [INFERRED: 216 us after the last optimizer kernel for the CNN sample's 86 ms StreamSynchronize]
+HOST_BUSY_SHARE = 0.9  # a gap the host was busy through this much of is the host's pace [INFERRED]
+MAX_ITERATIONS = 12
+_NEVER = np.iinfo(np.int64).min // 4
+
+
+@dataclass
+class Change:
+    """What one finding's fix does to the run (kernel row indices of ``profile.kernels``)."""
+
+    kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    saving_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per kernel; > dur removes it
+    host_removed: tuple[np.ndarray, np.ndarray] | None = None  # host time that disappears (starts, ends)
+    graph_kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # launched from a graph
+    gap_cut_kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # gap before -> residual
+    residual_gap_ns: int = 1_000
+
+    @staticmethod
+    def merge(changes: list["Change"]) -> "Change":
+        if not changes:
+            return Change()
+        host = [c.host_removed for c in changes if c.host_removed is not None and len(c.host_removed[0])]
+        return Change(kernels=np.concatenate([c.kernels for c in changes]).astype(np.int64),
+                      saving_ns=np.concatenate([np.asarray(c.saving_ns, np.float64) for c in changes]),
+                      host_removed=(np.concatenate([h[0] for h in host]), np.concatenate([h[1] for h in host]))
+                      if host else None,
+                      graph_kernels=np.unique(np.concatenate([c.graph_kernels for c in changes]).astype(np.int64)),
+                      gap_cut_kernels=np.unique(np.concatenate([c.gap_cut_kernels for c in changes]).astype(np.int64)),
+                      residual_gap_ns=min(c.residual_gap_ns for c in changes))
+
+
+@dataclass
+class ReplayResult:
+    duration_ns: int  # the replayed run: first step's start to last step's end
+    original_ns: int  # the recorded run, the same way
+    step_ns: np.ndarray  # replayed duration of each step
+
+    @property
+    def saving_ns(self) -> int:
+        return max(self.original_ns - self.duration_ns, 0)
+
+    @property
+    def speedup(self) -> float:
+        return self.original_ns / self.duration_ns if self.duration_ns > 0 else 1.0
+
+
+class Replay:
+    """The dependency graph of one rank's main device, built once; ``run(change)`` re-times it."""
+
+    def __init__(self, profile, attribution: TimeAttribution) -> None:  # profile: pypto_core.profile.Profile
+        k = profile.kernels
+        self.windows = np.array([[s.start_ns, s.end_ns] for s in attribution.steps], np.int64).reshape(-1, 2)
+        start = pc.fill_null(k["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        dur = np.maximum(pc.fill_null(k["dur_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64), 0)
+        device = pc.fill_null(k["device_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        stream = pc.fill_null(k["stream_id"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        main = attribution.device_id if attribution.device_id is not None else 0
+        lo, hi = (self.windows[0, 0], self.windows[-1, 1]) if len(self.windows) else (0, 0)
+        keep = np.nonzero((device == main) & (start >= lo) & (start < hi))[0]
+        order = keep[np.lexsort((start[keep], stream[keep]))]  # by stream, then start
+        self.rows = order  # replay position -> kernel row
+        self.pos_of_row = np.full(k.num_rows, -1, np.int64)
+        self.pos_of_row[order] = np.arange(len(order))
+        self.s, self.d, self.stream = start[order], dur[order], stream[order]
+        self.e = self.s + self.d
+        n = len(order)
+        self.first = np.ones(n, bool)
+        if n > 1:
+            self.first[1:] = self.stream[1:] != self.stream[:-1]
+        prev_e = np.concatenate([[0], self.e[:-1]])
+        raw_gap = np.where(self.first, 0, self.s - prev_e)  # < 0 where the recording overlaps two tasks
+        self.gap = np.maximum(raw_gap, 0)
+        self.h = _issue_times(profile, k.num_rows)[order]
+        self.issue_slice = self._issue_slices(profile)
+        linked = self.h > _NEVER
+        launch = np.where(linked, self.s - self.h, 0)  # < 0 where the task began before its call returned
+        # host-bound: issued only after its stream predecessor ended, while the host was busy through the gap
+        # (the attribution's host_launch_bound, sync_wait or data_loading time), so the device waited for the
+        # host's own pace. A gap the host spent idle (idle_other) is the task's own delay: it moves with its
+        # stream, as the simulator models launch gaps.
+        hs, he = attribution.intervals("host_launch_bound", "sync_wait", "data_loading")
+        busy = overlap_ns(hs, he, prev_e, self.s)
+        host_bound = (linked & ~self.first & (self.gap > TURNAROUND_NS) & (self.h + TURNAROUND_NS > prev_e)
+                      & (busy >= HOST_BUSY_SHARE * self.gap))
+        typical = int(np.median(launch[host_bound])) if host_bound.any() else TURNAROUND_NS
+        self.linked = linked
+        self.cross = self._cross_stream_waits(host_bound)
+        # a gap explained by the host (host-bound) or by another stream's task (an event wait) shrinks to the
+        # device's turnaround once that reason goes; any other gap is the task's own and stays. Host-bound
+        # tasks keep their whole launch latency; queued ones at most the typical one (never more than they had).
+        explained = host_bound | (self.cross >= 0)
+        self.q = np.where(explained & ~self.first, np.minimum(raw_gap, TURNAROUND_NS), raw_gap)
+        # (a stream's first task has no predecessor: its issue and launch explain its start)
+        self.lat = np.where(host_bound | self.first, launch, np.minimum(launch, typical))
+        self.syncs = _sync_calls(profile)
+        self.host_end = self._host_work_end(profile)
+        self.sync_task = self._sync_tasks()
+
+    def _issue_slices(self, profile) -> tuple[np.ndarray, np.ndarray]:
+        """Per task, the host time spent issuing it: from the previous issue's return to its own, counted
+        only where the host was busy (not in syncs, not idle). Issues tile the host's timeline, so removing
+        an op removes its share of host work, Python between ops included."""
+        hs, he, cls = host_classes(profile)
+        busy = cls == 2
+        self.host_busy = union_intervals(hs[busy], he[busy])
+        start = np.zeros(len(self.h), np.int64)
+        linked = self.h > _NEVER
+        if linked.any():
+            pos = np.nonzero(linked)[0]
+            order = pos[np.argsort(self.h[pos], kind="stable")]
+            prev = np.concatenate([[self.h[order[0]] - TURNAROUND_NS], self.h[order[:-1]]])
+            start[order] = prev
+        return start, self.h
+
+    def _host_work_end(self, profile) -> np.ndarray:
+        """Per step, when the host's last call in it ended (the step's start when it shows none)."""
+        w = self.windows
+        out = w[:, 0].copy() if len(w) else np.zeros(0, np.int64)
+        hs, he, _ = host_classes(profile)
+        if len(hs) and len(w):
+            step = np.searchsorted(w[:, 0], hs, side="right") - 1
+            ok = (step >= 0) & (hs < w[np.clip(step, 0, None), 1])
+            np.maximum.at(out, step[ok], np.minimum(he[ok], w[step[ok], 1]))
+        return out
+
+    def _cross_stream_waits(self, host_bound: np.ndarray) -> np.ndarray:
+        """Per task, the replay position of another stream's task it waited for (-1: none)."""
+        n = len(self.s)
+        out = np.full(n, -1, np.int64)
+        if n < 2 or len(np.unique(self.stream)) < 2:
+            return out
+        by_end = np.argsort(self.e, kind="stable")
+        ends = self.e[by_end]
+        j = np.searchsorted(ends, self.s, side="right") - 1
+        ok = j >= 0
+        cand = np.where(ok, by_end[np.clip(j, 0, None)], -1)
+        close = ok & (self.s - self.e[np.clip(cand, 0, None)] <= CROSS_STREAM_NS)
+        other = close & (self.stream[np.clip(cand, 0, None)] != self.stream)
+        unexplained = (self.first | (self.gap > CROSS_STREAM_NS)) & ~host_bound
+        sel = other & unexplained
+        out[sel] = cand[sel]
+        return out
+
+    def _sync_tasks(self) -> np.ndarray:
+        """Per sync call, the replay position of the task whose end it returned at (-1: none)."""
+        ss, se = self.syncs
+        if not len(ss) or not len(self.e):
+            return np.zeros(0, np.int64)
+        by_end = np.argsort(self.e, kind="stable")
+        ends = self.e[by_end]
+        j = np.searchsorted(ends, se, side="right") - 1
+        ok = (j >= 0)
+        task = np.where(ok, by_end[np.clip(j, 0, None)], -1)
+        lag = se - self.e[np.clip(task, 0, None)]
+        near = ok & (lag <= np.maximum(SYNC_MATCH_NS, (se - ss) // 20)) & (self.e[np.clip(task, 0, None)] >= ss)
+        return np.where(near, task, -1)
+
+    # -- the replay ---------------------------------------------------------------------------------------
+    def run(self, change: Change | None = None) -> ReplayResult:
+        change = change or Change()
+        d = self.d.copy()
+        q = self.q.copy()
+        lat = self.lat.copy()
+        linked = self.linked.copy()
+        pos = self.pos_of_row[np.asarray(change.kernels, np.int64)] if len(change.kernels) else np.zeros(0, np.int64)
+        removed_host: list[tuple[np.ndarray, np.ndarray]] = []
+        if len(pos):
+            saving = np.asarray(change.saving_ns, np.float64)
+            ok = pos >= 0
+            pos, saving = pos[ok], saving[ok]
+            cut = np.zeros(len(d), np.float64)
+            np.add.at(cut, pos, saving)
+            gone = (cut >= d) & (cut > 0)  # its whole run time saved: the op is gone (fused into another)
+            d = np.maximum(d - np.minimum(cut, d), 0).astype(np.int64)
+            # a fused-away op is neither launched nor waited for: its gap goes, and so does its host launch
+            q = np.where(gone, 0, q)
+            lat = np.where(gone, 0, lat)
+            # a gone op is not issued either: the framework op that issued it leaves the host's timeline
+            # (without one, the saving beyond its run time is taken as its launch); an unlinked gone op's gap goes
+            launch_saved = np.minimum(np.maximum(cut - self.d, 0), self.gap).astype(np.int64)
+            issued = gone & linked
+            if issued.any():
+                removed_host.append(intersect_intervals(self.issue_slice[0][issued], self.h[issued],
+                                                        *self.host_busy))
+            q = np.where(gone & ~linked, np.minimum(q, np.maximum(q - launch_saved, 0)), q)
+            linked = linked & ~gone
+        if len(change.graph_kernels):
+            # launched from a captured graph: no per-op issue on the host, so its issuing work goes too
+            g = self.pos_of_row[change.graph_kernels]
+            g = g[g >= 0]
+            issued = g[linked[g]]
+            if len(issued):
+                removed_host.append(intersect_intervals(self.issue_slice[0][issued], self.h[issued], *self.host_busy))
+            linked[g] = False
+        if len(change.gap_cut_kernels):
+            g = self.pos_of_row[change.gap_cut_kernels]
+            g = g[g >= 0]
+            q[g] = np.minimum(q[g], change.residual_gap_ns)
+        if change.host_removed is not None and len(change.host_removed[0]):
+            removed_host.append(change.host_removed)
+        base = _Shift(*(np.concatenate([h[0] for h in removed_host]), np.concatenate([h[1] for h in removed_host]))
+                      if removed_host else (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        extra = np.zeros(len(self.syncs[0]), np.int64)
+        new_e = self.e.copy()
+        host = base
+        for _ in range(MAX_ITERATIONS):
+            issue = np.where(linked, host.new(self.h) + lat, _NEVER)
+            # a first task with no issue constraint keeps its place on the shifted host timeline
+            origin = np.where(self.first & ~linked, host.new(self.s), _NEVER)
+            cross_end = np.where(self.cross >= 0, new_e[np.clip(self.cross, 0, None)]
+                                 + (self.s - self.e[np.clip(self.cross, 0, None)]), _NEVER)
+            floor = np.maximum(np.maximum(issue, origin), cross_end)
+            updated = _stream_recurrence(floor, q, d, self.first)
+            extra = self._sync_shortening(updated, base)
+            keep = extra > 0
+            host = _Shift(np.concatenate([base.s, self.syncs[1][keep] - extra[keep]]),
+                          np.concatenate([base.e, self.syncs[1][keep]]))
+            if np.array_equal(updated, new_e):
+                break
+            new_e = updated
+        return self._steps(new_e, host)
+
+    def _sync_shortening(self, new_e: np.ndarray, base: "_Shift") -> np.ndarray:
+        """Per sync call (in time order), the host time it no longer waits: it returns when its task's new
+        end (plus the lag it had) has passed, on a host already moved by the earlier syncs."""
+        ss, se = self.syncs
+        out = np.zeros(len(ss), np.int64)
+        if not len(ss):
+            return out
+        t = self.sync_task
+        new_ss, new_se = base.new(ss), base.new(se)
+        ready = np.where(t >= 0, new_e[np.clip(t, 0, None)] + (se - self.e[np.clip(t, 0, None)]), _NEVER)
+        acc = 0
+        for j in np.nonzero(t >= 0)[0]:  # syncs are few next to tasks; each depends on the ones before
+            ret = max(int(new_ss[j]) - acc, int(ready[j]))
+            own = min(max(int(new_se[j]) - acc - ret, 0), int(se[j] - ss[j]))
+            out[j] = own
+            acc += own
+        return out
+
+    def _steps(self, new_e: np.ndarray, host: "_Shift") -> ReplayResult:
+        """Each step ends when its host work (shifted) and its tasks (their new ends, less what already ran
+        past the step's end in the recording) are done; the run spans the first step's start to the last end."""
+        w = self.windows
+        if not len(w):
+            return ReplayResult(0, 0, np.zeros(0, np.int64))
+        step = np.clip(np.searchsorted(w[:, 0], self.s, side="right") - 1, 0, None)
+        dev_old = np.full(len(w), _NEVER, np.int64)
+        dev_new = np.full(len(w), _NEVER, np.int64)
+        np.maximum.at(dev_old, step, self.e)
+        np.maximum.at(dev_new, step, new_e)
+        overflow = np.maximum(dev_old - w[:, 1], 0)
+        dev_old = np.minimum(dev_old, w[:, 1])
+        tail = w[:, 1] - np.maximum(self.host_end, dev_old)  # host time after both were done (step bookkeeping)
+        dev = np.where(dev_new > _NEVER, dev_new - overflow, _NEVER)
+        ends = np.maximum.accumulate(np.maximum(host.new(self.host_end), dev) + tail)
+        start0 = int(host.new(w[:1, 0])[0])
+        step_ns = np.diff(np.concatenate([[start0], ends]))
+        return ReplayResult(duration_ns=int(ends[-1] - start0), original_ns=int(w[-1, 1] - w[0, 0]), step_ns=step_ns)
+
+
+def _stream_recurrence(floor: np.ndarray, q: np.ndarray, d: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """new_end[i] = max(new_end[i-1] + q[i], floor[i]) + d[i] along each stream, vectorised.
+
+    With c = cumsum(q + d) per stream, new_end - c is a running maximum of floor + d - c.
+    """
+    n = len(d)
+    if not n:
+        return np.zeros(0, np.int64)
+    step = (np.where(first, 0, q) + d).astype(np.int64)
+    seg = np.cumsum(first) - 1
+    c = np.cumsum(step)
+    c -= (c - step)[np.nonzero(first)[0]][seg]  # restart the sum at each stream
+    key = (floor + d - c).astype(np.int64)  # at a stream's first task: its floor alone (c = d there)
+    out = np.empty(n, np.int64)
+    starts = np.nonzero(first)[0]
+    bounds = list(starts) + [n]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):  # streams are few
+        out[lo:hi] = np.maximum.accumulate(key[lo:hi])
+    return out + c
+
+
+class _Shift:
+    """The host timeline with some time removed: ``new(t) = t - removed time before t``."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.s, self.e = union_intervals(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+        self.cum = np.concatenate([[0], np.cumsum(self.e - self.s)])
+
+    def new(self, t: np.ndarray) -> np.ndarray:
+        t = np.asarray(t, np.int64)
+        if not len(self.s):
+            return t.copy()
+        i = np.searchsorted(self.s, t, side="right") - 1
+        ic = np.clip(i, 0, None)
+        inside = np.clip(t - self.s[ic], 0, self.e[ic] - self.s[ic])
+        return t - np.where(i >= 0, self.cum[ic] + inside, 0)
+
+
+def _issue_times(profile, n: int) -> np.ndarray:
+    """Per kernel row: when the host call that issued it returned (flows to API calls or host ops, else a
+    shared correlation id; the launch is done by then); ``_NEVER`` where the profile does not link it."""
+    out = np.full(n, _NEVER, np.int64)
+    flows = profile.flows
+    sources: list[tuple[np.ndarray, np.ndarray]] = []  # (kernel rows, call starts)
+    if flows.num_rows:
+        kernel = pc.fill_null(flows["kernel_index"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        for column, table in (("host_index", profile.host_ops), ("api_index", profile.api_calls)):
+            if column not in flows.column_names or not table.num_rows:
+                continue
+            idx = pc.fill_null(flows[column], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+            ok = (idx >= 0) & (idx < table.num_rows) & (kernel >= 0) & (kernel < n)
+            ends = (pc.fill_null(table["start_ns"], 0).to_numpy(zero_copy_only=False)
+                    + pc.fill_null(table["dur_ns"], 0).to_numpy(zero_copy_only=False)).astype(np.int64)
+            sources.append((kernel[ok], ends[idx[ok]]))
+    else:
+        k = profile.kernels
+        api = profile.api_calls
+        if "correlation_id" in k.column_names and k["correlation_id"].null_count < n and api.num_rows:
+            corr = pc.fill_null(api["correlation_id"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+            ends = (pc.fill_null(api["start_ns"], 0).to_numpy(zero_copy_only=False)
+                    + pc.fill_null(api["dur_ns"], 0).to_numpy(zero_copy_only=False)).astype(np.int64)
+            kc = pc.fill_null(k["correlation_id"], -2).to_numpy(zero_copy_only=False).astype(np.int64)
+            order = np.argsort(corr, kind="stable")
+            j = np.searchsorted(corr[order], kc)
+            hit = (j < len(order)) & (corr[order][np.clip(j, 0, len(order) - 1)] == kc)
+            rows = order[j[hit]]
+            sources.append((np.nonzero(hit)[0], ends[rows]))
+    for rows, ends in sources:
+        np.maximum.at(out, rows, ends)  # the latest link is the launch itself
+    return out
+
+
+def _sync_calls(profile) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the host's synchronising calls; nested ones (aten::item > aclrtMemcpy >
+    MemCopySync) are one wait."""
+    starts, ends, _ = matching_calls(profile, SYNC_CALL)
+    return union_intervals(starts, ends)
+
+
+def kernel_change(kernels: np.ndarray, saving_ns: np.ndarray | float, dur: np.ndarray) -> Change:
+    """Kernels shortened by ``saving_ns`` each (one total spread by duration, at most each one's own
+    duration, when a scalar)."""
+    kernels = np.asarray(kernels, np.int64)
+    if np.ndim(saving_ns) == 0:
+        d = dur[kernels].astype(np.float64)
+        saving_ns = np.minimum(d / d.sum() * float(saving_ns), d) if d.sum() > 0 else np.zeros(len(kernels))
+    return Change(kernels=kernels, saving_ns=np.asarray(saving_ns, np.float64))
