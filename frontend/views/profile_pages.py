@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from analysis import pagedata
 from analysis import selectors as analysis_selectors
@@ -40,8 +41,8 @@ def _facts(profile: Profile, data: dict[str, Any] | None) -> dict[str, Any]:
         "duration_ms": dur / 1e6 if dur else None,
         "sku": (data or {}).get("sku") or report_profile.get("device") or profile.sku or s.get("device"),
         "sku_source": report_profile.get("sku_source") or (data or {}).get("sku_source"),
-        "workload": report_profile.get("workload"),
-        "vendor": report_profile.get("device_vendor"),
+        "workload": _label(WORKLOAD_LABELS, report_profile.get("workload")),
+        "vendor": _label(VENDOR_LABELS, report_profile.get("device_vendor")),
         "simulated": bool(s.get("simulated") or report_profile.get("simulated")),
         "per_token_ms": decode.get("per_token_ms_p50"),
         "tokens_per_s": decode.get("tokens_per_s"),
@@ -49,6 +50,18 @@ def _facts(profile: Profile, data: dict[str, Any] | None) -> dict[str, Any]:
         "speedup": (s.get("report") or {}).get("estimated_combined_speedup"),
         "warnings": list(dict.fromkeys((s.get("report") or {}).get("warnings") or s.get("warnings") or [])),
     }
+
+
+# What the engine detected (pypto_core.workload), in the user's words; the ids stay in the API.
+WORKLOAD_LABELS = {"llm_decode": gettext_lazy("LLM decode"), "llm_prefill": gettext_lazy("LLM prefill"),
+                   "llm_serving": gettext_lazy("LLM serving"), "training": gettext_lazy("Training"),
+                   "inference_other": gettext_lazy("Inference (not an LLM)"), "unknown": gettext_lazy("Unknown")}
+VENDOR_LABELS = {"ascend": gettext_lazy("Ascend (Huawei)"), "nvidia": "NVIDIA", "amd": "AMD",
+                 "cpu": gettext_lazy("CPU only"), "unknown": gettext_lazy("Unknown")}
+
+
+def _label(labels: dict[str, Any], key: str | None) -> str | None:
+    return str(labels.get(key, key)) if key else None
 
 
 def _step_label(step: dict[str, Any], index: int) -> str:
