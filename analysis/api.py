@@ -18,7 +18,9 @@ from rest_framework.views import APIView
 from analysis import selectors, services
 from analysis.models import Artifact, Comparison
 from profiles.api import attachment_response
+from profiles.models import ProfileStatus
 from profiles.selectors import profile_get_for_user
+from pypto_core.errors import InputError
 from profiles.services import require_write
 
 
@@ -50,6 +52,27 @@ class ProfileFindingsView(APIView):
     def get(self, request: Request, profile_id: int) -> Response:
         profile = profile_get_for_user(user=request.user, profile_id=profile_id)
         return Response(selectors.findings_report(profile=profile))
+
+
+class WhatIfSerializer(serializers.Serializer):
+    rules = serializers.ListField(child=serializers.CharField(max_length=64), min_length=1, max_length=50)
+
+
+class ProfileWhatIfView(APIView):
+    """``POST {"rules": [...]}``: the run replayed with those findings fixed together (``what_if``)."""
+
+    @extend_schema(request=WhatIfSerializer, responses={200: dict})
+    def post(self, request: Request, profile_id: int) -> Response:
+        profile = profile_get_for_user(user=request.user, profile_id=profile_id)
+        if profile.status != ProfileStatus.READY or not profile.parquet_prefix:
+            raise ValidationError({"profile": _("the profile is not ready")})
+        body = WhatIfSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            result = services.profile_what_if(profile=profile, rules=body.validated_data["rules"])
+        except InputError as exc:
+            raise ValidationError({"rules": exc.reason}) from exc
+        return Response(result)
 
 
 def _version_param(request: Request) -> int | None:

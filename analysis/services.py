@@ -661,6 +661,32 @@ def pipeline_diagnose(*, profile_id: int) -> None:
 # --- comparisons --------------------------------------------------------------------------------------
 
 
+WHAT_IF_MAX_KERNELS = 2_000_000  # a replay in a request; larger runs: pypto analyze --what-if [INFERRED]
+
+
+def profile_what_if(*, profile: Profile, rules: list[str]) -> dict[str, Any]:
+    """The run replayed with the listed findings fixed together (pypto_core.replay), for the profile page's
+    "replay the ticked findings"; the same numbers as ``pypto analyze --what-if``."""
+    from pypto_core.rules.registry import discover
+
+    unknown = sorted(set(rules) - set(discover()))
+    if not rules or unknown:
+        raise InputError(profile.name, _("unknown rules: %(rules)s") % {"rules": ", ".join(unknown) or "-"})
+    if int(profile.summary.get("kernel_count") or 0) > WHAT_IF_MAX_KERNELS:
+        raise InputError(profile.name, _("too many tasks to replay here (more than %(n)s): use pypto analyze "
+                                         "--what-if") % {"n": WHAT_IF_MAX_KERNELS})
+    diagnose = engine_function("pypto_core.rules", "diagnose")
+    if diagnose is None:
+        raise InputError(profile.name, _("the rules are not installed"))
+    workdir = _workdir(profile.pk, "what-if")
+    try:
+        core, group = _load_for_diagnosis(profile, workdir)
+        report = diagnose(core, sku=profile.sku or None, group=group, what_if=list(rules))
+        return dict(report.what_if or {})
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def comparison_create(*, user: Any, base: Profile, candidate: Profile) -> Comparison:
     from django.core.exceptions import ValidationError
 

@@ -6,6 +6,7 @@ from analysis import api, timeline_api
 
 urlpatterns = [
     path("profiles/<int:profile_id>/findings/", api.ProfileFindingsView.as_view(), name="api-profile-findings"),
+    path("profiles/<int:profile_id>/what-if/", api.ProfileWhatIfView.as_view(), name="api-profile-what-if"),
     path("profiles/<int:profile_id>/artifacts/", api.ProfileArtifactsView.as_view(), name="api-profile-artifacts"),
     path("profiles/<int:profile_id>/artifacts/zip/", api.ProfileArtifactsZipView.as_view(),
          name="api-profile-artifacts-zip"),

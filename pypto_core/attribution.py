@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.intervals import coverage
+from pypto_core.intervals import coverage, overlap_ns, sorted_distinct, union_intervals
 from pypto_core.op_roles import ROLE, role_codes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -289,35 +289,36 @@ def attribute(profile: "Profile", roles: np.ndarray | None = None) -> TimeAttrib
     if not len(w_start):
         return None
     h_start, h_end, h_class = host_classes(profile)
-    bounds = np.unique(np.concatenate([start, end, h_start, h_end, w_start, w_end]))
-    seg_s, seg_e = bounds[:-1], bounds[1:]
-    win = np.searchsorted(w_start, seg_s, side="right") - 1
-    inside = (win >= 0) & (seg_s < w_end[np.clip(win, 0, None)])
-    seg_code = np.full(len(seg_s), -1, np.int16)
+    bounds = sorted_distinct(np.concatenate([start, end, h_start, h_end, w_start, w_end]))
+    # Memory: a handful of arrays over the edges (int32 where they fit); temporaries dropped as soon as used
+    win = (np.searchsorted(w_start, bounds[:-1], side="right") - 1).astype(np.int32)
+    inside = (win >= 0) & (bounds[:-1] < w_end[np.clip(win, 0, None)])
+    seg_code = np.full(len(bounds) - 1, -1, np.int8)
     for code in range(_SYNC):  # device kinds in priority order
         sel = codes == code
         if sel.any():
-            active = coverage(bounds, start[sel], end[sel])
-            seg_code[(seg_code < 0) & active] = code
+            seg_code[(seg_code < 0) & coverage(bounds, start[sel], end[sel])] = code
     for cls, code in ((0, _SYNC), (1, _DATA), (2, _HOST)):
         sel = h_class == cls
         if sel.any():
-            active = coverage(bounds, h_start[sel], h_end[sel])
-            seg_code[(seg_code < 0) & active] = code
+            seg_code[(seg_code < 0) & coverage(bounds, h_start[sel], h_end[sel])] = code
+    del h_start, h_end, h_class
     seg_code[seg_code < 0] = _IDLE
-    comp_any = coverage(bounds, start[codes < _COMM], end[codes < _COMM])
-    comm_any = coverage(bounds, start[codes == _COMM], end[codes == _COMM])
-    page_any = coverage(bounds, start[pageable], end[pageable])
-    length = (seg_e - seg_s).astype(np.float64)
-    win_in, code_in, len_in = win[inside], seg_code[inside], length[inside]
+    both = coverage(bounds, start[codes < _COMM], end[codes < _COMM])
+    both &= coverage(bounds, start[codes == _COMM], end[codes == _COMM])
+    paged = coverage(bounds, start[pageable], end[pageable])
+    paged &= (seg_code >= _MEMCPY0) & (seg_code < _SYNC)
     nwin = len(w_start)
-    per = np.rint(np.bincount(win_in * N_CODES + code_in, weights=len_in, minlength=nwin * N_CODES)
-                  ).astype(np.int64).reshape(nwin, N_CODES)
-    overlapped = np.rint(np.bincount(win_in, weights=len_in * (comp_any & comm_any)[inside], minlength=nwin)
-                         ).astype(np.int64)
-    is_copy = (code_in >= _MEMCPY0) & (code_in < _SYNC)
-    paged = np.rint(np.bincount(win_in, weights=len_in * (page_any[inside] & is_copy), minlength=nwin)
-                    ).astype(np.int64)
+    len_in = np.diff(bounds)[inside].astype(np.float64)
+    win_in, code_in = win[inside], seg_code[inside]
+    del win
+    per = np.rint(np.bincount(win_in.astype(np.int64) * N_CODES + code_in, weights=len_in,
+                              minlength=nwin * N_CODES)).astype(np.int64).reshape(nwin, N_CODES)
+    overlapped = np.rint(np.bincount(win_in, weights=len_in * both[inside], minlength=nwin)).astype(np.int64)
+    paged = np.rint(np.bincount(win_in, weights=len_in * paged[inside], minlength=nwin)).astype(np.int64)
+    del both, len_in, win_in, code_in
+    segments = _merged(bounds[:-1][inside], bounds[1:][inside], seg_code[inside])
+    del seg_code, inside, bounds
     steps: list[StepBreakdown] = []
     run = Breakdown()
     for i in range(nwin):
@@ -325,8 +326,7 @@ def attribute(profile: "Profile", roles: np.ndarray | None = None) -> TimeAttrib
         steps.append(StepBreakdown(ids[i], int(w_start[i]), int(w_end[i]), b))
         run.add(b)
     return TimeAttribution(run=run, steps=steps, source="timeline", device_id=main,
-                           streams=_stream_busy(bounds, inside, start, end, stream, codes),
-                           segments=_merged(seg_s[inside], seg_e[inside], seg_code[inside]))
+                           streams=_stream_busy(w_start, w_end, start, end, stream, codes), segments=segments)
 
 
 def _breakdown(wall: int, per_code: np.ndarray, overlapped: int, pageable: int) -> Breakdown:
@@ -340,20 +340,20 @@ def _breakdown(wall: int, per_code: np.ndarray, overlapped: int, pageable: int) 
     return b
 
 
-def _stream_busy(bounds: np.ndarray, inside: np.ndarray, start: np.ndarray, end: np.ndarray,
+def _stream_busy(w_start: np.ndarray, w_end: np.ndarray, start: np.ndarray, end: np.ndarray,
                  stream: np.ndarray, codes: np.ndarray, limit: int = 32) -> dict[str, dict[str, Any]]:
     """Busy time (union of its tasks, inside the steps) of the busiest streams, and what they mostly run."""
     ids, inverse = np.unique(stream, return_inverse=True)
     total = np.bincount(inverse, weights=(end - start).astype(np.float64))
-    length = np.diff(bounds).astype(np.float64)
     out: dict[str, dict[str, Any]] = {}
     for j in np.argsort(-total)[:limit]:
         sel = inverse == j
-        busy = float((length * (coverage(bounds, start[sel], end[sel]) & inside)).sum())
+        us, ue = union_intervals(start[sel], end[sel])
+        busy = int(overlap_ns(us, ue, w_start, w_end).sum())
         kinds = np.bincount(codes[sel], weights=(end - start)[sel].astype(np.float64), minlength=N_CODES)
         main = int(np.argmax(kinds))
         kind = "communication" if main == _COMM else ("memcpy" if _MEMCPY0 <= main < _SYNC else "compute")
-        out[str(int(ids[j]))] = {"busy_ns": int(round(busy)), "tasks": int(sel.sum()), "kind": kind}
+        out[str(int(ids[j]))] = {"busy_ns": busy, "tasks": int(sel.sum()), "kind": kind}
     return out
 
 

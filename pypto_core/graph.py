@@ -108,6 +108,13 @@ class OperatorCallGraph:
         """The time attribution every finding and page number stands on (pypto_core.attribution)."""
         return attribute(self.profile, self.role)
 
+    _SHAPE_CACHES = ("input_shapes", "output_shapes", "bytes_moved", "element_bytes", "mkn", "flops", "bound_ns")
+
+    def drop_shapes(self) -> None:
+        """Forget the per-kernel shape arrays (the largest caches); they are rebuilt if asked for again."""
+        for name in self._SHAPE_CACHES:
+            self.__dict__.pop(name, None)
+
     # -- ordering and gaps --------------------------------------------------------------------------
     @cached_property
     def stream_order(self) -> np.ndarray:

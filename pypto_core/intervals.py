@@ -9,6 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 
+def sorted_distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` for time edges by a plain sort (numpy's hash-based unique took 3 s on 4 M edges)."""
+    out = np.sort(values, kind="stable")
+    if len(out) > 1:
+        out = out[np.concatenate([[True], out[1:] != out[:-1]])]
+    return out
+
+
 def coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Per segment [bounds[i], bounds[i+1]): whether any interval covers it."""
     if not len(starts):
@@ -16,7 +24,7 @@ def coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nda
     m = len(bounds)
     delta = (np.bincount(np.searchsorted(bounds, starts), minlength=m + 1)[:m]
              - np.bincount(np.searchsorted(bounds, ends), minlength=m + 1)[:m])
-    return np.cumsum(delta)[:-1] > 0
+    return np.cumsum(delta, dtype=np.int32)[:-1] > 0  # int32: counts of overlapping tasks
 
 
 def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
@@ -69,6 +77,16 @@ def intersect_intervals(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.n
     """The pieces of time inside both interval sets (each may overlap itself), as disjoint intervals."""
     if not len(s1) or not len(s2):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    bounds = np.unique(np.concatenate([s1, e1, s2, e2]).astype(np.int64))
+    bounds = sorted_distinct(np.concatenate([s1, e1, s2, e2]).astype(np.int64))
     both = coverage(bounds, s1, e1) & coverage(bounds, s2, e2)
     return bounds[:-1][both], bounds[1:][both]
+
+
+def subtract_intervals(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """The pieces of time inside the first interval set and outside the second, as disjoint intervals."""
+    if not len(s1):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    bounds = sorted_distinct(np.concatenate([s1, e1, s2, e2]).astype(np.int64))
+    keep = coverage(bounds, s1, e1) & ~coverage(bounds, s2, e2)
+    return bounds[:-1][keep], bounds[1:][keep]

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow.compute as pc
 
-from pypto_core.attribution import SYNC_CALL, TimeAttribution, host_classes, matching_calls
-from pypto_core.intervals import intersect_intervals, overlap_ns, union_intervals
+from pypto_core.attribution import TimeAttribution, host_classes
+from pypto_core.intervals import overlap_ns, subtract_intervals, union_intervals
 
 TURNAROUND_NS = 1_000  # the device's own gap between back-to-back tasks of a stream [INFERRED: ~1 us on NPU/GPU]
 CROSS_STREAM_NS = 10_000  # a start this close after another stream's end reads as an event wait [INFERRED:
@@ -111,7 +111,8 @@ class Replay:
         raw_gap = np.where(self.first, 0, self.s - prev_e)  # < 0 where the recording overlaps two tasks
         self.gap = np.maximum(raw_gap, 0)
         self.h = _issue_times(profile, k.num_rows)[order]
-        self.issue_slice = self._issue_slices(profile)
+        host = host_classes(profile)  # (starts, ends, class) of the host calls, read once
+        self.issue_slice = self._issue_slices(host)
         linked = self.h > _NEVER
         launch = np.where(linked, self.s - self.h, 0)  # < 0 where the task began before its call returned
         # host-bound: issued only after its stream predecessor ended, while the host was busy through the gap
@@ -132,17 +133,22 @@ class Replay:
         self.q = np.where(explained & ~self.first, np.minimum(raw_gap, TURNAROUND_NS), raw_gap)
         # (a stream's first task has no predecessor: its issue and launch explain its start)
         self.lat = np.where(host_bound | self.first, launch, np.minimum(launch, typical))
-        self.syncs = _sync_calls(profile)
-        self.host_end = self._host_work_end(profile)
+        self.syncs = union_intervals(host[0][host[2] == 0], host[1][host[2] == 0])  # nested syncs are one wait
+        self.host_end = self._host_work_end(host)
         self.sync_task = self._sync_tasks()
 
-    def _issue_slices(self, profile) -> tuple[np.ndarray, np.ndarray]:
-        """Per task, the host time spent issuing it: from the previous issue's return to its own, counted
-        only where the host was busy (not in syncs, not idle). Issues tile the host's timeline, so removing
-        an op removes its share of host work, Python between ops included."""
-        hs, he, cls = host_classes(profile)
-        busy = cls == 2
-        self.host_busy = union_intervals(hs[busy], he[busy])
+    @property
+    def linked_share(self) -> float:
+        """Share of the replayed tasks whose launch the profile records (flows, correlation ids)."""
+        return float(self.linked.mean()) if len(self.linked) else 0.0
+
+    def _issue_slices(self, host: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Per task, the host time spent issuing it: from the previous issue's return to its own, less the
+        host's syncs. Issues tile the host's timeline, so removing an op removes its share of the host's
+        time, the Python and framework work between ops included (busy or not shown in the profile)."""
+        hs, he, cls = host
+        sync = cls == 0
+        self.host_syncs = union_intervals(hs[sync], he[sync])
         start = np.zeros(len(self.h), np.int64)
         linked = self.h > _NEVER
         if linked.any():
@@ -152,11 +158,11 @@ class Replay:
             start[order] = prev
         return start, self.h
 
-    def _host_work_end(self, profile) -> np.ndarray:
+    def _host_work_end(self, host: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
         """Per step, when the host's last call in it ended (the step's start when it shows none)."""
         w = self.windows
         out = w[:, 0].copy() if len(w) else np.zeros(0, np.int64)
-        hs, he, _ = host_classes(profile)
+        hs, he, _ = host
         if len(hs) and len(w):
             step = np.searchsorted(w[:, 0], hs, side="right") - 1
             ok = (step >= 0) & (hs < w[np.clip(step, 0, None), 1])
@@ -220,8 +226,8 @@ class Replay:
             launch_saved = np.minimum(np.maximum(cut - self.d, 0), self.gap).astype(np.int64)
             issued = gone & linked
             if issued.any():
-                removed_host.append(intersect_intervals(self.issue_slice[0][issued], self.h[issued],
-                                                        *self.host_busy))
+                removed_host.append(subtract_intervals(self.issue_slice[0][issued], self.h[issued],
+                                                       *self.host_syncs))
             q = np.where(gone & ~linked, np.minimum(q, np.maximum(q - launch_saved, 0)), q)
             linked = linked & ~gone
         if len(change.graph_kernels):
@@ -230,7 +236,7 @@ class Replay:
             g = g[g >= 0]
             issued = g[linked[g]]
             if len(issued):
-                removed_host.append(intersect_intervals(self.issue_slice[0][issued], self.h[issued], *self.host_busy))
+                removed_host.append(subtract_intervals(self.issue_slice[0][issued], self.h[issued], *self.host_syncs))
             linked[g] = False
         if len(change.gap_cut_kernels):
             g = self.pos_of_row[change.gap_cut_kernels]
@@ -251,31 +257,31 @@ class Replay:
                                  + (self.s - self.e[np.clip(self.cross, 0, None)]), _NEVER)
             floor = np.maximum(np.maximum(issue, origin), cross_end)
             updated = _stream_recurrence(floor, q, d, self.first)
-            extra = self._sync_shortening(updated, base)
-            keep = extra > 0
-            host = _Shift(np.concatenate([base.s, self.syncs[1][keep] - extra[keep]]),
+            before = np.concatenate([[0], np.cumsum(extra)[:-1]]) if len(extra) else extra
+            shorter = self._sync_shortening(updated, base, before)
+            keep = shorter > 0
+            host = _Shift(np.concatenate([base.s, self.syncs[1][keep] - shorter[keep]]),
                           np.concatenate([base.e, self.syncs[1][keep]]))
-            if np.array_equal(updated, new_e):
+            if np.array_equal(updated, new_e) and np.array_equal(shorter, extra):
                 break
-            new_e = updated
+            new_e, extra = updated, shorter
         return self._steps(new_e, host)
 
-    def _sync_shortening(self, new_e: np.ndarray, base: "_Shift") -> np.ndarray:
+    def _sync_shortening(self, new_e: np.ndarray, base: "_Shift", before: np.ndarray) -> np.ndarray:
         """Per sync call (in time order), the host time it no longer waits: it returns when its task's new
-        end (plus the lag it had) has passed, on a host already moved by the earlier syncs."""
+        end (plus the lag it had) has passed, on a host already moved by the earlier syncs (``before``: their
+        shortening up to it, from the previous iteration)."""
         ss, se = self.syncs
         out = np.zeros(len(ss), np.int64)
-        if not len(ss):
-            return out
         t = self.sync_task
-        new_ss, new_se = base.new(ss), base.new(se)
-        ready = np.where(t >= 0, new_e[np.clip(t, 0, None)] + (se - self.e[np.clip(t, 0, None)]), _NEVER)
-        acc = 0
-        for j in np.nonzero(t >= 0)[0]:  # syncs are few next to tasks; each depends on the ones before
-            ret = max(int(new_ss[j]) - acc, int(ready[j]))
-            own = min(max(int(new_se[j]) - acc - ret, 0), int(se[j] - ss[j]))
-            out[j] = own
-            acc += own
+        ok = t >= 0
+        if not ok.any():
+            return out
+        tc = np.clip(t, 0, None)
+        ready = new_e[tc] + (se - self.e[tc])
+        new_ss, new_se = base.new(ss) - before, base.new(se) - before
+        ret = np.maximum(new_ss, ready)
+        out[ok] = np.clip(new_se - ret, 0, se - ss)[ok]
         return out
 
     def _steps(self, new_e: np.ndarray, host: "_Shift") -> ReplayResult:
@@ -369,13 +375,6 @@ def _issue_times(profile, n: int) -> np.ndarray:
     for rows, ends in sources:
         np.maximum.at(out, rows, ends)  # the latest link is the launch itself
     return out
-
-
-def _sync_calls(profile) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends) of the host's synchronising calls; nested ones (aten::item > aclrtMemcpy >
-    MemCopySync) are one wait."""
-    starts, ends, _ = matching_calls(profile, SYNC_CALL)
-    return union_intervals(starts, ends)
 
 
 def kernel_change(kernels: np.ndarray, saving_ns: np.ndarray | float, dur: np.ndarray) -> Change:

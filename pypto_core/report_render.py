@@ -60,7 +60,9 @@ def _headline(report: Report) -> list[tuple[str, str]]:
         rows.append(("where the time goes", f"wall {tb['wall_ns'] / 1e6:.3f} ms: " + ", ".join(parts)))
     if p.get("ai_core_utilization") is not None:
         rows.append(("AI Core utilization", f"{100 * float(p['ai_core_utilization']):.1f}%"))
-    rows.append(("estimated combined speedup", f"{report.estimated_combined_speedup:.3f}x (each saved ns counted once)"))
+    how = ("replay of every finding's change" if p.get("combined_speedup_source") == "replay"
+           else "each saved ns counted once")
+    rows.append(("estimated combined speedup", f"{report.estimated_combined_speedup:.3f}x ({how})"))
     return rows
 
 
@@ -75,7 +77,8 @@ def render_markdown(report: Report) -> str:
     for i, f in enumerate(report.findings, 1):
         out += [f"### {i}. [{f.severity}] {_md(f.title)} (`{f.rule}`)", "", _md(f.description), "",
                 f"- time share: {100 * f.time_share:.1f}%",
-                f"- estimated saving: {f.estimated_saving_us:.1f} us, speedup {f.estimated_speedup:.3f}x",
+                f"- estimated saving: {f.estimated_saving_us:.1f} us, speedup {f.estimated_speedup:.3f}x"
+                + _replayed(f),
                 f"- saving model: {_md(f.saving_model)}"]
         if f.ops:
             out.append("- ops: " + ", ".join(_md(o) for o in f.ops[:12]))
@@ -86,6 +89,11 @@ def render_markdown(report: Report) -> str:
     if report.warnings:
         out += ["## Warnings", ""] + [f"- {_md(w)}" for w in report.warnings] + [""]
     return "\n".join(out)
+
+
+def _replayed(f: Any) -> str:
+    alone = f.details.get("replayed_alone_us")
+    return "" if alone is None else f" (replayed alone: {alone:.1f} us)"
 
 
 def _h(text: Any) -> str:
@@ -105,7 +113,8 @@ def render_html(report: Report) -> str:
     for f in report.findings:
         parts.append(f"<section><h3 class='{_h(f.severity)}'>[{_h(f.severity)}] {_h(f.title)} <code>{_h(f.rule)}</code></h3>"
                      f"<p>{_h(f.description)}</p><ul><li>time share: {100 * f.time_share:.1f}%</li>"
-                     f"<li>estimated saving: {f.estimated_saving_us:.1f} us, speedup {f.estimated_speedup:.3f}x</li>"
+                     f"<li>estimated saving: {f.estimated_saving_us:.1f} us, speedup {f.estimated_speedup:.3f}x"
+                     f"{_h(_replayed(f))}</li>"
                      f"<li>saving model: {_h(f.saving_model)}</li>"
                      f"<li>ops: {_h(', '.join(f.ops[:12]))}</li><li>remedies: {_h(', '.join(f.remedies))}</li></ul>"
                      "<table><tr><th>evidence</th><th>value</th></tr>"

@@ -17,9 +17,8 @@ from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Launching the step as a graph (TorchAir / ACL graph on Ascend, CUDA or HIP graphs on GPUs) runs "
-                "kernels back to back: the host-launch-bound part of every gap over `min_gap_us` shrinks to "
-                "`residual_gap_us`; saving = sum(host-bound gap - residual).")
+SAVING_MODEL = ("Launching the step as a captured graph runs kernels back to back: the host-launch-bound part of "
+                "every gap over `min_gap_us` shrinks to `residual_gap_us`; saving = sum(host-bound gap - residual).")
 
 _ADVICE = {
     "ascend": ("Capture the step as a graph (TorchAir torch.compile with the npu backend, or vLLM-Ascend ACL graph), "

@@ -131,6 +131,13 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
     page.wait_for_function("document.querySelectorAll('#top-ops tbody tr').length > 0")
     assert {t.strip() for t in page.locator("#top-ops tbody tr td:first-child").all_inner_texts()} == {"MatMulV2"}
     page.select_option("#f-type", "")
+    # tick two findings and replay them fixed together: the app's what-if API answers in the page
+    boxes = page.locator(".whatif-pick input")
+    boxes.nth(0).check()
+    boxes.nth(1).check()
+    page.click("#whatif-run")
+    page.wait_for_function("document.getElementById('whatif-result').textContent.startsWith('Replayed:')")
+    assert "faster" in page.inner_text("#whatif-result")
     page.screenshot(path=str(ARTIFACTS / "1-profile.png"), full_page=True)
     # at the narrowest page width the top-ops table fits its card: long names and shapes wrap
     page.set_viewport_size({"width": 1100, "height": 900})
