@@ -1,0 +1,87 @@
+"""One number per concept (issue 15): every figure the profile page shows is the API's, for the demo run and
+for real samples (an Ascend CNN training rank and an A100 Kineto trace), taken through the real diagnose step.
+
+The page's numbers row, its "Where the time goes" table, each finding's time share / saving / speedup /
+replayed saving, and the metrics table are parsed from the HTML and compared with
+``GET /api/profiles/{id}/findings/`` at the precision the page prints."""
+
+from __future__ import annotations
+
+import html as htmllib
+import re
+
+import pytest
+from django.template.defaultfilters import floatformat
+
+from tests.paths import SAMPLES
+from tests.web.helpers import project_with
+from tests.web.test_pages import analysed_profile
+from tests.web.test_time_breakdown import BUCKETS, _table
+
+pytestmark = pytest.mark.django_db
+formats = pytest.importorskip("pypto_core.formats")
+
+
+def _demo(tmp_path):
+    from pypto_core.synth import demo_pair
+
+    before, _ = demo_pair(tmp_path / "demo")
+    return formats.open_profiles(before).primary()
+
+
+CASES = {
+    "demo": _demo,
+    "cnn_ascend_training": lambda tmp: formats.open_profiles(
+        SAMPLES / "ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt").primary(),
+    "a100_kineto": lambda tmp: formats.open_profiles(SAMPLES / "kineto/a100_nccl_2rank").primary(),
+}
+
+
+def _number(html: str, label: str) -> str:
+    m = re.search(r'<div class="n"[^>]*><b>([^<]*)</b><span>' + re.escape(label), html)
+    assert m, label
+    return htmllib.unescape(m.group(1)).strip()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path, settings) -> None:
+    if case != "demo" and not SAMPLES.exists():  # pragma: no cover
+        pytest.skip("the real samples (../shared/samples) are not here")
+    settings.PYPTO_WORK_DIR = tmp_path / "work"
+    owner = make_user("owner")
+    p = analysed_profile(project_with(owner), owner, CASES[case](tmp_path), tmp_path, case)
+    client.force_login(owner)
+    api = client.get(f"/api/profiles/{p.pk}/findings/").json()
+    prof = api["profile"]
+    page = client.get(f"/profiles/{p.pk}/").content.decode()
+
+    assert _number(page, "Kernels") == str(prof["kernel_count"])
+    # rounded as the page rounds (Django's floatformat: half up on the decimal value)
+    assert _number(page, "Estimated speedup if all fixed") == f"{floatformat(api['estimated_combined_speedup'], 2)}×"
+    per_token = prof["metrics"]["per_token_latency_ms"]
+    assert _number(page, "Per-token latency (p50)") == (f"{floatformat(per_token, 3)} ms" if per_token else "—")
+
+    table = _table(page)  # the time attribution, bucket by bucket
+    tb = prof["time_breakdown"]
+    for b in BUCKETS:
+        assert table[b][0] == pytest.approx(tb[b] / 1e6, abs=0.0005)
+
+    shown = re.findall(r'<article class="finding" data-rule="([a-z_]+)">.*?<p class="hint">([^<]*)</p>', page, re.S)
+    by_rule = {f["rule"]: f for f in api["findings"]}
+    assert [r for r, _ in shown] == [f["rule"] for f in api["findings"]]  # same findings, same order
+    for rule, hint in shown:
+        f = by_rule[rule]
+        nums = re.findall(r"[\d.]+", hint.replace(",", ""))
+        assert float(nums[0]) == pytest.approx(f["time_share"], abs=0.0005)
+        assert float(nums[1]) == pytest.approx(f["estimated_saving_us"], abs=0.05)
+        assert float(nums[2]) == pytest.approx(f["estimated_speedup"], abs=0.0005)
+        alone = f["details"].get("replayed_alone_us")
+        if alone is not None:
+            assert float(nums[3]) == pytest.approx(alone, abs=0.05)
+
+    metrics = dict(re.findall(r'<tr><td class="mono">([a-z0-9_]+)</td><td class="num">([^<]+)</td></tr>', page))
+    shown_metrics = {k: v for k, v in metrics.items() if k in prof["metrics"]}
+    assert shown_metrics, "the metrics table is on the page"
+    for k, v in shown_metrics.items():
+        assert prof["metrics"][k] is not None, k  # a metric the workload has no use for is not shown
+        assert float(v) == pytest.approx(prof["metrics"][k], abs=0.00005), k
