@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from pypto_core.attribution import attribute_group
+from pypto_core.attribution import attribute
 from pypto_core.graph import OperatorCallGraph
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.memory import release_freed_memory
@@ -67,11 +67,15 @@ def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | N
                          "per_token_ms_p90": metrics["per_token_latency_p90_ms"] or 0.0,
                          "tokens_per_s": metrics["tokens_per_s"] or 0.0, "token_source": t.source}
     if group is not None and group.ranks > 1:
-        out["rank_breakdowns"] = [{"rank": rank, "source": ra.source if ra else None,
-                                   "time_breakdown": ra.run.to_dict() if ra else None,
-                                   "dominant_bucket": ra.run.dominant() if ra else None,
-                                   "steps": [st.to_dict() for st in ra.steps] if ra else []}
-                                  for rank, ra in attribute_group(group)]
+        # the other ranks carry only GROUP_TABLES (no host calls): their idle time is not split by host state
+        ranked = sorted(group.profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0))
+        out["rank_breakdowns"] = []
+        for p in ranked:
+            ra = a if p is profile else attribute(p)
+            out["rank_breakdowns"].append({"rank": p.meta.rank, "source": ra.source if ra else None,
+                                           "time_breakdown": ra.run.to_dict() if ra else None,
+                                           "dominant_bucket": ra.run.dominant() if ra else None,
+                                           "steps": [st.to_dict() for st in ra.steps] if ra else []})
     return out
 
 
