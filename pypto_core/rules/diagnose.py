@@ -24,6 +24,9 @@ _SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
 # host_ops), the summary's time span (api_calls) and the rules' ``needs``; memory is never read.
 DIAGNOSE_TABLES: tuple[str, ...] = ("kernels", "host_ops", "api_calls", "flows", "counters", "steps",
                                     "communication")
+# Per-step breakdowns listed in a report (each ~0.4 KB of JSON): a serving trace of 100 k steps keeps the
+# first ones; the run's breakdown covers them all.
+MAX_REPORT_STEPS = 10_000
 # What group-scope rules (slow_rank) read of every rank besides the primary one.
 GROUP_TABLES: tuple[str, ...] = ("kernels", "steps")
 
@@ -58,9 +61,11 @@ def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | N
         "time_breakdown": a.run.to_dict() if a else None,
         "attribution_source": a.source if a else None,
         "dominant_bucket": a.run.dominant() if a else None,
-        "steps": [st.to_dict() for st in a.steps] if a else [],
+        "steps": [st.to_dict() for st in a.steps[:MAX_REPORT_STEPS]] if a else [],
         "streams": a.streams if a else {},
     }
+    if a is not None and len(a.steps) > MAX_REPORT_STEPS:
+        out["steps_listed"] = MAX_REPORT_STEPS  # the run's time_breakdown still sums every step
     if wl.has_decode():
         out["decode"] = {"tokens": int(len(t.latency_ns)) * max(t.batch, 1), "steps": int(len(t.latency_ns)),
                          "batch": t.batch, "per_token_ms_p50": metrics["per_token_latency_ms"] or 0.0,
