@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Installs everything PyPTO needs on a fresh Debian machine, idempotently:
-# a virtualenv with the pinned requirements and the project (pip install -e .), ECharts from the npm
-# registry (served by the app, never a CDN), and, with --browser, Debian's Chromium for the browser tests.
+# Installs what PyPTO needs on a fresh Debian machine, idempotently: a virtualenv with the dashboard's pinned
+# requirements and the project (pip install -e .), ECharts from the npm registry (served by the app, never a
+# CDN); with --dev the test and benchmark tools too (requirements-dev.txt: torch, transformers, pytest,
+# playwright, moto, hypothesis), with --browser Debian's Chromium for the browser tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+DEV=""; BROWSER=""
+for arg in "$@"; do
+  case "$arg" in
+    --dev) DEV=1 ;;
+    --browser) BROWSER=1 ;;
+    *) echo "setup.sh: unknown option $arg (--dev, --browser)" >&2; exit 2 ;;
+  esac
+done
 
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
@@ -15,6 +24,12 @@ if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ pyproject.toml -n
   .venv/bin/pip install -q -r requirements.txt
   .venv/bin/pip install -q --no-deps -e .
   touch "$stamp"
+fi
+dev_stamp=.venv/.pypto-dev-installed
+if [ -n "$DEV" ] && { [ ! -f "$dev_stamp" ] || [ requirements-dev.txt -nt "$dev_stamp" ] || \
+                       [ requirements.txt -nt "$dev_stamp" ]; }; then
+  .venv/bin/pip install -q -r requirements-dev.txt
+  touch "$dev_stamp"
 fi
 
 if [ ! -f node_modules/echarts/dist/echarts.min.js ] || [ package.json -nt node_modules/.package-lock.json ]; then
@@ -51,7 +66,7 @@ raise SystemExit(0 if native_lib() and native_scanner() else 1)" ||
 command -v msgfmt >/dev/null || apt_install gettext
 .venv/bin/python manage.py compilemessages -v 0 --ignore=.venv --ignore=node_modules
 
-if [ "${1:-}" = "--browser" ]; then
+if [ -n "$BROWSER" ]; then
   # Debian's Chromium for Playwright (never a browser download) and shellcheck for the AOE script test.
   [ -x /usr/bin/chromium ] || apt_install chromium
   command -v shellcheck >/dev/null || apt_install shellcheck

@@ -2,7 +2,7 @@
 # The whole test suite against real PostgreSQL and Redis, with real Celery workers and headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --browser
+bash scripts/setup.sh --dev --browser
 bash scripts/services.sh
 export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/pypto}"
 export CELERY_BROKER_URL="${TEST_CELERY_BROKER_URL:-redis://127.0.0.1:6379/15}"

@@ -1,0 +1,78 @@
+"""Each user installs what they use (issue 23): the wheel of the project, installed into clean virtualenvs,
+gives the engine alone (`pip install pypto-lens`), the NPU-host agent and SDK (`[agent]`: no Django, and
+never torch), and the dashboard (`[web]`). Network: the package registry only, for the dependencies."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from tests.paths import REPO, SAMPLES
+
+pytestmark = pytest.mark.slow
+SAMPLE = SAMPLES / "kineto/a100_nccl_2rank/nccl_data.json.gz"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO)],
+                   check=True, capture_output=True, text=True, timeout=300)
+    (whl,) = out.glob("pypto_lens-*.whl")
+    return whl
+
+
+def _install(tmp: Path, requirement: str) -> Path:
+    venv.create(tmp, with_pip=True)
+    py = tmp / "bin" / "python"
+    proc = subprocess.run([str(py), "-m", "pip", "install", "-q", requirement], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return py
+
+
+def _run(py: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(py.parent / "pypto"), *args], capture_output=True, text=True, timeout=300,
+                          cwd=cwd or py.parent)
+
+
+def _importable(py: Path, module: str) -> bool:
+    return subprocess.run([str(py), "-c", f"import {module}"], capture_output=True, timeout=120).returncode == 0
+
+
+def test_the_wheel_carries_the_scanners_and_the_pages(wheel) -> None:
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"pypto_core/formats/_csvscan.c", "pypto_core/formats/_eventscan.c",
+            "pypto_core/remedies/torch_npu_api_names.txt"} <= names
+    assert any(n.startswith("frontend/templates/") for n in names)
+    assert any(n.startswith("captures/") for n in names)
+    assert not any(n.startswith("tests/") for n in names)
+
+
+@pytest.mark.parametrize("extra", ["", "[agent]"])
+def test_engine_and_agent_installs_run_without_django_or_torch(wheel, tmp_path, extra) -> None:
+    if not SAMPLE.exists():  # pragma: no cover
+        pytest.skip("the real samples (../shared/samples) are not here")
+    py = _install(tmp_path / "venv", f"{wheel}{extra}")
+    assert _run(py, "--help").returncode == 0
+    proc = _run(py, "analyze", str(SAMPLE), "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert '"device_vendor": "nvidia"' in proc.stdout
+    if extra:
+        assert _run(py, "agent", "--help").returncode == 0
+    for module in ("django", "rest_framework", "celery", "torch", "transformers", "pytest"):
+        assert not _importable(py, module), f"{module} is installed by pypto-lens{extra}"
+
+
+def test_web_install_brings_the_dashboard(wheel, tmp_path) -> None:
+    py = _install(tmp_path / "venv", f"{wheel}[web]")
+    for module in ("django", "rest_framework", "celery", "pyecharts", "pypto_web.celery", "frontend.charts"):
+        assert _importable(py, module), module
+    for module in ("torch", "transformers", "pytest", "playwright", "moto"):
+        assert not _importable(py, module), f"{module} is installed by pypto-lens[web]"
