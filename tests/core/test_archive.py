@@ -52,19 +52,36 @@ def test_good_zip_and_tar_extract_with_sizes(tmp_path: Path) -> None:
     assert [(f.name, f.size) for f in safe_extract(t, tmp_path / "out2")] == [("d/a.txt", 5)]
 
 
+def _tree(root: Path) -> dict[Path, tuple[bool, int]]:
+    """Every path under ``root`` (links not followed): (is a link, size)."""
+    return {p: (p.is_symlink(), p.lstat().st_size) for p in root.rglob("*")}
+
+
+ABSOLUTE_TARGETS = (Path("/tmp/pypto-evil.csv"), Path("/etc/evil.csv"))
+
+
 @pytest.mark.parametrize("case", bad_archives.CASES, ids=[c.id for c in bad_archives.CASES])
 def test_bad_archive_refused_naming_member(tmp_path: Path, case: bad_archives.Case) -> None:
     path = case.build(tmp_path)
     before = path.read_bytes()
+    # the destination sits two levels down, so that "../../x" lands inside tmp_path, where it is looked for
+    dest = tmp_path / "a" / "b" / "out"
+    dest.parent.mkdir(parents=True)
+    around = _tree(tmp_path)
+    absolute_before = {t: t.exists() for t in ABSOLUTE_TARGETS}
     with pytest.raises(InputError) as err:
-        safe_extract(path, tmp_path / "out", **bad_archives.LIMITS)
+        safe_extract(path, dest, **bad_archives.LIMITS)
     message = str(err.value)
     assert str(path) in message
     for needle in case.expect:
         assert needle in message, message
     assert path.read_bytes() == before  # the upload is never modified
-    for p in (tmp_path / "out").rglob("*"):  # nothing escaped the destination
-        assert (tmp_path / "out") in p.parents
+    after = _tree(tmp_path)
+    # nothing new, changed or linked outside the destination, before or after the refusal
+    outside = {p: v for p, v in after.items() if p != dest and dest not in p.parents}
+    assert outside == {p: v for p, v in around.items()}, set(outside) ^ set(around)
+    assert not [p for p, (link, _) in after.items() if link], "no link is ever created"
+    assert {t: t.exists() for t in ABSOLUTE_TARGETS} == absolute_before
 
 
 def test_escape_paths_never_written(tmp_path: Path) -> None:
