@@ -124,7 +124,13 @@ def test_dashboard_history_findings_comparisons(client, world) -> None:
     assert [row[2] for row in latency] == [world["before"].name, "after"]  # oldest first, names as data
     assert latency[0][1] > latency[1][1]  # the fixed run decodes faster
     assert f'href="/comparisons/{c.pk}/"' in html
-    assert 'id="open-findings"' not in html or "after" in html  # latest ready profile is "after"
+    # "Open findings" is the latest ready profile's ("after"): its link, and exactly its findings
+    after = world["after"]
+    assert re.search(rf'Open findings <span class="hint">· <a href="/profiles/{after.pk}/">after</a>', html)
+    listed = re.findall(r'<span class="hint mono">([a-z_]+)</span></li>', html.split('id="open-findings"')[1]
+                        .split("</ul>")[0]) if 'id="open-findings"' in html else []
+    assert listed == [f.rule for f in after.findings.order_by("order", "id")]
+    assert bool(listed) != ("No open findings in the latest ready profile." in html)
 
 
 def test_comparison_page_and_exports(client, world) -> None:
@@ -163,8 +169,15 @@ def test_timeline_page_and_api(client, world) -> None:
     p = world["before"]
     html = client.get(f"/profiles/{p.pk}/timeline/").content.decode()
     assert f'data-timeline-url="/api/profiles/{p.pk}/timeline/"' in html
-    window = client.get(f"/api/profiles/{p.pk}/timeline/?width_px=800").json()
-    assert window["tracks"] if "tracks" in window else window
+    res = client.get(f"/api/profiles/{p.pk}/timeline/?width_px=800")
+    assert res.status_code == 200, res.content[:300]
+    window = res.json()
+    assert window["start_ns"] < window["end_ns"] and window["width_px"] == 800 and window["lanes"]
+    slices = [t for t in window["tracks"] if t["kind"] == "slices"]
+    assert slices and window["bars"] == sum(len(t["start"]) for t in slices)
+    for t in slices:  # aligned columns, names as indices into the answer's name table
+        assert len(t["start"]) == len(t["dur"]) == len(t["depth"]) == len(t["name"]) == len(t["count"])
+        assert all(0 <= i < len(window["names"]) for i in t["name"])
     found = client.get(f"/api/profiles/{p.pk}/timeline/search/", {"q": "onerror"}).json()
     assert found["total"] > 0 and found["matches"][0]["name"] == HOSTILE[1]
     m = found["matches"][0]
