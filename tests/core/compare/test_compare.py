@@ -107,7 +107,18 @@ def test_real_npu_sample_compared_with_itself() -> None:
     result = compare_profiles(prof, prof)
     assert all(m["significant"] in (False, None) for m in result.metrics)
     assert result.ops and all(o["delta_us"] == 0 for o in result.ops)
-    assert all(f["status"] == "persisting" for f in result.findings)
+    assert result.findings and all(f["status"] == "persisting" for f in result.findings)
+
+
+def _kernel_time_us(path) -> dict[str, float]:
+    import collections
+    import gzip
+
+    total: dict[str, float] = collections.Counter()
+    for e in json.load(gzip.open(path))["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            total[e["name"]] += e.get("dur", 0)
+    return total
 
 
 def test_real_kineto_pair_headline_deltas() -> None:
@@ -115,10 +126,17 @@ def test_real_kineto_pair_headline_deltas() -> None:
     result = compare_profiles(open_profile(pair / "control.json.gz"), open_profile(pair / "test.json.gz"))
     ops = result.ops
     assert ops, "the pair shares GPU kernels"
-    # recorded: the pair's biggest op-type change and the sign of the total device-time change
+    # the pair's own numbers, summed from the raw traces: device time per kernel name (kernels, copies, sets)
+    base, new = _kernel_time_us(pair / "control.json.gz"), _kernel_time_us(pair / "test.json.gz")
+    delta = {name: new.get(name, 0) - base.get(name, 0) for name in set(base) | set(new)}
+    biggest = max(delta, key=lambda name: abs(delta[name]))
+    top = max(ops, key=lambda o: abs(o["delta_us"]))
+    assert top["op_type"] == biggest and top["delta_us"] == pytest.approx(delta[biggest], rel=1e-6)
     total_base = sum(o["base_us"] for o in ops)
     total_new = sum(o["base_us"] + o["delta_us"] for o in ops)
-    assert total_base > 0 and total_new > 0
+    assert total_base == pytest.approx(sum(base.values()), rel=1e-6)
+    assert total_new == pytest.approx(sum(new.values()), rel=1e-6)
+    assert (total_new > total_base) == (sum(new.values()) > sum(base.values()))  # the test run spends more
     # the pair was recorded on two GPU generations: the comparison says so instead of hiding it
     assert (result.base["device"], result.new["device"]) == ("A100", "V100")
     assert any("different devices" in w for w in result.warnings)
