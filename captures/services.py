@@ -187,18 +187,18 @@ def job_claim_next(*, agent: Agent, wait_s: float = 0) -> CaptureJob | None:
     Two requests (a retried poll, two agent processes with one token) can never both claim one job: the
     update changes the row only while it is still queued.
     """
-    deadline = time.monotonic() + max(0.0, min(float(wait_s), MAX_WAIT_S))
+    wait_until = time.monotonic() + max(0.0, min(float(wait_s), MAX_WAIT_S))
     agent_touch(agent=agent)
     while True:
         queued = CaptureJob.objects.filter(agent=agent, status=JobStatus.QUEUED).order_by("created_at", "id")
         for job_id, workload, params in queued.values_list("id", "workload", "params")[:5]:
             now = timezone.now()
-            deadline = now + timedelta(seconds=job_budget_s(agent=agent, workload=workload, params=params))
+            job_deadline = now + timedelta(seconds=job_budget_s(agent=agent, workload=workload, params=params))
             if CaptureJob.objects.filter(pk=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(
-                status=JobStatus.CLAIMED, claimed_at=now, deadline=deadline
+                status=JobStatus.CLAIMED, claimed_at=now, deadline=job_deadline
             ):
                 return CaptureJob.objects.get(pk=job_id)
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= wait_until:
             agent_touch(agent=agent)
             return None
         time.sleep(_POLL_INTERVAL_S)

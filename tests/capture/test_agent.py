@@ -163,20 +163,9 @@ def test_capture_end_to_end_tiny_llama(deployment: dict[str, Any], worker: Any) 
         return p if p.status in ("ready", "failed") else None
 
     profile = wait_until(finished, "the pipeline", worker, limit_s=LIMIT_S)
-    if _kineto_reader_available():
-        assert profile.status == "ready", profile.error
-        findings = deployment["api"].get(f"/api/profiles/{profile.pk}/findings/")
-        assert findings.status_code == 200
-    else:  # the Kineto reader is another helper's work in progress: the refusal must name it
-        assert profile.status == "failed" and "Kineto" in profile.error
-
-
-def _kineto_reader_available() -> bool:
-    try:
-        import pypto_core.formats.kineto  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    assert profile.status == "ready", profile.error
+    findings = deployment["api"].get(f"/api/profiles/{profile.pk}/findings/")
+    assert findings.status_code == 200 and findings.json()["profile"]["format"] == "kineto"
 
 
 def job_row_agent(agent_id: int) -> Any:

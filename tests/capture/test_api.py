@@ -111,6 +111,40 @@ def test_a_job_is_claimed_once(setup) -> None:
     assert answer.status_code == 204
 
 
+@pytest.mark.django_db(transaction=True)
+def test_two_claimers_racing_get_the_job_once(setup) -> None:
+    """Two agent processes with one token poll at the same instant: one claims the job, the other gets
+    nothing (not an error), whichever wins; repeated to give the race its chances."""
+    import threading
+
+    from django.db import connection
+
+    agent = Agent.objects.get(pk=setup["agent_id"])
+    for _ in range(20):
+        setup["api"].post(f"/api/projects/{setup['project'].pk}/captures/",
+                          {"agent": setup["agent_id"], "workload": "llama"}, format="json")
+        barrier = threading.Barrier(2)
+        got: list[Any] = []
+
+        def claim() -> None:
+            try:
+                barrier.wait()
+                got.append(job_claim_next(agent=agent))
+            except Exception as exc:  # a lost race must not raise
+                got.append(exc)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=claim) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not [g for g in got if isinstance(g, Exception)], got
+        claimed = [g for g in got if g is not None]
+        assert len(claimed) == 1 and claimed[0].status == JobStatus.CLAIMED, got
+
+
 def test_agent_transitions_are_checked(setup) -> None:
     job = setup["api"].post(f"/api/projects/{setup['project'].pk}/captures/",
                             {"agent": setup["agent_id"], "workload": "llama"}, format="json").json()

@@ -20,7 +20,7 @@ from pypto_core.rules import diagnose_group
 from tests.core.rules.test_real_samples import UNREADABLE, _samples
 from tests.paths import SAMPLES
 
-formats = pytest.importorskip("pypto_core.formats")
+from pypto_core import formats  # noqa: E402
 if not SAMPLES.exists():  # pragma: no cover - a clone without ../shared
     pytest.skip("the real samples (../shared/samples) are not here", allow_module_level=True)
 

@@ -254,7 +254,7 @@ def test_cli_synth(tmp_path, capsys) -> None:
 @pytest.mark.parametrize("layout", ["ascend_pt", "msprof"])
 @pytest.mark.parametrize("variant", ["cann83", "2026"])
 def test_readers_read_every_variant(tmp_path, layout, variant) -> None:
-    formats = pytest.importorskip("pypto_core.formats")
+    from pypto_core import formats
     run = synthesize_run(tmp_path, tokens=2, prompt_tokens=32, model="llama3-8b", layout=layout, variant=variant)
     profile = formats.open_profile(run.path)
     kernels = profile.kernels

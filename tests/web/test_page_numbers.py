@@ -19,7 +19,7 @@ from tests.web.test_pages import analysed_profile
 from tests.web.test_time_breakdown import BUCKETS, _table
 
 pytestmark = pytest.mark.django_db
-formats = pytest.importorskip("pypto_core.formats")
+from pypto_core import formats  # noqa: E402
 
 
 def _demo(tmp_path):

@@ -87,6 +87,7 @@ def test_hostile_op_names_stay_data(rule: str) -> None:
     meta = dict(PROFILE_META, source="prof\n import os\r\u2028", device='9"""10B')
     plain = generate_artifacts([make_finding(rule)], profile_meta=PROFILE_META)
     hostile = generate_artifacts([make_finding(rule, ops=hostile_ops)], profile_meta=meta)
+    assert plain and [a.name for a in hostile] == [a.name for a in plain]  # hostile names drop no artifact
     for before, after in zip(plain, hostile):
         if after.name.endswith(".py"):
             tree_before, tree_after = ast.parse(before.text()), ast.parse(after.text())

@@ -19,7 +19,7 @@ from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
 from pypto_core.rules import diagnose_group
 from tests.paths import REPO, SAMPLES
 
-formats = pytest.importorskip("pypto_core.formats")
+from pypto_core import formats  # noqa: E402
 
 # sample -> the rules we expect to find, exactly (tests/core/test_attribution.py checks the dominant bucket and
 # the top finding against torch_npu's step_trace_time and HTA). The CNN and Qwen3 training steps are bound by

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-synth = pytest.importorskip("pypto_core.synth")
-formats = pytest.importorskip("pypto_core.formats")
+from pypto_core import formats, synth  # noqa: E402
 
 from pypto_core.rules import diagnose  # noqa: E402
 
