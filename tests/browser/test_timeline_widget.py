@@ -120,6 +120,16 @@ def test_loads_with_lanes_and_crafted_names_as_text(page) -> None:
     assert {"Thread 7", "Thread 8", "Stream 2", "AI Core freq (MHz)"} <= set(names)
     assert page.dialogs == []  # the op named <script>alert(1)</script> was drawn, not run
     assert page.locator("#tl script").count() == 0
+    crafted = "<script>alert(1)</script>"
+    # drawn as a bar labelled with the name (the widget's data), and its details show the name as text
+    assert crafted in page.evaluate("document.getElementById('tl').pyptoTimeline.data.names")
+    point = bar_point(page, crafted)
+    assert point is not None, "the crafted op is drawn"
+    page.mouse.click(point["x"], point["y"])
+    page.wait_for_function("document.querySelector('.tl-ev-name') && "
+                           "document.querySelector('.tl-ev-name').textContent === '<script>alert(1)</script>'")
+    assert "&lt;script&gt;" in page.inner_html(".tl-ev-name")  # escaped in the markup, shown as typed
+    assert page.dialogs == [] and page.locator("#tl script").count() == 0
 
 
 def test_zoom_with_w_then_click_a_kernel_shows_details_and_its_host_op(page) -> None:
