@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-import resource
+
+from pypto_core.bench._measure import vm_hwm_mb
 import subprocess
 import sys
 import time
@@ -36,7 +37,9 @@ HOST_NAMES = ["aten::linear", "aten::matmul", "aten::add", "aten::mul", "aten::t
 
 
 def _rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+    # VmHWM, not ru_maxrss: ru_maxrss carries a forking parent's peak across exec (1,786 MB was published
+    # for a child whose own peak was 326 MB)
+    return vm_hwm_mb()
 
 
 def synthetic_profile(events: int, seed: int = 7):
