@@ -833,9 +833,11 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
     communication = _Retained(spills)  # until the lanes are named: which threads are "Group N Communication"
     steps: list[pa.Table] = []
     proc_names: dict[str | None, str | None] = {}
-    # names found ahead (the host process is named after its events): its slices stream instead of waiting
-    early = {pid: classify_process(name, None) for pid, name in early_process_names(p, _label_free).items()}
-    state = {"events": 0, "python_function": 0}
+    # names found ahead, searched for only when a slice of a not-yet-named process turns up (torch_npu names
+    # its host process after its events): its slices then stream instead of waiting. A trace that names its
+    # processes first never pays the extra read.
+    early: dict[str, str | None] = {}
+    state = {"events": 0, "python_function": 0, "searched": False}
 
     def on_batch(batch: pa.RecordBatch) -> None:
         n = batch.num_rows
@@ -860,6 +862,13 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         is_x = pc.and_(pc.equal(ph, "X"), pc.invert(is_pyfn))
         known = {**early, **{pid: classify_process(name, None) for pid, name in proc_names.items()}}
         kind = _lookup(batch.column("pid"), pa.array(list(known), pa.string()), pa.array(list(known.values()), pa.string()))
+        if not state["searched"] and pc.any(pc.and_(is_x, pc.is_null(kind))).as_py():
+            state["searched"] = True
+            ahead = early_process_names(p, _label_free)
+            early.update({pid: classify_process(name, None) for pid, name in ahead.items()})
+            known = {**early, **{pid: classify_process(name, None) for pid, name in proc_names.items()}}
+            kind = _lookup(batch.column("pid"), pa.array(list(known), pa.string()),
+                           pa.array(list(known.values()), pa.string()))
         masks = {k: pc.and_(is_x, pc.fill_null(pc.equal(kind, k), False)) for k in _SLICE_KINDS}
         if folder is None:  # the overlap lanes are not a table of a saved profile
             pieces.add(LANE_OVERLAP, batch, masks[LANE_OVERLAP])
