@@ -33,8 +33,9 @@ def browser_page(live_server, monkeypatch):
     sync_api = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium is not installed")
-    if not (REPO / "frontend" / "static" / "vendor" / "echarts" / "echarts.min.js").exists():
-        pytest.skip("ECharts is not installed: run scripts/setup.sh")
+    # ECharts is the app's own asset (setup.sh installs it before every test run): missing is a failure
+    assert (REPO / "frontend" / "static" / "vendor" / "echarts" / "echarts.min.js").exists(), \
+        "ECharts is not installed: run scripts/setup.sh"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
