@@ -27,12 +27,16 @@ Memory: a few int64 arrays per task; time: a handful of sorts plus one vectorise
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow.compute as pc
 
 from pypto_core.attribution import TimeAttribution, host_classes
 from pypto_core.intervals import overlap_ns, subtract_intervals, union_intervals
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pypto_core.profile import Profile
 
 TURNAROUND_NS = 1_000  # the device's own gap between back-to-back tasks of a stream [INFERRED: ~1 us on NPU/GPU]
 CROSS_STREAM_NS = 10_000  # a start this close after another stream's end reads as an event wait [INFERRED:
@@ -87,7 +91,7 @@ class ReplayResult:
 class Replay:
     """The dependency graph of one rank's main device, built once; ``run(change)`` re-times it."""
 
-    def __init__(self, profile, attribution: TimeAttribution) -> None:  # profile: pypto_core.profile.Profile
+    def __init__(self, profile: "Profile", attribution: TimeAttribution) -> None:
         k = profile.kernels
         self.windows = np.array([[s.start_ns, s.end_ns] for s in attribution.steps], np.int64).reshape(-1, 2)
         start = pc.fill_null(k["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
