@@ -51,6 +51,12 @@ _MEMCPY0 = _COMM + 1
 _SYNC = _MEMCPY0 + len(MEMCPY_KINDS)
 _DATA, _HOST, _IDLE = _SYNC + 1, _SYNC + 2, _SYNC + 3
 N_CODES = _IDLE + 1
+COMM_CODE = _COMM  # a collective task's code (``kernel_codes``)
+
+
+def is_copy_code(codes: np.ndarray) -> np.ndarray:
+    """Per code: a copy task (H2D, D2H, D2D, memset)."""
+    return (codes >= _MEMCPY0) & (codes < _SYNC)
 CODE_BUCKET: tuple[str, ...] = (("compute",) * len(COMPUTE_KINDS) + ("communication_not_overlapped",)
                                 + ("memcpy",) * len(MEMCPY_KINDS) + IDLE_BUCKETS)
 
@@ -268,9 +274,9 @@ def step_windows(profile: "Profile", k_start: np.ndarray, k_end: np.ndarray
 
 
 # -- the sweep -------------------------------------------------------------------------------------------
-def attribute(profile: "Profile", roles: np.ndarray | None = None) -> TimeAttribution | None:
+def attribute(profile: "Profile", codes: tuple[np.ndarray, np.ndarray] | None = None) -> TimeAttribution | None:
     """The time attribution of one rank (see the module docstring); None when the profile has neither
-    device tasks nor step_trace figures."""
+    device tasks nor step_trace figures. ``codes``: ``kernel_codes`` of its kernels, when already known."""
     k = profile.kernels
     if not k.num_rows:
         return _from_step_trace(profile)
@@ -278,7 +284,7 @@ def attribute(profile: "Profile", roles: np.ndarray | None = None) -> TimeAttrib
     dur = np.maximum(pc.fill_null(k["dur_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64), 0)
     device = pc.fill_null(k["device_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
     stream = pc.fill_null(k["stream_id"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    codes, pageable = kernel_codes(k, roles)
+    codes, pageable = codes if codes is not None else kernel_codes(k)
     # One device per rank: where a file holds several, the busiest is the rank's (the others are listed
     # under their own streams only).
     devices, inverse = np.unique(device, return_inverse=True)

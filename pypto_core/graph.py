@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.attribution import TimeAttribution, attribute
+from pypto_core.attribution import TimeAttribution, attribute, kernel_codes
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
 from pypto_core.profile import Profile
@@ -104,9 +104,14 @@ class OperatorCallGraph:
         return detect_workload(self.profile, self)
 
     @cached_property
+    def task_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per kernel: its attribution code (computing kind, collective or copy kind) and pageable flag."""
+        return kernel_codes(self.kernels, self.role)
+
+    @cached_property
     def attribution(self) -> TimeAttribution | None:
         """The time attribution every finding and page number stands on (pypto_core.attribution)."""
-        return attribute(self.profile, self.role)
+        return attribute(self.profile, self.task_codes)
 
     _SHAPE_CACHES = ("input_shapes", "output_shapes", "bytes_moved", "element_bytes", "mkn", "flops", "bound_ns")
 

@@ -116,7 +116,7 @@ class Replay:
         self.gap = np.maximum(raw_gap, 0)
         self.h = _issue_times(profile, k.num_rows)[order]
         host = host_classes(profile)  # (starts, ends, class) of the host calls, read once
-        self.issue_slice = self._issue_slices(host)
+        self.issue_start = self._issue_starts(host)
         linked = self.h > _NEVER
         launch = np.where(linked, self.s - self.h, 0)  # < 0 where the task began before its call returned
         # host-bound: issued only after its stream predecessor ended, while the host was busy through the gap
@@ -146,7 +146,7 @@ class Replay:
         """Share of the replayed tasks whose launch the profile records (flows, correlation ids)."""
         return float(self.linked.mean()) if len(self.linked) else 0.0
 
-    def _issue_slices(self, host: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    def _issue_starts(self, host: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
         """Per task, the host time spent issuing it: from the previous issue's return to its own, less the
         host's syncs. Issues tile the host's timeline, so removing an op removes its share of the host's
         time, the Python and framework work between ops included (busy or not shown in the profile)."""
@@ -160,7 +160,7 @@ class Replay:
             order = pos[np.argsort(self.h[pos], kind="stable")]
             prev = np.concatenate([[self.h[order[0]] - TURNAROUND_NS], self.h[order[:-1]]])
             start[order] = prev
-        return start, self.h
+        return start
 
     def _host_work_end(self, host: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
         """Per step, when the host's last call in it ended (the step's start when it shows none)."""
@@ -230,7 +230,7 @@ class Replay:
             launch_saved = np.minimum(np.maximum(cut - self.d, 0), self.gap).astype(np.int64)
             issued = gone & linked
             if issued.any():
-                removed_host.append(subtract_intervals(self.issue_slice[0][issued], self.h[issued],
+                removed_host.append(subtract_intervals(self.issue_start[issued], self.h[issued],
                                                        *self.host_syncs))
             q = np.where(gone & ~linked, np.minimum(q, np.maximum(q - launch_saved, 0)), q)
             linked = linked & ~gone
@@ -240,7 +240,7 @@ class Replay:
             g = g[g >= 0]
             issued = g[linked[g]]
             if len(issued):
-                removed_host.append(subtract_intervals(self.issue_slice[0][issued], self.h[issued], *self.host_syncs))
+                removed_host.append(subtract_intervals(self.issue_start[issued], self.h[issued], *self.host_syncs))
             linked[g] = False
         if len(change.gap_cut_kernels):
             g = self.pos_of_row[change.gap_cut_kernels]

@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from pypto_core.attribution import COMPUTE_KINDS, kernel_codes
+from pypto_core.attribution import COMM_CODE
 from pypto_core.intervals import clip_to_length
 from pypto_core.replay import kernel_change
+from pypto_core.rules._bucket_rule import bucket_share
 from pypto_core.rules._util import column_strings, share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import rule
@@ -51,13 +52,13 @@ def _collective_figures(ctx: RuleContext) -> dict[str, float]:
 @rule("communication_not_overlapped", title="Communication not overlapped with compute",
       saving_model=SAVING_MODEL, needs=("kernels", "communication", "steps"), explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
+    if bucket_share(ctx, "communication_not_overlapped") is None:
+        return
     g = ctx.graph
     a = g.attribution
     cfg = ctx.config.section("communication_not_overlapped")
     total = ctx.total_ns
     exposed = float(ctx.bucket_ns("communication_not_overlapped"))
-    if a is None or share(exposed, total) < cfg["share_above"]:
-        return
     b = a.run
     figures = _collective_figures(ctx)
     elapse = figures.get("elapse", 0.0)
@@ -92,12 +93,12 @@ def match(ctx: RuleContext) -> None:
         title = f"Communication not overlapped is {100 * exposed / total:.0f}% of the step"
         description = (f"The step waits {us(exposed) / 1e3:.1f} ms in {lib} collectives with no compute beside "
                        f"them.{known} " + _OVERLAP_ADVICE.get(ctx.vendor, "Overlap communication with compute."))
-    codes, _ = kernel_codes(g.kernels, g.role)
-    comm_kernels = np.nonzero(codes == len(COMPUTE_KINDS))[0]
+    is_comm = g.task_codes[0] == COMM_CODE
+    comm_kernels = np.nonzero(is_comm)[0]
     s, e = a.intervals("communication_not_overlapped")
     ctx.emit(
         title=title, description=description,
-        ops=column_strings(g, "name", codes == len(COMPUTE_KINDS), limit=10) or
+        ops=column_strings(g, "name", is_comm, limit=10) or
         [str(v) for v in pc.unique(pc.fill_null(ctx.profile.communication["name"], "")).to_pylist()[:10] if v],
         evidence=evidence, kernels=comm_kernels, saving_ns=np.zeros(len(comm_kernels)), covered_ns=exposed,
         saving_model=SAVING_MODEL, intervals=clip_to_length(s, e, saving),

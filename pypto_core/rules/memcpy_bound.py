@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pypto_core.attribution import COMPUTE_KINDS, MEMCPY_KINDS, kernel_codes
+from pypto_core.attribution import is_copy_code
 from pypto_core.replay import kernel_change
 from pypto_core.rules._bucket_rule import bucket_share, emit_bucket
 from pypto_core.rules._util import us
@@ -24,8 +24,7 @@ def match(ctx: RuleContext) -> None:
         return
     g = ctx.graph
     b = g.attribution.run
-    codes, _ = kernel_codes(g.kernels, g.role)
-    copies = np.nonzero((codes > len(COMPUTE_KINDS)) & (codes < len(COMPUTE_KINDS) + 1 + len(MEMCPY_KINDS)))[0]
+    copies = np.nonzero(is_copy_code(g.task_codes[0]))[0]
     split = {k: us(v) for k, v in b.memcpy_split.items() if v}
     main = max(b.memcpy_split, key=lambda k: b.memcpy_split[k])
     pageable = b.memcpy_pageable_ns
