@@ -77,15 +77,33 @@ def match(ctx: RuleContext) -> None:
             evidence["achieved_bandwidth_gbps"] = round(figures["size_bytes"] / transit, 3)  # bytes/ns = GB/s
     waiting = waiting_share is not None and waiting_share >= cfg["waiting_share_above"]
     if waiting:
+        wait = figures["wait"]
+        # MindStudio's Wait Time Ratio: notify wait over wait + transit; above its threshold a peer is late
+        # without Transit figures (not recorded) the ratio would read 1.0 for nothing: the Wait share of the
+        # collectives' time stands in for it
+        wait_ratio = wait / (wait + transit) if transit > 0 else (wait / elapse if elapse > 0 else None)
         evidence["waiting_share"] = round(waiting_share, 6)
+        if wait_ratio is not None:
+            evidence["wait_time_ratio"] = round(wait_ratio, 6)
         saving = exposed * waiting_share
-        title = (f"Communication not overlapped is {100 * exposed / total:.0f}% of the step, and "
-                 f"{100 * waiting_share:.0f}% of the collectives' time is waiting, not transfer")
+        moved = (f"the collectives move data {100 * transit / elapse:.1f}% of their time" if transit > 0
+                 else "communication.json records no transfer time for the collectives")
+        title = f"Communication not overlapped is {100 * exposed / total:.0f}% of the step, and {moved}"
+        parts = (f"of their {us(elapse) / 1e3:.1f} ms, Transit is {us(transit) / 1e3:.1f} ms, notify Wait "
+                 f"{us(wait) / 1e3:.1f} ms and Idle {us(figures['idle']) / 1e3:.1f} ms (communication.json)")
+        measure = "of Wait + Transit" if transit > 0 else "of the collectives' time (no Transit recorded)"
+        if wait_ratio is not None and wait_ratio >= cfg["slow_rank_wait_ratio"]:
+            cause = (f" Their Wait is {100 * wait_ratio:.0f}% {measure}, above the "
+                     f"{cfg['slow_rank_wait_ratio']:.1f} at which MindStudio flags a slow rank: this rank reaches "
+                     "each collective before its peers. The slow rank is the one to fix: compare the ranks (their "
+                     "step time split, data loading, host stalls), balance the work, then overlap what remains "
+                     "with compute.")
+        else:
+            cause = (" Their notify Wait is small, so the time goes before or between the collectives' tasks: "
+                     "check what the communication stream waits for (events from compute, the host's launch), "
+                     "then overlap the collectives with compute.")
         description = (f"The step waits {us(exposed) / 1e3:.1f} ms in {lib} collectives with no compute beside "
-                       "them, and the collectives mostly wait (communication.json Wait and Idle time, not "
-                       "Transit): this rank reaches each collective before its peers. The slow rank is the one "
-                       "to fix: compare the ranks (their step time split, data loading, host stalls), balance "
-                       "the work, then overlap what remains with compute.")
+                       f"them, and they are not moving data: {parts}.{cause}")
     else:
         saving = min(exposed, max(b.buckets["compute"] - b.communication_overlapped_ns, 0))
         known = "" if waiting_share is not None else (" The profile has no per-collective wait figures, so "

@@ -88,6 +88,9 @@ DEFAULTS: dict[str, dict[str, float]] = {
         # communication.json splits a collective into Transit + Wait + Idle; above this share of not-transit
         # time the collective is mostly waiting for its peers, not moving data [INFERRED]
         "waiting_share_above": 0.50,
+        # MindStudio's Communication Analysis guidance: a rank whose Wait Time Ratio (wait / (wait + transit))
+        # is above 0.2 is waiting for a slow peer
+        "slow_rank_wait_ratio": 0.20,
     },
     "memcpy_bound": {"share_above": 0.10},  # HTA's temporal breakdown: non-compute time [INFERRED threshold]
     "sync_stall": {"share_above": 0.05},  # [INFERRED] host syncs idling the device a twentieth of the step
