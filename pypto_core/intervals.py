@@ -90,3 +90,17 @@ def subtract_intervals(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.nd
     bounds = sorted_distinct(np.concatenate([s1, e1, s2, e2]).astype(np.int64))
     keep = coverage(bounds, s1, e1) & ~coverage(bounds, s2, e2)
     return bounds[:-1][keep], bounds[1:][keep]
+
+
+def outermost(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Mask of the intervals not inside an earlier-listed-or-wider one: a call that wraps others
+    (aclopCompileAndExecute around opCompile) counts once."""
+    n = len(starts)
+    if not n:
+        return np.zeros(0, bool)
+    order = np.lexsort((-ends, starts))  # by start, the wider of two equal starts first
+    reach = np.maximum.accumulate(ends[order])
+    keep_sorted = np.concatenate([[True], ends[order][1:] > reach[:-1]])
+    out = np.zeros(n, bool)
+    out[order] = keep_sorted
+    return out

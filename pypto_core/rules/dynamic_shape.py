@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from pypto_core.attribution import IDLE_BUCKETS
-from pypto_core.intervals import intersect_intervals
+from pypto_core.intervals import intersect_intervals, outermost
 from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
@@ -40,14 +40,16 @@ def match(ctx: RuleContext) -> None:
     compiles = stalled
     if api.num_rows:
         is_compile = pc.match_substring_regex(pc.fill_null(api["name"], ""), r"(?i)compile")
-        compile_calls = int(pc.sum(is_compile).as_py() or 0)
-        compile_ns = int(pc.sum(pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile)).as_py() or 0)
+        cs = pc.filter(pc.fill_null(api["start_ns"], 0), is_compile).to_numpy(zero_copy_only=False).astype(np.int64)
+        cd = pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile).to_numpy(zero_copy_only=False).astype(np.int64)
+        # One compilation is one outermost call: CANN records opCompile inside aclopCompileAndExecute, and the
+        # advisor counts the outer call against its threshold of 20.
+        top = outermost(cs, cs + cd)
+        compile_calls, compile_ns = int(top.sum()), int(cd[top].sum())
         # what compiling costs the run: the compile calls' time while the device had nothing to run
         a = g.attribution
         if a is not None and compile_calls:
-            cs = pc.filter(pc.fill_null(api["start_ns"], 0), is_compile).to_numpy(zero_copy_only=False)
-            cd = pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile).to_numpy(zero_copy_only=False)
-            compiles = (cs.astype(np.int64), (cs + cd).astype(np.int64))
+            compiles = (cs[top], cs[top] + cd[top])
             stalled = intersect_intervals(*compiles, *a.intervals(*IDLE_BUCKETS))
     all_dynamic = dynamic_share is not None and dynamic_share >= cfg["min_dynamic_share"]
     many_compiles = compile_calls >= cfg["min_compile_calls"]

@@ -1,0 +1,47 @@
+"""Interval arithmetic (pypto_core/intervals.py) against a brute-force reading of the same intervals."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pypto_core.intervals import intersect_intervals, outermost, subtract_intervals, union_intervals, union_length
+
+spans = st.lists(st.tuples(st.integers(0, 60), st.integers(1, 20)), max_size=25)
+
+
+def _arrays(pairs: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    s = np.array([a for a, _ in pairs], np.int64)
+    return s, s + np.array([d for _, d in pairs], np.int64)
+
+
+def _points(s: np.ndarray, e: np.ndarray) -> set[int]:
+    return {t for a, b in zip(s.tolist(), e.tolist()) for t in range(a, b)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans, spans)
+def test_union_intersection_and_difference_cover_the_right_instants(a, b) -> None:
+    (s1, e1), (s2, e2) = _arrays(a), _arrays(b)
+    pa_, pb = _points(s1, e1), _points(s2, e2)
+    assert _points(*union_intervals(s1, e1)) == pa_ and union_length(s1, e1) == len(pa_)
+    assert _points(*intersect_intervals(s1, e1, s2, e2)) == pa_ & pb
+    assert _points(*subtract_intervals(s1, e1, s2, e2)) == pa_ - pb
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans)
+def test_outermost_keeps_exactly_the_calls_no_other_call_contains(pairs) -> None:
+    s, e = _arrays(pairs)
+    keep = outermost(s, e)
+    for i in range(len(s)):
+        inside = any(j != i and s[j] <= s[i] and e[i] <= e[j] and (j < i or (s[j], e[j]) != (s[i], e[i]))
+                     for j in range(len(s)))
+        assert keep[i] == (not inside), (pairs, i)
+
+
+def test_a_compile_call_wrapping_another_counts_once() -> None:
+    # CANN: AscendCL@aclopCompileAndExecute [0, 100) holds AscendCL@opCompile [10, 60); a second pair follows
+    s, e = np.array([0, 10, 200, 210]), np.array([100, 60, 300, 250])
+    assert outermost(s, e).tolist() == [True, False, True, False]
