@@ -138,6 +138,7 @@ class TimeAttribution:
     streams: dict[str, dict[str, Any]] = field(default_factory=dict)
     # (start, end, code) of the merged segments inside the windows, for rules and the replay
     segments: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    note: str | None = None  # why the attribution is not the timeline's, when it is not
 
     def intervals(self, *buckets: str) -> tuple[np.ndarray, np.ndarray]:
         """(starts, ends) of the pieces of time in these buckets."""
@@ -149,7 +150,8 @@ class TimeAttribution:
         return s[sel], e[sel]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "device_id": self.device_id, "time_breakdown": self.run.to_dict(),
+        return {"source": self.source, "note": self.note, "device_id": self.device_id,
+                "time_breakdown": self.run.to_dict(),
                 "dominant": self.run.dominant(), "steps": [s.to_dict() for s in self.steps],
                 "streams": self.streams}
 
@@ -331,8 +333,30 @@ def attribute(profile: "Profile", codes: tuple[np.ndarray, np.ndarray] | None = 
         b = _breakdown(int(w_end[i] - w_start[i]), per[i], int(overlapped[i]), int(paged[i]))
         steps.append(StepBreakdown(ids[i], int(w_start[i]), int(w_end[i]), b))
         run.add(b)
-    return TimeAttribution(run=run, steps=steps, source="timeline", device_id=main,
-                           streams=_stream_busy(w_start, w_end, start, end, stream, codes), segments=segments)
+    timeline = TimeAttribution(run=run, steps=steps, source="timeline", device_id=main,
+                               streams=_stream_busy(w_start, w_end, start, end, stream, codes), segments=segments)
+    return _unless_incomplete(timeline, profile)
+
+
+# A task table holding less than this share of the device time the profiler itself recorded in
+# step_trace_time is a part of the run (a trimmed upload, or tasks the export dropped): its own steps say more.
+MIN_TASK_COVERAGE = 0.5
+
+
+def _unless_incomplete(timeline: TimeAttribution, profile: "Profile") -> TimeAttribution:
+    recorded = _from_step_trace(profile)
+    if recorded is None:
+        return timeline
+
+    def busy(a: TimeAttribution) -> int:
+        return sum(a.run.buckets.get(b, 0) for b in ("compute", "communication_not_overlapped", "memcpy"))
+
+    want = busy(recorded)
+    if want and busy(timeline) < MIN_TASK_COVERAGE * want:
+        recorded.note = (f"the task table holds {busy(timeline) / want:.0%} of the device time that "
+                         "step_trace_time records; the breakdown is step_trace_time's")
+        return recorded
+    return timeline
 
 
 def _breakdown(wall: int, per_code: np.ndarray, overlapped: int, pageable: int) -> Breakdown:

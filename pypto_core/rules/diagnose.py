@@ -60,6 +60,7 @@ def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | N
         "structure": graph.structure(),
         "time_breakdown": a.run.to_dict() if a else None,
         "attribution_source": a.source if a else None,
+        "attribution_note": a.note if a else None,
         "dominant_bucket": a.run.dominant() if a else None,
         "steps": [st.to_dict() for st in a.steps[:MAX_REPORT_STEPS]] if a else [],
         "streams": a.streams if a else {},
@@ -125,6 +126,8 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
     if graph.workload.kind == "unknown":
         warnings.append("the workload could not be told from this profile (too few kernels or host ops): "
                         "only the rules that hold for every workload ran")
+    if graph.attribution is not None and graph.attribution.note:
+        warnings.append(graph.attribution.note)
     ctx = RuleContext(profile=profile, graph=graph, config=cfg, group=group)
     _run_rules(ctx, "profile", warnings)
     if group is not None and group.ranks > 1:
