@@ -1,0 +1,51 @@
+"""What the benchmarks measure: a child's peak is its own, and a trace that names its processes first is
+read in one pass (issue 24 items 8 and 11: both once published figures that measured something else)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pypto_core.bench._measure import child_json
+from pypto_core.formats import chrome_trace, eventscan
+from pypto_core.formats.chrome_trace import read_trace_view
+
+
+def test_a_child_reports_its_own_peak_not_its_parents() -> None:
+    ballast = bytearray(400 * 1024 * 1024)  # the parent's peak: 400 MB touched
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    code = "import json; from pypto_core.bench.timeline import _rss_mb; print(json.dumps({'peak': _rss_mb()}))"
+    peak = child_json(code, check=True)["peak"]
+    del ballast
+    assert 0 < peak < 200, peak  # a bare interpreter with numpy and pyarrow is ~100 MB; ru_maxrss gave >= 400
+
+
+def _trace(path: Path, names_first: bool) -> Path:
+    meta = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "Python"}},
+            {"name": "process_name", "ph": "M", "pid": 2, "args": {"name": "Ascend Hardware"}}]
+    slices = [{"name": f"aten::op{i}", "ph": "X", "pid": 1, "tid": 1, "ts": f"{10 + 5 * i}.0", "dur": 4}
+              for i in range(50)]
+    slices += [{"name": f"Kernel{i}", "ph": "X", "pid": 2, "tid": 3, "ts": f"{12 + 5 * i}.0", "dur": 3,
+                "args": {"Task Type": "AI_CORE"}} for i in range(50)]
+    path.write_text(json.dumps(meta + slices if names_first else slices + meta))
+    return path
+
+
+@pytest.mark.parametrize("names_first", [True, False])
+def test_the_name_search_reads_the_file_again_only_when_names_come_late(tmp_path: Path, monkeypatch,
+                                                                       names_first: bool) -> None:
+    calls = []
+    real = chrome_trace.early_process_names
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(chrome_trace, "early_process_names", counted)
+    monkeypatch.setattr(eventscan, "EVENT_CAP", 20)  # several batches: late names arrive after their slices
+    profile = read_trace_view(_trace(tmp_path / "trace_view.json", names_first))
+    assert profile.host_ops.num_rows == 50 and profile.kernels.num_rows == 50  # read right either way
+    assert len(calls) == (0 if names_first else 1)
