@@ -4,7 +4,9 @@ AOE is the real operator tuner (DOMAIN.md §4.1; ``ACL_OP_TUNER_CONFIG`` and ``o
 run the workload once with ``torch_npu.npu.set_aoe(dump_path)`` so the operator graphs are dumped, then
 ``aoe --job_type=2 --model_path=<dump> --tune_ops_file=<json>``; the tuned tilings land in ``TUNE_BANK_PATH``,
 which must be exported the same way when serving. ``--tune_ops_file`` is JSON with ``tune_ops_name`` and
-``tune_ops_type`` (whole-word match; AOE tunes the union). Where the flagged MatMuls have 2-D weight shapes,
+``tune_ops_type`` (whole-word match; AOE tunes the union): the file names exactly the kernels of the flagged
+shapes, so the rest of the model is left alone; only a flagged group the profile gives no kernel names for
+falls back to its op type (which tunes every op of that type, and the header says so). Where the flagged MatMuls have 2-D weight shapes,
 a patch converts those weights to FRACTAL_NZ once (``npu_format_cast(w, 29)``, DOMAIN.md §4.4) and can pad a
 misaligned inner axis to 256 elements.
 """
@@ -33,8 +35,9 @@ __HEADER__#
 #   bash aoe_tune.sh your_inference_script.py [its arguments...]
 # Step 1 runs your script once with torch_npu.npu.set_aoe(DUMP_DIR) so the operator graphs are dumped
 # (keep it short: a few decode steps are enough). Step 2 runs aoe on the dump, tuning only the ops listed in
-# aoe_tune_ops.json (tune_ops_name and tune_ops_type; AOE tunes the union, so every op of a listed type is
-# tuned too). The tuned tilings go to TUNE_BANK_PATH: export the same TUNE_BANK_PATH when serving.
+# aoe_tune_ops.json: tune_ops_name holds the names of the kernels with the flagged shapes above (whole-word
+# match), so the rest of the model is left alone. The tuned tilings go to TUNE_BANK_PATH: export the same
+# TUNE_BANK_PATH when serving.
 # Environment: PYPTO_AOE_DUMP_DIR (default ./pypto_aoe_dump), TUNE_BANK_PATH (default ./pypto_aoe_bank),
 # PYTHON (default python3). Only operators in AOE's supported list can be tuned.
 set -euo pipefail
@@ -98,7 +101,7 @@ PATCH_TEMPLATE = '''\
 import torch
 import torch_npu
 
-PYPTO_FLAGGED_OPS = __FLAGGED_OPS__  # (op name, op type) pairs the profile flagged, for reference
+PYPTO_FLAGGED_OPS = __FLAGGED_OPS__  # the ops the profile flagged: type, input shapes, dtypes, formats, calls, us
 PYPTO_WEIGHT_SHAPES = __WEIGHT_SHAPES__  # (K, N) of the flagged MatMuls' weight inputs, from the profile
 ACL_FORMAT_FRACTAL_NZ = 29
 INNER_AXIS_ALIGN = 256
@@ -139,9 +142,10 @@ def apply_matmul_weight_format(model, to_fractal_nz=True, pad_inner_axis=False):
 
 
 def tune_ops_config(ops: list[FlaggedOp]) -> dict[str, list[str]]:
-    """The ``--tune_ops_file`` content: exactly the flagged names and their types, in first-seen order."""
-    names = list(dict.fromkeys(op.name for op in ops if op.name))
-    types = list(dict.fromkeys(op.op_type for op in ops if op.op_type))
+    """The ``--tune_ops_file`` content: the names of the kernels with the flagged shapes (most time first);
+    an op type only for a flagged group whose kernels the profile does not name (AOE has no shape filter)."""
+    names = list(dict.fromkeys(n for op in ops for n in (op.names or ((op.name,) if op.name else ()))))
+    types = list(dict.fromkeys(op.op_type for op in ops if op.op_type and not (op.names or op.name)))
     config: dict[str, list[str]] = {}
     if names:
         config["tune_ops_name"] = names
@@ -172,7 +176,10 @@ class TilingOptimizer:
         if not config:
             return []
         config_text = json.dumps(config, indent=2) + "\n"
-        script = SCRIPT_TEMPLATE.replace("__HEADER__", comment_block(header_lines(ctx, "AOE operator tuning")))
+        purpose = "AOE operator tuning" + (
+            "; by op type for the groups the profile names no kernels of, which tunes every op of that type"
+            if "tune_ops_type" in config else "")
+        script = SCRIPT_TEMPLATE.replace("__HEADER__", comment_block(header_lines(ctx, purpose)))
         artifacts = [Artifact(CONFIG_NAME, "config", config_text.encode(), self.rule, data),
                      Artifact(SCRIPT_NAME, "script", script.encode(), self.rule, data)]
         shapes = weight_shapes(ops)

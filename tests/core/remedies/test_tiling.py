@@ -25,10 +25,20 @@ def artifacts_by_name() -> dict:
 
 
 def test_tune_ops_file_lists_exactly_the_flagged_ops() -> None:
+    """By kernel name only: a type would tune every MatMulV2 of the model, flagged shape or not."""
     config = json.loads(artifacts_by_name()["aoe_tune_ops.json"].content)
     assert config == {"tune_ops_name": ["model.layers.0.mlp.down_proj/MatMulV2",
-                                        "model.layers.0.self_attn.q_proj/MatMulV2"],
-                      "tune_ops_type": ["MatMulV2"]}
+                                        "model.layers.0.self_attn.q_proj/MatMulV2"]}
+
+
+def test_a_group_without_kernel_names_falls_back_to_its_type_and_says_so() -> None:
+    finding = make_finding("matmul_tiling", ops=[
+        {"names": ["mm_a", "mm_b"], "op_type": "MatMulV2", "input_shapes": [[1, 100], [100, 96]], "count": 4},
+        {"op_type": "BatchMatMulV2", "input_shapes": [[1, 8, 4, 64], [1, 8, 64, 4]], "count": 2}])
+    arts = {a.name: a for a in generate_artifacts([finding], profile_meta=PROFILE_META)}
+    assert json.loads(arts["aoe_tune_ops.json"].content) == {"tune_ops_name": ["mm_a", "mm_b"],
+                                                             "tune_ops_type": ["BatchMatMulV2"]}
+    assert "which tunes every op of that type" in arts["aoe_tune.sh"].text()
 
 
 def test_script_runs_the_real_aoe_steps(tmp_path: Path) -> None:

@@ -3,8 +3,11 @@
 # Finding: matmul_tiling (high): matmul_tiling finding
 # Profile: llama2_7b_decode_ascend_pt (format ascend_pt, device 910B3, rank 0, simulated True)
 # NOTE: the profile is SIMULATED (pypto synth); shapes and op names are synthetic.
-#   op model.layers.0.mlp.down_proj/MatMulV2 [MatMulV2] inputs [1, 11008] x [11008, 4096], 32 calls
-#   op model.layers.0.self_attn.q_proj/MatMulV2 [MatMulV2] inputs [1, 4096] x [4096, 4096], 32 calls
+# Flagged ops (2 group(s) of op type, input shapes, dtypes and formats):
+#   op MatMulV2 inputs [1, 11008] x [11008, 4096]: 32 calls
+#     names: model.layers.0.mlp.down_proj/MatMulV2
+#   op MatMulV2 inputs [1, 4096] x [4096, 4096]: 32 calls
+#     names: model.layers.0.self_attn.q_proj/MatMulV2
 # Estimated saving: 1200.0 us, speedup x1.250
 # Verify: apply this remedy, re-profile the same workload (same model, batch, prompt and output lengths),
 # then run `pypto analyze NEW_PROFILE` (the finding should be gone) and
@@ -14,8 +17,9 @@
 #   bash aoe_tune.sh your_inference_script.py [its arguments...]
 # Step 1 runs your script once with torch_npu.npu.set_aoe(DUMP_DIR) so the operator graphs are dumped
 # (keep it short: a few decode steps are enough). Step 2 runs aoe on the dump, tuning only the ops listed in
-# aoe_tune_ops.json (tune_ops_name and tune_ops_type; AOE tunes the union, so every op of a listed type is
-# tuned too). The tuned tilings go to TUNE_BANK_PATH: export the same TUNE_BANK_PATH when serving.
+# aoe_tune_ops.json: tune_ops_name holds the names of the kernels with the flagged shapes above (whole-word
+# match), so the rest of the model is left alone. The tuned tilings go to TUNE_BANK_PATH: export the same
+# TUNE_BANK_PATH when serving.
 # Environment: PYPTO_AOE_DUMP_DIR (default ./pypto_aoe_dump), TUNE_BANK_PATH (default ./pypto_aoe_bank),
 # PYTHON (default python3). Only operators in AOE's supported list can be tuned.
 set -euo pipefail
