@@ -67,8 +67,8 @@ def read_po(path: Path) -> dict[str, PoEntry]:
 
     def flush() -> None:
         nonlocal refs, parts, key
-        if "msgid" in parts:
-            mid = "".join(parts["msgid"])
+        mid = "".join(parts.get("msgid", []))
+        if mid:  # the "" entry is the header
             entries[mid] = PoEntry(mid, "".join(parts.get("msgstr", [])), refs)
         refs, parts, key = [], {}, None
 
