@@ -22,6 +22,15 @@ class FlaggedOp:
     input_dtypes: tuple[str, ...] = ()
     input_formats: tuple[str, ...] = ()
     total_us: float = 0.0
+    shared_names: tuple[str, ...] = ()  # names unflagged kernels carry too (tuning by them touches other shapes)
+    output_shapes: tuple[tuple[int, ...], ...] = ()
+    output_dtypes: tuple[str, ...] = ()
+    output_formats: tuple[str, ...] = ()
+
+    @property
+    def exclusive_names(self) -> tuple[str, ...]:
+        """The names only the flagged kernels carry: what AOE can be given without touching other shapes."""
+        return tuple(n for n in self.names if n not in self.shared_names)
 
     def shapes_text(self) -> str:
         """``[16, 4096] x [4096, 11008]``; empty when the profile recorded no shapes."""
@@ -54,7 +63,11 @@ class RemedyContext:
                                  count=_int(raw.get("count")), names=names or ((name,) if name else ()),
                                  input_dtypes=_texts(raw.get("input_dtypes")),
                                  input_formats=_texts(raw.get("input_formats")),
-                                 total_us=_float(raw.get("total_us"))))
+                                 total_us=_float(raw.get("total_us")),
+                                 shared_names=_texts(raw.get("shared_names")),
+                                 output_shapes=_shapes(raw.get("output_shapes")),
+                                 output_dtypes=_texts(raw.get("output_dtypes")),
+                                 output_formats=_texts(raw.get("output_formats"))))
         if not ops:
             ops = [FlaggedOp(name="", op_type=str(o)) for o in self.finding.ops if str(o)]
         return ops

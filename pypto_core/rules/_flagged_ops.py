@@ -42,11 +42,27 @@ def _parse_shapes(text: str) -> list[list[int]]:
     return [[int(d) for d in part.split(",") if d.strip().lstrip("-").isdigit()] for part in text.split(";")]
 
 
+def _split(joined: Any) -> list[str]:
+    return str(joined).split(";") if joined else []
+
+
+def _names_outside(graph: OperatorCallGraph, idx: np.ndarray) -> set[str]:
+    """Kernel names that also appear on kernels outside ``idx``."""
+    if "name" not in graph.kernels.column_names:
+        return set()
+    codes, names = _codes(graph.kernels["name"].combine_chunks())
+    outside = np.ones(len(codes), bool)
+    outside[idx] = False
+    return {names[c] for c in np.unique(codes[outside]).tolist() if names[c]}
+
+
 def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_GROUPS) -> dict[str, Any]:
     """{"groups": [...], "group_count", "kernel_count"} for the kernel rows ``kernels``, most time first.
 
     Each group: ``op_type``, ``input_shapes`` (list of lists), ``input_dtypes``, ``input_formats``,
-    ``output_shapes``, ``names`` (most time first), ``name_count``, ``count``, ``total_us``, ``avg_us``.
+    ``output_shapes``, ``output_dtypes``, ``output_formats``, ``names`` (most time first), ``name_count``,
+    ``shared_names`` (names that unflagged kernels carry too: tuning by them would touch other shapes),
+    ``count``, ``total_us``, ``avg_us``.
     """
     idx = np.asarray(kernels, np.int64)
     out: dict[str, Any] = {"groups": [], "group_count": 0, "kernel_count": int(len(idx))}
@@ -67,6 +83,9 @@ def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_
     fm_c, fm_v = column("input_formats", _joined)
     os_c, os_v = column("output_shapes", _shapes_text)
     nm_c, nm_v = column("name", lambda a: a)
+    od_c, od_v = column("output_dtypes", _joined)
+    of_c, of_v = column("output_formats", _joined)
+    shared = _names_outside(graph, idx)
     key = np.stack([op_c, sh_c, dt_c, fm_c], axis=1)
     uniq, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
@@ -87,13 +106,13 @@ def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_
     for g in order.tolist():
         names = [n for _t, n in sorted(by_group.get(g, []))]
         row = int(first[g])
-        dtypes = [d for d in str(dt_v[dt_c[row]]).split(";")] if dt_v[dt_c[row]] else []
-        formats = [f for f in str(fm_v[fm_c[row]]).split(";")] if fm_v[fm_c[row]] else []
         out["groups"].append({
             "op_type": str(op_v[op_c[row]]), "input_shapes": _parse_shapes(str(sh_v[sh_c[row]])),
-            "input_dtypes": dtypes, "input_formats": formats,
+            "input_dtypes": _split(dt_v[dt_c[row]]), "input_formats": _split(fm_v[fm_c[row]]),
             "output_shapes": _parse_shapes(str(os_v[os_c[row]])),
+            "output_dtypes": _split(od_v[od_c[row]]), "output_formats": _split(of_v[of_c[row]]),
             "names": names[:MAX_NAMES_PER_GROUP], "name_count": len(names),
+            "shared_names": [n for n in names[:MAX_NAMES_PER_GROUP] if n in shared],
             "count": int(count[g]), "total_us": round(float(time[g]) / 1e3, 3),
             "avg_us": round(float(time[g]) / 1e3 / max(int(count[g]), 1), 3),
         })
