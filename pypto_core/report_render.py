@@ -92,8 +92,7 @@ def render_markdown(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
     for i, f in enumerate(report.findings, 1):
         out += [f"### {i}. [{_severity(f.severity, language)}] {_md(f.title)} (`{f.rule}`)", "", _md(f.description),
                 "", "- " + t(msg("time share: {pct:.1f}%", pct=100 * f.time_share)),
-                "- " + t(msg("estimated saving: {us:.1f} µs, speedup {speedup:.3f}x", us=f.estimated_saving_us,
-                             speedup=f.estimated_speedup)) + _replayed(f, language),
+                "- " + t(_saving(f)) + _replayed(f, language),
                 "- " + t(msg("saving model: {text}", text=_md(f.saving_model)))]
         if f.ops:
             out.append("- " + t(msg("ops: {ops}", ops=", ".join(_md(o) for o in f.ops[:12]))))
@@ -104,6 +103,11 @@ def render_markdown(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
     if report.warnings:
         out += ["## " + t(msg("Warnings")), ""] + [f"- {_md(w)}" for w in report.warnings] + [""]
     return "\n".join(out)
+
+
+def _saving(f: Any) -> Message:
+    return msg("estimated saving: {us:.1f} µs, speedup {speedup:.3f}x", us=f.estimated_saving_us,
+               speedup=f.estimated_speedup)
 
 
 def _replayed(f: Any, language: str = DEFAULT_LANGUAGE) -> str:
@@ -131,7 +135,7 @@ def render_html(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
         parts.append(f"<section><h3 class='{_h(f.severity)}'>[{_h(_severity(f.severity, language))}] {_h(f.title)} "
                      f"<code>{_h(f.rule)}</code></h3><p>{_h(f.description)}</p><ul>"
                      f"<li>{_h(t(msg('time share: {pct:.1f}%', pct=100 * f.time_share)))}</li>"
-                     f"<li>{_h(t(msg('estimated saving: {us:.1f} µs, speedup {speedup:.3f}x', us=f.estimated_saving_us, speedup=f.estimated_speedup)))}"
+                     f"<li>{_h(t(_saving(f)))}"
                      f"{_h(_replayed(f, language))}</li>"
                      f"<li>{_h(t(msg('saving model: {text}', text=f.saving_model)))}</li>"
                      f"<li>{_h(t(msg('ops: {ops}', ops=', '.join(f.ops[:12]))))}</li>"

@@ -124,7 +124,8 @@ class RuleContext:
             details["ops"], details["op_groups"] = listed["groups"], listed["group_count"]
         finding = Finding(
             rule=self.rule_id, severity=severity or severity_for(saving / total_ns, time_share),
-            title=render_stored(text["title"]) or "", description=render_stored(text["description"]) or "", ops=ops, evidence=_plain(evidence), time_share=round(time_share, 6),
+            title=render_stored(text["title"]) or "", description=render_stored(text["description"]) or "",
+            ops=ops, evidence=_plain(evidence), time_share=round(time_share, 6),
             estimated_saving_us=round(saving / 1e3, 3), estimated_speedup=round(speedup, 4),
             remedies=list(remedies), saving_model=render_stored(text["saving_model"]) or "",
             details=_plain(details), messages=text,
