@@ -21,6 +21,7 @@ from profiles.api import attachment_response
 from profiles.models import ProfileStatus
 from profiles.selectors import profile_get_for_user
 from pypto_core.errors import InputError
+from pypto_core.i18n import pick_language
 from profiles.services import require_write
 
 
@@ -48,10 +49,18 @@ class ComparisonCreateSerializer(serializers.Serializer):
 
 
 class ProfileFindingsView(APIView):
+    """The findings in the ``analyze`` JSON shape; ``?lang=`` or ``Accept-Language`` (en, zh-Hans) picks the
+    language of their text, never their ids or numbers."""
+
     @extend_schema(responses={200: dict})
     def get(self, request: Request, profile_id: int) -> Response:
         profile = profile_get_for_user(user=request.user, profile_id=profile_id)
-        return Response(selectors.findings_report(profile=profile))
+        language = pick_language(request.query_params.get("lang"),
+                                 accept_language=request.headers.get("Accept-Language"))
+        response = Response(selectors.findings_report(profile=profile, language=language))
+        response["Content-Language"] = language
+        response["Vary"] = "Accept-Language"
+        return response
 
 
 class WhatIfSerializer(serializers.Serializer):

@@ -23,6 +23,7 @@ from analysis.services import TRANSIENT_ERRORS
 from profiles.models import Profile, ProfileStatus
 from pypto_core.errors import InputError
 from pypto_core.remedies import generate_artifacts
+from pypto_core.remedies.context import profile_meta_dict
 from pypto_core.remedies.artifact import KINDS, Artifact as CoreArtifact
 from pypto_core.remedies.bundle import bundle_zip
 from pypto_core.rules.finding import Finding as CoreFinding
@@ -155,7 +156,8 @@ def remedies_run(*, run_id: int) -> None:
         findings = list(profile.findings.order_by("order", "id"))
         core_findings = [_core_finding(f.data) for f in findings]
         model_source, model_filename = model_source_of(profile)
-        artifacts = remedies_generate(report=core_findings, profile_meta=_profile_meta(profile),
+        meta = artifact_profile_meta(profile, _profile_meta(profile))
+        artifacts = remedies_generate(report=core_findings, profile_meta=meta,
                                       model_source=model_source, model_filename=model_filename)
         with transaction.atomic():
             locked = AnalysisRun.objects.select_for_update().get(pk=run.pk)
@@ -178,6 +180,14 @@ def remedies_run(*, run_id: int) -> None:
         AnalysisRun.objects.filter(pk=run.pk).update(
             status=JobStatus.FAILED, finished_at=timezone.now(),
             error=f"{profile.name}: internal error while making remedies ({type(exc).__name__}: {exc})"[:4000])
+
+
+def artifact_profile_meta(profile: Profile, meta: Any) -> dict[str, Any]:
+    """What the artifacts' headers say of the profile: its id and name on the dashboard (never the storage
+    path it was read from) beside its format, device and versions."""
+    out = profile_meta_dict(meta)
+    out.pop("source", None)
+    return {**out, "profile_id": profile.pk, "profile_name": profile.name}
 
 
 def _core_finding(data: dict[str, Any]) -> CoreFinding:

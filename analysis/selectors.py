@@ -10,18 +10,27 @@ from django.http import Http404
 from analysis.models import Artifact, Comparison, Finding
 from profiles.models import Profile
 from profiles.selectors import projects_for_user
+from pypto_core.i18n import DEFAULT_LANGUAGE
+from pypto_core.rules.finding import localize_finding
 
 
 def findings_of_profile(*, profile: Profile) -> QuerySet[Finding]:
     return profile.findings.order_by("order", "id")
 
 
-def findings_report(*, profile: Profile) -> dict[str, Any]:
-    """The ``analyze --format json`` shape (CONTRACT.md) from stored rows."""
+def finding_in_language(finding: Finding, language: str = DEFAULT_LANGUAGE) -> dict[str, Any]:
+    """A stored finding (``Finding.data``) with its text in ``language`` (pypto_core.i18n), plus its row id;
+    findings stored before their messages were kept show their stored text."""
+    data = localize_finding({"title": finding.title, **(finding.data or {})}, language)
+    return {**data, "id": finding.pk}
+
+
+def findings_report(*, profile: Profile, language: str = DEFAULT_LANGUAGE) -> dict[str, Any]:
+    """The ``analyze --format json`` shape (CONTRACT.md) from stored rows, the text in ``language``."""
     report = dict(profile.summary.get("report") or {})
     return {
         "profile": report.get("profile", {k: v for k, v in profile.summary.items() if k != "report"}),
-        "findings": [f.data for f in findings_of_profile(profile=profile)],
+        "findings": [finding_in_language(f, language) for f in findings_of_profile(profile=profile)],
         "estimated_combined_speedup": report.get("estimated_combined_speedup", 1.0),
         "warnings": report.get("warnings", profile.summary.get("warnings", [])),
     }

@@ -594,11 +594,11 @@ def pipeline_diagnose(*, profile_id: int) -> None:
             findings = list(report_dict.get("findings", []))
             _progress(run, 80, f"{len(findings)} findings")
             t0 = time.monotonic()
-            from analysis.artifact_services import model_source_of, remedies_generate
+            from analysis.artifact_services import artifact_profile_meta, model_source_of, remedies_generate
 
             model_source, model_filename = model_source_of(profile)
-            artifacts = remedies_generate(report=report, profile_meta=core.meta, model_source=model_source,
-                                          model_filename=model_filename)
+            artifacts = remedies_generate(report=report, profile_meta=artifact_profile_meta(profile, core.meta),
+                                          model_source=model_source, model_filename=model_filename)
             timings["remedies_s"] = round(time.monotonic() - t0, 3)
             _progress(run, 90, f"{len(artifacts)} artifacts")
             try:  # page data and the timeline index (analysis/pagedata.py); never at the cost of the findings

@@ -11,18 +11,22 @@ import json
 from typing import Any
 
 from pypto_core.attribution import BUCKETS
+from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg
 from pypto_core.rules.finding import Report
 
 FORMATS = ("json", "md", "html")
 
 
-def render(report: Report, fmt: str) -> str:
+def render(report: Report, fmt: str, language: str = DEFAULT_LANGUAGE) -> str:
+    """The report in ``fmt``; its text (findings and, for md/html, the labels) in ``language``. JSON keeps
+    every id and number as they are in any language."""
+    report = report.localized(language)
     if fmt == "json":
         return json.dumps(report.to_dict(), indent=2, default=str) + "\n"
     if fmt == "md":
-        return render_markdown(report)
+        return render_markdown(report, language)
     if fmt == "html":
-        return render_html(report)
+        return render_html(report, language)
     raise ValueError(f"unknown report format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
@@ -42,85 +46,104 @@ def _fmt_value(value: Any) -> str:
     return str(value)
 
 
-def _headline(report: Report) -> list[tuple[str, str]]:
+def _headline(report: Report, language: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]:
     p = report.profile
+    t = _translator(language)
     dec = p.get("decode") or {}
-    rows = [("source", str(p.get("source", ""))), ("format", str(p.get("format", ""))),
-            ("device", f"{p.get('device')} ({p.get('sku_source', '')})"), ("kernels", str(p.get("kernel_count", 0))),
-            ("device vendor / workload", f"{p.get('device_vendor', '?')} / {p.get('workload', '?')}"),
-            ("simulated", "yes" if p.get("simulated") else "no")]
+    rows = [(t(msg("source")), str(p.get("source", ""))), (t(msg("format")), str(p.get("format", ""))),
+            (t(msg("device")), f"{p.get('device')} ({p.get('sku_source', '')})"), (t(msg("kernels")), str(p.get("kernel_count", 0))),
+            (t(msg("device vendor / workload")), f"{p.get('device_vendor', '?')} / {p.get('workload', '?')}"),
+            (t(msg("simulated")), t(msg("yes")) if p.get("simulated") else t(msg("no")))]
     if dec.get("steps"):
-        rows += [("decode tokens", str(dec.get("tokens"))),
-                 ("per-token latency p50 / p90", f"{dec.get('per_token_ms_p50', 0):.3f} / {dec.get('per_token_ms_p90', 0):.3f} ms"),
-                 ("tokens/s", f"{dec.get('tokens_per_s', 0):.1f}")]
+        rows += [(t(msg("decode tokens")), str(dec.get("tokens"))),
+                 (t(msg("per-token latency p50 / p90")), f"{dec.get('per_token_ms_p50', 0):.3f} / {dec.get('per_token_ms_p90', 0):.3f} ms"),
+                 (t(msg("tokens/s")), f"{dec.get('tokens_per_s', 0):.1f}")]
     tb = p.get("time_breakdown") or {}
     if tb.get("wall_ns"):
         # the attribution's figures as they are (docs/attribution.md): the same numbers the page and API show
         parts = [f"{b} {tb[b] / 1e6:.3f} ms ({100 * tb[b] / tb['wall_ns']:.1f}%)" for b in BUCKETS if tb.get(b)]
-        rows.append(("where the time goes", f"wall {tb['wall_ns'] / 1e6:.3f} ms: " + ", ".join(parts)))
+        rows.append((t(msg("where the time goes")), t(msg("wall {ms:.3f} ms: ", ms=tb["wall_ns"] / 1e6)) + ", ".join(parts)))
     if p.get("ai_core_utilization") is not None:
-        rows.append(("AI Core utilization", f"{100 * float(p['ai_core_utilization']):.1f}%"))
-    how = ("replay of every finding's change" if p.get("combined_speedup_source") == "replay"
-           else "each saved ns counted once")
-    rows.append(("estimated combined speedup", f"{report.estimated_combined_speedup:.3f}x ({how})"))
+        rows.append((t(msg("AI Core utilization")), f"{100 * float(p['ai_core_utilization']):.1f}%"))
+    how = (msg("replay of every finding's change") if p.get("combined_speedup_source") == "replay"
+           else msg("each saved ns counted once"))
+    rows.append((t(msg("estimated combined speedup")), f"{report.estimated_combined_speedup:.3f}x ({t(how)})"))
     return rows
 
 
-def render_markdown(report: Report) -> str:
-    out = ["# PyPTO analysis", ""]
+def _translator(language: str) -> Any:
+    return lambda m: m.render(language) if isinstance(m, Message) else str(m)
+
+
+def _severity(severity: str, language: str) -> str:
+    return {"high": msg("high"), "medium": msg("medium"), "low": msg("low")}.get(
+        severity, msg(severity)).render(language)
+
+
+def render_markdown(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
+    t = _translator(language)
+    out = ["# " + t(msg("PyPTO analysis")), ""]
     if report.profile.get("simulated"):
-        out += ["> This profile is **simulated**: it was generated, not captured on hardware.", ""]
-    out += ["| | |", "|---|---|"] + [f"| {k} | {_md(v)} |" for k, v in _headline(report)] + [""]
-    out += [f"## Findings ({len(report.findings)})", ""]
+        out += ["> " + t(msg("This profile is **simulated**: it was generated, not captured on hardware.")), ""]
+    out += ["| | |", "|---|---|"] + [f"| {k} | {_md(v)} |" for k, v in _headline(report, language)] + [""]
+    out += ["## " + t(msg("Findings ({n})", n=len(report.findings))), ""]
     if not report.findings:
-        out += ["No anti-pattern found with evidence.", ""]
+        out += [t(msg("No anti-pattern found with evidence.")), ""]
     for i, f in enumerate(report.findings, 1):
-        out += [f"### {i}. [{f.severity}] {_md(f.title)} (`{f.rule}`)", "", _md(f.description), "",
-                f"- time share: {100 * f.time_share:.1f}%",
-                f"- estimated saving: {f.estimated_saving_us:.1f} us, speedup {f.estimated_speedup:.3f}x"
-                + _replayed(f),
-                f"- saving model: {_md(f.saving_model)}"]
+        out += [f"### {i}. [{_severity(f.severity, language)}] {_md(f.title)} (`{f.rule}`)", "", _md(f.description),
+                "", "- " + t(msg("time share: {pct:.1f}%", pct=100 * f.time_share)),
+                "- " + t(_saving(f)) + _replayed(f, language),
+                "- " + t(msg("saving model: {text}", text=_md(f.saving_model)))]
         if f.ops:
-            out.append("- ops: " + ", ".join(_md(o) for o in f.ops[:12]))
+            out.append("- " + t(msg("ops: {ops}", ops=", ".join(_md(o) for o in f.ops[:12]))))
         if f.remedies:
-            out.append("- remedies: " + ", ".join(_md(r) for r in f.remedies))
-        out += ["", "| evidence | value |", "|---|---|"]
+            out.append("- " + t(msg("remedies: {files}", files=", ".join(_md(r) for r in f.remedies))))
+        out += ["", f"| {t(msg('evidence'))} | {t(msg('value'))} |", "|---|---|"]
         out += [f"| {_md(k)} | {_md(_fmt_value(v))} |" for k, v in f.evidence.items()] + [""]
     if report.warnings:
-        out += ["## Warnings", ""] + [f"- {_md(w)}" for w in report.warnings] + [""]
+        out += ["## " + t(msg("Warnings")), ""] + [f"- {_md(w)}" for w in report.warnings] + [""]
     return "\n".join(out)
 
 
-def _replayed(f: Any) -> str:
+def _saving(f: Any) -> Message:
+    return msg("estimated saving: {us:.1f} µs, speedup {speedup:.3f}x", us=f.estimated_saving_us,
+               speedup=f.estimated_speedup)
+
+
+def _replayed(f: Any, language: str = DEFAULT_LANGUAGE) -> str:
     alone = f.details.get("replayed_alone_us")
-    return "" if alone is None else f" (replayed alone: {alone:.1f} us)"
+    return "" if alone is None else msg(" (replayed alone: {us:.1f} µs)", us=alone).render(language)
 
 
 def _h(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-def render_html(report: Report) -> str:
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>PyPTO analysis</title>",
+def render_html(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
+    t = _translator(language)
+    title = _h(t(msg("PyPTO analysis")))
+    parts = [f"<!doctype html><html lang='{_h(language)}'><head><meta charset='utf-8'><title>{title}</title>",
              "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
              "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}.high{color:#b00}.medium{color:#a60}"
-             ".low{color:#555}</style></head><body><h1>PyPTO analysis</h1>"]
+             ".low{color:#555}</style></head><body>" + f"<h1>{title}</h1>"]
     if report.profile.get("simulated"):
-        parts.append("<p><strong>Simulated profile</strong>: generated, not captured on hardware.</p>")
-    parts.append("<table>" + "".join(f"<tr><th>{_h(k)}</th><td>{_h(v)}</td></tr>" for k, v in _headline(report))
-                 + "</table>")
-    parts.append(f"<h2>Findings ({len(report.findings)})</h2>")
+        parts.append("<p>" + _h(t(msg("Simulated profile: generated, not captured on hardware."))) + "</p>")
+    parts.append("<table>" + "".join(f"<tr><th>{_h(k)}</th><td>{_h(v)}</td></tr>"
+                                     for k, v in _headline(report, language)) + "</table>")
+    parts.append(f"<h2>{_h(t(msg('Findings ({n})', n=len(report.findings))))}</h2>")
     for f in report.findings:
-        parts.append(f"<section><h3 class='{_h(f.severity)}'>[{_h(f.severity)}] {_h(f.title)} <code>{_h(f.rule)}</code></h3>"
-                     f"<p>{_h(f.description)}</p><ul><li>time share: {100 * f.time_share:.1f}%</li>"
-                     f"<li>estimated saving: {f.estimated_saving_us:.1f} us, speedup {f.estimated_speedup:.3f}x"
-                     f"{_h(_replayed(f))}</li>"
-                     f"<li>saving model: {_h(f.saving_model)}</li>"
-                     f"<li>ops: {_h(', '.join(f.ops[:12]))}</li><li>remedies: {_h(', '.join(f.remedies))}</li></ul>"
-                     "<table><tr><th>evidence</th><th>value</th></tr>"
+        parts.append(f"<section><h3 class='{_h(f.severity)}'>[{_h(_severity(f.severity, language))}] {_h(f.title)} "
+                     f"<code>{_h(f.rule)}</code></h3><p>{_h(f.description)}</p><ul>"
+                     f"<li>{_h(t(msg('time share: {pct:.1f}%', pct=100 * f.time_share)))}</li>"
+                     f"<li>{_h(t(_saving(f)))}"
+                     f"{_h(_replayed(f, language))}</li>"
+                     f"<li>{_h(t(msg('saving model: {text}', text=f.saving_model)))}</li>"
+                     f"<li>{_h(t(msg('ops: {ops}', ops=', '.join(f.ops[:12]))))}</li>"
+                     f"<li>{_h(t(msg('remedies: {files}', files=', '.join(f.remedies))))}</li></ul>"
+                     f"<table><tr><th>{_h(t(msg('evidence')))}</th><th>{_h(t(msg('value')))}</th></tr>"
                      + "".join(f"<tr><td>{_h(k)}</td><td>{_h(_fmt_value(v))}</td></tr>" for k, v in f.evidence.items())
                      + "</table></section>")
     if report.warnings:
-        parts.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{_h(w)}</li>" for w in report.warnings) + "</ul>")
+        parts.append(f"<h2>{_h(t(msg('Warnings')))}</h2><ul>" + "".join(f"<li>{_h(w)}</li>" for w in report.warnings) + "</ul>")
     parts.append("</body></html>\n")
     return "".join(parts)

@@ -49,7 +49,8 @@ def test_the_wheel_carries_the_scanners_and_the_pages(wheel) -> None:
 
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"pypto_core/formats/_csvscan.c", "pypto_core/formats/_eventscan.c",
-            "pypto_core/remedies/torch_npu_api_names.txt"} <= names
+            "pypto_core/remedies/torch_npu_api_names.txt",
+            "pypto_core/i18n/locale/zh_Hans/LC_MESSAGES/pypto_core.mo"} <= names  # the engine's zh-Hans text
     assert any(n.startswith("frontend/templates/") for n in names)
     assert any(n.startswith("captures/") for n in names)
     assert not any(n.startswith("tests/") for n in names)

@@ -42,7 +42,7 @@ def project_dashboard_context(project: Any) -> dict[str, Any]:
     open_findings = []
     if latest is not None:
         open_findings = list(Finding.objects.filter(profile_id=latest["id"]).order_by("order", "id")
-                             .only("id", "rule", "severity", "title", "profile_id")[:20])
+                             .only("id", "rule", "severity", "title", "profile_id", "data")[:20])
     has_history = any(h["per_token_ms"] or h["tokens_per_s"] for h in history)
     return {
         "dashboard": {

@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="json")
     parser.add_argument("-o", "--output", help="write the report here instead of stdout")
     parser.add_argument("--config", help="JSON file of threshold overrides, {rule: {key: value}, disabled: [...]}")
+    parser.add_argument("--lang", default="en", metavar="en|zh-Hans",
+                        help="language of the findings' text and the report's labels (ids and numbers never "
+                             "change): en (default) or zh-Hans")
     parser.add_argument("--what-if", metavar="RULE[,RULE...]",
                         help="replay the run with these findings fixed together (report key what_if: duration_ns, "
                              "per_token_ms, speedup)")
@@ -28,6 +31,11 @@ def run(args: argparse.Namespace) -> int:
     from pypto_core.hardware import normalize_sku_name
     from pypto_core.rules import diagnose_group
 
+    from pypto_core.i18n import LANGUAGES, normalize_language
+
+    language = normalize_language(args.lang)
+    if language is None:
+        raise PyptoError(f"unknown language {args.lang!r}; choose one of {', '.join(LANGUAGES)}")
     if args.sku and normalize_sku_name(args.sku) is None:
         raise PyptoError(f"unknown SKU {args.sku!r}")
     config = None
@@ -43,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise PyptoError(str(exc)) from exc
     report.warnings = list(dict.fromkeys(list(group.warnings) + report.warnings))
-    text = render(report, args.format)
+    text = render(report, args.format, language)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:

@@ -38,7 +38,7 @@ try:  # transformers >= 4.53 builds masks per attention implementation
 except ImportError:  # older releases build one mask for every implementation
     AttentionMaskInterface = sdpa_mask = None
 
-PYPTO_FLAGGED_OPS = __FLAGGED_OPS__  # (op name, op type) pairs the profile flagged, for reference
+PYPTO_FLAGGED_OPS = __FLAGGED_OPS__  # the ops the profile flagged: type, input shapes, dtypes, formats, calls, us
 _PYPTO_NO_BAND = 2147483647  # pre/next tokens: let the mask alone decide what is visible
 _PYPTO_DECODE = ("incre", "fused_infer")
 _PYPTO_PREFILL = ("prompt", "fusion")

@@ -1,35 +1,88 @@
-"""The header every artifact carries: which finding, profile and shapes it was made for, and how to verify it."""
+"""The header every artifact carries: which finding and profile it was made for (by id and name, never a
+path on the machine that made it), the flagged ops with their shapes, dtypes, formats, counts and times, the
+saving and how to verify it."""
 
 from __future__ import annotations
 
+import textwrap
+from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
-from pypto_core.remedies.context import RemedyContext
+from pypto_core.remedies.context import FlaggedOp, RemedyContext
 from pypto_core.remedies.safe_text import comment_text
 
 MAX_OPS_IN_HEADER = 20
+MAX_NAMES_PER_OP = 8  # names printed per op group in a comment; header_data keeps them all
+COMMENT_WIDTH = 100
 VERIFY_STEPS = (
     "Verify: apply this remedy, re-profile the same workload (same model, batch, prompt and output lengths),",
     "then run `pypto analyze NEW_PROFILE` (the finding should be gone) and",
     "`pypto compare OLD_PROFILE NEW_PROFILE` (per_token_latency_ms and tokens_per_s should improve).",
 )
-_PROFILE_KEYS = ("source", "format", "device", "rank", "cann_version", "torch_npu_version", "simulated")
+_PROFILE_KEYS = ("format", "device", "rank", "cann_version", "torch_npu_version", "simulated")
+
+
+def profile_name(meta: dict[str, Any]) -> str:
+    """The profile's name: the one given (the dashboard's), else the last part of where it was read from."""
+    if meta.get("profile_name"):
+        return str(meta["profile_name"])
+    source = str(meta.get("source") or "")
+    if not source:
+        return ""
+    base = PureWindowsPath(source).name if "\\" in source else PurePosixPath(source.rstrip("/")).name
+    return base
+
+
+def op_data(op: FlaggedOp) -> dict[str, Any]:
+    return {"name": op.name, "names": list(op.names), "op_type": op.op_type,
+            "input_shapes": [list(s) for s in op.input_shapes], "input_dtypes": list(op.input_dtypes),
+            "input_formats": list(op.input_formats), "count": op.count, "total_us": op.total_us}
 
 
 def header_data(ctx: RemedyContext) -> dict[str, Any]:
-    """The structured header stored beside the artifact (and shown by the dashboard)."""
-    f = ctx.finding
+    """The structured header stored beside the artifact, listed in the bundle's MANIFEST and by the API."""
+    f, meta = ctx.finding, ctx.profile_meta
+    profile = {k: meta.get(k) for k in _PROFILE_KEYS if meta.get(k) is not None}
+    profile.update({"id": meta.get("profile_id"), "name": profile_name(meta)})
+    ops = ctx.flagged_ops()
     return {
         "rule": f.rule,
         "severity": f.severity,
         "title": f.title,
+        "finding": {"id": meta.get("finding_ids", {}).get(f.rule), "rule": f.rule, "title": f.title},
         "estimated_saving_us": f.estimated_saving_us,
         "estimated_speedup": f.estimated_speedup,
-        "profile": {k: ctx.profile_meta.get(k) for k in _PROFILE_KEYS if ctx.profile_meta.get(k) is not None},
-        "ops": [{"name": o.name, "op_type": o.op_type, "input_shapes": [list(s) for s in o.input_shapes],
-                 "count": o.count} for o in ctx.flagged_ops()[:MAX_OPS_IN_HEADER]],
+        "profile": profile,
+        "ops": [op_data(o) for o in ops[:MAX_OPS_IN_HEADER]],
+        "op_groups": int(f.details.get("op_groups") or len(ops)),
         "verify": " ".join(VERIFY_STEPS),
     }
+
+
+def wrapped(text: str, width: int = COMMENT_WIDTH, indent: str = "") -> list[str]:
+    """Comment lines of at most ``width`` characters, broken between words (never inside one)."""
+    flat = comment_text(text, limit=10_000)
+    return textwrap.wrap(flat, width=width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=False, break_on_hyphens=False) or [indent]
+
+
+def op_lines(op: FlaggedOp) -> list[str]:
+    """``op MatMulV2 inputs [16, 4096] x [4096, 11008] (float16, float16; ND, ND): 224 calls, 812.3 us``
+    and the kernel names on the next lines."""
+    shapes = op.shapes_text() or "shapes not recorded in the profile"
+    types = ", ".join(op.input_dtypes)
+    formats = ", ".join(op.input_formats)
+    kinds = "; ".join(p for p in (types, formats) if p)
+    line = (f"op {comment_text(op.op_type or '?', 60)} inputs {comment_text(shapes, 400)}"
+            + (f" ({comment_text(kinds, 200)})" if kinds else "")
+            + (f": {op.count} calls" if op.count else "")
+            + ((", " if op.count else ": ") + f"{op.total_us:.1f} us" if op.total_us else ""))
+    out = wrapped(line, indent="  ")
+    names = [comment_text(n, 160) for n in op.names[:MAX_NAMES_PER_OP]]
+    if names:
+        more = len(op.names) - len(names)
+        out += wrapped("names: " + ", ".join(names) + (f" and {more} more" if more > 0 else ""), indent="    ")
+    return out
 
 
 def header_lines(ctx: RemedyContext, purpose: str) -> list[str]:
@@ -37,23 +90,27 @@ def header_lines(ctx: RemedyContext, purpose: str) -> list[str]:
     from pypto_core import __version__
 
     f, meta = ctx.finding, ctx.profile_meta
-    lines = [
-        f"Generated by PyPTO {__version__}: {comment_text(purpose)}",
-        f"Finding: {comment_text(f.rule)} ({comment_text(f.severity)}): {comment_text(f.title)}",
-    ]
-    profile = ", ".join(f"{k} {comment_text(meta[k], 120)}" for k in _PROFILE_KEYS[1:] if meta.get(k) is not None)
-    lines.append(f"Profile: {comment_text(meta.get('source') or 'unnamed', 160)} ({profile or 'no metadata'})")
+    data = header_data(ctx)
+    lines = [f"Generated by PyPTO {__version__}: {comment_text(purpose)}"]
+    finding_id = data["finding"]["id"]
+    lines += wrapped(f"Finding: {f.rule}" + (f" #{finding_id}" if finding_id is not None else "")
+                     + f" ({f.severity}): {f.title}")
+    details = ", ".join(f"{k} {comment_text(meta[k], 120)}" for k in _PROFILE_KEYS if meta.get(k) is not None)
+    pid = data["profile"].get("id")
+    lines += wrapped(f"Profile: {data['profile']['name'] or 'unnamed'}" + (f" #{pid}" if pid is not None else "")
+                     + f" ({details or 'no metadata'})")
     if meta.get("simulated"):
         lines.append("NOTE: the profile is SIMULATED (pypto synth); shapes and op names are synthetic.")
     ops = ctx.flagged_ops()
+    if ops:
+        lines.append(f"Flagged ops ({data['op_groups']} group(s) of op type, input shapes, dtypes and formats):")
     for op in ops[:MAX_OPS_IN_HEADER]:
-        shapes = " x ".join(str(list(s)) for s in op.input_shapes) or "shapes unknown"
-        lines.append(f"  op {comment_text(op.name or '-', 120)} [{comment_text(op.op_type or '?', 60)}] "
-                     f"inputs {comment_text(shapes, 120)}" + (f", {op.count} calls" if op.count else ""))
-    if len(ops) > MAX_OPS_IN_HEADER:
-        lines.append(f"  ... and {len(ops) - MAX_OPS_IN_HEADER} more ops")
-    lines.append(f"Estimated saving: {f.estimated_saving_us:.1f} us, speedup x{f.estimated_speedup:.3f}"
-                 + (f" ({comment_text(f.saving_model, 200)})" if f.saving_model else ""))
+        lines += op_lines(op)
+    if data["op_groups"] > MAX_OPS_IN_HEADER:
+        lines.append(f"  ... and {data['op_groups'] - MAX_OPS_IN_HEADER} more groups (the finding lists them)")
+    lines.append(f"Estimated saving: {f.estimated_saving_us:.1f} us, speedup x{f.estimated_speedup:.3f}")
+    if f.saving_model:
+        lines += wrapped(f"Saving model: {f.saving_model}", indent="  ")
     lines.extend(VERIFY_STEPS)
     return lines
 

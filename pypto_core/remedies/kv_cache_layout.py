@@ -44,7 +44,7 @@ import torch
 import torch_npu
 from transformers import cache_utils
 
-PYPTO_FLAGGED_OPS = __FLAGGED_OPS__  # (op name, op type) pairs the profile flagged, for reference
+PYPTO_FLAGGED_OPS = __FLAGGED_OPS__  # the ops the profile flagged: type, input shapes, dtypes, formats, calls, us
 PYPTO_DEFAULT_MAX_CACHE_LEN = __MAX_CACHE_LEN__
 _PYPTO_NO_BAND = 2147483647
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pypto_core.remedies.artifact import Artifact
 from pypto_core.remedies.context import RemedyContext
-from pypto_core.remedies.header import comment_block, header_data, header_lines
+from pypto_core.remedies.header import MAX_NAMES_PER_OP, MAX_OPS_IN_HEADER, comment_block, header_data, header_lines, op_data
 from pypto_core.remedies.safe_text import py_literal, safe_filename
 
 _CAUSAL_LM_CLASS = re.compile(r"^class\s+([A-Za-z_][A-Za-z0-9_]*ForCausalLM)\s*[(:]", re.MULTILINE)
@@ -76,10 +76,12 @@ def patch_artifacts(ctx: RemedyContext, template: str, *, purpose: str, module_n
     """A patch module and, when the user attached their model file, the diff that inlines it there.
 
     The module is the comment header for ``purpose`` and then ``template`` with ``__FLAGGED_OPS__`` (the flagged
-    (name, type) pairs) and each ``__KEY__`` of ``fills`` replaced by its ``py_literal``, all in one pass so that
+    op groups, as in the header) and each ``__KEY__`` of ``fills`` replaced by its ``py_literal``, all in one pass so that
     an op name that spells a placeholder stays text.
     """
-    values = {"FLAGGED_OPS": [(op.name, op.op_type) for op in ctx.flagged_ops()], **(fills or {})}
+    listed = [{**op_data(op), "names": list(op.names[:MAX_NAMES_PER_OP])}
+              for op in ctx.flagged_ops()[:MAX_OPS_IN_HEADER]]
+    values = {"FLAGGED_OPS": listed, **(fills or {})}
     placeholders = re.compile("__(" + "|".join(map(re.escape, values)) + ")__")
     text = comment_block(header_lines(ctx, purpose)) + placeholders.sub(lambda m: py_literal(values[m[1]]), template)
     rule, data = ctx.rule, header_data(ctx)

@@ -34,7 +34,7 @@ import inspect
 import torch
 import torch_npu
 
-PYPTO_FLAGGED_OPS = __FLAGGED_OPS__  # (op name, op type) pairs the profile flagged, for reference
+PYPTO_FLAGGED_OPS = __FLAGGED_OPS__  # the ops the profile flagged: type, input shapes, dtypes, formats, calls, us
 _PYPTO_PROBE_TOLERANCE = 1e-4
 
 

@@ -4,7 +4,9 @@ AOE is the real operator tuner (DOMAIN.md §4.1; ``ACL_OP_TUNER_CONFIG`` and ``o
 run the workload once with ``torch_npu.npu.set_aoe(dump_path)`` so the operator graphs are dumped, then
 ``aoe --job_type=2 --model_path=<dump> --tune_ops_file=<json>``; the tuned tilings land in ``TUNE_BANK_PATH``,
 which must be exported the same way when serving. ``--tune_ops_file`` is JSON with ``tune_ops_name`` and
-``tune_ops_type`` (whole-word match; AOE tunes the union). Where the flagged MatMuls have 2-D weight shapes,
+``tune_ops_type`` (whole-word match; AOE tunes the union): the file names exactly the kernels of the flagged
+shapes, so the rest of the model is left alone; only a flagged group the profile gives no kernel names for
+falls back to its op type (which tunes every op of that type, and the header says so). Where the flagged MatMuls have 2-D weight shapes,
 a patch converts those weights to FRACTAL_NZ once (``npu_format_cast(w, 29)``, DOMAIN.md §4.4) and can pad a
 misaligned inner axis to 256 elements.
 """
@@ -21,6 +23,7 @@ from pypto_core.remedies.registry import register
 
 CONFIG_NAME = "aoe_tune_ops.json"
 SCRIPT_NAME = "aoe_tune.sh"
+SINGLEOP_NAME = "aoe_singleop.json"
 PATCH_NAME = "matmul_weight_format_patch.py"
 DIFF_NAME = "matmul_weight_format_patch.diff"
 APPLY_FUNCTION = "apply_matmul_weight_format"
@@ -31,21 +34,19 @@ SCRIPT_TEMPLATE = '''\
 __HEADER__#
 # AOE operator tuning (job type 2) for the MatMuls above. Run on the NPU host, with CANN's set_env.sh sourced:
 #   bash aoe_tune.sh your_inference_script.py [its arguments...]
-# Step 1 runs your script once with torch_npu.npu.set_aoe(DUMP_DIR) so the operator graphs are dumped
-# (keep it short: a few decode steps are enough). Step 2 runs aoe on the dump, tuning only the ops listed in
-# aoe_tune_ops.json (tune_ops_name and tune_ops_type; AOE tunes the union, so every op of a listed type is
-# tuned too). The tuned tilings go to TUNE_BANK_PATH: export the same TUNE_BANK_PATH when serving.
+# By shape: aoe --singleop tunes each flagged shape of aoe_singleop.json (one Ascend-IR operator per shape
+# above, nothing else of the model). By name, where aoe_tune_ops.json lists names only the flagged kernels
+# carry (torch_npu often names every MatMulV2 alike: those go by shape only): step 1 runs your script once
+# with torch_npu.npu.set_aoe(DUMP_DIR) so the operator graphs are dumped (a few decode steps are enough),
+# step 2 runs aoe on the dump with --tune_ops_file (whole-word match). The tuned tilings go to
+# TUNE_BANK_PATH: export the same TUNE_BANK_PATH when serving.
 # Environment: PYPTO_AOE_DUMP_DIR (default ./pypto_aoe_dump), TUNE_BANK_PATH (default ./pypto_aoe_bank),
 # PYTHON (default python3). Only operators in AOE's supported list can be tuned.
 set -euo pipefail
 
-if [ "$#" -lt 1 ]; then
-    echo "usage: bash $0 your_inference_script.py [args...]" >&2
-    exit 2
-fi
-
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tune_ops_file="${here}/aoe_tune_ops.json"
+singleop_file="${here}/aoe_singleop.json"
 dump_dir="$(realpath -m "${PYPTO_AOE_DUMP_DIR:-./pypto_aoe_dump}")"
 TUNE_BANK_PATH="$(realpath -m "${TUNE_BANK_PATH:-./pypto_aoe_bank}")"
 export TUNE_BANK_PATH
@@ -60,9 +61,23 @@ if [ ! -f "$tune_ops_file" ]; then
     exit 2
 fi
 mkdir -p "$dump_dir" "$TUNE_BANK_PATH"
+export AOE_MODE=2  # operator tuning; Atlas A2 accepts 2 and 4, A3 only 2
+
+if [ -f "$singleop_file" ]; then
+    echo "[by shape] aoe --singleop=$singleop_file --job_type=2"
+    aoe --singleop="$singleop_file" --job_type=2 --output="$dump_dir/singleop"
+fi
+
+if ! grep -q '"tune_ops_' "$tune_ops_file"; then
+    echo "done: tuned tilings are in TUNE_BANK_PATH=$TUNE_BANK_PATH (no op is named only by flagged kernels)"
+    exit 0
+fi
+if [ "$#" -lt 1 ]; then
+    echo "usage: bash $0 your_inference_script.py [args...]  (to tune the ops named in $tune_ops_file)" >&2
+    exit 2
+fi
 
 echo "[1/2] running $1 with torch_npu.npu.set_aoe($dump_dir)"
-export AOE_MODE=2  # operator tuning; Atlas A2 accepts 2 and 4, A3 only 2
 "$python_bin" - "$dump_dir" "$@" <<'PY'
 import runpy
 import sys
@@ -98,7 +113,7 @@ PATCH_TEMPLATE = '''\
 import torch
 import torch_npu
 
-PYPTO_FLAGGED_OPS = __FLAGGED_OPS__  # (op name, op type) pairs the profile flagged, for reference
+PYPTO_FLAGGED_OPS = __FLAGGED_OPS__  # the ops the profile flagged: type, input shapes, dtypes, formats, calls, us
 PYPTO_WEIGHT_SHAPES = __WEIGHT_SHAPES__  # (K, N) of the flagged MatMuls' weight inputs, from the profile
 ACL_FORMAT_FRACTAL_NZ = 29
 INNER_AXIS_ALIGN = 256
@@ -139,15 +154,52 @@ def apply_matmul_weight_format(model, to_fractal_nz=True, pad_inner_axis=False):
 
 
 def tune_ops_config(ops: list[FlaggedOp]) -> dict[str, list[str]]:
-    """The ``--tune_ops_file`` content: exactly the flagged names and their types, in first-seen order."""
-    names = list(dict.fromkeys(op.name for op in ops if op.name))
-    types = list(dict.fromkeys(op.op_type for op in ops if op.op_type))
+    """The ``--tune_ops_file`` content: the names only kernels of the flagged shapes carry (most time first);
+    an op type only for a flagged group whose kernels the profile does not name. A name that kernels of
+    other shapes share (torch_npu names every MatMulV2 alike) is left out: those shapes go by single-op."""
+    names = list(dict.fromkeys(n for op in ops for n in op.exclusive_names))
+    types = list(dict.fromkeys(op.op_type for op in ops if op.op_type and not op.names and not op.input_shapes))
     config: dict[str, list[str]] = {}
     if names:
         config["tune_ops_name"] = names
     if types:
         config["tune_ops_type"] = types
     return config
+
+
+_IR_DTYPES = {"float": "float32", "fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16",
+              "double": "float64"}
+
+
+def _ir_dtype(name: str) -> str:
+    key = name.strip().lower()
+    key = key[3:] if key.startswith("dt_") else key
+    return _IR_DTYPES.get(key, key)
+
+
+def _descs(shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, ...], formats: tuple[str, ...]) -> list[dict]:
+    return [{"format": formats[i] if i < len(formats) and formats[i] else "ND", "shape": list(shape),
+             "type": _ir_dtype(dtypes[i]) if i < len(dtypes) and dtypes[i] else "float16"}
+            for i, shape in enumerate(shapes)]
+
+
+def singleop_config(ops: list[FlaggedOp]) -> list[dict]:
+    """``aoe --singleop`` input (Ascend-IR single-op JSON, DOMAIN.md §4.1): one operator per flagged shape,
+    with the inputs' and outputs' shapes, dtypes and formats as the profile recorded them."""
+    out = []
+    for op in ops:
+        if not op.op_type or not op.input_shapes or not all(op.input_shapes):
+            continue
+        entry: dict = {"op": op.op_type, "input_desc": _descs(op.input_shapes, op.input_dtypes, op.input_formats)}
+        if op.output_shapes:
+            entry["output_desc"] = _descs(op.output_shapes, op.output_dtypes, op.output_formats)
+        x1, x2 = (op.input_shapes + ((), ()))[:2]
+        if op.op_type.startswith("MatMul") and len(x1) == 2 and len(x2) == 2:
+            # [INFERRED] the MatMulV2 IR attributes, from which axis of x2 meets x1's inner axis
+            entry["attr"] = [{"name": "transpose_x1", "type": "bool", "value": False},
+                             {"name": "transpose_x2", "type": "bool", "value": x2[0] != x1[1] and x2[1] == x1[1]}]
+        out.append(entry)
+    return out
 
 
 def weight_shapes(ops: list[FlaggedOp]) -> list[tuple[int, int]]:
@@ -169,12 +221,19 @@ class TilingOptimizer:
         ops = ctx.flagged_ops()
         data = header_data(ctx)
         config = tune_ops_config(ops)
-        if not config:
+        singleop = singleop_config(ops)
+        if not config and not singleop:
             return []
         config_text = json.dumps(config, indent=2) + "\n"
-        script = SCRIPT_TEMPLATE.replace("__HEADER__", comment_block(header_lines(ctx, "AOE operator tuning")))
+        purpose = "AOE operator tuning" + (
+            "; by op type for the groups the profile names no kernels of, which tunes every op of that type"
+            if "tune_ops_type" in config else "")
+        script = SCRIPT_TEMPLATE.replace("__HEADER__", comment_block(header_lines(ctx, purpose)))
         artifacts = [Artifact(CONFIG_NAME, "config", config_text.encode(), self.rule, data),
                      Artifact(SCRIPT_NAME, "script", script.encode(), self.rule, data)]
+        if singleop:
+            artifacts.append(Artifact(SINGLEOP_NAME, "config", (json.dumps(singleop, indent=2) + "\n").encode(),
+                                      self.rule, data))
         shapes = weight_shapes(ops)
         if shapes:
             artifacts += patch_artifacts(ctx, PATCH_TEMPLATE, purpose="MatMul weight FRACTAL_NZ / padding patch",

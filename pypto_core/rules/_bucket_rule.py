@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from pypto_core.attribution import matching_calls
+from pypto_core.i18n import Message
 from pypto_core.intervals import clip_to_length, overlap_ns
 from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
@@ -22,8 +23,8 @@ def bucket_share(ctx: RuleContext, bucket: str) -> float | None:
     return value if value >= ctx.threshold("share_above") else None
 
 
-def emit_bucket(ctx: RuleContext, bucket: str, *, title: str, description: str, saving_ns: float,
-                saving_model: str, evidence: dict[str, Any], ops: list[str] | None = None,
+def emit_bucket(ctx: RuleContext, bucket: str, *, title: Message, description: Message, saving_ns: float,
+                saving_model: Message, evidence: dict[str, Any], ops: list[str] | None = None,
                 details: dict[str, Any] | None = None, change: Change | None = None) -> None:
     a = ctx.graph.attribution
     assert a is not None

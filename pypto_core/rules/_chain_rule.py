@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.i18n import Message
 from pypto_core.rules._fusion import chain_savings
 from pypto_core.rules._util import op_type_time, share, us
 from pypto_core.rules.context import RuleContext
 
 
-def report_chain(ctx: RuleContext, chain: str, saving_model: str, *, title: str, description: str,
+def report_chain(ctx: RuleContext, chain: str, saving_model: Message, *, title: Message, description: Message,
                  fused_api: str) -> None:
     g = ctx.graph
     cfg = ctx.config.section(ctx.rule_id)
@@ -25,7 +26,7 @@ def report_chain(ctx: RuleContext, chain: str, saving_model: str, *, title: str,
         return
     ops = op_type_time(g, members)
     ctx.emit(
-        title=title.format(n=len(uniq) / ctx.tokens), description=description, ops=list(ops),
+        title=title.bind(n=len(uniq) / ctx.tokens), description=description, ops=list(ops),
         evidence={"chains": len(uniq), "chains_per_token": round(len(uniq) / ctx.tokens, 2),
                   "chain_time_us": us(g.dur[idx].sum()), "chain_launch_gap_us": us(g.gap_before_ns[idx].sum()),
                   "kernels_per_chain": round(len(idx) / len(uniq), 2), "fused_us_assumed": cfg["fused_us"]},

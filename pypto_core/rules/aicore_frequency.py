@@ -8,13 +8,14 @@ import pyarrow.compute as pc
 
 from pypto_core.rules._util import share
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Kernel time scales with 1/frequency: at the rated clock the busy time shrinks by the mean drop "
+SAVING_MODEL = msg("Kernel time scales with 1/frequency: at the rated clock the busy time shrinks by the mean drop "
                 "ratio; saving = device busy time x drop ratio.")
 
 
-@rule("aicore_frequency", title="AI Core frequency drops", saving_model=SAVING_MODEL, needs=("counters", "kernels"), vendors=("ascend",))
+@rule("aicore_frequency", title=msg("AI Core frequency drops"), saving_model=SAVING_MODEL, needs=("counters", "kernels"), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     counters = ctx.profile.counters
     if not counters.num_rows:
@@ -32,8 +33,8 @@ def match(ctx: RuleContext) -> None:
     busy = g.compute_mask
     idx = np.nonzero(busy)[0]
     ctx.emit(
-        title=f"AI Core clock averaged {100 * (1 - drop):.0f}% of {rated:.0f} MHz",
-        description=("The AI Core frequency fell below its rated clock during the run (power or thermal capping, "
+        title=msg("AI Core clock averaged {pct:.0f}% of {rated_mhz:.0f} MHz", pct=100 * (1 - drop), rated_mhz=rated),
+        description=msg("The AI Core frequency fell below its rated clock during the run (power or thermal capping, "
                      "or a power-saving mode), which slows every kernel. Check the card's power mode and cooling "
                      "(npu-smi info) before tuning kernels; compare runs only at the same clock."),
         ops=[],

@@ -10,13 +10,14 @@ import numpy as np
 
 from pypto_core.rules._util import column_strings, op_type_time, us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Each AI_CPU task over the duration threshold is assumed to run on the AI Core "
+SAVING_MODEL = msg("Each AI_CPU task over the duration threshold is assumed to run on the AI Core "
                 "`aicore_speedup` times faster (configured, [INFERRED]): saving = time x (1 - 1/speedup).")
 
 
-@rule("aicpu_operators", title="Operators falling back to the AI CPU", saving_model=SAVING_MODEL, vendors=("ascend",))
+@rule("aicpu_operators", title=msg("Operators falling back to the AI CPU"), saving_model=SAVING_MODEL, vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("aicpu_operators")
@@ -27,8 +28,8 @@ def match(ctx: RuleContext) -> None:
     saving = g.dur[idx] * (1.0 - 1.0 / cfg["aicore_speedup"])
     ops = op_type_time(g, mask)
     ctx.emit(
-        title=f"{len(idx)} AI_CPU tasks longer than {cfg['min_dur_us']:.0f} us",
-        description=("These operators ran on the AI CPU instead of the AI Cores, usually because of a data type "
+        title=msg("{tasks} AI_CPU tasks longer than {min_us:.0f} µs", tasks=len(idx), min_us=cfg["min_dur_us"]),
+        description=msg("These operators ran on the AI CPU instead of the AI Cores, usually because of a data type "
                      "(float64, int64) or a data-dependent output shape the AI Core kernels do not support. Cast "
                      "inputs to a supported dtype (float64 -> float32), or replace the op (e.g. avoid nonzero / "
                      "masked_select in the decode loop)."),

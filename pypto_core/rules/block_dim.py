@@ -8,13 +8,14 @@ import pyarrow.compute as pc
 
 from pypto_core.rules._util import op_type_time, share, us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Work spreads evenly over blocks: a kernel with b blocks on C cores uses ceil(b/C) waves at "
+SAVING_MODEL = msg("Work spreads evenly over blocks: a kernel with b blocks on C cores uses ceil(b/C) waves at "
                 "b / (waves x C) occupancy; retiling to fill every core saves time x (1 - occupancy).")
 
 
-@rule("block_dim", title="Kernels that leave AI Cores idle (Block Dim)", saving_model=SAVING_MODEL, vendors=("ascend",))
+@rule("block_dim", title=msg("Kernels that leave AI Cores idle (Block Dim)"), saving_model=SAVING_MODEL, vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("block_dim")
@@ -36,11 +37,13 @@ def match(ctx: RuleContext) -> None:
     saving = g.dur[idx] * (1.0 - occupancy[idx])
     ops = op_type_time(g, mask)
     ctx.emit(
-        title=f"{len(idx)} long kernels fill only {100 * np.average(occupancy[idx], weights=g.dur[idx]):.0f}% of the cores",
-        description=(f"These kernels run with fewer blocks than the {g.sku.name}'s {int(g.sku.ai_cores.value)} AI Cores "
-                     f"({int(g.sku.vector_cores.value)} vector cores), so part of the chip idles while they run. Larger "
+        title=msg("{kernels} long kernels fill only {pct:.0f}% of the cores", kernels=len(idx),
+                  pct=100 * np.average(occupancy[idx], weights=g.dur[idx])),
+        description=msg("These kernels run with fewer blocks than the {sku}'s {ai_cores} AI Cores "
+                     "({vector_cores} vector cores), so part of the chip idles while they run. Larger "
                      "batches, a different split of the work (AOE tuning for cube ops) or fusing them into a bigger "
-                     "kernel fills the cores."),
+                     "kernel fills the cores.", sku=g.sku.name, ai_cores=int(g.sku.ai_cores.value),
+                        vector_cores=int(g.sku.vector_cores.value)),
         ops=list(ops),
         evidence={"kernels": len(idx), "time_us": us(g.dur[idx].sum()),
                   "mean_occupancy_pct": round(100 * float(np.average(occupancy[idx], weights=g.dur[idx])), 1),

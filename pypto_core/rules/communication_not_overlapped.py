@@ -17,20 +17,21 @@ from pypto_core.replay import kernel_change
 from pypto_core.rules._bucket_rule import bucket_share
 from pypto_core.rules._util import column_strings, share, us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Waiting collectives: if every rank arrived together the not-overlapped time would shrink to "
+SAVING_MODEL = msg("Waiting collectives: if every rank arrived together the not-overlapped time would shrink to "
                 "its transfer share; saving = not-overlapped time x waiting share. Transfer-bound: "
                 "overlapping the collectives with compute hides them up to the compute that is not yet "
                 "overlapped; saving = min(not-overlapped, compute - overlapped).")
 
 _LIB = {"ascend": "HCCL", "nvidia": "NCCL", "amd": "RCCL"}
 _OVERLAP_ADVICE = {
-    "ascend": ("Overlap gradient communication with the backward pass (DDP buckets: bucket_cap_mb; MindSpeed "
+    "ascend": msg("Overlap gradient communication with the backward pass (DDP buckets: bucket_cap_mb; MindSpeed "
                "--overlap-grad-reduce), and check HCCL_BUFFSIZE and the link each collective uses."),
-    "nvidia": ("Overlap gradient communication with the backward pass (DDP bucket_cap_mb, FSDP prefetch), "
+    "nvidia": msg("Overlap gradient communication with the backward pass (DDP bucket_cap_mb, FSDP prefetch), "
                "and check NCCL's algorithm and protocol (NCCL_ALGO, NCCL_PROTO) and the link (NVLink vs PCIe)."),
-    "amd": ("Overlap gradient communication with the backward pass (DDP bucket_cap_mb) and check RCCL's "
+    "amd": msg("Overlap gradient communication with the backward pass (DDP bucket_cap_mb) and check RCCL's "
             "settings and the link (Infinity Fabric vs PCIe)."),
 }
 
@@ -49,7 +50,7 @@ def _collective_figures(ctx: RuleContext) -> dict[str, float]:
     return out
 
 
-@rule("communication_not_overlapped", title="Communication not overlapped with compute",
+@rule("communication_not_overlapped", title=msg("Communication not overlapped with compute"),
       saving_model=SAVING_MODEL, needs=("kernels", "communication", "steps"), explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     if bucket_share(ctx, "communication_not_overlapped") is None:
@@ -65,7 +66,7 @@ def match(ctx: RuleContext) -> None:
     transit = figures.get("transit", 0.0)
     # per communication.json, Elapse = Transit + Wait + Idle: what is not transit is not moving data
     waiting_share = (elapse - transit) / elapse if elapse > 0 and transit >= 0 else None
-    lib = _LIB.get(ctx.vendor, "the collective library")
+    lib = _LIB.get(ctx.vendor, msg("the collective library"))
     evidence = {"communication_not_overlapped_us": us(exposed), "share_of_step": share(exposed, total),
                 "communication_overlapped_us": us(b.communication_overlapped_ns), "compute_us": us(b.buckets["compute"]),
                 "threshold_share": cfg["share_above"], "ranks_in_profile": ctx.group.ranks if ctx.group else 1}
@@ -86,31 +87,39 @@ def match(ctx: RuleContext) -> None:
         if wait_ratio is not None:
             evidence["wait_time_ratio"] = round(wait_ratio, 6)
         saving = exposed * waiting_share
-        moved = (f"the collectives move data {100 * transit / elapse:.1f}% of their time" if transit > 0
-                 else "communication.json records no transfer time for the collectives")
-        title = f"Communication not overlapped is {100 * exposed / total:.0f}% of the step, and {moved}"
-        parts = (f"of their {us(elapse) / 1e3:.1f} ms, Transit is {us(transit) / 1e3:.1f} ms, notify Wait "
-                 f"{us(wait) / 1e3:.1f} ms and Idle {us(figures['idle']) / 1e3:.1f} ms (communication.json)")
-        measure = "of Wait + Transit" if transit > 0 else "of the collectives' time (no Transit recorded)"
+        moved = (msg("the collectives move data {pct:.1f}% of their time", pct=100 * transit / elapse)
+                 if transit > 0 else msg("communication.json records no transfer time for the collectives"))
+        title = msg("Communication not overlapped is {pct:.0f}% of the step, and {moved}",
+                    pct=100 * exposed / total, moved=moved)
+        parts = msg("of their {elapse_ms:.1f} ms, Transit is {transit_ms:.1f} ms, notify Wait {wait_ms:.1f} ms "
+                    "and Idle {idle_ms:.1f} ms (communication.json)", elapse_ms=us(elapse) / 1e3,
+                    transit_ms=us(transit) / 1e3, wait_ms=us(wait) / 1e3, idle_ms=us(figures["idle"]) / 1e3)
         if wait_ratio is not None and wait_ratio >= cfg["slow_rank_wait_ratio"]:
-            cause = (f" Their Wait is {100 * wait_ratio:.0f}% {measure}, above the "
-                     f"{cfg['slow_rank_wait_ratio']:.1f} at which MindStudio flags a slow rank: this rank reaches "
-                     "each collective before its peers. The slow rank is the one to fix: compare the ranks (their "
-                     "step time split, data loading, host stalls), balance the work, then overlap what remains "
-                     "with compute.")
+            cause = msg(
+                "Their Wait is {pct:.0f}% of Wait + Transit, above the {limit:.1f} at which MindStudio flags a "
+                "slow rank: this rank reaches each collective before its peers. The slow rank is the one to fix: "
+                "compare the ranks (their step time split, data loading, host stalls), balance the work, then "
+                "overlap what remains with compute." if transit > 0 else
+                "Their Wait is {pct:.0f}% of the collectives' time (no Transit recorded), above the {limit:.1f} "
+                "at which MindStudio flags a slow rank: this rank reaches each collective before its peers. The "
+                "slow rank is the one to fix: compare the ranks (their step time split, data loading, host "
+                "stalls), balance the work, then overlap what remains with compute.",
+                pct=100 * wait_ratio, limit=cfg["slow_rank_wait_ratio"])
         else:
-            cause = (" Their notify Wait is small, so the time goes before or between the collectives' tasks: "
-                     "check what the communication stream waits for (events from compute, the host's launch), "
-                     "then overlap the collectives with compute.")
-        description = (f"The step waits {us(exposed) / 1e3:.1f} ms in {lib} collectives with no compute beside "
-                       f"them, and they are not moving data: {parts}.{cause}")
+            cause = msg("Their notify Wait is small, so the time goes before or between the collectives' tasks: "
+                        "check what the communication stream waits for (events from compute, the host's launch), "
+                        "then overlap the collectives with compute.")
+        description = msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside them, and they "
+                          "are not moving data: {parts}. {cause}", ms=us(exposed) / 1e3, lib=lib, parts=parts,
+                          cause=cause)
     else:
         saving = min(exposed, max(b.buckets["compute"] - b.communication_overlapped_ns, 0))
-        known = "" if waiting_share is not None else (" The profile has no per-collective wait figures, so "
-                                                      "transfer and waiting cannot be told apart here.")
-        title = f"Communication not overlapped is {100 * exposed / total:.0f}% of the step"
-        description = (f"The step waits {us(exposed) / 1e3:.1f} ms in {lib} collectives with no compute beside "
-                       f"them.{known} " + _OVERLAP_ADVICE.get(ctx.vendor, "Overlap communication with compute."))
+        known = "" if waiting_share is not None else msg(
+            " The profile has no per-collective wait figures, so transfer and waiting cannot be told apart here.")
+        title = msg("Communication not overlapped is {pct:.0f}% of the step", pct=100 * exposed / total)
+        description = msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside them.{known} "
+                          "{advice}", ms=us(exposed) / 1e3, lib=lib, known=known,
+                          advice=_OVERLAP_ADVICE.get(ctx.vendor, msg("Overlap communication with compute.")))
     is_comm = g.task_codes[0] == COMM_CODE
     comm_kernels = np.nonzero(is_comm)[0]
     s, e = a.intervals("communication_not_overlapped")
@@ -122,5 +131,5 @@ def match(ctx: RuleContext) -> None:
         saving_model=SAVING_MODEL, intervals=clip_to_length(s, e, saving),
         # the collectives lose their waiting (or the part compute can hide): this rank's tasks shortened
         change=kernel_change(comm_kernels, g.dur[comm_kernels] * waiting_share if waiting else saving, g.dur),
-        details={"vendor": ctx.vendor, "library": lib},
+        details={"vendor": ctx.vendor, "library": str(lib)},
     )

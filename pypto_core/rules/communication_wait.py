@@ -10,14 +10,15 @@ from pypto_core.intervals import clip_to_length
 from pypto_core.replay import Change, kernel_change
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("If the ranks arrive together the wait disappears and the transfer remains: saving = the wait "
+SAVING_MODEL = msg("If the ranks arrive together the wait disappears and the transfer remains: saving = the wait "
                 "time of the collectives, at most their time not overlapped with compute (an upper bound: the "
                 "late rank's own work is not free).")
 
 
-@rule("communication_wait", title="Collectives waiting for other ranks", saving_model=SAVING_MODEL,
+@rule("communication_wait", title=msg("Collectives waiting for other ranks"), saving_model=SAVING_MODEL,
       needs=("communication",), explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     comm = ctx.profile.communication
@@ -42,8 +43,8 @@ def match(ctx: RuleContext) -> None:
         return
     names = pc.value_counts(pc.fill_null(comm["name"], "?")).to_pylist()
     ctx.emit(
-        title=f"Collectives spend {100 * waiting / elapse:.0f}% of their time waiting for other ranks",
-        description=("Most of the collective communication time is waiting: this rank reached the collective "
+        title=msg("Collectives spend {pct:.0f}% of their time waiting for other ranks", pct=100 * waiting / elapse),
+        description=msg("Most of the collective communication time is waiting: this rank reached the collective "
                      "before its peers. The cause is on the other ranks (uneven work, a slow card or host, data "
                      "skew): compare ranks (slow_rank) and balance the work; overlapping communication with "
                      "compute hides what remains."),

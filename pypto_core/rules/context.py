@@ -15,9 +15,11 @@ import numpy as np
 
 from pypto_core.graph import OperatorCallGraph
 from pypto_core.hardware import SkuSpec
+from pypto_core.i18n import Message, as_message, render_stored
 from pypto_core.intervals import union_length
 from pypto_core.profile import Profile
 from pypto_core.replay import Change
+from pypto_core.rules._flagged_ops import flagged_ops
 from pypto_core.rules.config import RuleConfig
 from pypto_core.rules.finding import Finding
 
@@ -85,15 +87,16 @@ class RuleContext:
         """Decode steps in the run (1 if the run has no decode tokens), for per-token counts."""
         return max(int(len(self.graph.tokens.latency_ns)), 1)
 
-    def emit(self, *, title: str, description: str, ops: list[str], evidence: dict[str, Any],
-             kernels: np.ndarray, saving_ns: np.ndarray | float, saving_model: str,
+    def emit(self, *, title: Message | str, description: Message | str, ops: list[str], evidence: dict[str, Any],
+             kernels: np.ndarray, saving_ns: np.ndarray | float, saving_model: Message | str,
              remedies: list[str] | tuple[str, ...] = (), details: dict[str, Any] | None = None,
              covered_ns: float | None = None, extra_saving_ns: float = 0.0, severity: str | None = None,
              intervals: tuple[np.ndarray, np.ndarray] | None = None, change: Change | None = None) -> Finding:
         """Record one finding. ``kernels``: the row indices it covers; ``saving_ns``: per kernel (or one
         total spread over them by duration); ``covered_ns``: time it covers (default: their durations);
         ``intervals``: pieces of wall time the fix removes, whose length adds to the saving; ``change``: what
-        the fix does to the run for the replay (default: the kernels shortened by their savings)."""
+        the fix does to the run for the replay (default: the kernels shortened by their savings). The text is
+        a ``Message`` (pypto_core.i18n): the finding keeps its English rendering and its template."""
         g = self.graph
         kernels = np.asarray(kernels, np.int64)
         dur = g.dur[kernels].astype(np.float64)
@@ -111,11 +114,21 @@ class RuleContext:
         time_share = min(covered / total_ns, 1.0)
         saving = min(saving, 0.999 * total_ns)
         speedup = total_ns / (total_ns - saving)
+        # the English text is rendered from the stored form, so every language renders the same numbers
+        text = {k: _plain(as_message(m).to_dict()) for k, m in
+                (("title", title), ("description", description), ("saving_model", saving_model))}
+        details = dict(details or {})
+        if remedies and "ops" not in details and len(kernels):
+            # what the remedies target: the flagged kernels by op type, shapes, dtypes and formats
+            listed = flagged_ops(g, kernels)
+            details["ops"], details["op_groups"] = listed["groups"], listed["group_count"]
         finding = Finding(
-            rule=self.rule_id, severity=severity or severity_for(saving / total_ns, time_share), title=title,
-            description=description, ops=ops, evidence=_plain(evidence), time_share=round(time_share, 6),
+            rule=self.rule_id, severity=severity or severity_for(saving / total_ns, time_share),
+            title=render_stored(text["title"]) or "", description=render_stored(text["description"]) or "",
+            ops=ops, evidence=_plain(evidence), time_share=round(time_share, 6),
             estimated_saving_us=round(saving / 1e3, 3), estimated_speedup=round(speedup, 4),
-            remedies=list(remedies), saving_model=saving_model, details=_plain(details or {}),
+            remedies=list(remedies), saving_model=render_stored(text["saving_model"]) or "",
+            details=_plain(details), messages=text,
         )
         self.findings.append(finding)
         if change is None and per.sum() > 0:

@@ -7,13 +7,14 @@ from pypto_core.attribution import DATA_LOADER
 from pypto_core.replay import Change
 from pypto_core.rules._bucket_rule import bucket_share, emit_bucket, host_calls
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("A loader that keeps batches ready (more workers, prefetching, pinned memory) hides the wait: "
+SAVING_MODEL = msg("A loader that keeps batches ready (more workers, prefetching, pinned memory) hides the wait: "
                 "saving = the device idle time spent in the data loader.")
 
 
-@rule("data_loading", title="Device idle waiting for the data loader", saving_model=SAVING_MODEL,
+@rule("data_loading", title=msg("Device idle waiting for the data loader"), saving_model=SAVING_MODEL,
       needs=("kernels", "host_ops", "steps"), workloads=("training", "inference_other", "unknown"), explains="data_loading")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "data_loading")
@@ -21,10 +22,11 @@ def match(ctx: RuleContext) -> None:
         return
     pin = "pin_memory=True" if ctx.vendor in ("ascend", "nvidia", "amd") else "prefetching"
     emit_bucket(ctx, "data_loading",
-                title=f"The device idles {100 * found:.0f}% of the step waiting for the data loader",
-                description=("Each step starts by waiting for the next batch: the device has nothing to run "
-                             "while the DataLoader produces it. Raise num_workers, set persistent_workers=True, "
-                             f"prefetch_factor and {pin}, and move decoding or augmentation off the critical path."),
+                title=msg("The device idles {pct:.0f}% of the step waiting for the data loader", pct=100 * found),
+                description=msg("Each step starts by waiting for the next batch: the device has nothing to run "
+                                "while the DataLoader produces it. Raise num_workers, set persistent_workers=True, "
+                                "prefetch_factor and {pin}, and move decoding or augmentation off the critical "
+                                "path.", pin=pin),
                 saving_ns=ctx.bucket_ns("data_loading"), saving_model=SAVING_MODEL,
                 evidence={"steps": len(ctx.graph.attribution.steps)},
                 change=Change(host_removed=host_calls(ctx, DATA_LOADER, "data_loading")))

@@ -15,14 +15,15 @@ from pypto_core.intervals import intersect_intervals, outermost
 from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("With binary kernels (set_compile_mode(jit_compile=False)) the host compile calls disappear: "
+SAVING_MODEL = msg("With binary kernels (set_compile_mode(jit_compile=False)) the host compile calls disappear: "
                 "saving = the compile calls' time while the device is idle (attribution idle buckets); compile "
                 "time hidden under device work saves nothing.")
 
 
-@rule("dynamic_shape", title="Operators compiled at run time (dynamic shapes)", saving_model=SAVING_MODEL,
+@rule("dynamic_shape", title=msg("Operators compiled at run time (dynamic shapes)"), saving_model=SAVING_MODEL,
       needs=("kernels", "api_calls"), vendors=("ascend",), explains="host_launch_bound")
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
@@ -56,9 +57,9 @@ def match(ctx: RuleContext) -> None:
     if not (all_dynamic or many_compiles):
         return
     ctx.emit(
-        title=("No operator runs as a static (precompiled) kernel" if all_dynamic
-               else f"{compile_calls} operator compilations during the run"),
-        description=("Every operator in this profile was dispatched as a dynamic-shape op, and/or the host compiled "
+        title=(msg("No operator runs as a static (precompiled) kernel") if all_dynamic
+               else msg("{calls} operator compilations during the run", calls=compile_calls)),
+        description=msg("Every operator in this profile was dispatched as a dynamic-shape op, and/or the host compiled "
                      "operators while the model ran. Online compilation stalls the device and dynamic kernels skip "
                      "shape-specialised tiling. Call torch_npu.npu.set_compile_mode(jit_compile=False) to use the "
                      "prebuilt binary kernels (the default on A2/A3 in recent torch_npu), keep "

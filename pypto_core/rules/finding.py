@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from pypto_core.i18n import DEFAULT_LANGUAGE, render_stored
 
 REPORT_SCHEMA_VERSION = 1
 SEVERITIES = ("high", "medium", "low")
@@ -23,9 +25,33 @@ class Finding:
     remedies: list[str] = field(default_factory=list)  # artifact file names
     saving_model: str = ""  # the explicit model behind estimated_saving_us, in words
     details: dict[str, Any] = field(default_factory=dict)  # structured data for remedies (shapes, op names)
+    # the text's templates and parameters ({"title": Message.to_dict(), ...}): any language renders from them
+    messages: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def localized(self, language: str) -> Finding:
+        """The same finding with its text in ``language``; ids and numbers are untouched."""
+        return replace(self, **localized_text(self.messages, language, self.to_dict()))
+
+
+# The finding fields whose text is rendered from ``Finding.messages``.
+TEXT_FIELDS = ("title", "description", "saving_model")
+
+
+def localized_text(messages: dict[str, Any] | None, language: str, fallback: dict[str, Any]) -> dict[str, str]:
+    """{field: text in ``language``} for the text fields; a field without a stored message keeps its text."""
+    out = {}
+    for name in TEXT_FIELDS:
+        text = render_stored((messages or {}).get(name), language)
+        out[name] = text if text is not None else str(fallback.get(name) or "")
+    return out
+
+
+def localize_finding(data: dict[str, Any], language: str = DEFAULT_LANGUAGE) -> dict[str, Any]:
+    """A stored finding (``Finding.to_dict()``) with its text in ``language``."""
+    return {**data, **localized_text(data.get("messages"), language, data)}
 
 
 @dataclass
@@ -46,3 +72,7 @@ class Report:
             "warnings": list(self.warnings),
             **({"what_if": self.what_if} if self.what_if is not None else {}),
         }
+
+    def localized(self, language: str) -> Report:
+        """The same report with its findings' text in ``language``."""
+        return replace(self, findings=[f.localized(language) for f in self.findings])

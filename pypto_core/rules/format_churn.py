@@ -10,13 +10,14 @@ import numpy as np
 
 from pypto_core.rules._util import op_type_time, share, shape_strings, us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Converting weights once at load time (npu_format_cast(w, 29)) and keeping one dtype removes "
+SAVING_MODEL = msg("Converting weights once at load time (npu_format_cast(w, 29)) and keeping one dtype removes "
                 "these kernels: saving = their device time plus the launch gap before each.")
 
 
-@rule("format_churn", title="Repeated TransData / Cast format conversions", saving_model=SAVING_MODEL, vendors=("ascend",))
+@rule("format_churn", title=msg("Repeated TransData / Cast format conversions"), saving_model=SAVING_MODEL, vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("format_churn")
@@ -29,8 +30,9 @@ def match(ctx: RuleContext) -> None:
         return
     ops = op_type_time(g, mask)
     ctx.emit(
-        title=f"{len(idx)} TransData/Cast conversions take {100 * g.dur[idx].sum() / ctx.total_ns:.1f}% of the run",
-        description=("The same tensors are converted between memory formats (ND <-> FRACTAL_NZ) or dtypes every "
+        title=msg("{conversions} TransData/Cast conversions take {pct:.1f}% of the run", conversions=len(idx),
+                  pct=100 * g.dur[idx].sum() / ctx.total_ns),
+        description=msg("The same tensors are converted between memory formats (ND <-> FRACTAL_NZ) or dtypes every "
                      "step. Convert weights once after loading with torch_npu.npu_format_cast(weight, 29) "
                      "(FRACTAL_NZ) and keep activations in one dtype, so the conversions leave the hot loop."),
         ops=list(ops),

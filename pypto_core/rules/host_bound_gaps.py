@@ -15,23 +15,24 @@ from pypto_core.intervals import overlap_ns
 from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Launching the step as a captured graph runs kernels back to back: the host-launch-bound part of "
+SAVING_MODEL = msg("Launching the step as a captured graph runs kernels back to back: the host-launch-bound part of "
                 "every gap over `min_gap_us` shrinks to `residual_gap_us`; saving = sum(host-bound gap - residual).")
 
 _ADVICE = {
-    "ascend": ("Capture the step as a graph (TorchAir torch.compile with the npu backend, or vLLM-Ascend ACL graph), "
+    "ascend": msg("Capture the step as a graph (TorchAir torch.compile with the npu backend, or vLLM-Ascend ACL graph), "
                "set TASK_QUEUE_ENABLE=2 and CPU_AFFINITY_CONF=2, and fuse small ops to launch fewer kernels."),
-    "nvidia": ("Capture the step with CUDA Graphs (torch.compile(mode=\"reduce-overhead\") or "
+    "nvidia": msg("Capture the step with CUDA Graphs (torch.compile(mode=\"reduce-overhead\") or "
                "torch.cuda.CUDAGraph), let torch.compile fuse small ops, and keep Python work out of the step."),
-    "amd": ("Capture the step with HIP graphs (torch.compile(mode=\"reduce-overhead\") on ROCm), let "
+    "amd": msg("Capture the step with HIP graphs (torch.compile(mode=\"reduce-overhead\") on ROCm), let "
             "torch.compile fuse small ops, and keep Python work out of the step."),
 }
-_GENERIC = "Launch fewer, larger kernels (fuse small ops, compile the step) and keep Python work out of the step."
+_GENERIC = msg("Launch fewer, larger kernels (fuse small ops, compile the step) and keep Python work out of the step.")
 
 
-@rule("host_bound_gaps", title="Device idle waiting for the host", saving_model=SAVING_MODEL, explains="host_launch_bound")
+@rule("host_bound_gaps", title=msg("Device idle waiting for the host"), saving_model=SAVING_MODEL, explains="host_launch_bound")
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     a = g.attribution
@@ -47,12 +48,13 @@ def match(ctx: RuleContext) -> None:
     saving = np.maximum(host_part[idx] - cfg["residual_gap_us"] * 1e3, 0.0)
     # time before the step's first task (or after its last) is host-bound too, but no kernel slot holds it
     edge = max(bound - float(host_part.sum()), 0.0)
-    decode = " This dominates eager-mode decode, where kernels are short." if ctx.workload in (
+    decode = msg(" This dominates eager-mode decode, where kernels are short.") if ctx.workload in (
         "llm_decode", "llm_serving") else ""
     ctx.emit(
-        title=f"The device is idle {100 * bound / total:.0f}% of the run while the host issues work",
-        description=("Between kernels the device sits idle while the host (Python, the framework, the launch "
-                     f"path) prepares the next one.{decode} " + _ADVICE.get(ctx.vendor, _GENERIC)),
+        title=msg("The device is idle {pct:.0f}% of the run while the host issues work", pct=100 * bound / total),
+        description=msg("Between kernels the device sits idle while the host (Python, the framework, the launch "
+                        "path) prepares the next one.{decode} {advice}", decode=decode,
+                        advice=_ADVICE.get(ctx.vendor, _GENERIC)),
         ops=[],
         evidence={"host_launch_bound_us": us(bound), "host_launch_bound_share": share(bound, total),
                   "threshold_share": cfg["free_share_above"], "gaps_over_min": int(len(idx)),

@@ -13,15 +13,16 @@ import numpy as np
 
 from pypto_core.rules._util import op_type_time, share, shape_strings, us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 from pypto_core.workload import DECODE_WORKLOADS
 
-SAVING_MODEL = ("Every per-step copy of a cache-shaped tensor disappears with a pre-allocated BSND cache, "
+SAVING_MODEL = msg("Every per-step copy of a cache-shaped tensor disappears with a pre-allocated BSND cache, "
                 "saving its device time and the launch gap before it; if the profile has no in-place cache "
                 "update kernel yet, two scatter updates per layer and token (configured cost each) are added back.")
 
 
-@rule("kv_cache_layout", title="KV cache stored in a layout attention does not consume", saving_model=SAVING_MODEL,
+@rule("kv_cache_layout", title=msg("KV cache stored in a layout attention does not consume"), saving_model=SAVING_MODEL,
       remedies=("kv_cache_layout_patch.py",), vendors=("ascend",), workloads=DECODE_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
@@ -45,8 +46,8 @@ def match(ctx: RuleContext) -> None:
     lay_time = float(g.dur[idx].sum())
     ops = op_type_time(g, mask)
     ctx.emit(
-        title=f"{per_token:.0f} KV-cache layout copies per token around attention",
-        description=(
+        title=msg("{per_token:.0f} KV-cache layout copies per token around attention", per_token=per_token),
+        description=msg(
             "Every decode step copies cache-shaped tensors (Transpose / TensorMove / ConcatD) because the KV "
             "cache is kept in a layout the attention kernel does not read directly (typically BNSD grown with "
             "torch.cat, as Hugging Face eager code does). Keep a pre-allocated BSND cache (batch, max_seq, "

@@ -13,14 +13,15 @@ import pyarrow.compute as pc
 
 from pypto_core.rules._util import column_strings, group_rows, share, shape_strings, us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Each flagged MatMul is retuned to the roofline efficiency the same profile's aligned MatMuls "
+SAVING_MODEL = msg("Each flagged MatMul is retuned to the roofline efficiency the same profile's aligned MatMuls "
                 "of the same regime (compute- or memory-bound) reach (or the configured target when there are "
                 "none): saving = measured time - bound time / target efficiency, summed over flagged kernels.")
 
 
-@rule("matmul_tiling", title="MatMul tiling far below the roofline", saving_model=SAVING_MODEL,
+@rule("matmul_tiling", title=msg("MatMul tiling far below the roofline"), saving_model=SAVING_MODEL,
       remedies=("aoe_tune_ops.json", "aoe_tune.sh"), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
@@ -92,14 +93,15 @@ def match(ctx: RuleContext) -> None:
     mean_eff = float(g.bound_ns[idx].sum() / max(flagged_time, 1))
     top = shapes[0]
     ctx.emit(
-        title=f"{len(shapes)} MatMul shape(s) run at {100 * mean_eff:.0f}% of their roofline bound",
-        description=(
+        title=msg("{shapes} MatMul shape(s) run at {pct:.0f}% of their roofline bound", shapes=len(shapes),
+                  pct=100 * mean_eff),
+        description=msg(
             "Matrix multiplications whose shapes do not fit the cube unit's tiles (inner axis not a multiple of "
-            f"{inner} elements / 512 bytes, or K/N not a multiple of 16) are split into inefficient tiles and "
+            "{inner} elements / 512 bytes, or K/N not a multiple of 16) are split into inefficient tiles and "
             "padded on the fly, so they take much longer than the hardware limit for their size. The hottest is "
-            f"{top['op_type']} M={top['m']} K={top['k']} N={top['n']} at {top['roofline_efficiency_pct']:.0f}% of "
-            "its bound. Tune their tiling with AOE (operator tuning, job_type=2) or pad the weights to aligned "
-            "sizes once at load time."),
+            "{op} M={m} K={k} N={n} at {pct:.0f}% of its bound. Tune their tiling with AOE (operator tuning, "
+            "job_type=2) or pad the weights to aligned sizes once at load time.", inner=inner, op=top["op_type"],
+            m=top["m"], k=top["k"], n=top["n"], pct=top["roofline_efficiency_pct"]),
         ops=sorted({s["op_type"] for s in shapes}),
         evidence={
             "flagged_kernels": int(len(idx)), "flagged_time_us": us(flagged_time),

@@ -10,14 +10,15 @@ from pypto_core.replay import kernel_change
 from pypto_core.rules._bucket_rule import bucket_share, emit_bucket
 from pypto_core.rules._util import us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Host copies from pinned memory run asynchronously and overlap compute (non_blocking=True); "
+SAVING_MODEL = msg("Host copies from pinned memory run asynchronously and overlap compute (non_blocking=True); "
                 "device-to-device copies removed by keeping tensors contiguous: saving = the exposed copy time "
                 "(an upper bound).")
 
 
-@rule("memcpy_bound", title="Copies on the critical path", saving_model=SAVING_MODEL, needs=("kernels", "steps"), explains="memcpy")
+@rule("memcpy_bound", title=msg("Copies on the critical path"), saving_model=SAVING_MODEL, needs=("kernels", "steps"), explains="memcpy")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "memcpy")
     if found is None:
@@ -28,17 +29,20 @@ def match(ctx: RuleContext) -> None:
     split = {k: us(v) for k, v in b.memcpy_split.items() if v}
     main = max(b.memcpy_split, key=lambda k: b.memcpy_split[k])
     pageable = b.memcpy_pageable_ns
-    hint = {"h2d": "Copy inputs from pinned memory (DataLoader pin_memory=True, tensor.pin_memory()) with "
-                   "non_blocking=True so they overlap compute.",
-            "d2h": "Keep results on the device; copy them back once per step, asynchronously, from pinned buffers.",
-            "d2d": "Device-to-device copies are usually .contiguous()/.clone()/layout changes: keep tensors in the "
-                   "layout their consumers read.",
-            "memset": "Avoid zero-filling buffers every step (torch.empty instead of torch.zeros where safe)."}
-    page = (f" {us(pageable) / 1e3:.2f} ms of it is from pageable host memory, which cannot overlap compute."
-            if pageable else "")
+    hint = {"h2d": msg("Copy inputs from pinned memory (DataLoader pin_memory=True, tensor.pin_memory()) with "
+                       "non_blocking=True so they overlap compute."),
+            "d2h": msg("Keep results on the device; copy them back once per step, asynchronously, from pinned "
+                       "buffers."),
+            "d2d": msg("Device-to-device copies are usually .contiguous()/.clone()/layout changes: keep tensors in "
+                       "the layout their consumers read."),
+            "memset": msg("Avoid zero-filling buffers every step (torch.empty instead of torch.zeros where safe).")}
+    page = (msg(" {ms:.2f} ms of it is from pageable host memory, which cannot overlap compute.",
+                ms=us(pageable) / 1e3) if pageable else "")
     emit_bucket(ctx, "memcpy",
-                title=f"Copies with nothing beside them take {100 * found:.0f}% of the step (mostly {main.upper()})",
-                description=(f"The device spends this time only copying.{page} " + hint.get(main, "")),
+                title=msg("Copies with nothing beside them take {pct:.0f}% of the step (mostly {kind})",
+                          pct=100 * found, kind=main.upper()),
+                description=msg("The device spends this time only copying.{page} {hint}", page=page,
+                                hint=hint.get(main, "")),
                 saving_ns=ctx.bucket_ns("memcpy"), saving_model=SAVING_MODEL,
                 evidence={"memcpy_split_us": split, "pageable_us": us(pageable)},
                 change=kernel_change(copies, g.dur[copies], g.dur))  # copies off the critical path

@@ -13,15 +13,16 @@ import numpy as np
 from pypto_core.rules._fusion import chain_savings
 from pypto_core.rules._util import op_type_time, share, us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 from pypto_core.workload import LLM_WORKLOADS
 
-SAVING_MODEL = ("Each unfused chain becomes one npu_rms_norm / npu_add_rms_norm kernel of the configured fused "
+SAVING_MODEL = msg("Each unfused chain becomes one npu_rms_norm / npu_add_rms_norm kernel of the configured fused "
                 "time, launched with the short queued gap: saving = chain time + gaps - (fused time + that gap). "
                 "Fused norms waiting on the host save the gap above the residual graph-mode gap.")
 
 
-@rule("norm_launch_overhead", title="Norm launch overhead outweighs its compute", saving_model=SAVING_MODEL,
+@rule("norm_launch_overhead", title=msg("Norm launch overhead outweighs its compute"), saving_model=SAVING_MODEL,
       remedies=("norm_fusion_patch.py",), vendors=("ascend",), workloads=LLM_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
@@ -54,17 +55,18 @@ def match(ctx: RuleContext) -> None:
     ops = op_type_time(g, flagged)
     dur = g.dur[idx].astype(np.float64)
     ctx.emit(
-        title=(f"Unfused RMSNorm: {chains / max(len(g.tokens.decode_step), 1):.0f} chains of tiny kernels per step" if chains
-               else f"{int(waiting.sum())} norm kernels wait on the host longer than they run"),
+        title=(msg("Unfused RMSNorm: {per_step:.0f} chains of tiny kernels per step",
+                   per_step=chains / max(len(g.tokens.decode_step), 1)) if chains
+               else msg("{kernels} norm kernels wait on the host longer than they run", kernels=int(waiting.sum()))),
         description=(
-            "RMSNorm computed as separate Cast, Pow, ReduceMean, Add, Rsqrt and Mul kernels launches six to eight "
+            msg("RMSNorm computed as separate Cast, Pow, ReduceMean, Add, Rsqrt and Mul kernels launches six to eight "
             "tiny vector kernels per norm, and in eager mode the device idles between them while the host "
             "launches the next one. torch_npu.npu_rms_norm (or npu_add_rms_norm, which also fuses the residual "
-            "add) does the same work in one kernel; TASK_QUEUE_ENABLE=2 and graph mode shorten the remaining gaps."
+            "add) does the same work in one kernel; TASK_QUEUE_ENABLE=2 and graph mode shorten the remaining gaps.")
             if chains else
-            "The norm kernels themselves are fused, but the device waits for the host before each one much longer "
+            msg("The norm kernels themselves are fused, but the device waits for the host before each one much longer "
             "than the kernel runs: the run is host-bound here. Use TASK_QUEUE_ENABLE=2, CPU_AFFINITY_CONF=2 "
-            "or graph mode."),
+            "or graph mode.")),
         ops=list(ops),
         evidence={
             "unfused_chains": chains, "chains_per_token": round(chains / ctx.tokens, 2),

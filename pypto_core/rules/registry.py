@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pypto_core.i18n import Message
+
 if TYPE_CHECKING:  # pragma: no cover
     from pypto_core.rules.context import RuleContext
 
@@ -20,9 +22,9 @@ _NOT_RULES = frozenset({"registry", "config", "context", "finding", "diagnose"})
 @dataclass(frozen=True)
 class Rule:
     id: str
-    title: str
+    title: Message  # what the rule looks for, in words (rendered in the reader's language)
     match: Callable[..., None]  # match(ctx) emits findings through ctx.emit(...)
-    saving_model: str  # the model behind estimated savings, in words
+    saving_model: Message  # the model behind estimated savings, in words
     remedies: tuple[str, ...] = ()
     needs: tuple[str, ...] = ("kernels",)  # profile tables the rule reads
     scope: str = "profile"  # profile | group (multi-rank)
@@ -39,7 +41,7 @@ class Rule:
 RULES: dict[str, Rule] = {}
 
 
-def rule(id: str, *, title: str, saving_model: str, remedies: tuple[str, ...] = (),
+def rule(id: str, *, title: Message, saving_model: Message, remedies: tuple[str, ...] = (),
          needs: tuple[str, ...] = ("kernels",), scope: str = "profile", vendors: tuple[str, ...] = (),
          workloads: tuple[str, ...] = (), explains: str = "compute") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``match(ctx)`` as rule ``id``; ``vendors`` and ``workloads`` say where its advice holds."""

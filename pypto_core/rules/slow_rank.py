@@ -10,10 +10,14 @@ from pypto_core.intervals import clip_to_length
 from pypto_core.replay import kernel_change
 from pypto_core.rules._util import us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Every rank waits for the slowest at each collective: balancing brings the slowest rank's "
+SAVING_MODEL = msg("Every rank waits for the slowest at each collective: balancing brings the slowest rank's "
                 "compute to the mean; saving = max - mean compute time.")
+
+
+_KIND = {"computing": msg("computing"), "communication": msg("communication"), "free": msg("free")}
 
 
 def _rank_totals(profile) -> dict[str, float]:
@@ -27,7 +31,7 @@ def _rank_totals(profile) -> dict[str, float]:
             "free": float(a.run.idle_ns)}
 
 
-@rule("slow_rank", title="Slow rank", saving_model=SAVING_MODEL, scope="group", needs=("steps", "kernels"), explains="communication_not_overlapped")
+@rule("slow_rank", title=msg("Slow rank"), saving_model=SAVING_MODEL, scope="group", needs=("steps", "kernels"), explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     group = ctx.group
     if group is None or group.ranks < 2:
@@ -51,8 +55,9 @@ def match(ctx: RuleContext) -> None:
     slow = int(np.argmin(vals)) if kind == "communication" else int(np.argmax(vals))
     saving = float(vals.max() - vals.mean()) if kind == "computing" else 0.0
     ctx.emit(
-        title=(f"Rank {ranks[slow]} is the slow rank: {kind} time spread {100 * gap:.0f}% above the mean"),
-        description=("One rank takes noticeably longer than the others, and every collective waits for it. Look at "
+        title=msg("Rank {rank} is the slow rank: {kind} time spread {pct:.0f}% above the mean",
+                  rank=ranks[slow], kind=_KIND[kind], pct=100 * gap),
+        description=msg("One rank takes noticeably longer than the others, and every collective waits for it. Look at "
                      "that rank's own findings, its host (CPU binding, other processes) and its share of the data."),
         ops=[],
         evidence={"kind": kind, **{f"{k}_gap_vs_mean": round(v, 4) for k, v in gaps.items()}, "gap_vs_mean": round(float(gap), 4), "threshold": ctx.threshold("gap_above"),

@@ -15,18 +15,19 @@ from pypto_core.replay import Change
 from pypto_core.rules._bucket_rule import bucket_share, emit_bucket, host_calls
 from pypto_core.rules._util import us
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = ("Removing the host syncs from the step (values kept on the device, syncs moved out of the loop) "
+SAVING_MODEL = msg("Removing the host syncs from the step (values kept on the device, syncs moved out of the loop) "
                 "lets the queue run ahead: saving = the device idle time spent inside the syncs (an upper bound).")
 
 _ADVICE = {
-    "ascend": "Avoid torch.npu.synchronize(), .item(), .cpu() and .tolist() inside the step; keep "
-              "ASCEND_LAUNCH_BLOCKING unset.",
-    "nvidia": "Avoid torch.cuda.synchronize(), .item(), .cpu() and .tolist() inside the step "
-              "(torch.cuda.set_sync_debug_mode('warn') finds them); keep CUDA_LAUNCH_BLOCKING unset.",
-    "amd": "Avoid torch.cuda.synchronize(), .item(), .cpu() and .tolist() inside the step; keep "
-           "HIP_LAUNCH_BLOCKING unset.",
+    "ascend": msg("Avoid torch.npu.synchronize(), .item(), .cpu() and .tolist() inside the step; keep "
+                  "ASCEND_LAUNCH_BLOCKING unset."),
+    "nvidia": msg("Avoid torch.cuda.synchronize(), .item(), .cpu() and .tolist() inside the step "
+                  "(torch.cuda.set_sync_debug_mode('warn') finds them); keep CUDA_LAUNCH_BLOCKING unset."),
+    "amd": msg("Avoid torch.cuda.synchronize(), .item(), .cpu() and .tolist() inside the step; keep "
+               "HIP_LAUNCH_BLOCKING unset."),
 }
 
 
@@ -43,7 +44,7 @@ def sync_calls(ctx: RuleContext) -> dict[str, dict[str, float]]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["stall_us"])[:10])
 
 
-@rule("sync_stall", title="Device idle while the host synchronises", saving_model=SAVING_MODEL,
+@rule("sync_stall", title=msg("Device idle while the host synchronises"), saving_model=SAVING_MODEL,
       needs=("kernels", "api_calls", "host_ops", "steps"), explains="sync_wait")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "sync_wait")
@@ -51,12 +52,12 @@ def match(ctx: RuleContext) -> None:
         return
     calls = sync_calls(ctx)
     stall = ctx.bucket_ns("sync_wait")
-    names = ", ".join(list(calls)[:3]) or "synchronising calls"
+    names = ", ".join(list(calls)[:3]) or msg("synchronising calls")
     emit_bucket(ctx, "sync_wait",
-                title=f"The device idles {100 * found:.0f}% of the step while the host synchronises",
-                description=(f"The host blocks in {names} while the device has nothing queued: each sync drains "
-                             "the launch queue, so the device waits for the host to issue again. "
-                             + _ADVICE.get(ctx.vendor, "Keep host syncs out of the step.")),
+                title=msg("The device idles {pct:.0f}% of the step while the host synchronises", pct=100 * found),
+                description=msg("The host blocks in {names} while the device has nothing queued: each sync drains "
+                                "the launch queue, so the device waits for the host to issue again. {advice}",
+                                names=names, advice=_ADVICE.get(ctx.vendor, msg("Keep host syncs out of the step."))),
                 saving_ns=stall, saving_model=SAVING_MODEL, ops=list(calls),
                 evidence={"sync_calls": calls, "stall_us_total": us(stall)},
                 change=Change(host_removed=host_calls(ctx, SYNC_CALL, "sync_wait")))

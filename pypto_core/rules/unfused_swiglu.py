@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from pypto_core.rules._chain_rule import report_chain
 from pypto_core.rules.context import RuleContext
+from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 from pypto_core.workload import LLM_WORKLOADS
 
-SAVING_MODEL = ("Each chain becomes one fused kernel of the configured time, launched with the short queued gap: "
+SAVING_MODEL = msg("Each chain becomes one fused kernel of the configured time, launched with the short queued gap: "
                 "saving = chain time + gaps - (fused time + that gap).")
 
 
-@rule("unfused_swiglu", title="Unfused SwiGLU activation", saving_model=SAVING_MODEL, vendors=("ascend",), workloads=LLM_WORKLOADS)
+@rule("unfused_swiglu", title=msg("Unfused SwiGLU activation"), saving_model=SAVING_MODEL, vendors=("ascend",), workloads=LLM_WORKLOADS)
 def match(ctx: RuleContext) -> None:
-    report_chain(ctx, "swiglu", SAVING_MODEL, title="Unfused SwiGLU: {n:.0f} Silu-Mul chains per token",
-                 description=("The FFN activation runs as a Swish/Silu kernel followed by an elementwise multiply, "
+    report_chain(ctx, "swiglu", SAVING_MODEL, title=msg("Unfused SwiGLU: {n:.0f} Silu-Mul chains per token"),
+                 description=msg("The FFN activation runs as a Swish/Silu kernel followed by an elementwise multiply, "
                               "writing the intermediate to memory in between. torch_npu.npu_swiglu fuses them."),
                  fused_api="torch_npu.npu_swiglu")

@@ -17,7 +17,7 @@ from pypto_core.rules.finding import Report
 from .conftest import HOSTILE_NAME, PROFILE_META, make_finding
 
 EXPECTED = {
-    "matmul_tiling": ["aoe_tune_ops.json", "aoe_tune.sh", "matmul_weight_format_patch.py"],
+    "matmul_tiling": ["aoe_tune_ops.json", "aoe_tune.sh", "aoe_singleop.json", "matmul_weight_format_patch.py"],
     "kv_cache_layout": ["kv_cache_layout_patch.py"],
     "attention_memory_bound": ["fused_attention_patch.py"],
     "norm_launch_overhead": ["norm_fusion_patch.py"],
@@ -96,8 +96,10 @@ def test_hostile_op_names_stay_data(rule: str) -> None:
             assert names_after == names_before  # no new identifiers: nothing was injected as code
             assert HOSTILE_NAME in strings_after  # the name survives as an exact literal
             assert [type(n).__name__ for n in tree_before.body] == [type(n).__name__ for n in tree_after.body]
-        elif after.name.endswith(".json"):
+        elif after.name == "aoe_tune_ops.json":
             assert json.loads(after.text())["tune_ops_name"] == [HOSTILE_NAME]
+        elif after.name.endswith(".json"):
+            assert json.loads(after.text())[0]["op"] == 'MatMulV2"""\nx=1'  # JSON escapes it
         for line in after.text().split("\n"):
             if line.startswith("#"):
                 assert "\r" not in line and "\u2028" not in line

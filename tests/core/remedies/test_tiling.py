@@ -25,10 +25,28 @@ def artifacts_by_name() -> dict:
 
 
 def test_tune_ops_file_lists_exactly_the_flagged_ops() -> None:
+    """By kernel name only: a type would tune every MatMulV2 of the model, flagged shape or not."""
     config = json.loads(artifacts_by_name()["aoe_tune_ops.json"].content)
     assert config == {"tune_ops_name": ["model.layers.0.mlp.down_proj/MatMulV2",
-                                        "model.layers.0.self_attn.q_proj/MatMulV2"],
-                      "tune_ops_type": ["MatMulV2"]}
+                                        "model.layers.0.self_attn.q_proj/MatMulV2"]}
+
+
+def test_names_other_shapes_share_go_by_shape_and_a_group_without_names_or_shapes_by_type() -> None:
+    finding = make_finding("matmul_tiling", ops=[
+        {"names": ["mm_a", "mm_b"], "op_type": "MatMulV2", "input_shapes": [[1, 100], [100, 96]], "count": 4},
+        {"names": ["aclnnMatmul_MatMulCommon_MatMulV2"], "shared_names": ["aclnnMatmul_MatMulCommon_MatMulV2"],
+         "op_type": "MatMulV2", "input_shapes": [[1, 4096], [11008, 4096]], "input_dtypes": ["FLOAT16"] * 2,
+         "input_formats": ["ND", "ND"], "output_shapes": [[1, 11008]], "count": 2},
+        {"op_type": "GroupedMatmul", "count": 2}])
+    arts = {a.name: a for a in generate_artifacts([finding], profile_meta=PROFILE_META)}
+    assert json.loads(arts["aoe_tune_ops.json"].content) == {"tune_ops_name": ["mm_a", "mm_b"],
+                                                             "tune_ops_type": ["GroupedMatmul"]}
+    assert "which tunes every op of that type" in arts["aoe_tune.sh"].text()
+    singleop = json.loads(arts["aoe_singleop.json"].content)
+    assert [e["input_desc"][1]["shape"] for e in singleop] == [[100, 96], [11008, 4096]]
+    assert singleop[1]["input_desc"][0] == {"format": "ND", "shape": [1, 4096], "type": "float16"}
+    assert singleop[1]["attr"][1] == {"name": "transpose_x2", "type": "bool", "value": True}
+    assert singleop[0]["attr"][1]["value"] is False
 
 
 def test_script_runs_the_real_aoe_steps(tmp_path: Path) -> None:
@@ -70,7 +88,7 @@ def test_no_weight_patch_without_weight_shapes() -> None:
     finding = make_finding("matmul_tiling", ops=[{"name": "bmm", "op_type": "BatchMatMulV2",
                                                    "input_shapes": [[1, 8, 4, 64], [1, 8, 64, 4]]}])
     names = [a.name for a in generate_artifacts([finding], profile_meta=PROFILE_META)]
-    assert names == ["aoe_tune_ops.json", "aoe_tune.sh"]
+    assert names == ["aoe_tune_ops.json", "aoe_tune.sh", "aoe_singleop.json"]
     assert weight_shapes([FlaggedOp("x", "MatMulV2", ((1, 100), (100, 96))),
                           FlaggedOp("y", "MatMulV2", ((1, 100), (100, 96))),
                           FlaggedOp("z", "MatMulV2", ((1, 100),))]) == [(100, 96)]

@@ -3,8 +3,11 @@
 # Finding: matmul_tiling (high): matmul_tiling finding
 # Profile: llama2_7b_decode_ascend_pt (format ascend_pt, device 910B3, rank 0, simulated True)
 # NOTE: the profile is SIMULATED (pypto synth); shapes and op names are synthetic.
-#   op model.layers.0.mlp.down_proj/MatMulV2 [MatMulV2] inputs [1, 11008] x [11008, 4096], 32 calls
-#   op model.layers.0.self_attn.q_proj/MatMulV2 [MatMulV2] inputs [1, 4096] x [4096, 4096], 32 calls
+# Flagged ops (2 group(s) of op type, input shapes, dtypes and formats):
+#   op MatMulV2 inputs [1, 11008] x [11008, 4096]: 32 calls
+#     names: model.layers.0.mlp.down_proj/MatMulV2
+#   op MatMulV2 inputs [1, 4096] x [4096, 4096]: 32 calls
+#     names: model.layers.0.self_attn.q_proj/MatMulV2
 # Estimated saving: 1200.0 us, speedup x1.250
 # Verify: apply this remedy, re-profile the same workload (same model, batch, prompt and output lengths),
 # then run `pypto analyze NEW_PROFILE` (the finding should be gone) and
@@ -12,21 +15,19 @@
 #
 # AOE operator tuning (job type 2) for the MatMuls above. Run on the NPU host, with CANN's set_env.sh sourced:
 #   bash aoe_tune.sh your_inference_script.py [its arguments...]
-# Step 1 runs your script once with torch_npu.npu.set_aoe(DUMP_DIR) so the operator graphs are dumped
-# (keep it short: a few decode steps are enough). Step 2 runs aoe on the dump, tuning only the ops listed in
-# aoe_tune_ops.json (tune_ops_name and tune_ops_type; AOE tunes the union, so every op of a listed type is
-# tuned too). The tuned tilings go to TUNE_BANK_PATH: export the same TUNE_BANK_PATH when serving.
+# By shape: aoe --singleop tunes each flagged shape of aoe_singleop.json (one Ascend-IR operator per shape
+# above, nothing else of the model). By name, where aoe_tune_ops.json lists names only the flagged kernels
+# carry (torch_npu often names every MatMulV2 alike: those go by shape only): step 1 runs your script once
+# with torch_npu.npu.set_aoe(DUMP_DIR) so the operator graphs are dumped (a few decode steps are enough),
+# step 2 runs aoe on the dump with --tune_ops_file (whole-word match). The tuned tilings go to
+# TUNE_BANK_PATH: export the same TUNE_BANK_PATH when serving.
 # Environment: PYPTO_AOE_DUMP_DIR (default ./pypto_aoe_dump), TUNE_BANK_PATH (default ./pypto_aoe_bank),
 # PYTHON (default python3). Only operators in AOE's supported list can be tuned.
 set -euo pipefail
 
-if [ "$#" -lt 1 ]; then
-    echo "usage: bash $0 your_inference_script.py [args...]" >&2
-    exit 2
-fi
-
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tune_ops_file="${here}/aoe_tune_ops.json"
+singleop_file="${here}/aoe_singleop.json"
 dump_dir="$(realpath -m "${PYPTO_AOE_DUMP_DIR:-./pypto_aoe_dump}")"
 TUNE_BANK_PATH="$(realpath -m "${TUNE_BANK_PATH:-./pypto_aoe_bank}")"
 export TUNE_BANK_PATH
@@ -41,9 +42,23 @@ if [ ! -f "$tune_ops_file" ]; then
     exit 2
 fi
 mkdir -p "$dump_dir" "$TUNE_BANK_PATH"
+export AOE_MODE=2  # operator tuning; Atlas A2 accepts 2 and 4, A3 only 2
+
+if [ -f "$singleop_file" ]; then
+    echo "[by shape] aoe --singleop=$singleop_file --job_type=2"
+    aoe --singleop="$singleop_file" --job_type=2 --output="$dump_dir/singleop"
+fi
+
+if ! grep -q '"tune_ops_' "$tune_ops_file"; then
+    echo "done: tuned tilings are in TUNE_BANK_PATH=$TUNE_BANK_PATH (no op is named only by flagged kernels)"
+    exit 0
+fi
+if [ "$#" -lt 1 ]; then
+    echo "usage: bash $0 your_inference_script.py [args...]  (to tune the ops named in $tune_ops_file)" >&2
+    exit 2
+fi
 
 echo "[1/2] running $1 with torch_npu.npu.set_aoe($dump_dir)"
-export AOE_MODE=2  # operator tuning; Atlas A2 accepts 2 and 4, A3 only 2
 "$python_bin" - "$dump_dir" "$@" <<'PY'
 import runpy
 import sys

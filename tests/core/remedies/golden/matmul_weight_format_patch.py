@@ -2,8 +2,11 @@
 # Finding: matmul_tiling (high): matmul_tiling finding
 # Profile: llama2_7b_decode_ascend_pt (format ascend_pt, device 910B3, rank 0, simulated True)
 # NOTE: the profile is SIMULATED (pypto synth); shapes and op names are synthetic.
-#   op model.layers.0.mlp.down_proj/MatMulV2 [MatMulV2] inputs [1, 11008] x [11008, 4096], 32 calls
-#   op model.layers.0.self_attn.q_proj/MatMulV2 [MatMulV2] inputs [1, 4096] x [4096, 4096], 32 calls
+# Flagged ops (2 group(s) of op type, input shapes, dtypes and formats):
+#   op MatMulV2 inputs [1, 11008] x [11008, 4096]: 32 calls
+#     names: model.layers.0.mlp.down_proj/MatMulV2
+#   op MatMulV2 inputs [1, 4096] x [4096, 4096]: 32 calls
+#     names: model.layers.0.self_attn.q_proj/MatMulV2
 # Estimated saving: 1200.0 us, speedup x1.250
 # Verify: apply this remedy, re-profile the same workload (same model, batch, prompt and output lengths),
 # then run `pypto analyze NEW_PROFILE` (the finding should be gone) and
@@ -23,7 +26,7 @@
 import torch
 import torch_npu
 
-PYPTO_FLAGGED_OPS = [('model.layers.0.mlp.down_proj/MatMulV2', 'MatMulV2'), ('model.layers.0.self_attn.q_proj/MatMulV2', 'MatMulV2')]  # (op name, op type) pairs the profile flagged, for reference
+PYPTO_FLAGGED_OPS = [{'name': 'model.layers.0.mlp.down_proj/MatMulV2', 'names': ['model.layers.0.mlp.down_proj/MatMulV2'], 'op_type': 'MatMulV2', 'input_shapes': [[1, 11008], [11008, 4096]], 'input_dtypes': [], 'input_formats': [], 'count': 32, 'total_us': 0.0}, {'name': 'model.layers.0.self_attn.q_proj/MatMulV2', 'names': ['model.layers.0.self_attn.q_proj/MatMulV2'], 'op_type': 'MatMulV2', 'input_shapes': [[1, 4096], [4096, 4096]], 'input_dtypes': [], 'input_formats': [], 'count': 32, 'total_us': 0.0}]  # the ops the profile flagged: type, input shapes, dtypes, formats, calls, us
 PYPTO_WEIGHT_SHAPES = [(11008, 4096), (4096, 4096)]  # (K, N) of the flagged MatMuls' weight inputs, from the profile
 ACL_FORMAT_FRACTAL_NZ = 29
 INNER_AXIS_ALIGN = 256

@@ -1,0 +1,24 @@
+"""``{{ finding|in_language:"title" }}``: a stored finding's text in the page's language (pypto_core.i18n)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.utils import translation
+
+from pypto_core.i18n import normalize_language
+from pypto_core.rules.finding import localize_finding
+
+register = template.Library()
+
+
+@register.filter
+def in_language(finding: Any, field: str) -> str:
+    """``finding``: a ``Finding`` row or its ``data`` dict; ``field``: title, description or saving_model."""
+    data = getattr(finding, "data", finding) or {}
+    if not isinstance(data, dict):
+        return ""
+    fallback = {"title": getattr(finding, "title", "")} if not isinstance(finding, dict) else {}
+    language = normalize_language(translation.get_language()) or "en"
+    return str(localize_finding({**fallback, **data}, language).get(field) or "")

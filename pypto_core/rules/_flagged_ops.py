@@ -1,0 +1,119 @@
+"""The operators a finding points at, grouped by what a remedy needs to target them: op type, input shapes,
+dtypes and formats, with the kernel names, counts and time of each group (``Finding.details["ops"]``).
+
+The artifacts' headers, the bundle's MANIFEST and the AOE ops file read these rows, so a remedy names the
+same shapes the finding shows. Grouping runs on Arrow's hash tables (one text per distinct value, not one
+Python object per kernel).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pypto_core.graph import OperatorCallGraph
+
+MAX_GROUPS = 20  # the header lists at most this many; the rest are counted
+MAX_NAMES_PER_GROUP = 200  # kernel names kept per group (what AOE's tune_ops_name is given)
+
+
+def _codes(arr: pa.Array) -> tuple[np.ndarray, list[Any]]:
+    enc = pc.fill_null(arr, "").dictionary_encode()
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+
+
+def _shapes_text(arr: pa.Array) -> pa.Array:
+    """list<list<int>> -> ``"16,4096;4096,11008"`` (the kernel_details spelling)."""
+    s = arr.cast(pa.list_(pa.list_(pa.string())))
+    inner = pc.binary_join(s.flatten(), ",")
+    return pc.binary_join(pa.ListArray.from_arrays(s.offsets, inner, mask=s.is_null()), ";")
+
+
+def _joined(arr: pa.Array) -> pa.Array:
+    return pc.binary_join(arr.cast(pa.list_(pa.string())), ";")
+
+
+def _parse_shapes(text: str) -> list[list[int]]:
+    if not text:
+        return []
+    return [[int(d) for d in part.split(",") if d.strip().lstrip("-").isdigit()] for part in text.split(";")]
+
+
+def _split(joined: Any) -> list[str]:
+    return str(joined).split(";") if joined else []
+
+
+def _names_outside(graph: OperatorCallGraph, idx: np.ndarray) -> set[str]:
+    """Kernel names that also appear on kernels outside ``idx``."""
+    if "name" not in graph.kernels.column_names:
+        return set()
+    codes, names = _codes(graph.kernels["name"].combine_chunks())
+    outside = np.ones(len(codes), bool)
+    outside[idx] = False
+    return {names[c] for c in np.unique(codes[outside]).tolist() if names[c]}
+
+
+def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_GROUPS) -> dict[str, Any]:
+    """{"groups": [...], "group_count", "kernel_count"} for the kernel rows ``kernels``, most time first.
+
+    Each group: ``op_type``, ``input_shapes`` (list of lists), ``input_dtypes``, ``input_formats``,
+    ``output_shapes``, ``output_dtypes``, ``output_formats``, ``names`` (most time first), ``name_count``,
+    ``shared_names`` (names that unflagged kernels carry too: tuning by them would touch other shapes),
+    ``count``, ``total_us``, ``avg_us``.
+    """
+    idx = np.asarray(kernels, np.int64)
+    out: dict[str, Any] = {"groups": [], "group_count": 0, "kernel_count": int(len(idx))}
+    if not len(idx):
+        return out
+    k = graph.kernels
+    take = pa.array(idx)
+
+    def column(name: str, convert: Any) -> tuple[np.ndarray, list[Any]]:
+        if name not in k.column_names:
+            return np.zeros(len(idx), np.int64), [""]
+        return _codes(convert(k[name].take(take).combine_chunks()))
+
+    op_c, op_v = _codes(pc.coalesce(k["op_type"], k["name"]).take(take).combine_chunks()
+                        if "op_type" in k.column_names else k["name"].take(take).combine_chunks())
+    sh_c, sh_v = column("input_shapes", _shapes_text)
+    dt_c, dt_v = column("input_dtypes", _joined)
+    fm_c, fm_v = column("input_formats", _joined)
+    os_c, os_v = column("output_shapes", _shapes_text)
+    nm_c, nm_v = column("name", lambda a: a)
+    od_c, od_v = column("output_dtypes", _joined)
+    of_c, of_v = column("output_formats", _joined)
+    shared = _names_outside(graph, idx)
+    key = np.stack([op_c, sh_c, dt_c, fm_c], axis=1)
+    uniq, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    dur = graph.dur[idx].astype(np.float64)
+    time = np.bincount(inv, weights=dur, minlength=len(uniq))
+    count = np.bincount(inv, minlength=len(uniq))
+    out["group_count"] = int(len(uniq))
+    order = np.argsort(-time, kind="stable")[:limit]
+    # names per group, most time first: one pass over (group, name) pairs
+    pair = inv * max(len(nm_v), 1) + nm_c
+    pu, pinv = np.unique(pair, return_inverse=True)
+    ptime = np.bincount(pinv.reshape(-1), weights=dur, minlength=len(pu))
+    by_group: dict[int, list[tuple[float, str]]] = {}
+    for p, t in zip(pu.tolist(), ptime.tolist()):
+        g, n = divmod(p, max(len(nm_v), 1))
+        if nm_v[n]:
+            by_group.setdefault(g, []).append((-t, nm_v[n]))
+    for g in order.tolist():
+        names = [n for _t, n in sorted(by_group.get(g, []))]
+        row = int(first[g])
+        out["groups"].append({
+            "op_type": str(op_v[op_c[row]]), "input_shapes": _parse_shapes(str(sh_v[sh_c[row]])),
+            "input_dtypes": _split(dt_v[dt_c[row]]), "input_formats": _split(fm_v[fm_c[row]]),
+            "output_shapes": _parse_shapes(str(os_v[os_c[row]])),
+            "output_dtypes": _split(od_v[od_c[row]]), "output_formats": _split(of_v[of_c[row]]),
+            "names": names[:MAX_NAMES_PER_GROUP], "name_count": len(names),
+            "shared_names": [n for n in names[:MAX_NAMES_PER_GROUP] if n in shared],
+            "count": int(count[g]), "total_us": round(float(time[g]) / 1e3, 3),
+            "avg_us": round(float(time[g]) / 1e3 / max(int(count[g]), 1), 3),
+        })
+    return out

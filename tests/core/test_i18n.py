@@ -1,0 +1,120 @@
+"""Engine text in English and Simplified Chinese (pypto_core.i18n, issue 18): every template has a
+translation with the same fields, the compiled catalog matches its source, and a report rendered in
+zh-Hans has Chinese titles and descriptions with the same ids and numbers as in English, on the demo and on
+every real sample."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pypto_core import synth
+from pypto_core.cli import main
+from pypto_core.i18n import msg, normalize_language, pick_language, render
+from pypto_core.i18n.catalog import DOMAIN, LOCALE_DIR, LOCALE_NAMES, translations
+from pypto_core.i18n.catalog_tools import extract_templates, fields, read_po
+from pypto_core.rules.finding import TEXT_FIELDS, localize_finding
+from tests.paths import SAMPLES
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+# one input per real sample set (multi-rank folders open as one group)
+REAL_SAMPLES = [
+    "ascend_pt/qwen3_0.6b_train_4npu_level2", "ascend_pt/cnn_8npu_text_level0/rank0_ascend_pt",
+    "ascend_pt/cnn_8npu_text_level1/rank0_ascend_pt", "ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt",
+    "ascend_pt/cnn_8npu_db_level0/rank0_ascend_pt", "ascend_pt/cnn_8npu_db_level1/rank0_ascend_pt",
+    "ascend_pt/trimmed_2023_memoryl0", "ascend_pt/llm_matmul_pipeutil_2025/kernel_details.csv",
+    "ascend_pt/llm_arithutil_2023/kernel_details.csv", "ascend_pt/timeline_2024/trace_view.json",
+    "ascend_pt/level0_excerpt/kernel_details.csv", "msprof/db_8npu_2023/msprof_0.db",
+    "kineto/a100_nccl_2rank/nccl_data.json.gz", "kineto/trace_diff_pair/control.json.gz",
+    "kineto/trace_diff_pair/test.json.gz", "kineto/cpu_only", "kineto/mi250_rocm", "kineto/triton",
+    "kineto/dlrm_8xv100",
+]
+
+
+def _po(language: str) -> dict:
+    return read_po(LOCALE_DIR / LOCALE_NAMES[language] / "LC_MESSAGES" / f"{DOMAIN}.po")
+
+
+@pytest.mark.parametrize("language", sorted(LOCALE_NAMES))
+def test_every_message_has_a_translation_with_the_same_fields(language: str) -> None:
+    templates = extract_templates()
+    assert len(templates) > 100, "the rules' titles, descriptions and saving models are templates"
+    entries = _po(language)
+    missing = [t for t in templates if t not in entries or not entries[t].msgstr]
+    assert not missing, f"untranslated (run scripts/engine_messages.py, then translate): {missing[:5]}"
+    for template in templates:
+        assert fields(entries[template].msgstr) == fields(template), template
+    stale = set(entries) - set(templates)
+    assert not stale, f"the catalog keeps messages no longer in the source: {sorted(stale)[:5]}"
+
+
+@pytest.mark.parametrize("language", sorted(LOCALE_NAMES))
+def test_the_compiled_catalog_is_its_source(language: str) -> None:
+    catalog = translations(language)._catalog  # what gettext reads from the .mo
+    for msgid, entry in _po(language).items():
+        assert catalog.get(msgid) == entry.msgstr, f"stale .mo for {msgid!r}: run scripts/engine_messages.py"
+
+
+def test_language_names() -> None:
+    assert normalize_language("zh-hans") == normalize_language("zh_CN") == "zh-Hans"
+    assert normalize_language("fr") is None and normalize_language("EN-gb") == "en"
+    assert pick_language(None, accept_language="fr;q=1, zh-CN;q=0.8, en;q=0.5") == "zh-Hans"
+    assert pick_language("en", accept_language="zh-Hans") == "en"
+    assert pick_language(None, accept_language="de") == "en"
+
+
+def test_nested_messages_and_data_params() -> None:
+    inner = msg("the collectives move data {pct:.1f}% of their time", pct=12.345)
+    outer = msg("Communication not overlapped is {pct:.0f}% of the step, and {moved}", pct=40.2, moved=inner)
+    assert render(outer) == ("Communication not overlapped is 40% of the step, and the collectives move data "
+                             "12.3% of their time")
+    zh = render(outer, "zh-Hans")
+    assert CJK.search(zh) and "40%" in zh and "12.3%" in zh
+    op_name = "aclnnMatmul_MatMulCommon_MatMulV2"  # data: never translated
+    assert op_name in render(msg("The host blocks in {names} while the device has nothing queued: each sync "
+                                 "drains the launch queue, so the device waits for the host to issue again. "
+                                 "{advice}", names=op_name, advice=""), "zh-Hans")
+
+
+def _numbers(finding: dict) -> dict:
+    return {k: v for k, v in finding.items() if k not in TEXT_FIELDS}
+
+
+def _analyze(path: Path, language: str, capsys) -> dict:
+    assert main(["analyze", str(path), "--format", "json", "--lang", language]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _assert_chinese_and_same(path: Path, capsys) -> int:
+    en = _analyze(path, "en", capsys)
+    zh = _analyze(path, "zh-Hans", capsys)
+    assert [_numbers(f) for f in zh["findings"]] == [_numbers(f) for f in en["findings"]]
+    for f_en, f_zh in zip(en["findings"], zh["findings"]):
+        for name in ("title", "description", "saving_model"):
+            assert CJK.search(f_zh[name]), (f_zh["rule"], name, f_zh[name])
+            assert localize_finding(f_en, "zh-Hans")[name] == f_zh[name]
+    return len(zh["findings"])
+
+
+def test_demo_findings_in_chinese_with_the_same_ids_and_numbers(tmp_path: Path, capsys) -> None:
+    run = synth.synthesize_run(tmp_path / "demo", tokens=2, prompt_tokens=32)
+    assert _assert_chinese_and_same(run.path, capsys) >= 4
+
+
+@pytest.mark.parametrize("sample", REAL_SAMPLES)
+def test_every_real_sample_in_chinese(sample: str, capsys) -> None:
+    path = SAMPLES / sample
+    if not path.exists():  # pragma: no cover
+        pytest.skip("the real samples (../shared/samples) are not here")
+    _assert_chinese_and_same(path, capsys)
+
+
+def test_markdown_report_labels_in_chinese(tmp_path: Path, capsys) -> None:
+    run = synth.synthesize_run(tmp_path / "demo", tokens=2, prompt_tokens=32)
+    assert main(["analyze", str(run.path), "--format", "md", "--lang", "zh-Hans"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("# PyPTO 分析报告") and "## 问题（" in text and "节省模型：" in text
+    assert main(["analyze", str(run.path), "--lang", "xx"]) == 1
