@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 from pypto_web.env import env_bool, env_int, env_list, env_str
 
@@ -202,6 +203,9 @@ CELERY_TASK_ROUTES = {
     "analysis.tasks.ingest*": {"queue": "ingest"},
     "analysis.tasks.diagnose*": {"queue": "diagnose"},
 }
+# Every queue declared: a bare `celery -A pypto_web worker` (as every Celery guide starts one) consumes all
+# three; the compose file keeps separate pools with -Q.
+CELERY_TASK_QUEUES = [Queue("ingest"), Queue("diagnose"), Queue("light")]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
