@@ -21,10 +21,19 @@ def findings_report(*, profile: Profile) -> dict[str, Any]:
     report = dict(profile.summary.get("report") or {})
     return {
         "profile": report.get("profile", {k: v for k, v in profile.summary.items() if k != "report"}),
-        "findings": [f.data for f in findings_of_profile(profile=profile)],
+        # "id": the stored finding's id, stable across re-runs (POST /api/findings/{id}/verify/)
+        "findings": [{**f.data, "id": f.pk} for f in findings_of_profile(profile=profile)],
         "estimated_combined_speedup": report.get("estimated_combined_speedup", 1.0),
         "warnings": report.get("warnings", profile.summary.get("warnings", [])),
     }
+
+
+def finding_get_for_user(*, user: Any, finding_id: int) -> Finding:
+    finding = (Finding.objects.filter(pk=finding_id, profile__project__in=projects_for_user(user))
+               .select_related("profile", "profile__project").first())
+    if finding is None:
+        raise Http404("No such finding")
+    return finding
 
 
 def artifacts_of_profile(*, profile: Profile, version: int | None = None) -> QuerySet[Artifact]:
