@@ -195,10 +195,13 @@ def verdicts_record(*, comparison_id: int) -> list[FixVerification]:
     backend = str((job.agent.capabilities or {}).get("backend") or "unknown")
     rows = []
     for item in job.verify_findings:
-        data = verdict_of(comparison.result or {}, str(item.get("rule")))
+        rule = str(item.get("rule"))
+        before = Finding.objects.filter(profile_id=comparison.base_id, rule=rule).first()
+        after = Finding.objects.filter(profile_id=comparison.candidate_id, rule=rule).first()
+        data = verdict_of(comparison.result or {}, rule, base_ops=_ops(before), new_ops=_ops(after))
         # times measured on a CPU or GPU host (a stand-in NPU, or another device) are not NPU figures
         data.update(measured_on=backend, npu_figure=backend == "npu", job=job.pk)
-        finding = Finding.objects.filter(pk=item.get("id"), profile_id=comparison.base_id).first()
+        finding = before if before is not None and before.pk == item.get("id") else None
         try:
             row, _created = FixVerification.objects.update_or_create(
                 comparison=comparison, rule=data["rule"],
@@ -210,6 +213,11 @@ def verdicts_record(*, comparison_id: int) -> list[FixVerification]:
             row = FixVerification.objects.get(comparison=comparison, rule=data["rule"])
         rows.append(row)
     return rows
+
+
+def _ops(finding: Finding | None) -> list[str] | None:
+    ops = (finding.data or {}).get("ops") if finding is not None else None
+    return [str(op) for op in ops] if isinstance(ops, list) else None
 
 
 # --- selectors -------------------------------------------------------------------------------------
@@ -236,3 +244,14 @@ def verification_of_job(*, job: CaptureJob) -> dict[str, Any] | None:
         "comparison_status": comparison.status if comparison else None,
         "verdicts": verdicts_of_comparison(comparison=comparison) if comparison else [],
     }
+
+
+def verify_targets(*, profile: Profile) -> dict[str, Any]:
+    """The profile page's "Verify on agent" choices: the capture it came from (the default), and every
+    live agent's workloads."""
+    origin = CaptureJob.objects.filter(profile=profile).select_related("agent").order_by("-id").first()
+    targets = []
+    for agent in Agent.objects.filter(project_id=profile.project_id, revoked_at__isnull=True).order_by("name"):
+        for name in agent.workload_names():
+            targets.append({"value": f"{agent.pk}:{name}", "label": f"{agent.name} · {name}"})
+    return {"origin": origin, "targets": targets}

@@ -126,8 +126,9 @@ def agent_register(
 
 def _remedy_policy(raw: Any) -> dict[str, list[str]]:
     raw = raw if isinstance(raw, dict) else {}
-    kinds = [k for k in raw.get("kinds") or [] if k in ("env", "patch", "aoe")] if isinstance(raw.get("kinds"), list) else []
+    kinds = raw.get("kinds") if isinstance(raw.get("kinds"), list) else []
     env = raw.get("env") if isinstance(raw.get("env"), list) else []
+    kinds = [k for k in kinds if k in ("env", "patch", "aoe")]
     return {"kinds": kinds, "env": [str(v)[:128] for v in env if isinstance(v, str)][:100]}
 
 
