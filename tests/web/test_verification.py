@@ -194,3 +194,36 @@ def test_verdicts_ledger_and_a_fix_that_comes_back(world: dict[str, Any]) -> Non
     assert auto.is_regression and any(NORM in line and "found again" in line for line in auto.regression)
     norm = next(f for f in api.get(f"/api/projects/{project.pk}/fixes/").json()["fixes"] if f["rule"] == NORM)
     assert norm["events"][-1]["event"] == "regressed" and norm["state"] == "regressed"
+
+
+def test_verify_on_agent_from_the_profile_page(world: dict[str, Any]) -> None:
+    """The buttons are there for maintainers; one click makes the job and opens its page, which shows the
+    remedies' content and sha256 before the agent takes it; a refusal comes back as a message."""
+    from django.test import Client
+
+    from captures.models import CaptureJob
+
+    owner, viewer = Client(), Client()
+    owner.force_login(world["owner"])
+    viewer.force_login(world["viewer"])
+    url = f"/profiles/{world['before'].pk}/"
+    page = owner.get(url).content.decode()
+    assert 'id="verify-form"' in page and f'name="only" value="{world["norm"].pk}"' in page
+    assert "npu-1 · llama" in page
+    assert 'id="verify-form"' not in viewer.get(url).content.decode()
+
+    r = owner.post(f"/profiles/{world['before'].pk}/verify/", {"only": world["norm"].pk,
+                                                               "target": f"{world['agent']}:llama"})
+    job = CaptureJob.objects.get()
+    assert r.status_code == 302 and r["Location"] == f"/captures/{job.pk}/"
+    page = owner.get(r["Location"]).content.decode()
+    patch = next(x for x in job.remedies if x["kind"] == "patch")
+    assert patch["sha256"] in page and "TASK_QUEUE_ENABLE=2" in page and "CPU_AFFINITY_CONF" in page
+    assert job.verify_findings[0]["id"] == world["norm"].pk
+
+    world["register"]([], [])
+    r = owner.post(f"/profiles/{world['before'].pk}/verify/", {"finding": [world["norm"].pk],
+                                                               "target": f"{world['agent']}:llama"}, follow=True)
+    assert "cannot apply any remedy" in r.content.decode() and CaptureJob.objects.count() == 1
+    assert viewer.post(f"/profiles/{world['before'].pk}/verify/", {"only": world["norm"].pk}).status_code == 302
+    assert CaptureJob.objects.count() == 1  # a viewer changes nothing
