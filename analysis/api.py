@@ -158,9 +158,72 @@ class ComparisonCreateView(APIView):
 class ComparisonDetailView(APIView):
     @extend_schema(responses=ComparisonSerializer)
     def get(self, request: Request, comparison_id: int) -> Response:
+        from analysis.verification import verdicts_of_comparison
+
         comparison = selectors.comparison_get_for_user(user=request.user, comparison_id=comparison_id)
         data: dict[str, Any] = ComparisonSerializer(comparison).data
+        data["verdicts"] = verdicts_of_comparison(comparison=comparison)  # a verification job's comparison
         return Response(data)
+
+
+# --- verifying fixes (issue 21) -------------------------------------------------------------------------
+
+
+class VerifySerializer(serializers.Serializer):
+    agent = serializers.IntegerField(required=False)
+    workload = serializers.CharField(max_length=100, required=False)
+    params = serializers.DictField(required=False)
+    findings = serializers.ListField(child=serializers.IntegerField(), required=False, min_length=1, max_length=20)
+
+
+def _verify(request: Request, profile: Any, finding_ids: list[int]) -> Response:
+    from analysis.verification import VerificationRefused, verification_create
+    from captures.api import CaptureJobSerializer
+
+    body = VerifySerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    data = body.validated_data
+    try:
+        job = verification_create(user=request.user, profile=profile, finding_ids=finding_ids,
+                                  agent_id=data.get("agent"), workload=data.get("workload"), params=data.get("params"))
+    except VerificationRefused as exc:
+        code = status.HTTP_409_CONFLICT if exc.code == "profile_not_ready" else status.HTTP_400_BAD_REQUEST
+        return Response(exc.body(), status=code)
+    return Response(CaptureJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class FindingVerifyView(APIView):
+    """``POST {"agent": id, "workload": name}``: run the workload again with this finding's remedies (202: the
+    capture job); a named 4xx refusal (``code``) when no agent can run it."""
+
+    @extend_schema(request=VerifySerializer, responses={202: dict, 400: dict})
+    def post(self, request: Request, finding_id: int) -> Response:
+        finding = selectors.finding_get_for_user(user=request.user, finding_id=finding_id)
+        return _verify(request, finding.profile, [finding.pk])
+
+
+class ProfileVerifyView(APIView):
+    """``POST {"findings": [ids], "agent": id, "workload": name}``: the same for a ticked set of findings."""
+
+    @extend_schema(request=VerifySerializer, responses={202: dict, 400: dict})
+    def post(self, request: Request, profile_id: int) -> Response:
+        profile = profile_get_for_user(user=request.user, profile_id=profile_id)
+        findings = request.data.get("findings") if isinstance(request.data, dict) else None
+        if not isinstance(findings, list) or not findings:
+            raise ValidationError({"findings": _("a list of finding ids")})
+        return _verify(request, profile, [int(i) for i in findings if isinstance(i, int)])
+
+
+class ProjectFixesView(APIView):
+    """The fix ledger: each finding's history across the project's profiles (found, verified, regressed)."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, project_id: int) -> Response:
+        from analysis.fix_ledger import fix_ledger
+        from profiles.selectors import project_get_for_user
+
+        project = project_get_for_user(user=request.user, project_id=project_id)
+        return Response(fix_ledger(project=project))
 
 
 class RegressionSerializer(serializers.ModelSerializer):

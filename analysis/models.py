@@ -119,3 +119,32 @@ class Comparison(models.Model):
             models.UniqueConstraint(fields=["base", "candidate"], condition=models.Q(auto=True),
                                     name="one_auto_comparison_per_pair")
         ]
+
+
+
+class Verdict(models.TextChoices):
+    FIXED = "fixed", _("Fixed")
+    PERSISTING = "persisting", _("Persisting")
+    WORSE = "worse", _("Worse")
+
+
+class FixVerification(models.Model):
+    """The measured verdict on one finding after its remedies ran (a verification job, issue 21): the fix
+    ledger of a project is these rows beside the findings of its profiles."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="fix_verifications")
+    finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL, related_name="verifications")
+    rule = models.CharField(max_length=64, db_index=True)  # kept when the finding row goes
+    title = models.CharField(max_length=300, blank=True, default="")
+    base = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+")  # where the finding was found
+    candidate = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+")  # the run with the fix
+    comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="verdicts")
+    job = models.ForeignKey("captures.CaptureJob", null=True, blank=True, on_delete=models.SET_NULL,
+                            related_name="verdicts")
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
+    data = models.JSONField(default=dict)  # pypto_core.fix_verdict.verdict_of(): estimate, measured, noise
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["comparison", "rule"], name="one_verdict_per_rule")]

@@ -67,7 +67,12 @@ def comparison_regression_lines(*, comparison: Comparison, result: dict[str, Any
     if threshold is None:
         threshold = Project.objects.filter(pk=comparison.project_id).values_list(
             "regression_threshold_pct", flat=True).first() or 5.0
-    return regression(result, float(threshold)), float(threshold)
+    lines = regression(result, float(threshold))
+    if comparison.auto:  # against the pinned baseline: a verified fix that came back is a regression too
+        from analysis.fix_ledger import fixes_found_again
+
+        lines += fixes_found_again(profile=comparison.candidate)
+    return lines, float(threshold)
 
 
 # --- selectors ----------------------------------------------------------------------------------------

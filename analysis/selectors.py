@@ -36,6 +36,14 @@ def findings_report(*, profile: Profile, language: str = DEFAULT_LANGUAGE) -> di
     }
 
 
+def finding_get_for_user(*, user: Any, finding_id: int) -> Finding:
+    finding = (Finding.objects.filter(pk=finding_id, profile__project__in=projects_for_user(user))
+               .select_related("profile", "profile__project").first())
+    if finding is None:
+        raise Http404("No such finding")
+    return finding
+
+
 def artifacts_of_profile(*, profile: Profile, version: int | None = None) -> QuerySet[Artifact]:
     """One stored set: the latest analysis's (default) or ``version``'s. A run that made no remedies stored
     an empty set, so a profile whose findings went away lists nothing rather than stale files."""

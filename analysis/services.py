@@ -611,21 +611,10 @@ def pipeline_diagnose(*, profile_id: int) -> None:
                 _log(run, f"views not built ({type(exc).__name__}: {exc}); they are built on first view")
 
         with transaction.atomic():
-            # Replace, never append: a step that runs twice leaves one set of findings.
-            profile.findings.all().delete()
-            rows = Finding.objects.bulk_create(
-                Finding(
-                    profile=profile,
-                    run=run,
-                    rule=str(f.get("rule", ""))[:64],
-                    severity=str(f.get("severity", ""))[:8],
-                    title=str(f.get("title", ""))[:300],
-                    order=i,
-                    data=f,
-                    schema_version=(report_dict or {}).get("schema_version", 1),
-                )
-                for i, f in enumerate(findings)
-            )
+            # Replace, never append: a step that runs twice leaves one set of findings. A finding found again
+            # keeps its row (its id is stable across re-runs: verifications and the fix ledger point at it).
+            rows = finding_rows_replace(profile=profile, run=run, findings=findings,
+                                        schema_version=(report_dict or {}).get("schema_version", 1))
             by_rule = {row.rule: row for row in rows}
             from analysis.artifact_services import artifact_set_store
 
@@ -640,8 +629,10 @@ def pipeline_diagnose(*, profile_id: int) -> None:
             )
             if became_ready:  # regression tracking: compare with the project's pinned baseline, after commit
                 from analysis.regressions import comparison_auto_queue
+                from analysis.verification import verification_compare_queue
 
                 comparison_auto_queue(profile_id=profile_id)
+                verification_compare_queue(profile_id=profile_id)  # a verification job's run: vs the original
             AnalysisRun.objects.filter(pk=run.pk).update(
                 status=JobStatus.DONE, progress=100, finished_at=timezone.now(), timings=timings
             )
@@ -656,6 +647,27 @@ def pipeline_diagnose(*, profile_id: int) -> None:
         _fail(profile_id, run, f"{profile.name}: internal error while diagnosing ({type(exc).__name__}: {exc})")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def finding_rows_replace(*, profile: Profile, run: AnalysisRun, findings: list[dict[str, Any]],
+                         schema_version: int) -> list[Finding]:
+    """The profile's findings become ``findings``: a rule found again updates its row in place (one row per
+    rule and profile), rows of rules no longer found go, new rules get new rows. Call in a transaction."""
+    kept = {row.rule: row for row in profile.findings.select_for_update().order_by("id")}
+    rows: list[Finding] = []
+    for i, f in enumerate(findings):
+        fields = {"run": run, "rule": str(f.get("rule", ""))[:64], "severity": str(f.get("severity", ""))[:8],
+                  "title": str(f.get("title", ""))[:300], "order": i, "data": f, "schema_version": schema_version}
+        row = kept.pop(fields["rule"], None)
+        if row is None:
+            rows.append(Finding.objects.create(profile=profile, **fields))
+            continue
+        for name, value in fields.items():
+            setattr(row, name, value)
+        row.save(update_fields=list(fields))
+        rows.append(row)
+    Finding.objects.filter(pk__in=[row.pk for row in kept.values()]).delete()
+    return rows
 
 
 # --- comparisons --------------------------------------------------------------------------------------
@@ -745,6 +757,9 @@ def comparison_run(*, comparison_id: int) -> None:
             status=JobStatus.DONE, result=data, error="", finished_at=timezone.now(),
             regression=lines, is_regression=bool(lines), threshold_pct=threshold,
         )
+        from analysis.verification import verdicts_record
+
+        verdicts_record(comparison_id=comparison_id)  # a verification job's comparison: a verdict per finding
     except TRANSIENT_ERRORS:
         Comparison.objects.filter(pk=comparison_id).update(status=JobStatus.QUEUED)
         raise

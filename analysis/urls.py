@@ -13,6 +13,9 @@ urlpatterns = [
     path("artifacts/<int:artifact_id>/download/", api.ArtifactDownloadView.as_view(), name="api-artifact-download"),
     path("comparisons/", api.ComparisonCreateView.as_view(), name="api-comparisons"),
     path("comparisons/<int:comparison_id>/", api.ComparisonDetailView.as_view(), name="api-comparison"),
+    path("findings/<int:finding_id>/verify/", api.FindingVerifyView.as_view(), name="api-finding-verify"),
+    path("profiles/<int:profile_id>/verify/", api.ProfileVerifyView.as_view(), name="api-profile-verify"),
+    path("projects/<int:project_id>/fixes/", api.ProjectFixesView.as_view(), name="api-project-fixes"),
     path("projects/<int:project_id>/regressions/", api.ProjectRegressionsView.as_view(), name="api-project-regressions"),
     # timeline, trace, page data, exports (analysis/timeline_api.py)
     path("profiles/<int:profile_id>/timeline/", timeline_api.TimelineWindowView.as_view(), name="api-timeline"),

@@ -62,17 +62,25 @@ class AgentSerializer(serializers.ModelSerializer):
 class CaptureJobSerializer(serializers.ModelSerializer):
     agent_name = serializers.CharField(source="agent.name", read_only=True)
     profile_url = serializers.SerializerMethodField()
+    verification = serializers.SerializerMethodField()
 
     class Meta:
         model = CaptureJob
         fields = [
             "id", "project", "agent", "agent_name", "workload", "params", "status", "cancel_requested", "message",
             "log_tail", "profile", "profile_url", "created_at", "claimed_at", "finished_at", "updated_at",
+            "remedies", "remedies_left_out", "verification",
         ]
         read_only_fields = fields
 
     def get_profile_url(self, obj: CaptureJob) -> str | None:
         return reverse("api-profile", args=[obj.profile_id]) if obj.profile_id else None
+
+    def get_verification(self, obj: CaptureJob) -> dict[str, Any] | None:
+        """A verification job (issue 21): the findings, its comparison with the original, the verdicts."""
+        from analysis.verification import verification_of_job
+
+        return verification_of_job(job=obj)
 
 
 class AgentCreateSerializer(serializers.Serializer):
@@ -87,7 +95,9 @@ class CaptureCreateSerializer(serializers.Serializer):
 
 def agent_job_data(job: CaptureJob) -> dict[str, Any]:
     """What an agent is told about a job: never more than the workload's name and the params."""
-    return {"id": job.pk, "workload": job.workload, "params": job.params, "created_at": job.created_at}
+    return {"id": job.pk, "workload": job.workload, "params": job.params, "created_at": job.created_at,
+            # what a verification job asks the host to apply; the agent's own config decides
+            "remedies": [{k: r.get(k) for k in ("kind", "name", "content", "sha256", "rule")} for r in job.remedies]}
 
 
 # --- members --------------------------------------------------------------------------------------------
@@ -191,6 +201,7 @@ class AgentRegisterView(AgentView):
                 capabilities=request.data.get("capabilities") or {},
                 workloads=request.data.get("workloads") or [],
                 version=str(request.data.get("version", "")),
+                remedies=request.data.get("remedies"),
             )
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc

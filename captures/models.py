@@ -91,6 +91,16 @@ class CaptureJob(models.Model):
     deadline = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # A verification job (issue 21): the profile whose findings it verifies, which findings, the remedies it
+    # carries to the agent ([{kind, name, content, sha256, rule, finding}]: the agent decides what it applies),
+    # those left out with the reason, and the comparison made once its own profile is ready.
+    verifies = models.ForeignKey("profiles.Profile", null=True, blank=True, on_delete=models.CASCADE,
+                                 related_name="verification_jobs")
+    verify_findings = models.JSONField(default=list, blank=True)
+    remedies = models.JSONField(default=list, blank=True)
+    remedies_left_out = models.JSONField(default=list, blank=True)
+    comparison = models.ForeignKey("analysis.Comparison", null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
 
     class Meta:
         ordering = ["-created_at", "-id"]

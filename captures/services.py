@@ -95,11 +95,14 @@ def agent_touch(*, agent: Agent) -> None:
 
 
 def agent_register(
-    *, agent: Agent, hostname: str, capabilities: dict[str, Any], workloads: list[Any], version: str = ""
+    *, agent: Agent, hostname: str, capabilities: dict[str, Any], workloads: list[Any], version: str = "",
+    remedies: Any = None,
 ) -> Agent:
-    """Record what the host reported. Workloads are names and descriptions only: the commands stay on the host."""
+    """Record what the host reported. Workloads are names and descriptions only: the commands stay on the host.
+    ``remedies``: what the host lets a verification job change (kept in its capabilities, as reported)."""
     if not isinstance(capabilities, dict) or len(str(capabilities)) > _CAPABILITIES_MAX_CHARS:
         raise ValidationError({"capabilities": _("Must be a JSON object of reasonable size.")})
+    capabilities = {**capabilities, "remedies": _remedy_policy(remedies)}
     clean: list[dict[str, Any]] = []
     for item in workloads if isinstance(workloads, list) else []:
         if isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"]:
@@ -109,6 +112,7 @@ def agent_register(
                     "kind": str(item.get("kind", ""))[:16],
                     "description": str(item.get("description", ""))[:500],
                     "timeout_s": item.get("timeout_s") if isinstance(item.get("timeout_s"), int) else None,
+                    "patchable": item.get("patchable") is True,  # declares a source folder a patch may touch
                 }
             )
     agent.hostname = str(hostname)[:255]
@@ -118,6 +122,14 @@ def agent_register(
     agent.last_seen = timezone.now()
     agent.save(update_fields=["hostname", "capabilities", "workloads", "version", "last_seen"])
     return agent
+
+
+def _remedy_policy(raw: Any) -> dict[str, list[str]]:
+    raw = raw if isinstance(raw, dict) else {}
+    kinds = raw.get("kinds") if isinstance(raw.get("kinds"), list) else []
+    env = raw.get("env") if isinstance(raw.get("env"), list) else []
+    kinds = [k for k in kinds if k in ("env", "patch", "aoe")]
+    return {"kinds": kinds, "env": [str(v)[:128] for v in env if isinstance(v, str)][:100]}
 
 
 def heartbeat_interval_s() -> int:

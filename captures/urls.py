@@ -22,6 +22,7 @@ urlpatterns = [
     path("projects/<int:project_id>/agents/", views.agents_page, name="project-agents"),
     path("projects/<int:project_id>/capture/", views.capture_form, name="project-capture"),
     path("captures/<int:job_id>/", views.job_page, name="capture-job"),
+    path("profiles/<int:profile_id>/verify/", views.profile_verify, name="profile-verify"),
     path("captures/<int:job_id>/cancel/", views.job_cancel, name="capture-job-cancel"),
     path("agents/<int:agent_id>/revoke/", views.agent_revoke, name="agent-revoke"),
 ]

@@ -96,10 +96,36 @@ def capture_form(request: HttpRequest, project_id: int) -> HttpResponse:
 @login_required
 def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
     job = selectors.job_get_for_user(user=request.user, job_id=job_id)
+    from analysis.verification import verification_of_job
+
     return render(request, "captures/job.html", {
         "status_labels": dict(JobStatus.choices),  # job.js shows the live status in the page's language
+        "verification": verification_of_job(job=job),  # a verification job: its findings, remedies, verdicts
         "job": job, "project": job.project, "can_write": profile_selectors.can_write(user=request.user, project=job.project),
     })
+
+
+@login_required
+@require_POST
+def profile_verify(request: HttpRequest, profile_id: int) -> HttpResponse:
+    """"Verify on agent" from the profile page: one finding (``only``) or the ticked ones (``finding``)."""
+    from analysis.verification import VerificationRefused, verification_create
+
+    profile = profile_selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+    raw = [request.POST["only"]] if request.POST.get("only") else request.POST.getlist("finding")
+    ids = [int(v) for v in raw if v.isdigit()]
+    agent_id, _sep, workload = request.POST.get("target", "").partition(":")
+    try:
+        job = verification_create(user=request.user, profile=profile, finding_ids=ids,
+                                  agent_id=int(agent_id) if agent_id.isdigit() else None, workload=workload or None)
+    except VerificationRefused as exc:
+        reasons = "; ".join(f"{item['name']}: {item['reason']}" for item in exc.left_out)
+        messages.error(request, exc.detail + (f" ({reasons})" if reasons else ""))
+        return redirect("profile", profile_id=profile.pk)
+    except PermissionDenied as exc:
+        messages.error(request, str(exc))
+        return redirect("profile", profile_id=profile.pk)
+    return redirect("capture-job", job_id=job.pk)
 
 
 @login_required

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "export-trace": "pypto_core.commands.export_trace",
     "synth": "pypto_core.commands.synth",
     "upload": "pypto_core.commands.upload",
+    "verify": "pypto_core.commands.verify",
     "agent": "pypto_core.commands.agent",
     "bench": "pypto_core.commands.bench",
     "info": "pypto_core.commands.info",

@@ -125,4 +125,11 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     }
     if done and result.get("ops"):
         context["chart_ops"] = charts.op_diff_chart(result["ops"], unit)
+    from analysis.verification import verdicts_of_comparison
+
+    # a verification job's comparison (issue 21): the verdicts, the findings it was opened on picked out
+    picked = {int(v) for v in request.GET.get("findings", "").split(",") if v.isdigit()}
+    verdicts = [{**v, "picked": v.get("finding") in picked} for v in verdicts_of_comparison(comparison=comparison)]
+    context.update(verdicts=verdicts, not_npu=sorted({str(v.get("measured_on")) for v in verdicts
+                                                       if not v.get("npu_figure")}))
     return render(request, "frontend/comparison.html", context)

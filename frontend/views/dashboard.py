@@ -56,7 +56,17 @@ def project_dashboard_context(project: Any) -> dict[str, Any]:
         "chart_history": charts.history_chart(history) if has_history else None,
         # Regression tracking (issue 8): profiles worse than the pinned baseline beyond the threshold.
         "regressions": _regressions(project),
+        "fixes": _fixes(project),  # the fix ledger (issue 21), once a fix was verified
     }
+
+
+def _fixes(project: Any) -> list[dict[str, Any]]:
+    from analysis.fix_ledger import fix_ledger
+    from analysis.models import FixVerification
+
+    if not FixVerification.objects.filter(project=project).exists():
+        return []
+    return [f for f in fix_ledger(project=project)["fixes"] if any(e["event"] != "found" for e in f["events"])]
 
 
 def _regressions(project: Any) -> dict[str, Any]:

@@ -103,6 +103,8 @@ def _time_breakdown(report_profile: dict[str, Any]) -> dict[str, Any] | None:
 
 def profile_analysis_context(profile: Profile) -> dict[str, Any]:
     """Context the profile page adds once the profile is ready (``analysis`` is None before)."""
+    from analysis.verification import verify_targets
+
     if profile.status != ProfileStatus.READY:
         return {"analysis": None}
     data = pagedata.page_data(profile=profile)
@@ -120,6 +122,7 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
             "loose_artifacts": by_finding.get(None, []),
             "has_artifacts": bool(artifacts),
             "has_data": data is not None,
+            "verify": verify_targets(profile=profile),  # "Verify on agent" (issue 21)
             "time": _time_breakdown(((profile.summary or {}).get("report") or {}).get("profile") or {}),
         }
     }

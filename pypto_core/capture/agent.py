@@ -22,6 +22,7 @@ from pypto_core.capture.agent_config import AgentConfig
 from pypto_core.capture.client import ApiClient, ApiError, Backoff
 from pypto_core.capture.ledger import JobLedger
 from pypto_core.capture.options import OptionsError, validate_params
+from pypto_core.capture.remedy_apply import RemedyRefused, applied_workload, check_remedies
 from pypto_core.capture.upload import MAX_CHUNK_BYTES, ResumableUpload, pack_folder
 from pypto_core.capture.workloads import RunContext, WorkloadCancelled, WorkloadFailed, run_workload
 from pypto_core.errors import PyptoError
@@ -93,6 +94,7 @@ class Agent:
             "hostname": self.config.name or host.socket.gethostname(),
             "capabilities": self.capabilities(),
             "workloads": self.config.public_workloads(),
+            "remedies": self.config.remedies.public(),  # what this host lets a verification job change
             "version": __version__,
         }
         answer = self._call("POST", "/api/agent/register/", body)
@@ -129,6 +131,11 @@ class Agent:
         except OptionsError as exc:
             self._finish(job_id, "failed", f"refused: {exc}")
             return
+        try:  # the host's own policy decides, before anything runs
+            remedies = check_remedies(job.get("remedies"), self.config.remedies, workload)
+        except RemedyRefused as exc:
+            self._finish(job_id, "failed", f"refused: {exc}")
+            return
         job_dir = self.config.state_dir / "jobs" / str(job_id)
         output_dir = job_dir / "output"
         if output_dir.exists():
@@ -151,6 +158,7 @@ class Agent:
                 try:
                     if cancel.is_set():
                         raise WorkloadCancelled("cancelled before start")
+                    ctx.workload = applied_workload(workload, remedies, job_dir, self._applied_note(job_id, ctx))
                     run_workload(ctx)
                     ctx.note("packing the output")
                     archive = pack_folder(output_dir, job_dir / f"capture-{job_id}.tar.gz")
@@ -169,9 +177,18 @@ class Agent:
         finally:
             with self._lock:
                 self._running.pop(job_id, None)
+            shutil.rmtree(job_dir / "source", ignore_errors=True)  # a patched job's scratch copy
         shutil.rmtree(output_dir, ignore_errors=True)
         self.ledger.record(job_id, state="packed", archive=str(archive))
         self.upload(job_id, archive)
+
+    @staticmethod
+    def _applied_note(job_id: int, ctx: RunContext) -> Callable[[str], None]:
+        def note(message: str) -> None:
+            ctx.note(message)
+            log.info("job %s: %s", job_id, message)
+
+        return note
 
     def upload(self, job_id: int, archive: Path) -> None:
         """Send the packed output; a cancel (told by a refused chunk or a heartbeat) aborts it between chunks."""

@@ -13,6 +13,7 @@ environments come from this file alone, so the dashboard can never make a host r
     env = { HF_HOME = "/data/hf" }
     timeout_s = 900
     wrap = false        # true: run the script inside the SDK's Profiler (for scripts that do not use it)
+    source = "/srv/bench"   # optional: the only folder a patch remedy may touch (in a scratch copy, never here)
 
     [workloads.om-infer]
     kind = "msprof"                           # a non-Python program under msprof
@@ -23,6 +24,12 @@ environments come from this file alone, so the dashboard can never make a host r
     url = "http://127.0.0.1:8000"
     profile_dir = "/data/vllm-profile"        # the server's VLLM_TORCH_PROFILER_DIR
     load_command = ["python", "send_requests.py"]   # optional: traffic while profiling
+
+Remedies a verification job may bring (issue 21) are this host's decision, listed at the top level; none
+by default. ``remedy_apply`` checks every job against these before anything runs:
+
+    allow_remedies = ["env", "patch"]        # env | patch | aoe
+    allow_env = ["TASK_QUEUE_ENABLE", "PYTORCH_NPU_ALLOC_CONF"]   # the only variables an env remedy may set
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from typing import Any
 from pypto_core.errors import InputError
 
 KINDS = ("python", "msprof", "vllm")
+REMEDY_KINDS = ("env", "patch", "aoe")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 DEFAULT_TIMEOUT_S = 3600
 
@@ -57,10 +66,23 @@ class Workload:
     profile_dir: Path | None = None
     load_command: tuple[str, ...] = ()
     settle_s: float = 5.0
+    source: Path | None = None  # the root a patch remedy may touch (applied to a scratch copy of it)
 
     def public(self) -> dict[str, Any]:
         """What the server may know: never the command, environment or paths."""
-        return {"name": self.name, "kind": self.kind, "description": self.description, "timeout_s": self.timeout_s}
+        return {"name": self.name, "kind": self.kind, "description": self.description, "timeout_s": self.timeout_s,
+                "patchable": self.source is not None}
+
+
+@dataclass(frozen=True)
+class RemedyPolicy:
+    """What this host lets a verification job change: remedy kinds, and for ``env`` the variable names."""
+
+    kinds: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+
+    def public(self) -> dict[str, Any]:
+        return {"kinds": list(self.kinds), "env": list(self.env)}
 
 
 @dataclass(frozen=True)
@@ -69,6 +91,7 @@ class AgentConfig:
     workloads: dict[str, Workload]
     state_dir: Path
     name: str | None = None
+    remedies: RemedyPolicy = field(default_factory=RemedyPolicy)
 
     def public_workloads(self) -> list[dict[str, Any]]:
         return [w.public() for w in self.workloads.values()]
@@ -94,7 +117,7 @@ def _workload(name: str, raw: Any, base: Path) -> Workload:
         raise ValueError(f"{where}: must be a table")
     known = {
         "kind", "command", "cwd", "env", "timeout_s", "description", "wrap", "msprof", "url", "profile_dir",
-        "load_command", "settle_s",
+        "load_command", "settle_s", "source",
     }
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -120,6 +143,13 @@ def _workload(name: str, raw: Any, base: Path) -> Workload:
         "msprof": str(raw.get("msprof", "msprof")),
         "settle_s": float(raw.get("settle_s", 5.0)),
     }
+    if raw.get("source") is not None:
+        if not isinstance(raw["source"], str) or not raw["source"]:
+            raise ValueError(f"{where}.source: must be a folder path")
+        source = (base / os.path.expanduser(raw["source"])).resolve()
+        if not source.is_dir():
+            raise ValueError(f"{where}.source: {source} is not a folder")
+        fields["source"] = source
     if kind == "vllm":
         if not raw.get("url") or not raw.get("profile_dir"):
             raise ValueError(f"{where}: a vllm workload needs url and profile_dir")
@@ -151,6 +181,23 @@ def load_config(path: str | os.PathLike[str]) -> AgentConfig:
         workloads = {name: _workload(name, spec, base) for name, spec in tables.items()}
     except ValueError as exc:
         raise InputError(str(cfg_path), str(exc)) from exc
+    try:
+        policy = _remedy_policy(raw)
+    except ValueError as exc:
+        raise InputError(str(cfg_path), str(exc)) from exc
     state_dir = raw.get("state_dir")
     state = (base / os.path.expanduser(state_dir)).resolve() if state_dir else Path.home() / ".pypto" / "agent"
-    return AgentConfig(path=cfg_path, workloads=workloads, state_dir=state, name=raw.get("name"))
+    return AgentConfig(path=cfg_path, workloads=workloads, state_dir=state, name=raw.get("name"), remedies=policy)
+
+
+def _remedy_policy(raw: dict[str, Any]) -> RemedyPolicy:
+    kinds = raw.get("allow_remedies", [])
+    if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+        raise ValueError("allow_remedies: must be a list of remedy kinds")
+    unknown = sorted(set(kinds) - set(REMEDY_KINDS))
+    if unknown:
+        raise ValueError(f"allow_remedies: unknown kinds {', '.join(unknown)} (known: {', '.join(REMEDY_KINDS)})")
+    env = raw.get("allow_env", [])
+    if not isinstance(env, list) or not all(isinstance(v, str) and _ENV_NAME.match(v) for v in env):
+        raise ValueError("allow_env: must be a list of environment variable names")
+    return RemedyPolicy(kinds=tuple(dict.fromkeys(kinds)), env=tuple(dict.fromkeys(env)))

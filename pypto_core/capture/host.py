@@ -110,5 +110,6 @@ def capabilities() -> dict[str, Any]:
         "torch_npu": package_version("torch_npu"),
         "gpu": gpu_list,
         "msprof": shutil.which("msprof") is not None,
+        "aoe": shutil.which("aoe") is not None,  # AOE remedies apply only where it is
         "backend": "npu" if npus and package_version("torch_npu") else ("cuda" if gpu_list else "cpu"),
     }

@@ -9,6 +9,10 @@
     session.compare("baseline", "fused-norm")     # the ``compare`` JSON of CONTRACT.md
 
 Used directly as a context manager or decorator it records one run per use, labelled ``run1``, ``run2``...
+
+With a dashboard: ``session.upload(server, project, token)`` sends the latest run, and
+``session.verify(finding_ids)`` has a capture agent run the workload again with those findings' remedies
+and returns the measured verdicts (fixed / persisting / worse, ``pypto_core.fix_verdict``).
 """
 
 from __future__ import annotations
@@ -81,6 +85,31 @@ class TuningSession(Profiler):
         if comparer is None:
             raise PyptoError("this install has no comparer (pypto_core.compare.ProfileComparer)")
         return comparer(self._profile(base), self._profile(new)).compare()
+
+    def upload(self, server: str, project: int | str, token: str | None, *, name: str | None = None
+               ) -> dict[str, Any]:
+        """Upload the latest run; remembered for ``verify``."""
+        answer = super().upload(server, project, token, name=name)
+        self.uploaded = {"server": server, "token": token, "profile": answer.get("id")}
+        return answer
+
+    def verify(self, finding_ids: list[int], *, profile: int | None = None, server: str | None = None,
+               token: str | None = None, agent: int | None = None, workload: str | None = None,
+               wait: bool = True, limit_s: float = 3600.0) -> dict[str, Any]:
+        """Run the workload again on a capture agent with the findings' remedies; the job and the verdicts.
+
+        ``profile``, ``server`` and ``token`` default to this session's last upload; ``agent`` and ``workload``
+        to the capture the profile came from."""
+        from pypto_core.capture.client import ApiClient
+        from pypto_core.capture.verify import verify_findings
+
+        last = getattr(self, "uploaded", None) or {}
+        server, token = server or last.get("server"), token or last.get("token")
+        profile = profile if profile is not None else last.get("profile")
+        if not server or profile is None:
+            raise PyptoError("verify needs a profile on a dashboard: upload a run first, or pass profile= and server=")
+        return verify_findings(ApiClient(server, token), int(profile), list(finding_ids), agent=agent,
+                               workload=workload, wait=wait, limit_s=limit_s)
 
     def _latest(self) -> str:
         if not self.runs:

@@ -43,7 +43,10 @@ def test_token_shown_once_and_stored_hashed(setup) -> None:
     listed = setup["api"].get(f"/api/projects/{setup['project'].pk}/agents/").json()
     assert "token" not in listed[0] and listed[0]["online"] is True
     # the host's command never reaches the server: only names, kinds, descriptions
-    assert listed[0]["workloads"] == [{"name": "llama", "kind": "python", "description": "decode", "timeout_s": None}]
+    assert listed[0]["workloads"] == [{"name": "llama", "kind": "python", "description": "decode", "timeout_s": None,
+                                       "patchable": False}]
+    # an agent that reports no remedy policy accepts none
+    assert listed[0]["capabilities"]["remedies"] == {"kinds": [], "env": []}
 
 
 def test_viewer_cannot_register_agents_or_capture(setup) -> None:

@@ -39,7 +39,8 @@ def test_config_refuses_unknown_keys_kinds_and_missing_commands(tmp_path: Path) 
 def test_config_public_view_hides_commands(tmp_path: Path) -> None:
     cfg = load_config(_config(tmp_path, '[workloads.a]\ncommand = "python run.py --secret s3"\nenv = {K = "v"}\n'))
     assert cfg.workloads["a"].command == ("python", "run.py", "--secret", "s3")
-    assert cfg.public_workloads() == [{"name": "a", "kind": "python", "description": "", "timeout_s": 3600}]
+    assert cfg.public_workloads() == [{"name": "a", "kind": "python", "description": "", "timeout_s": 3600,
+                                       "patchable": False}]
 
 
 def test_msprof_command_follows_the_options(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ class World:
     """Everything a project can hold, owned by someone the caller shares nothing with."""
 
     def __init__(self, make_user: Callable[..., Any]) -> None:
-        from analysis.models import Artifact, Comparison
+        from analysis.models import Artifact, Comparison, Finding
         from profiles.models import Invitation, Profile, UploadSession
 
         self.owner = make_user("owner")
@@ -62,6 +62,8 @@ class World:
         self.artifact.file.save("aoe.json", ContentFile(b"{}"), save=False)
         self.artifact.save()
         self.comparison = Comparison.objects.create(project=self.project, base=profiles[0], candidate=profiles[1])
+        self.finding = Finding.objects.create(profile=self.profile, rule="norm_launch_overhead", severity="high",
+                                              title="norms", data={"rule": "norm_launch_overhead"})
         self.invitation = Invitation.objects.create(project=self.project, user=self.invitee, invited_by=self.owner)
         self.upload = UploadSession.objects.create(project=self.project, created_by=self.owner, filename="a.zip", size=10)
         self.extra: dict[str, Any] = {}
@@ -82,6 +84,7 @@ class World:
             "profile_id": self.profile.pk,
             "artifact_id": self.artifact.pk,
             "comparison_id": self.comparison.pk,
+            "finding_id": self.finding.pk,
             "invitation_id": self.invitation.pk,
             "upload_id": self.upload.pk,
             **self.extra,

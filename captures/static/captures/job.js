@@ -24,7 +24,21 @@
             holder.appendChild(a);
           }
         }
-        if (FINAL[job.status]) { var c = document.getElementById("cancel"); if (c) c.remove(); return; }
+        var v = job.verification;
+        if (FINAL[job.status]) {
+          var c = document.getElementById("cancel"); if (c) c.remove();
+          // a verification job: wait for its comparison's verdicts, then open the comparison on its findings
+          if (v && job.status === "done") {
+            var box = document.getElementById("verification");
+            if (v.verdicts && v.verdicts.length && box) {
+              window.location.href = box.dataset.comparisonBase + v.comparison + "/?findings=" +
+                encodeURIComponent(box.dataset.findings);
+              return;
+            }
+            if (v.comparison_status !== "failed") { setTimeout(tick, 2000); }
+          }
+          return;
+        }
         setTimeout(tick, 1500);
       })
       .catch(function () { setTimeout(tick, 5000); });
