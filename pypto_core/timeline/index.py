@@ -44,11 +44,12 @@ MAX_BARS = 2500
 MAX_COUNTER_POINTS = 1500
 DETAIL_BATCH_ROWS = 16384  # rows per compressed batch of details/*.arrow: one event's details read one batch
 MAX_LINKS = 64
-# A merged run wide enough to carry a label (the viewer writes labels in bars over ~36 px) is named by its
+# A merged run wide enough to carry a label (the viewer writes labels in bars over ~24 px; answers come at up
+# to twice the time per pixel of the view) is named by its
 # most frequent member ("17 aten::item + 412 others"), counted exactly from its members; at most this many
 # members are read per answer (widest runs first), so the label work stays a few ms. A run past the budget
 # is labelled with its count alone; its details (``run``) count every member.
-LABEL_MIN_PX = 36
+LABEL_MIN_PX = 12
 LABEL_MEMBERS = 100_000
 RUN_TOP_NAMES = 10
 _JS_SAFE = 2**53
@@ -203,6 +204,7 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
     lane_spans: list[tuple[int, int, int]] = []  # (first event, event count, first track row) per lane
     breaks = np.zeros(65, np.int64)
     span_end = 0
+    slice_lo, slice_hi = None, 0  # the span of the slices, which the first view fits (counters run longer)
     n = 0
     for src in sources:
         lane_of_row, start_all, end_all = src.columns()
@@ -229,6 +231,8 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
             endmax = running_end(np.repeat(np.arange(len(depths), dtype=np.int32), row_counts), end)
             if m:
                 span_end = max(span_end, int(end.max()))
+                slice_hi = max(slice_hi, int(end.max()))
+                slice_lo = int(start.min()) if slice_lo is None else min(slice_lo, int(start.min()))
                 breaks += _break_sizes(start, end, endmax, row_first)
             lane_spans.append((n, m, row_counts))
             rows.extend((src.first_lane + local, d) for d in depths.tolist())
@@ -332,6 +336,7 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
         "version": INDEX_VERSION,
         "base_ns": str(base),
         "end_ns": span_end,
+        "slice_span": [slice_lo or 0, slice_hi] if slice_lo is not None else [0, span_end],
         "event_count": n,
         "lanes": [ln.to_dict() for ln in lanes],
         "rows": [[int(a), int(b)] for a, b in rows],
@@ -510,6 +515,7 @@ class TimelineIndex:
             "version": INDEX_VERSION,
             "base_ns": str(self.base_ns),
             "span_ns": [0, self.end_ns],
+            "slice_span_ns": list(self.doc.get("slice_span") or [0, self.end_ns]),  # what the first view fits
             "start_ns": start,
             "end_ns": end,
             "width_px": width,
