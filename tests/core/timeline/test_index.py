@@ -229,7 +229,7 @@ def test_a_merged_run_names_its_most_frequent_member_and_counts_it_exactly(tmp_p
 
 
 def test_runs_too_narrow_for_a_label_are_not_counted(index: TimelineIndex) -> None:
-    ans = index.window(0, 12_800, 100)  # the 1000 Add kernels: one run of ~16 px, no label
+    ans = index.window(0, 12_800, 25)  # the 1000 Add kernels: one run of ~4 px, no label
     stream = track(ans, lane_id(index, "kernels", "Stream 2"))
     assert stream["top"] == [-1] * len(stream["count"])
     ans = index.window(0, 12_800, 2000)  # ~250 px: labelled, every member an Add
