@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis import pagedata, selectors
+from analysis.cluster import cluster_data
 from analysis.models import JobStatus
 from analysis.timeline_layout import lanes_with_layout, timeline_layout_get, timeline_layout_set
 from profiles.api import attachment_response
@@ -136,6 +137,19 @@ class TraceDownloadView(APIView):
         profile = _ready_profile(request, profile_id)
         path = pagedata.chrome_trace_path(profile=profile)
         return attachment_response(open(path, "rb"), f"profile-{profile.pk}.trace.json")
+
+
+class ClusterView(APIView):
+    """Every rank on one page (``analysis.cluster``): aligned step rows, per-rank breakdowns, links, the slowest
+    link and the slow-rank finding's evidence. 404 when the profile has one rank and no matrix."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = _ready_profile(request, profile_id)
+        data = cluster_data(profile=profile)
+        if data is None:
+            raise NotFound("This profile has one rank and no communication matrix.")
+        return Response(data)
 
 
 class PageDataView(APIView):

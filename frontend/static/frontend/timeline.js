@@ -220,6 +220,7 @@
       self.data = answer;
       self.indexNames(answer);
       if (!self.hidden) self.takeLayout(answer);
+      if (!self.view && self.absWindow) self.view = absView(self.absWindow, answer.base_ns);
       if (!self.view) {               // the first view fits the events (counters often run longer)
         var span = answer.slice_span_ns || answer.span_ns, pad = Math.max(1, (span[1] - span[0]) * 0.02);
         self.view = {start: span[0] - pad, end: span[1] + pad};
@@ -881,8 +882,22 @@
     return m ? {start: +m[1], end: +m[2]} : null;
   }
 
+  // "#abs=START,END": absolute ns (as text, past 2**53), from the cluster page; relative once base_ns is known.
+  function hashAbs() {
+    var m = /(?:^#|&)abs=(\d+),(\d+)/.exec(window.location.hash || "");
+    return m ? {start: m[1], end: m[2]} : null;
+  }
+
+  function absView(abs, baseNs) {
+    if (typeof BigInt === "undefined") return null;
+    var start = Number(BigInt(abs.start) - BigInt(baseNs)), end = Number(BigInt(abs.end) - BigInt(baseNs));
+    var pad = Math.max(1, (end - start) * 0.02);
+    return end > start ? {start: start - pad, end: end + pad} : null;
+  }
+
   function mount(root, opts) {
     var tl = new Timeline(root, opts || {url: root.dataset.timelineUrl});
+    tl.absWindow = hashAbs();
     var w = hashWindow();
     if (w && w.end > w.start) { tl.view = {start: w.start, end: w.end}; tl.scheduleFetch(); }
     root.pyptoTimeline = tl;
