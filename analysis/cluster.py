@@ -73,10 +73,11 @@ def cluster_data(*, profile: Profile) -> dict[str, Any] | None:
         return None
     data = cluster_view(ranks, matrices, _slow_rank(profile))
     timelines = _rank_profiles(profile)
-    own = profile.rank if profile.rank is not None else (ranks[0].get("rank") if len(ranks) == 1 else None)
+    # this profile's own timeline shows its primary (lowest) rank
+    own = profile.rank if profile.rank is not None else (data["ranks"][0]["rank"] if data["ranks"] else None)
     for row in data["ranks"]:
         pid = timelines.get(row["rank"]) if row["rank"] is not None else None
-        if pid is None and (len(data["ranks"]) == 1 or row["rank"] == own):
+        if pid is None and row["rank"] == own:
             pid = profile.pk
         row["timeline_profile"] = pid
     return data

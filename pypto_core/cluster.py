@@ -23,34 +23,47 @@ def _common_step(ranks: list[dict[str, Any]]) -> int | None:
     return min(common) if common else None
 
 
+def _timed(step: dict[str, Any]) -> bool:
+    return int(step.get("end_ns") or 0) > int(step.get("start_ns") or 0)
+
+
 def align_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     """Rows of step bars on one axis. Each rank's clock is shifted so that the first step every rank
     recorded starts at the same instant as on the lowest rank (the offset is stated per rank); without a
-    common step the clocks are taken as they are (offset 0, said so)."""
+    common step the clocks are taken as they are (offset 0, said so). A rank whose export kept step
+    durations but no timestamps (step_trace_time without times, as rank 1 of the Qwen3 sample) has no
+    offset (None): its steps are drawn from the lowest rank's start of the same step, ``timed`` false."""
     ranks = sorted(ranks, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
     step = _common_step(ranks)
-    offsets: list[int] = []
+    offsets: list[int | None] = [0] * len(ranks)
+    ref_starts: dict[Any, int] = {}
     if step is not None:
-        ref = next(int(s["start_ns"]) for s in ranks[0]["steps"] if s.get("step_id") == step)
-        offsets = [next(int(s["start_ns"]) for s in r["steps"] if s.get("step_id") == step) - ref for r in ranks]
-    else:
-        offsets = [0] * len(ranks)
-    starts = [int(s["start_ns"]) - off for r, off in zip(ranks, offsets) for s in r.get("steps") or []]
-    base = min(starts) if starts else 0
+        ref_rank = next((r for r in ranks if any(s.get("step_id") == step and _timed(s) for s in r["steps"])), None)
+        if ref_rank is not None:
+            ref = next(int(s["start_ns"]) for s in ref_rank["steps"] if s.get("step_id") == step and _timed(s))
+            for i, r in enumerate(ranks):
+                own = next((s for s in r["steps"] if s.get("step_id") == step), None)
+                offsets[i] = int(own["start_ns"]) - ref if own is not None and _timed(own) else None
+            ref_starts = {s.get("step_id"): int(s["start_ns"]) for s in ref_rank["steps"] if _timed(s)}
+    starts = [int(s["start_ns"]) - (off or 0) for r, off in zip(ranks, offsets) if off is not None
+              for s in r.get("steps") or [] if _timed(s)]
+    base = min(starts) if starts else min(ref_starts.values(), default=0)
     rows = []
     for r, off in zip(ranks, offsets):
-        rows.append({
-            "rank": r.get("rank"),
-            "offset_ns": off,
-            "time_breakdown": r.get("time_breakdown"),
-            "dominant_bucket": r.get("dominant_bucket"),
-            "source": r.get("source"),
-            "steps": [{"step_id": s.get("step_id"),
-                       "start_ns": int(s["start_ns"]) - off - base, "end_ns": int(s["end_ns"]) - off - base,
-                       "abs_start_ns": str(int(s["start_ns"])), "abs_end_ns": str(int(s["end_ns"])),
-                       "time_breakdown": s.get("time_breakdown")}
-                      for s in r.get("steps") or []],
-        })
+        steps, cursor = [], 0
+        for s in r.get("steps") or []:
+            if off is not None and _timed(s):
+                a, b = int(s["start_ns"]) - off - base, int(s["end_ns"]) - off - base
+                abs_a, abs_b = str(int(s["start_ns"])), str(int(s["end_ns"]))
+            else:  # no timestamps: at the lowest rank's start of the same step, as long as its breakdown says
+                a = ref_starts.get(s.get("step_id"), cursor + base) - base
+                b = a + int((s.get("time_breakdown") or {}).get("wall_ns") or 0)
+                abs_a = abs_b = None
+            cursor = b
+            steps.append({"step_id": s.get("step_id"), "start_ns": a, "end_ns": b, "timed": abs_a is not None,
+                          "abs_start_ns": abs_a, "abs_end_ns": abs_b, "time_breakdown": s.get("time_breakdown")})
+        rows.append({"rank": r.get("rank"), "offset_ns": off, "time_breakdown": r.get("time_breakdown"),
+                     "dominant_bucket": r.get("dominant_bucket"), "source": r.get("source"), "steps": steps})
     span = max((s["end_ns"] for row in rows for s in row["steps"]), default=0)
     return {"base_ns": str(base), "span_ns": span, "aligned_on_step": step,
             "alignment": ("first common step" if step is not None else "none (no step common to every rank)"),

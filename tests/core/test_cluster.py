@@ -55,3 +55,14 @@ def test_cnn_8npu_matrix_links_match_msprof_bandwidth_and_name_the_slowest_link(
     assert slow["links_compared"] == 7 and slow["ratio_to_median"] < 1
     view = cluster_view([], {0: profile.meta.extra["communication_matrix"]})
     assert view["link_ranks"] == list(range(8)) and view["matrix_source"] == "communication_matrix.json"
+
+
+def test_a_rank_without_step_timestamps_is_drawn_from_the_lowest_ranks_step_and_says_so() -> None:
+    """Rank 1 of the Qwen3 sample: step_trace_time with durations but no times (attribution start = end = 0)."""
+    ranks, _ = simulated_ranks(2)
+    ranks[1]["steps"] = [dict(s, start_ns=0, end_ns=0) for s in ranks[1]["steps"]]
+    view = align_ranks(ranks)
+    r1 = view["ranks"][1]
+    assert r1["offset_ns"] is None and not any(s["timed"] for s in r1["steps"])
+    assert [s["start_ns"] for s in r1["steps"]] == [s["start_ns"] for s in view["ranks"][0]["steps"]]
+    assert [s["end_ns"] - s["start_ns"] for s in r1["steps"]] == [10_000_000] * 3

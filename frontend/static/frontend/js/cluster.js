@@ -19,17 +19,18 @@
     var row = el("div", "cs-row");
     row.dataset.rank = String(r.rank);
     var label = el("div", "cs-label", fill(words.rank, {r: r.rank}));
-    label.append(el("small", null, " · " + fill(words.offset, {ms: (r.offset_ns / 1e6).toFixed(3)})));
+    label.append(el("small", null, " · " + (r.offset_ns === null ? words.untimed
+                                            : fill(words.offset, {ms: (r.offset_ns / 1e6).toFixed(3)}))));
     var track = el("div", "cs-track");
     r.steps.forEach(function (s, i) {
-      var link = r.timeline ? el("a", "cs-step") : el("span", "cs-step cs-nolink");
+      var link = r.timeline && s[3] ? el("a", "cs-step") : el("span", "cs-step cs-nolink");
       link.style.left = (100 * s[1] / span) + "%";
       link.style.width = Math.max(0.2, 100 * (s[2] - s[1]) / span) + "%";
       link.className += i % 2 ? " cs-odd" : "";
       var text = s[0] !== null ? fill(words.step, {s: s[0]}) : "";
       link.textContent = text;
       link.title = text + " · " + ((s[2] - s[1]) / 1e6).toFixed(3) + " ms" + (r.timeline ? "" : " · " + words.noTimeline);
-      if (r.timeline) link.href = "/profiles/" + r.timeline + "/timeline/#abs=" + s[3] + "," + s[4];
+      if (r.timeline && s[3]) link.href = "/profiles/" + r.timeline + "/timeline/#abs=" + s[3] + "," + s[4];
       track.append(link);
     });
     row.append(label, track);
