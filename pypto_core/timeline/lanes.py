@@ -190,7 +190,7 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
     if api.num_rows:
         pairs, inverse = _group_pairs(_int_column(api, "pid", -1), _int_column(api, "tid", -1))
         add("api_calls", api, api["name"], plain(api, "dur_ns"), inverse.astype(np.int32),
-            [(f"CANN API (process {p})", f"Thread {t}") for p, t in pairs.tolist()])
+            [(f"{_api_heading(profile)} (process {p})", f"Thread {t}") for p, t in pairs.tolist()])
 
     kernels = profile.kernels
     if kernels.num_rows:
@@ -213,6 +213,11 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
         for lane, g in zip(lanes[first:], group_ids):
             lane.detail = f"HCCL group {g}" if g else "no group recorded"
     return sources
+
+
+def _api_heading(profile: Profile) -> str:
+    """CANN for Ascend exports; a PyTorch (Kineto) trace's runtime calls are CUDA's or HIP's, not CANN's."""
+    return "Runtime API" if profile.meta.format == "kineto" else "CANN API"
 
 
 def _device_heading(profile: Profile) -> str:
