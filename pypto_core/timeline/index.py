@@ -50,7 +50,7 @@ MAX_LINKS = 64
 # members are read per answer (widest runs first), so the label work stays a few ms. A run past the budget
 # is labelled with its count alone; its details (``run``) count every member.
 LABEL_MIN_PX = 12
-LABEL_MEMBERS = 100_000
+LABEL_MEMBERS = 32_768
 RUN_TOP_NAMES = 10
 _JS_SAFE = 2**53
 
