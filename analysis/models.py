@@ -148,3 +148,18 @@ class FixVerification(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["comparison", "rule"], name="one_verdict_per_rule")]
+
+
+class TimelineLayout(models.Model):
+    """How one user arranged one profile's timeline: lanes hidden or shown against their defaults (constant
+    counters start hidden) and groups folded. Remembered server-side so that it follows the user around."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+")
+    hidden = models.JSONField(default=list, blank=True)  # lane ids hidden by the user
+    shown = models.JSONField(default=list, blank=True)  # lane ids hidden by default that the user shows
+    collapsed = models.JSONField(default=list, blank=True)  # group headings folded
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "profile"], name="one_timeline_layout_per_user")]

@@ -116,7 +116,20 @@ def timeline_index(*, profile: Profile) -> Any:
         except OSError:  # another request fetched it first
             pass
         shutil.rmtree(tmp, ignore_errors=True)
-    index = TimelineIndex.open(local)
+    try:
+        index = TimelineIndex.open(local)
+    except ValueError:  # built by an older version of the index: rebuild it once, from the saved tables
+        log.info("timeline index of profile %s is out of date: rebuilding", profile.pk)
+        shutil.rmtree(local, ignore_errors=True)
+        _build_missing(profile)
+        tmp = Path(tempfile.mkdtemp(prefix="tl-", dir=_ensure(local.parent)))
+        _fetch_folder(f"{_views_prefix(profile)}/timeline", tmp / "timeline")
+        try:
+            (tmp / "timeline").rename(local)
+        except OSError:
+            pass
+        shutil.rmtree(tmp, ignore_errors=True)
+        index = TimelineIndex.open(local)
     with _lock:
         _indexes[key] = index
         while len(_indexes) > _OPEN_INDEXES:

@@ -15,7 +15,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from analysis import pagedata, selectors
+from analysis.cluster import cluster_data
 from analysis.models import JobStatus
+from analysis.timeline_layout import lanes_with_layout, timeline_layout_get, timeline_layout_set
 from profiles.api import attachment_response
 from profiles.models import Profile, ProfileStatus
 from profiles.selectors import profile_get_for_user
@@ -44,14 +46,67 @@ def _int(request: Request, name: str, default: int | None = None) -> int | None:
         raise ValidationError({name: _("an integer")}) from None
 
 
+def _lane_list(request: Request) -> list[int] | None:
+    raw = request.query_params.get("lanes")
+    if raw is None:
+        return None
+    try:
+        return [int(x) for x in raw.split(",") if x.strip()][:5000]
+    except ValueError:
+        raise ValidationError({"lanes": _("comma-separated lane ids")}) from None
+
+
 class TimelineWindowView(APIView):
+    """One window (``TimelineIndex.window``); ``lanes`` limits the tracks to those lanes, and the lanes say
+    ``hidden`` as this user left them (``analysis.timeline_layout``)."""
+
     @extend_schema(parameters=[OpenApiParameter("start_ns", int), OpenApiParameter("end_ns", int),
-                               OpenApiParameter("width_px", int)], responses={200: dict})
+                               OpenApiParameter("width_px", int), OpenApiParameter("lanes", str)],
+                   responses={200: dict})
     def get(self, request: Request, profile_id: int) -> Response:
         profile = _ready_profile(request, profile_id)
         index = pagedata.timeline_index(profile=profile)
-        return Response(index.window(_int(request, "start_ns"), _int(request, "end_ns"),
-                                     _int(request, "width_px", 1000) or 1000))
+        answer = index.window(_int(request, "start_ns"), _int(request, "end_ns"),
+                              _int(request, "width_px", 1000) or 1000, lanes=_lane_list(request))
+        layout = timeline_layout_get(user=request.user, profile=profile)
+        return Response({**answer, "lanes": lanes_with_layout(answer["lanes"], layout), "layout": layout})
+
+
+class TimelineLayoutView(APIView):
+    """GET / PUT ``{"hidden": [lane ids], "shown": [lane ids], "collapsed": [group names]}``."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = profile_get_for_user(user=request.user, profile_id=profile_id)
+        return Response(timeline_layout_get(user=request.user, profile=profile))
+
+    @extend_schema(request=dict, responses={200: dict})
+    def put(self, request: Request, profile_id: int) -> Response:
+        profile = profile_get_for_user(user=request.user, profile_id=profile_id)
+        data = request.data if isinstance(request.data, dict) else {}
+        try:
+            return Response(timeline_layout_set(user=request.user, profile=profile, hidden=data.get("hidden", []),
+                                                shown=data.get("shown", []), collapsed=data.get("collapsed", [])))
+        except ValueError as exc:
+            raise ValidationError({"layout": str(exc)}) from None
+
+
+class TimelineRunView(APIView):
+    """A merged run's members (``TimelineIndex.run``): count, busy time, top names by count and by time."""
+
+    @extend_schema(parameters=[OpenApiParameter("lane", int), OpenApiParameter("depth", int),
+                               OpenApiParameter("start_ns", int), OpenApiParameter("end_ns", int)],
+                   responses={200: dict})
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = _ready_profile(request, profile_id)
+        args = {k: _int(request, k) for k in ("lane", "depth", "start_ns", "end_ns")}
+        missing = [k for k, v in args.items() if v is None]
+        if missing:
+            raise ValidationError({k: _("required") for k in missing})
+        try:
+            return Response(pagedata.timeline_index(profile=profile).run(**args))
+        except KeyError as exc:
+            raise NotFound(str(exc)) from None
 
 
 class TimelineEventView(APIView):
@@ -82,6 +137,19 @@ class TraceDownloadView(APIView):
         profile = _ready_profile(request, profile_id)
         path = pagedata.chrome_trace_path(profile=profile)
         return attachment_response(open(path, "rb"), f"profile-{profile.pk}.trace.json")
+
+
+class ClusterView(APIView):
+    """Every rank on one page (``analysis.cluster``): aligned step rows, per-rank breakdowns, links, the slowest
+    link and the slow-rank finding's evidence. 404 when the profile has one rank and no matrix."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = _ready_profile(request, profile_id)
+        data = cluster_data(profile=profile)
+        if data is None:
+            raise NotFound("This profile has one rank and no communication matrix.")
+        return Response(data)
 
 
 class PageDataView(APIView):

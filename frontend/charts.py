@@ -222,3 +222,28 @@ def time_breakdown_chart(bars: list[tuple[str, dict[str, Any]]]) -> dict[str, An
                             "width": 14, "showDetail": False},
                            {"type": "inside", "yAxisIndex": 0, "start": 0, "end": end}]
     return out
+
+
+def communication_matrix_chart(links: list[dict[str, Any]], ranks: list[int]) -> dict[str, Any]:
+    """Heatmap of bandwidth (GB/s) per link, source rank by destination rank (msprof's communication matrix);
+    a rank's LOCAL copy is drawn too, marked by its transport in the tooltip."""
+    index = {r: i for i, r in enumerate(ranks)}
+    data = [[index[x["dst"]], index[x["src"]], x["bandwidth_gbps"], x.get("transport") or "", x["size_mb"],
+             x["time_ms"]] for x in links if x.get("bandwidth_gbps") is not None]
+    remote = [d[2] for d in data if d[0] != d[1]] or [d[2] for d in data] or [1.0]
+    labels = [_("rank %(r)s") % {"r": r} for r in ranks]
+    return {
+        "animation": False,
+        "tooltip": {"position": "top"},
+        "grid": {"left": 80, "right": 30, "top": 20, "bottom": 80},
+        "xAxis": {"type": "category", "data": labels, "name": _("to"), "splitArea": {"show": True}},
+        "yAxis": {"type": "category", "data": labels, "name": _("from"), "inverse": True, "splitArea": {"show": True}},
+        # the colour scale spans the links between ranks; a LOCAL copy (hundreds of GB/s) reads as the top
+        "visualMap": {"min": round(min(remote), 3), "max": round(max(remote), 3), "calculable": True,
+                      "orient": "horizontal", "left": "center", "bottom": 0, "text": ["GB/s", ""],
+                      "inRange": {"color": ["#b91c1c", "#fde68a", "#15803d"]}},
+        "series": [{"type": "heatmap", "name": "GB/s", "data": data,
+                    "label": {"show": len(ranks) <= 16, "fontSize": 10},
+                    "encode": {"x": 0, "y": 1, "value": 2, "tooltip": [2, 3, 4, 5]},
+                    "dimensions": [_("to"), _("from"), "GB/s", _("transport"), "MB", "ms"]}],
+    }

@@ -142,6 +142,41 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
 @login_required
 def profile_timeline(request: HttpRequest, profile_id: int) -> HttpResponse:
     profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+    ready = profile.status == ProfileStatus.READY
     return render(request, "frontend/profile_timeline.html", {
-        "profile": profile, "project": profile.project, "ready": profile.status == ProfileStatus.READY,
+        "profile": profile, "project": profile.project, "ready": ready,
+        "cluster_url": _cluster_url(profile) if ready else None,
     })
+
+
+def _cluster_url(profile: Profile) -> str | None:
+    """The cluster page of this profile (several ranks or a matrix) or of the upload this rank belongs to."""
+    from django.urls import reverse
+
+    from analysis.cluster import cluster_data
+
+    if profile.group_id is not None:
+        return reverse("profile-cluster", args=[profile.group_id])
+    return reverse("profile-cluster", args=[profile.pk]) if cluster_data(profile=profile) else None
+
+
+@login_required
+def profile_cluster(request: HttpRequest, profile_id: int) -> HttpResponse:
+    """Every rank on one page (``analysis.cluster``): aligned step rows, per-rank breakdown, link heatmap."""
+    from analysis.cluster import cluster_data
+
+    profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+    ready = profile.status == ProfileStatus.READY
+    data = cluster_data(profile=profile) if ready else None
+    ctx: dict[str, Any] = {"profile": profile, "project": profile.project, "ready": ready, "cluster": data}
+    if data:
+        ranks = [r for r in data["ranks"] if isinstance(r.get("time_breakdown"), dict)]
+        ctx["chart_ranks"] = charts.time_breakdown_chart(
+            [(_("rank %(r)s") % {"r": r["rank"]}, r["time_breakdown"]) for r in ranks]) if ranks else None
+        ctx["chart_matrix"] = (charts.communication_matrix_chart(data["links"], data["link_ranks"])
+                               if data["links"] else None)
+        ctx["strip"] = {"span_ns": data["span_ns"], "ranks": [
+            {"rank": r["rank"], "offset_ns": r["offset_ns"], "timeline": r["timeline_profile"],
+             "steps": [[s["step_id"], s["start_ns"], s["end_ns"], s["abs_start_ns"], s["abs_end_ns"]]
+                       for s in r["steps"]]} for r in data["ranks"]]}
+    return render(request, "frontend/profile_cluster.html", ctx)

@@ -33,7 +33,7 @@ from pypto_core.profile import Profile
 from pypto_core.timeline.lanes import Lane, _base_ns, _Interner, counter_columns, slice_tables
 from pypto_core.timeline.lod import MAX_DEPTH, Bars, merge, nesting_depth, running_end
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: rows by containment (lod.nesting_depth), lanes with hidden and detail
 # A level is stored only when it has at most half the bars of the last stored one, so the whole pyramid is
 # no bigger than the events, and a query merges on the fly from at most ~2x the bars it returns.
 STORE_RATIO = 0.5
@@ -44,6 +44,14 @@ MAX_BARS = 2500
 MAX_COUNTER_POINTS = 1500
 DETAIL_BATCH_ROWS = 16384  # rows per compressed batch of details/*.arrow: one event's details read one batch
 MAX_LINKS = 64
+# A merged run wide enough to carry a label (the viewer writes labels in bars over ~24 px; answers come at up
+# to twice the time per pixel of the view) is named by its
+# most frequent member ("17 aten::item + 412 others"), counted exactly from its members; at most this many
+# members are read per answer (widest runs first), so the label work stays a few ms. A run past the budget
+# is labelled with its count alone; its details (``run``) count every member.
+LABEL_MIN_PX = 12
+LABEL_MEMBERS = 32_768
+RUN_TOP_NAMES = 10
 _JS_SAFE = 2**53
 
 
@@ -196,6 +204,7 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
     lane_spans: list[tuple[int, int, int]] = []  # (first event, event count, first track row) per lane
     breaks = np.zeros(65, np.int64)
     span_end = 0
+    slice_lo, slice_hi = None, 0  # the span of the slices, which the first view fits (counters run longer)
     n = 0
     for src in sources:
         lane_of_row, start_all, end_all = src.columns()
@@ -222,6 +231,8 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
             endmax = running_end(np.repeat(np.arange(len(depths), dtype=np.int32), row_counts), end)
             if m:
                 span_end = max(span_end, int(end.max()))
+                slice_hi = max(slice_hi, int(end.max()))
+                slice_lo = int(start.min()) if slice_lo is None else min(slice_lo, int(start.min()))
                 breaks += _break_sizes(start, end, endmax, row_first)
             lane_spans.append((n, m, row_counts))
             rows.extend((src.first_lane + local, d) for d in depths.tolist())
@@ -249,6 +260,10 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
             t_out.write(counter_t[picks])
             v_out.write(counter_v[picks])
             counter_ranges[str(lane_id)] = [int(lo), int(hi)]
+            values = counter_v[picks]
+            values = values[~np.isnan(values)]
+            if not len(values) or values.min() == values.max():  # never changes: folded away, and listed
+                lanes[lane_id].hidden = True
         t_out.close()
         v_out.close()
         del by_lane
@@ -321,6 +336,7 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
         "version": INDEX_VERSION,
         "base_ns": str(base),
         "end_ns": span_end,
+        "slice_span": [slice_lo or 0, slice_hi] if slice_lo is not None else [0, span_end],
         "event_count": n,
         "lanes": [ln.to_dict() for ln in lanes],
         "rows": [[int(a), int(b)] for a, b in rows],
@@ -465,7 +481,12 @@ class TimelineIndex:
             bars = merge(bars, 1 << truncated_level)
 
         names = self._a("events/name")[bars.longest] if len(bars) else np.empty(0, np.int32)
-        uniq, local = np.unique(names, return_inverse=True)
+        top, top_count = self._run_tops(bars, pixel)
+        uniq, local = np.unique(np.r_[names, top[top >= 0]].astype(np.int32), return_inverse=True)
+        local = local.reshape(-1)
+        top_local = np.full(len(bars), -1, np.int64)
+        top_local[top >= 0] = local[len(names):]
+        local = local[:len(names)]
         tracks: list[dict[str, Any]] = []
         lane_of_bar = self.rows[bars.row, 0] if len(bars) else np.empty(0, np.int64)
         depth_of_bar = self.rows[bars.row, 1] if len(bars) else np.empty(0, np.int64)
@@ -481,8 +502,11 @@ class TimelineIndex:
                 "start": bars.start[sel].tolist(),
                 "dur": (bars.end[sel] - bars.start[sel]).tolist(),
                 "depth": depth_of_bar[sel].tolist(),
-                "name": local.reshape(-1)[sel].tolist(),
+                "name": local[sel].tolist(),
                 "count": bars.count[sel].tolist(),
+                # a merged run's most frequent member name (index into names, -1: not counted) and its count
+                "top": top_local[sel].tolist(),
+                "top_count": top_count[sel].tolist(),
                 "busy": bars.busy[sel].tolist(),
                 "idx": bars.longest[sel].tolist(),
             })
@@ -491,6 +515,7 @@ class TimelineIndex:
             "version": INDEX_VERSION,
             "base_ns": str(self.base_ns),
             "span_ns": [0, self.end_ns],
+            "slice_span_ns": list(self.doc.get("slice_span") or [0, self.end_ns]),  # what the first view fits
             "start_ns": start,
             "end_ns": end,
             "width_px": width,
@@ -505,6 +530,77 @@ class TimelineIndex:
         if len(self._cache) > 64:
             self._cache.popitem(last=False)
         return answer
+
+    def _row_first(self, rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Index of the first event of each row in ``rows`` starting at or after ``starts`` (a run's first
+        member: a run holds the events of its row that start in [run start, run end))."""
+        offsets, ev_start = self._a("events/offsets"), self._a("events/start")
+        out = np.empty(len(rows), np.int64)
+        for i, (r, t) in enumerate(zip(rows.tolist(), starts.tolist())):
+            lo, hi = int(offsets[r]), int(offsets[r + 1])
+            out[i] = lo + int(np.searchsorted(ev_start[lo:hi], t, side="left"))
+        return out
+
+    def _run_tops(self, bars: Bars, pixel: int) -> tuple[np.ndarray, np.ndarray]:
+        """Most frequent member name id and its count for the merged runs wide enough for a label (widest
+        first, within ``LABEL_MEMBERS``); -1 and 0 elsewhere."""
+        top = np.full(len(bars), -1, np.int64)
+        top_count = np.zeros(len(bars), np.int64)
+        if not len(bars):
+            return top, top_count
+        wide = np.flatnonzero((bars.count > 1) & (bars.end - bars.start >= LABEL_MIN_PX * pixel))
+        wide = wide[np.argsort(-(bars.end[wide] - bars.start[wide]), kind="stable")]
+        wide = wide[np.cumsum(bars.count[wide]) <= LABEL_MEMBERS]
+        if not len(wide):
+            return top, top_count
+        first = self._row_first(bars.row[wide], bars.start[wide])
+        counts = bars.count[wide]
+        # every member's event index, run by run, without a Python loop over members
+        owner = np.repeat(np.arange(len(wide)), counts)
+        member = np.repeat(first - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(int(counts.sum()))
+        names = np.asarray(self._a("events/name")[member], np.int64)
+        keys, freq = np.unique(owner * (int(names.max()) + 1) + names, return_counts=True)
+        run_of_key = keys // (int(names.max()) + 1)
+        best = np.lexsort((-freq, run_of_key))  # per run, the most frequent name first
+        head = best[np.r_[True, run_of_key[best][1:] != run_of_key[best][:-1]]]
+        top[wide[run_of_key[head]]] = keys[head] % (int(names.max()) + 1)
+        top_count[wide[run_of_key[head]]] = freq[head]
+        return top, top_count
+
+    def run(self, lane: int, depth: int, start_ns: int, end_ns: int, top: int = RUN_TOP_NAMES) -> dict[str, Any]:
+        """A merged run's members: the events of row (lane, depth) starting in [start_ns, end_ns), their
+        count, busy time, and the top names by count and by total time."""
+        match = np.flatnonzero((self.rows[:, 0] == int(lane)) & (self.rows[:, 1] == int(depth)))
+        if not len(match):
+            raise KeyError(f"no row {depth} on lane {lane}")
+        r = int(match[0])
+        offsets = self._a("events/offsets")
+        lo, hi = int(offsets[r]), int(offsets[r + 1])
+        ev_start = self._a("events/start")
+        a = lo + int(np.searchsorted(ev_start[lo:hi], int(start_ns), side="left"))
+        b = lo + int(np.searchsorted(ev_start[lo:hi], int(end_ns), side="left"))
+        names = np.asarray(self._a("events/name")[a:b])
+        durs = np.asarray(self._a("events/end")[a:b]) - np.asarray(ev_start[a:b])
+        strings = self.strings()
+        by_count = np.bincount(names, minlength=1) if len(names) else np.zeros(1, np.int64)
+        by_time = np.bincount(names, weights=durs, minlength=1) if len(names) else np.zeros(1)
+
+        def listed(order: np.ndarray) -> list[dict[str, Any]]:
+            order = order[by_count[order] > 0][:top]
+            picked = strings.take(pa.array(order, pa.int32())).to_pylist() if len(order) else []
+            return [{"name": nm, "count": int(by_count[i]), "total_ns": int(by_time[i])}
+                    for nm, i in zip(picked, order.tolist())]
+
+        info = self.lanes[int(lane)]
+        return {
+            "lane": int(lane), "depth": int(depth), "lane_name": info.name, "group": info.group,
+            "count": int(b - a), "distinct_names": int(np.count_nonzero(by_count)),
+            "start_ns": int(ev_start[a]) if b > a else int(start_ns),
+            "end_ns": int(np.asarray(self._a("events/end")[a:b]).max()) if b > a else int(end_ns),
+            "busy_ns": int(durs.sum()),
+            "by_count": listed(np.argsort(-by_count, kind="stable")),
+            "by_time": listed(np.argsort(-by_time, kind="stable")),
+        }
 
     def _counter_tracks(self, lane_set: set[int], start: int, end: int, pixel: int, width: int) -> list[dict]:
         ranges = {int(k): v for k, v in self.doc["counter_ranges"].items() if int(k) in lane_set}

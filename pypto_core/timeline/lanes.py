@@ -9,6 +9,7 @@ index and the chrome-trace export share the same lane assignment and the same ti
 from __future__ import annotations
 
 from collections.abc import Callable
+import re
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -26,6 +27,9 @@ class Lane:
     kind: str  # "slices" or "counter"
     table: str  # the source table ("host_ops", "kernels", ..., "counters", "memory")
     sort: int  # order of groups: steps, host, CANN API, device, communication, counters
+    # Shown folded away at first: a counter whose value never changes in the profile (the viewer lists it).
+    hidden: bool = False
+    detail: str = ""  # what the name stands for, in full (an HCCL group's id, a stream left unrecorded)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -180,29 +184,87 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
     if host.num_rows:
         pairs, inverse = _group_pairs(_int_column(host, "pid", -1), _int_column(host, "tid", -1))
         add("host_ops", host, host["name"], plain(host, "dur_ns"), inverse.astype(np.int32),
-            [(f"Host process {p}", f"Thread {t}") for p, t in pairs.tolist()])
+            [(f"Host process {p}", f"Thread {t} (main)" if t == p else f"Thread {t}") for p, t in pairs.tolist()])
 
     api = profile.api_calls
     if api.num_rows:
         pairs, inverse = _group_pairs(_int_column(api, "pid", -1), _int_column(api, "tid", -1))
         add("api_calls", api, api["name"], plain(api, "dur_ns"), inverse.astype(np.int32),
-            [(f"CANN API (process {p})", f"Thread {t}") for p, t in pairs.tolist()])
+            [(f"{_api_heading(profile)} (process {p})", f"Thread {t}") for p, t in pairs.tolist()])
 
     kernels = profile.kernels
     if kernels.num_rows:
         pairs, inverse = _group_pairs(_int_column(kernels, "device_id", -1), _int_column(kernels, "stream_id", -1))
+        device = _device_heading(profile)
+        unrecorded = _unrecorded_stream_name(kernels)
         add("kernels", kernels, kernels["name"], plain(kernels, "dur_ns"), inverse.astype(np.int32),
-            [(f"NPU {d}" if d >= 0 else "Device", f"Stream {s}" if s >= 0 else "Stream ?")
+            [(f"NPU {d}" if d >= 0 else device, f"Stream {s}" if s >= 0 else unrecorded)
              for d, s in pairs.tolist()])
 
     comm = profile.communication
     if comm.num_rows:
         groups = pc.fill_null(comm["group"], "").combine_chunks()
         encoded = pc.dictionary_encode(groups)
+        first = len(lanes)
+        group_ids = encoded.dictionary.to_pylist()
         add("communication", comm, comm["name"], plain(comm, "elapse_ns"),
             encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32),
-            [("Communication", g or "(no group)") for g in encoded.dictionary.to_pylist()])
+            [("Communication (HCCL)", communication_group_name(profile, g)) for g in group_ids])
+        for lane, g in zip(lanes[first:], group_ids):
+            lane.detail = f"HCCL group {g}" if g else "no group recorded"
     return sources
+
+
+def _api_heading(profile: Profile) -> str:
+    """CANN for Ascend exports; a PyTorch (Kineto) trace's runtime calls are CUDA's or HIP's, not CANN's."""
+    return "Runtime API" if profile.meta.format == "kineto" else "CANN API"
+
+
+def _device_heading(profile: Profile) -> str:
+    """The heading of kernels without a device id: the rank's device when the profile says which."""
+    meta = profile.meta
+    if meta.device_id is not None:
+        return f"NPU {meta.device_id}"
+    return f"NPU (rank {meta.rank})" if meta.rank is not None else "NPU"
+
+
+def _unrecorded_stream_name(kernels: pa.Table) -> str:
+    """Kernels whose stream id the export left empty (kernel_details gives none for HCCL tasks): named by
+    their core type."""
+    if "core_type" not in kernels.column_names:
+        return "Stream not recorded"
+    rows = kernels.filter(pc.is_null(kernels["stream_id"]))
+    types = sorted({t for t in pc.unique(rows["core_type"]).to_pylist() if t})[:3] if rows.num_rows else []
+    return f"{' / '.join(types)} tasks (stream not recorded)" if types else "Stream not recorded"
+
+
+_HCOM = re.compile(r"^hcom_([A-Za-z]+)")
+
+
+def communication_group_name(profile: Profile, group: str) -> str:
+    """An HCCL group as users know it: its collectives and ranks (from the communication matrix's links),
+    with the group id shortened (CANN prints a 20-digit hash; msprof-analyze shows it as is)."""
+    if not group:
+        return "(no group)"
+    comm = profile.communication
+    names = comm.filter(pc.equal(pc.fill_null(comm["group"], ""), group))["name"].to_pylist()
+    ops = sorted({m.group(1) for m in map(_HCOM.match, (n or "" for n in names)) if m})
+    ranks: set[int] = set()
+    matrix = (profile.meta.extra or {}).get("communication_matrix") or {}
+    for step in matrix.values():
+        for ops_by_kind in (step or {}).values():
+            for op_key, links in (ops_by_kind or {}).items():
+                if str(op_key).endswith(f"@{group}"):
+                    for link in links or {}:
+                        ranks.update(int(x) for x in str(link).split("-") if x.strip().isdigit())
+    parts = [", ".join(ops[:3]) or "collectives"]
+    if ranks:
+        lo, hi = min(ranks), max(ranks)
+        parts.append(f"ranks {lo}–{hi}" if len(ranks) == hi - lo + 1 and len(ranks) > 2
+                     else "ranks " + ",".join(map(str, sorted(ranks))))
+    short = group if len(group) <= 12 else "…" + group[-6:]
+    parts.append(f"group {short}")
+    return " · ".join(parts)
 
 
 def counter_columns(profile: Profile, base: int, lanes: list[Lane]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

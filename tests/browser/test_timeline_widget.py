@@ -51,12 +51,16 @@ def serve(index: TimelineIndex) -> ThreadingHTTPServer:
                     kind = "text/javascript" if url.path.endswith(".js") else "text/css"
                     return self.send(200, (STATIC / Path(url.path).name).read_bytes(), kind)
                 if url.path == "/api/timeline/":
+                    lanes = [int(x) for x in q["lanes"].split(",")] if q.get("lanes") else None
                     answer = index.window(int(q["start_ns"]) if "start_ns" in q else None,
-                                          int(q["end_ns"]) if "end_ns" in q else None, int(q.get("width_px", 1000)))
+                                          int(q["end_ns"]) if "end_ns" in q else None, int(q.get("width_px", 1000)),
+                                          lanes=lanes)
                 elif url.path == "/api/timeline/event/":
                     answer = index.event(int(q["lane"]), int(q["idx"]))
                 elif url.path == "/api/timeline/search/":
                     answer = index.search(q.get("q", ""), int(q.get("limit", 100)))
+                elif url.path == "/api/timeline/run/":
+                    answer = index.run(int(q["lane"]), int(q["depth"]), int(q["start_ns"]), int(q["end_ns"]))
                 else:
                     return self.send(404, b"{}", "application/json")
             except (KeyError, ValueError):

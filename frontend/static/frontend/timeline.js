@@ -5,13 +5,18 @@
  *   GET url?start_ns=&end_ns=&width_px=   the window (pypto_core.timeline.TimelineIndex.window)
  *   GET url + "event/?lane=&idx="         one event's details and its flow links
  *   GET url + "search/?q="                events whose name contains q
+ *   GET url + "run/?lane=&depth=&start_ns=&end_ns="   a merged run's top names by count and time
+ *   GET/PUT url + "layout/"               this user's hidden lanes and folded groups (kept server-side)
  * Times are ns relative to the answer's base_ns (a string: absolute ns exceed 2**53).
+ * Layout as Perfetto and MindStudio Insight: the widget fills the window down to its bottom edge, a ruler that
+ * never scrolls away, lanes under collapsible process headings, details in a resizable bottom panel; keys
+ * (W/S zoom, A/D and arrows pan, F fit) work as soon as the page has focus.
  * Every name from a profile is user data: drawn with fillText or set with textContent, never as HTML.
  */
 (function () {
   "use strict";
 
-  var LABEL_W = 190, AXIS_H = 26, ROW_H = 18, GROUP_H = 18, COUNTER_H = 44, LANE_GAP = 4;
+  var LABEL_W = 190, AXIS_H = 30, ROW_H = 18, GROUP_H = 20, COUNTER_H = 26, LANE_GAP = 3;
   var MARGIN = 1; // fetch one extra screen each side so that a pan draws at once
 
   function el(tag, cls, text) {
@@ -45,13 +50,18 @@
   // timeline page fills it with translated text); "{n}"-style fields are filled in by fill().
   var TEXT = {
     search: "Search by name", searchLabel: "Search events by name", reset: "Reset zoom", loading: "Loading",
-    help: "W/S zoom · A/D pan · wheel zoom · drag pan · click for details", canvas: "Timeline",
+    help: "W/S zoom · A/D pan · F fit · Ctrl+wheel zoom · drag pan · drag the ruler to measure", canvas: "Timeline",
     hint: "Click an event to see its details.", unavailable: "Timeline unavailable:",
     eventUnavailable: "Event details unavailable:", searchFailed: "Search failed:",
     run: "A run of {n} events over {dur} (busy {busy}); zoom in to separate them. Showing the longest member:",
     lane: "Lane", start: "Start", absolute: "(absolute {ns} ns)", duration: "Duration",
     launches: "Launches kernels", launchedBy: "Launched by host ops", match: "{n} match", matches: "{n} matches",
-    scale: "{span} shown · {bar}/bar"
+    scale: "{span} shown · {bar}/bar",
+    runSame: "{n} × {name}", runTop: "{k} {name} + {others} others", runCount: "{n} events",
+    runTitle: "Run of {n} events", topByCount: "Most frequent", topByTime: "Most time",
+    hide: "Hide lane", show: "Show", hiddenLanes: "Hidden lanes ({n})", constant: "never changes",
+    fit: "Fit (F)", selection: "Selection {dur}", collapse: "Fold or unfold this group",
+    allHidden: "every lane hidden"
   };
 
   function pageText() {
@@ -71,11 +81,14 @@
     this.seq = 0;
     this.pending = 0;
     this.data = null;         // the last window answer
-    this.lanes = [];          // layout: {lane, y, h, info}
+    this.lanes = [];          // layout of the visible lanes: {lane, y, h, info}
     this.view = null;         // {start, end} in relative ns
+    this.range = null;        // a measured time range {start, end} (drag on the ruler, or shift+drag)
     this.selected = null;     // event details answer
     this.search = null;       // search answer
     this.matchPos = -1;
+    this.hidden = null;       // lane ids hidden (null until the first answer says which)
+    this.collapsed = {};      // group name -> true when folded
     this.build();
     this.fetchWindow(null, null);
   }
@@ -92,24 +105,39 @@
     var prev = el("button", "tl-btn tl-prev", "‹");
     var next = el("button", "tl-btn tl-next", "›");
     var reset = el("button", "tl-btn tl-reset", this.t.reset);
-    prev.type = next.type = reset.type = "button";
+    var fit = el("button", "tl-btn tl-fit", this.t.fit);
+    prev.type = next.type = reset.type = fit.type = "button";
     this.matchInfo = el("span", "tl-matches", "");
     this.status = el("span", "tl-status", "");
     this.spinner = el("span", "tl-spinner");
     this.spinner.setAttribute("role", "status");
     this.spinner.setAttribute("aria-label", this.t.loading);
     this.spinner.hidden = true;
+    this.hiddenMenu = el("details", "tl-hidden-menu");
+    this.hiddenSummary = el("summary", null, fill(this.t.hiddenLanes, {n: 0}));
+    this.hiddenList = el("ul", "tl-hidden-list");
+    this.hiddenMenu.append(this.hiddenSummary, this.hiddenList);
     var help = el("span", "tl-help", this.t.help);
-    bar.append(this.searchInput, prev, next, this.matchInfo, reset, this.spinner, this.status, help);
+    bar.append(this.searchInput, prev, next, this.matchInfo, reset, fit, this.hiddenMenu, this.spinner,
+               this.status, help);
+    this.ruler = el("canvas", "tl-ruler");
+    this.ruler.setAttribute("aria-hidden", "true");
     this.scroller = el("div", "tl-scroller");
+    this.body = el("div", "tl-body");
     this.canvas = el("canvas", "tl-canvas");
     this.canvas.tabIndex = 0;
     this.canvas.setAttribute("aria-label", this.t.canvas);
-    this.scroller.append(this.canvas);
+    this.labels = el("div", "tl-labels");
+    this.body.append(this.canvas, this.labels);
+    this.scroller.append(this.body);
+    this.grip = el("div", "tl-grip");
+    this.grip.setAttribute("role", "separator");
+    this.grip.setAttribute("aria-orientation", "horizontal");
     this.details = el("div", "tl-details");
     this.details.append(el("div", "tl-hint", this.t.hint));
-    this.root.append(bar, this.scroller, this.details);
+    this.root.append(bar, this.ruler, this.scroller, this.grip, this.details);
     this.ctx = this.canvas.getContext("2d");
+    this.rctx = this.ruler.getContext("2d");
 
     this.searchInput.addEventListener("keydown", function (e) {
       if (e.key === "Enter") { e.preventDefault(); self.runSearch(self.searchInput.value); }
@@ -117,15 +145,35 @@
     });
     prev.addEventListener("click", function () { self.stepMatch(-1); });
     next.addEventListener("click", function () { self.stepMatch(1); });
-    reset.addEventListener("click", function () {
-      if (self.data) self.setView(0, self.data.span_ns[1] + 1);
+    reset.addEventListener("click", function () { self.fitAll(); });
+    fit.addEventListener("click", function () { self.fit(); });
+    // Keys work as soon as the page has focus (not only the canvas), except while typing in a field.
+    document.addEventListener("keydown", function (e) {
+      var tag = (e.target && e.target.tagName) || "";
+      if (/^(INPUT|TEXTAREA|SELECT)$/.test(tag) || (e.target && e.target.isContentEditable)) return;
+      if (e.ctrlKey || e.metaKey || e.altKey) return;
+      self.onKey(e);
     });
-    this.canvas.addEventListener("keydown", function (e) { self.onKey(e); });
     this.canvas.addEventListener("wheel", function (e) { self.onWheel(e); }, {passive: false});
-    this.canvas.addEventListener("mousedown", function (e) { self.onDown(e); });
+    this.canvas.addEventListener("mousedown", function (e) { self.onDown(e, false); });
+    this.ruler.addEventListener("mousedown", function (e) { self.onDown(e, true); });
+    this.canvas.addEventListener("mouseleave", function () { self.mouseX = undefined; });
+    this.grip.addEventListener("mousedown", function (e) {
+      e.preventDefault();
+      self.resizing = {y: e.clientY, h: self.details.getBoundingClientRect().height};
+    });
     window.addEventListener("mousemove", function (e) { self.onMove(e); });
     window.addEventListener("mouseup", function (e) { self.onUp(e); });
-    window.addEventListener("resize", function () { self.layout(); self.draw(); self.scheduleFetch(); });
+    window.addEventListener("resize", function () { self.fitHeight(); self.layout(); self.draw(); self.scheduleFetch(); });
+    this.fitHeight();
+  };
+
+  // The widget takes the window from its top edge down (Perfetto's whole-window layout); the details panel
+  // below the lanes keeps the height the user dragged it to.
+  Timeline.prototype.fitHeight = function () {
+    var top = this.root.getBoundingClientRect().top + (window.scrollY || 0);
+    var h = Math.max(420, window.innerHeight - Math.max(0, top) - 8);
+    this.root.style.height = h + "px";
   };
 
   // ---- data -----------------------------------------------------------------------------------------
@@ -148,6 +196,16 @@
       });
   };
 
+  Timeline.prototype.visibleLaneIds = function () {
+    if (!this.data || !this.hidden) return null;
+    var self = this, ids = [], all = true;
+    this.data.lanes.forEach(function (ln) {
+      if (self.hidden[ln.id] || self.collapsed[ln.group]) all = false;
+      else ids.push(ln.id);
+    });
+    return all ? null : ids;
+  };
+
   Timeline.prototype.fetchWindow = function (start, end) {
     var self = this, seq = ++this.seq;
     var q = "width_px=" + Math.round(this.plotWidth() * (start === null ? 1 : 1 + 2 * MARGIN));
@@ -155,11 +213,19 @@
       var w = end - start;
       q += "&start_ns=" + Math.floor(start - MARGIN * w) + "&end_ns=" + Math.ceil(end + MARGIN * w);
     }
+    var ids = this.visibleLaneIds();
+    if (ids) q += "&lanes=" + ids.join(",");
     return this.getJSON(this.url + "?" + q).then(function (answer) {
       if (seq !== self.seq) return;   // a newer window was asked for meanwhile
       self.data = answer;
       self.indexNames(answer);
-      if (!self.view) self.view = {start: 0, end: answer.span_ns[1] + 1};
+      if (!self.hidden) self.takeLayout(answer);
+      if (!self.view && self.absWindow) self.view = absView(self.absWindow, answer.base_ns);
+      if (!self.view) {               // the first view fits the events (counters often run longer)
+        var span = answer.slice_span_ns || answer.span_ns, pad = Math.max(1, (span[1] - span[0]) * 0.02);
+        self.view = {start: span[0] - pad, end: span[1] + pad};
+        self.scheduleFetch();
+      }
       self.status.textContent = "";
       self.root.dataset.ready = "1";
       self.root.dataset.nsPerPx = String(answer.ns_per_px);
@@ -183,18 +249,75 @@
     }, 60);
   };
 
+  // ---- lanes: hidden, folded, remembered server-side --------------------------------------------------
+  Timeline.prototype.takeLayout = function (answer) {
+    var self = this;
+    this.hidden = {};
+    answer.lanes.forEach(function (ln) { if (ln.hidden) self.hidden[ln.id] = true; });
+    this.collapsed = {};
+    ((answer.layout && answer.layout.collapsed) || []).forEach(function (g) { self.collapsed[g] = true; });
+  };
+
+  Timeline.prototype.saveLayout = function () {
+    var self = this, hidden = [], shown = [], collapsed = Object.keys(this.collapsed).filter(function (g) {
+      return self.collapsed[g];
+    });
+    this.data.lanes.forEach(function (ln) {
+      var byDefault = ln.hidden_by_default !== undefined ? ln.hidden_by_default : false;
+      if (self.hidden[ln.id] && !byDefault) hidden.push(ln.id);
+      if (!self.hidden[ln.id] && byDefault) shown.push(ln.id);
+    });
+    var token = document.querySelector("input[name=csrfmiddlewaretoken]");
+    var headers = {"Content-Type": "application/json", Accept: "application/json"};
+    if (token) headers["X-CSRFToken"] = token.value;
+    this.saving = fetch(this.url + "layout/", {
+      method: "PUT", credentials: "same-origin", headers: headers,
+      body: JSON.stringify({hidden: hidden, shown: shown, collapsed: collapsed})
+    }).then(function (r) {
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      self.root.dataset.saved = String(Date.now());
+    }).catch(function (err) { self.status.textContent = self.t.unavailable + " " + err.message; });
+    return this.saving;
+  };
+
+  Timeline.prototype.setHidden = function (laneId, hidden) {
+    if (hidden) this.hidden[laneId] = true;
+    else delete this.hidden[laneId];
+    this.afterLayoutChange();
+  };
+
+  Timeline.prototype.toggleGroup = function (group) {
+    if (this.collapsed[group]) delete this.collapsed[group];
+    else this.collapsed[group] = true;
+    this.afterLayoutChange();
+  };
+
+  Timeline.prototype.afterLayoutChange = function () {
+    this.layout();
+    this.draw();
+    this.saveLayout();
+    this.scheduleFetch();
+  };
+
   // ---- layout and drawing ---------------------------------------------------------------------------
   Timeline.prototype.layout = function () {
     if (!this.data) return;
+    var self = this;
     var lanes = this.data.lanes.slice().sort(function (a, b) { return a.sort - b.sort || a.id - b.id; });
-    var y = AXIS_H, group = null, out = [];
+    var y = 0, group = null, out = [], hiddenOnes = [];
     this.groups = [];
+    var byGroup = {};
+    lanes.forEach(function (info) { (byGroup[info.group] = byGroup[info.group] || []).push(info); });
     lanes.forEach(function (info) {
       if (info.group !== group) {
         group = info.group;
-        this.groups.push({name: group, y: y});
+        var members = byGroup[group], shown = members.filter(function (m) { return !self.hidden[m.id]; });
+        this.groups.push({name: group, y: y, lanes: members.length, shown: shown.length,
+                          collapsed: !!this.collapsed[group]});
         y += GROUP_H;
       }
+      if (this.hidden[info.id]) { hiddenOnes.push(info); return; }
+      if (this.collapsed[group]) return;
       var h = info.kind === "counter" ? COUNTER_H : Math.max(1, info.rows) * ROW_H;
       out.push({lane: info.id, y: y, h: h, info: info});
       y += h + LANE_GAP;
@@ -202,20 +325,105 @@
     this.lanes = out;
     this.laneById = {};
     out.forEach(function (l) { this.laneById[l.lane] = l; }, this);
+    this.root.dataset.visibleLanes = String(out.length);
     var dpr = window.devicePixelRatio || 1;
     var w = this.scroller.clientWidth, h = y + 8;
+    this.body.style.height = h + "px";
     this.canvas.style.width = w + "px";
     this.canvas.style.height = h + "px";
     this.canvas.width = Math.round(w * dpr);
     this.canvas.height = Math.round(h * dpr);
     this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    this.ruler.style.width = w + "px";
+    this.ruler.style.height = AXIS_H + "px";
+    this.ruler.width = Math.round(w * dpr);
+    this.ruler.height = Math.round(AXIS_H * dpr);
+    this.rctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     this.cssW = w;
     this.cssH = h;
+    this.renderLabels();
+    this.renderHiddenMenu(hiddenOnes);
+  };
+
+  // Lane names and group headings are DOM (text, buttons), laid over the canvas's left column.
+  Timeline.prototype.renderLabels = function () {
+    var self = this, box = this.labels;
+    box.textContent = "";
+    box.style.width = LABEL_W + "px";
+    this.groups.forEach(function (g) {
+      var head = el("button", "tl-group" + (g.collapsed ? " tl-collapsed" : ""),
+                    (g.collapsed ? "▸ " : "▾ ") + g.name + (g.shown < g.lanes ? " (" + g.shown + "/" + g.lanes + ")" : ""));
+      head.type = "button";
+      head.title = self.t.collapse;
+      head.dataset.group = g.name;
+      head.setAttribute("aria-expanded", g.collapsed ? "false" : "true");
+      head.style.top = g.y + "px";
+      head.style.height = GROUP_H + "px";
+      head.addEventListener("click", function () { self.toggleGroup(g.name); });
+      box.append(head);
+    });
+    this.lanes.forEach(function (l) {
+      var row = el("div", "tl-lane");
+      row.style.top = l.y + "px";
+      row.style.height = Math.min(l.h, ROW_H) + "px";
+      row.dataset.lane = String(l.lane);
+      var name = el("span", "tl-lane-name", l.info.name);
+      name.title = l.info.detail ? l.info.name + " — " + l.info.detail : l.info.name;
+      var hide = el("button", "tl-hide", "×");
+      hide.type = "button";
+      hide.title = self.t.hide;
+      hide.setAttribute("aria-label", self.t.hide + ": " + l.info.name);
+      hide.addEventListener("click", function () { self.setHidden(l.lane, true); });
+      row.append(name, hide);
+      box.append(row);
+    });
+  };
+
+  Timeline.prototype.renderHiddenMenu = function (hiddenOnes) {
+    var self = this;
+    this.hiddenSummary.textContent = fill(this.t.hiddenLanes, {n: hiddenOnes.length});
+    this.hiddenMenu.hidden = hiddenOnes.length === 0;
+    this.hiddenList.textContent = "";
+    hiddenOnes.forEach(function (info) {
+      var li = el("li");
+      var b = el("button", "tl-show", self.t.show);
+      b.type = "button";
+      b.dataset.lane = String(info.id);
+      b.addEventListener("click", function () { self.setHidden(info.id, false); });
+      var why = info.hidden_by_default ? " (" + self.t.constant + ")" : "";
+      li.append(b, el("span", null, " " + info.group + " · " + info.name + why));
+      self.hiddenList.append(li);
+    });
   };
 
   Timeline.prototype.x = function (ns) {
     return LABEL_W + (ns - this.view.start) * this.plotWidth() / (this.view.end - this.view.start);
   };
+
+  Timeline.prototype.ns = function (px) {
+    return this.view.start + (px - LABEL_W) * (this.view.end - this.view.start) / this.plotWidth();
+  };
+
+  // A bar's label: a lone event by its name; a merged run by what it holds, counted by the server.
+  Timeline.prototype.barLabel = function (t, i, names) {
+    var n = t.count[i];
+    if (n <= 1) return names[t.name[i]];
+    var top = t.top ? t.top[i] : -1;
+    if (top === undefined || top < 0) return fill(this.t.runCount, {n: n});
+    var k = t.top_count[i];
+    if (k === n) return fill(this.t.runSame, {n: n, name: names[top]});
+    return fill(this.t.runTop, {k: k, name: names[top], others: n - k});
+  };
+
+  function clipText(c, text, width) {
+    if (c.measureText(text).width <= width) return text;
+    var lo = 0, hi = text.length;
+    while (lo < hi) {                          // the longest prefix that fits with an ellipsis
+      var mid = (lo + hi + 1) >> 1;
+      if (c.measureText(text.slice(0, mid) + "…").width <= width) lo = mid; else hi = mid - 1;
+    }
+    return lo ? text.slice(0, lo) + "…" : "";
+  }
 
   Timeline.prototype.draw = function () {
     if (!this.data || !this.view) return;
@@ -225,6 +433,8 @@
     c.textBaseline = "middle";
     var searching = !!this.search;
     var sel = this.selected;
+    c.fillStyle = "#f3f4f6";
+    this.groups.forEach(function (g) { c.fillRect(LABEL_W, g.y, self.cssW - LABEL_W, GROUP_H); });
 
     this.data.tracks.forEach(function (t) {
       var lane = self.laneById[t.lane];
@@ -242,7 +452,7 @@
           var merged = t.count[i] > 1;
           var alpha = merged ? 0.35 + 0.6 * (t.busy[i] / Math.max(1, t.dur[i])) : 0.9;
           if (searching && !self.nameHit[t.name[i]]) alpha *= 0.25;
-          c.fillStyle = hashColor(name, alpha);
+          c.fillStyle = merged ? "rgba(100,116,139," + alpha + ")" : hashColor(name, alpha);
           c.fillRect(x0, y + 1, w, ROW_H - 2);
           if (searching && self.nameHit[t.name[i]]) {
             c.strokeStyle = "#d97706";
@@ -254,23 +464,21 @@
             c.lineWidth = 2;
             c.strokeRect(x0, y + 1, w, ROW_H - 2);
           }
-          if (w > 36) {
-            var label = merged ? name + " ×" + t.count[i] : name;
-            c.fillStyle = "#111";
-            c.save();
-            c.beginPath();
-            c.rect(x0, y, w, ROW_H);
-            c.clip();
-            c.fillText(label, Math.max(x0, LABEL_W) + 3, y + ROW_H / 2);
-            c.restore();
+          var left = Math.max(x0, LABEL_W), room = Math.min(x1, self.cssW) - left - 6;
+          if (room > 24) {                     // inside its own bar only: labels never overlap
+            var label = clipText(c, self.barLabel(t, i, names), room);
+            if (label) {
+              c.fillStyle = "#111";
+              c.fillText(label, left + 3, y + ROW_H / 2);
+            }
           }
         }
       }
       c.restore();
     });
+    this.drawRange();
     this.drawMatches();
     this.drawFlows();
-    this.drawLabels();
     this.drawAxis();
   };
 
@@ -281,32 +489,46 @@
       if (max[i] !== null && max[i] > hi) hi = max[i];
     }
     if (!isFinite(lo)) return;
+    lo = Math.min(lo, 0);                     // an area from zero, as Perfetto draws counters
     if (hi === lo) { hi = lo + 1; }
-    var self = this;
-    function y(v) { return lane.y + lane.h - 2 - (v - lo) / (hi - lo) * (lane.h - 4); }
-    c.fillStyle = "rgba(37,99,235,0.25)";
+    var self = this, base = lane.y + lane.h - 1;
+    function y(v) { return base - (v - lo) / (hi - lo) * (lane.h - 3); }
+    c.fillStyle = "rgba(37,99,235,0.30)";
     c.strokeStyle = "rgba(37,99,235,0.9)";
     c.lineWidth = 1;
     c.beginPath();
-    var started = false;
-    for (i = 0; i < t.t.length; i++) {        // step line through the maxima
+    var started = false, lastX = null;
+    for (i = 0; i < t.t.length; i++) {        // step area through the maxima
       if (max[i] === null) continue;
       var x = self.x(t.t[i]);
-      if (!started) { c.moveTo(x, y(max[i])); started = true; }
-      else c.lineTo(x, y(max[i]));
+      if (!started) { c.moveTo(x, base); started = true; }
+      c.lineTo(x, y(max[i]));
       var xn = i + 1 < t.t.length ? self.x(t.t[i + 1]) : x + 1;
       c.lineTo(xn, y(max[i]));
+      lastX = xn;
     }
-    c.stroke();
-    if (t.max) {                              // the min..max band of each pixel bucket
-      for (i = 0; i < t.t.length; i++) {
-        if (t.min[i] === null) continue;
-        var x0 = self.x(t.t[i]);
-        c.fillRect(x0, y(t.max[i]), 1, Math.max(1, y(t.min[i]) - y(t.max[i])));
-      }
+    if (started) {
+      c.lineTo(lastX, base);
+      c.closePath();
+      c.fill();
+      c.stroke();
     }
     c.fillStyle = "#374151";
     c.fillText(String(+hi.toPrecision(4)), LABEL_W + 4, lane.y + 7);
+  };
+
+  Timeline.prototype.drawRange = function () {
+    if (!this.range) return;
+    var c = this.ctx, x0 = Math.max(LABEL_W, this.x(this.range.start)), x1 = Math.min(this.cssW, this.x(this.range.end));
+    if (x1 <= x0) return;
+    c.fillStyle = "rgba(37,99,235,0.10)";
+    c.fillRect(x0, 0, x1 - x0, this.cssH);
+    c.strokeStyle = "rgba(37,99,235,0.7)";
+    c.lineWidth = 1;
+    c.beginPath();
+    c.moveTo(x0 + 0.5, 0); c.lineTo(x0 + 0.5, this.cssH);
+    c.moveTo(x1 - 0.5, 0); c.lineTo(x1 - 0.5, this.cssH);
+    c.stroke();
   };
 
   Timeline.prototype.drawMatches = function () {
@@ -360,43 +582,47 @@
     });
   };
 
-  Timeline.prototype.drawLabels = function () {
-    var c = this.ctx;
-    c.fillStyle = "#f9fafb";
-    c.fillRect(0, 0, LABEL_W, this.cssH);
-    c.strokeStyle = "#d1d5db";
-    c.beginPath();
-    c.moveTo(LABEL_W + 0.5, 0);
-    c.lineTo(LABEL_W + 0.5, this.cssH);
-    c.stroke();
-    c.font = "bold 11px system-ui, sans-serif";
-    c.fillStyle = "#111827";
-    this.groups.forEach(function (g) { c.fillText(g.name, 6, g.y + GROUP_H / 2, LABEL_W - 10); });
-    c.font = "11px system-ui, sans-serif";
-    c.fillStyle = "#374151";
-    this.lanes.forEach(function (l) {
-      c.fillText(l.info.name, 16, l.y + Math.min(l.h, ROW_H) / 2, LABEL_W - 22);
-    });
-  };
-
+  // The ruler is a canvas of its own above the scrolling lanes, so it never scrolls away.
   Timeline.prototype.drawAxis = function () {
-    var c = this.ctx, span = this.view.end - this.view.start;
-    c.fillStyle = "#fff";
-    c.fillRect(LABEL_W, 0, this.cssW - LABEL_W, AXIS_H);
+    var c = this.rctx, span = this.view.end - this.view.start, w = this.cssW;
+    c.clearRect(0, 0, w, AXIS_H);
+    c.fillStyle = "#f9fafb";
+    c.fillRect(0, 0, w, AXIS_H);
+    c.font = "10px system-ui, sans-serif";
+    c.textBaseline = "middle";
+    if (this.range) {
+      var x0 = Math.max(LABEL_W, this.x(this.range.start)), x1 = Math.min(w, this.x(this.range.end));
+      if (x1 > x0) {
+        c.fillStyle = "rgba(37,99,235,0.25)";
+        c.fillRect(x0, 0, x1 - x0, AXIS_H);
+      }
+    }
     var step = niceStep(span / 8), first = Math.ceil(this.view.start / step) * step;
     c.strokeStyle = "#9ca3af";
     c.fillStyle = "#374151";
-    c.font = "10px system-ui, sans-serif";
     for (var t = first; t <= this.view.end; t += step) {
       var x = Math.round(this.x(t)) + 0.5;
+      if (x < LABEL_W) continue;
       c.beginPath();
-      c.moveTo(x, AXIS_H - 6);
+      c.moveTo(x, AXIS_H - 8);
       c.lineTo(x, AXIS_H);
       c.stroke();
-      c.fillText(fmtNs(t), x + 2, AXIS_H / 2 - 2);
+      c.fillText(fmtNs(t), x + 2, AXIS_H / 2 - 3);
     }
     c.fillStyle = "#6b7280";
-    c.fillText(fill(this.t.scale, {span: fmtNs(span), bar: fmtNs(this.data.bar_ns)}), 6, AXIS_H / 2);
+    var scale = fill(this.t.scale, {span: fmtNs(span), bar: fmtNs(this.data.bar_ns)});
+    c.fillText(scale, 6, AXIS_H / 2 - 5, LABEL_W - 10);
+    if (this.range) {
+      c.fillStyle = "#1d4ed8";
+      var text = fill(this.t.selection, {dur: fmtNs(this.range.end - this.range.start)});
+      c.fillText(text, 6, AXIS_H / 2 + 7, LABEL_W - 10);
+      this.root.dataset.selectionNs = String(Math.round(this.range.end - this.range.start));
+    }
+    c.strokeStyle = "#d1d5db";
+    c.beginPath();
+    c.moveTo(0, AXIS_H - 0.5);
+    c.lineTo(w, AXIS_H - 0.5);
+    c.stroke();
   };
 
   // ---- navigation -----------------------------------------------------------------------------------
@@ -407,6 +633,22 @@
     this.view = {start: start, end: start + w};
     this.draw();
     this.scheduleFetch();
+  };
+
+  Timeline.prototype.fitAll = function () {
+    if (!this.data) return;
+    var span = this.data.slice_span_ns || this.data.span_ns, pad = Math.max(1, (span[1] - span[0]) * 0.02);
+    this.setView(span[0] - pad, span[1] + pad);
+  };
+
+  // F: the measured range, else the selected event, else every event.
+  Timeline.prototype.fit = function () {
+    var r = this.range, ev = this.selected;
+    if (r && r.end > r.start) this.setView(r.start, r.end);
+    else if (ev) {
+      var pad = Math.max(ev.dur_ns * 0.1, 100);
+      this.setView(ev.start_ns - pad, ev.start_ns + ev.dur_ns + pad);
+    } else this.fitAll();
   };
 
   Timeline.prototype.zoom = function (factor, atX) {
@@ -423,45 +665,71 @@
   };
 
   Timeline.prototype.onKey = function (e) {
-    var k = e.key.toLowerCase();
-    if (k === "w") this.zoom(0.5, this.mouseX);
-    else if (k === "s") this.zoom(2, this.mouseX);
-    else if (k === "a") this.pan(-0.2);
-    else if (k === "d") this.pan(0.2);
+    var k = e.key.length === 1 ? e.key.toLowerCase() : e.key;
+    var at = this.mouseX !== undefined && this.mouseX >= LABEL_W ? this.mouseX : undefined;
+    if (k === "w" || k === "ArrowUp") this.zoom(0.5, at);
+    else if (k === "s" || k === "ArrowDown") this.zoom(2, at);
+    else if (k === "a" || k === "ArrowLeft") this.pan(-0.2);
+    else if (k === "d" || k === "ArrowRight") this.pan(0.2);
+    else if (k === "f") this.fit();
+    else if (k === "Escape") { this.range = null; delete this.root.dataset.selectionNs; this.draw(); }
     else return;
     e.preventDefault();
   };
 
+  // Wheel scrolls the lanes; Ctrl (or ⌘) + wheel zooms, Shift + wheel pans (Perfetto's bindings).
   Timeline.prototype.onWheel = function (e) {
-    e.preventDefault();
     var r = this.canvas.getBoundingClientRect();
-    if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) this.pan((e.deltaX || e.deltaY) / 1000);
-    else this.zoom(Math.pow(1.0015, e.deltaY), e.clientX - r.left);
+    if (e.ctrlKey || e.metaKey) {
+      e.preventDefault();
+      this.zoom(Math.pow(1.0015, e.deltaY), e.clientX - r.left);
+    } else if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
+      e.preventDefault();
+      this.pan((e.deltaX || e.deltaY) / 1000);
+    }
   };
 
-  Timeline.prototype.onDown = function (e) {
+  Timeline.prototype.onDown = function (e, onRuler) {
     var r = this.canvas.getBoundingClientRect();
-    this.drag = {x: e.clientX, start: this.view && this.view.start, end: this.view && this.view.end,
-                 moved: false, px: e.clientX - r.left, py: e.clientY - r.top};
-    this.canvas.focus();
+    var px = e.clientX - r.left;
+    if (px < LABEL_W || !this.view) return;
+    var measuring = onRuler || e.shiftKey;
+    this.drag = {x: e.clientX, start: this.view.start, end: this.view.end, moved: false, px: px,
+                 py: e.clientY - r.top, measure: measuring ? this.ns(px) : null};
+    if (measuring) e.preventDefault();
+    this.canvas.focus({preventScroll: true});
   };
 
   Timeline.prototype.onMove = function (e) {
+    if (this.resizing) {                         // the details panel's top edge
+      var h = Math.max(60, Math.min(this.root.clientHeight - 160, this.resizing.h - (e.clientY - this.resizing.y)));
+      this.details.style.height = h + "px";
+      this.details.style.maxHeight = "none";
+      this.layout();
+      this.draw();
+      return;
+    }
     var r = this.canvas.getBoundingClientRect();
     this.mouseX = e.clientX - r.left;
     if (!this.drag || !this.view) return;
     var dx = e.clientX - this.drag.x;
     if (Math.abs(dx) > 3) this.drag.moved = true;
-    if (this.drag.moved) {
+    if (!this.drag.moved) return;
+    if (this.drag.measure !== null) {
+      var t = this.ns(Math.max(LABEL_W, Math.min(this.cssW, this.mouseX)));
+      this.range = {start: Math.min(t, this.drag.measure), end: Math.max(t, this.drag.measure)};
+      this.draw();
+    } else {
       var nsPerPx = (this.drag.end - this.drag.start) / this.plotWidth();
       this.setView(this.drag.start - dx * nsPerPx, this.drag.end - dx * nsPerPx);
     }
   };
 
   Timeline.prototype.onUp = function () {
+    if (this.resizing) { this.resizing = null; this.scheduleFetch(); return; }
     var d = this.drag;
     this.drag = null;
-    if (d && !d.moved) this.pick(d.px, d.py);
+    if (d && !d.moved && d.measure === null) this.pick(d.px, d.py);
   };
 
   // ---- picking, details, search ---------------------------------------------------------------------
@@ -486,7 +754,7 @@
     }
     if (best === null) return null;
     return {lane: lane.lane, idx: t.idx[best], count: t.count[best], busy: t.busy[best], dur: t.dur[best],
-            start: t.start[best]};
+            start: t.start[best], depth: depth, label: this.barLabel(t, best, this.data.names)};
   };
 
   Timeline.prototype.pick = function (px, py) {
@@ -502,16 +770,40 @@
         self.selected = ev;
         self.renderDetails(ev, run);
         self.draw();
+        if (run) return self.showRun(run);
       })
       .catch(function (err) { self.status.textContent = self.t.eventUnavailable + " " + err.message; });
+  };
+
+  // A merged run: its top names by count and by time, counted over every member by the server.
+  Timeline.prototype.showRun = function (run) {
+    var self = this;
+    var q = "run/?lane=" + run.lane + "&depth=" + run.depth + "&start_ns=" + run.start + "&end_ns=" + (run.start + run.dur + 1);
+    return this.getJSON(this.url + q).then(function (res) {
+      var box = el("div", "tl-run-names");
+      box.append(el("h4", null, fill(self.t.runTitle, {n: res.count})));
+      [[self.t.topByCount, res.by_count], [self.t.topByTime, res.by_time]].forEach(function (pair) {
+        var table = el("table", "tl-args tl-top");
+        var cap = el("caption", null, pair[0]);
+        table.append(cap);
+        pair[1].forEach(function (n) {
+          var tr = el("tr");
+          tr.append(el("td", null, String(n.count)), el("td", null, fmtNs(n.total_ns)), el("td", null, n.name));
+          table.append(tr);
+        });
+        box.append(table);
+      });
+      self.details.insertBefore(box, self.details.children[1] || null);
+    }).catch(function () { /* the run's longest member is shown; its name list is an extra */ });
   };
 
   Timeline.prototype.renderDetails = function (ev, run) {
     var self = this, d = this.details;
     d.textContent = "";
-    d.append(el("h3", "tl-ev-name", ev.name));
+    d.append(el("h3", "tl-ev-name", run ? run.label : ev.name));
     if (run) {
-      d.append(el("p", "tl-run", fill(this.t.run, {n: run.count, dur: fmtNs(run.dur), busy: fmtNs(run.busy)})));
+      d.append(el("p", "tl-run", fill(this.t.run, {n: run.count, dur: fmtNs(run.dur), busy: fmtNs(run.busy)}) +
+                  " " + ev.name));
     }
     var table = el("table", "tl-args");
     function row(k, v) {
@@ -544,7 +836,13 @@
   };
 
   Timeline.prototype.reveal = function (ev) {
-    // centre the event with some context, then select it
+    // centre the event with some context, then select it (showing its lane if it was hidden or folded)
+    var info = this.data && this.data.lanes.filter(function (l) { return l.id === ev.lane; })[0];
+    if (info && (this.hidden[ev.lane] || this.collapsed[info.group])) {
+      delete this.hidden[ev.lane];
+      delete this.collapsed[info.group];
+      this.afterLayoutChange();
+    }
     var w = Math.max(ev.dur_ns * 8, 2000);
     var mid = ev.start_ns + ev.dur_ns / 2;
     this.setView(mid - w / 2, mid + w / 2);
@@ -578,8 +876,30 @@
     this.reveal(this.search.matches[this.matchPos]);
   };
 
+  // Open at a given window: "#t=START,END" (ns relative to base_ns), as the cluster page links ranks.
+  function hashWindow() {
+    var m = /(?:^#|&)t=(-?\d+),(-?\d+)/.exec(window.location.hash || "");
+    return m ? {start: +m[1], end: +m[2]} : null;
+  }
+
+  // "#abs=START,END": absolute ns (as text, past 2**53), from the cluster page; relative once base_ns is known.
+  function hashAbs() {
+    var m = /(?:^#|&)abs=(\d+),(\d+)/.exec(window.location.hash || "");
+    return m ? {start: m[1], end: m[2]} : null;
+  }
+
+  function absView(abs, baseNs) {
+    if (typeof BigInt === "undefined") return null;
+    var start = Number(BigInt(abs.start) - BigInt(baseNs)), end = Number(BigInt(abs.end) - BigInt(baseNs));
+    var pad = Math.max(1, (end - start) * 0.02);
+    return end > start ? {start: start - pad, end: end + pad} : null;
+  }
+
   function mount(root, opts) {
     var tl = new Timeline(root, opts || {url: root.dataset.timelineUrl});
+    tl.absWindow = hashAbs();
+    var w = hashWindow();
+    if (w && w.end > w.start) { tl.view = {start: w.start, end: w.end}; tl.scheduleFetch(); }
     root.pyptoTimeline = tl;
     return tl;
   }

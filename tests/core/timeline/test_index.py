@@ -201,3 +201,63 @@ def test_lane_by_lane_build_matches_a_global_sort_and_writes_compact_details(tmp
     index_mod._write_arrow(tmp_path / "raw.arrow", kernels, compress=False)
     # a slice of an all-null list column once carried the whole column's offsets into every batch
     assert (tmp_path / "raw.arrow").stat().st_size < 2 * kernels.nbytes
+
+
+def test_a_merged_run_names_its_most_frequent_member_and_counts_it_exactly(tmp_path) -> None:
+    """Before: "aten::item x19291", the longest member's name times the count of all members."""
+    names = ["aten::item"] * 17 + ["aten::add"] * 300 + ["aten::mul"] * 112
+    order = np.random.default_rng(1).permutation(len(names))
+    names = [names[i] for i in order]
+    durs = [50 if n != "aten::item" else 90 for n in names]  # the longest members are the rarest name
+    starts = np.arange(len(names)) * 100
+    host = pa.table({"name": names, "pid": [1] * len(names), "tid": [1] * len(names),
+                     "start_ns": starts + BASE, "dur_ns": durs})
+    ix = TimelineIndex.open(build_timeline_index(Profile(host_ops=host), tmp_path / "idx"))
+    ans = ix.window(0, int(starts[-1]) + 100, 400)  # 128 ns per pixel: one run, about 340 px wide
+    t = ans["tracks"][0]
+    assert t["count"] == [429]
+    assert ans["names"][t["name"][0]] == "aten::item"  # the longest member, as before
+    assert ans["names"][t["top"][0]] == "aten::add" and t["top_count"] == [300]
+    run = ix.run(t["lane"], t["depth"][0], t["start"][0], t["start"][0] + t["dur"][0])
+    assert run["count"] == 429 and run["distinct_names"] == 3
+    assert [(n["name"], n["count"]) for n in run["by_count"]] == [("aten::add", 300), ("aten::mul", 112),
+                                                                  ("aten::item", 17)]
+    assert run["by_time"][0] == {"name": "aten::add", "count": 300, "total_ns": 300 * 50}
+    assert run["busy_ns"] == sum(durs)
+    with pytest.raises(KeyError):
+        ix.run(t["lane"], 5, 0, 10)
+
+
+def test_runs_too_narrow_for_a_label_are_not_counted(index: TimelineIndex) -> None:
+    ans = index.window(0, 12_800, 25)  # the 1000 Add kernels: one run of ~4 px, no label
+    stream = track(ans, lane_id(index, "kernels", "Stream 2"))
+    assert stream["top"] == [-1] * len(stream["count"])
+    ans = index.window(0, 12_800, 2000)  # ~250 px: labelled, every member an Add
+    stream = track(ans, lane_id(index, "kernels", "Stream 2"))
+    run = [i for i, c in enumerate(stream["count"]) if c > 1]
+    assert [(ans["names"][stream["top"][i]], stream["top_count"][i]) for i in run] == [("Add", 1000)]
+
+
+def test_lanes_are_named_from_the_trace_and_constant_counters_start_hidden(tmp_path) -> None:
+    """The CNN 8-NPU sample: HCCL group named by its collective and ranks, kernels without a stream id by
+    their core type, 83 memory and counter tracks that never change folded away (<= 40 lanes shown)."""
+    from pypto_core.formats import open_profile
+    from tests.paths import SAMPLES
+
+    profile = open_profile(SAMPLES / "ascend_pt" / "cnn_8npu_text_level2" / "rank0_ascend_pt")
+    ix = TimelineIndex.open(build_timeline_index(profile, tmp_path / "idx"))
+    lanes = ix.window(None, None, 1000)["lanes"]
+    names = [ln["name"] for ln in lanes]
+    assert "allReduce · ranks 0–7 · group …225271" in names
+    comm = next(ln for ln in lanes if ln["table"] == "communication")
+    assert comm["detail"] == "HCCL group 11022204950826225271" and comm["group"] == "Communication (HCCL)"
+    assert "COMMUNICATION tasks (stream not recorded)" in names
+    assert not any("?" in n or n.isdigit() for n in names)
+    assert "Thread 3178231 (main)" in names
+    hidden = [ln for ln in lanes if ln["hidden"]]
+    assert len(hidden) == 83 and all(ln["kind"] == "counter" for ln in hidden)
+    assert len(lanes) - len(hidden) <= 40
+    starts = {ln["id"]: ln for ln in lanes}
+    for lane_id, (lo, hi) in ix.doc["counter_ranges"].items():  # hidden exactly when the value never changes
+        v = np.asarray(ix._a("counters/v")[lo:hi])
+        assert starts[int(lane_id)]["hidden"] == (np.nanmin(v) == np.nanmax(v))

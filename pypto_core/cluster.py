@@ -1,0 +1,121 @@
+"""Every rank of a multi-rank job on one page: ranks on one time axis aligned on their step markers, each
+rank's time breakdown, the communication matrix, and the slowest link.
+
+Inputs are what the analysis already computed, so every figure is the one shown elsewhere: the per-rank
+breakdowns are the report's ``rank_breakdowns`` (``pypto_core.attribution`` via ``rules.diagnose``), the
+matrix is msprof's ``communication_matrix.json`` as each rank's reader kept it (``meta.extra``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+CLUSTER_VERSION = 1
+# msprof-analyze's matrix lists every operator and, per collective, a "-total@group" line summing them:
+# where totals exist only those are read, so no transfer is counted twice.
+_TOTAL_MARK = "-total@"
+
+
+def _common_step(ranks: list[dict[str, Any]]) -> int | None:
+    ids = [{s.get("step_id") for s in r.get("steps") or [] if s.get("step_id") is not None} for r in ranks]
+    common = set.intersection(*ids) if ids and all(ids) else set()
+    return min(common) if common else None
+
+
+def _timed(step: dict[str, Any]) -> bool:
+    return int(step.get("end_ns") or 0) > int(step.get("start_ns") or 0)
+
+
+def align_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rows of step bars on one axis. Each rank's clock is shifted so that the first step every rank
+    recorded starts at the same instant as on the lowest rank (the offset is stated per rank); without a
+    common step the clocks are taken as they are (offset 0, said so). A rank whose export kept step
+    durations but no timestamps (step_trace_time without times, as rank 1 of the Qwen3 sample) has no
+    offset (None): its steps are drawn from the lowest rank's start of the same step, ``timed`` false."""
+    ranks = sorted(ranks, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
+    step = _common_step(ranks)
+    offsets: list[int | None] = [0] * len(ranks)
+    ref_starts: dict[Any, int] = {}
+    if step is not None:
+        ref_rank = next((r for r in ranks if any(s.get("step_id") == step and _timed(s) for s in r["steps"])), None)
+        if ref_rank is not None:
+            ref = next(int(s["start_ns"]) for s in ref_rank["steps"] if s.get("step_id") == step and _timed(s))
+            for i, r in enumerate(ranks):
+                own = next((s for s in r["steps"] if s.get("step_id") == step), None)
+                offsets[i] = int(own["start_ns"]) - ref if own is not None and _timed(own) else None
+            ref_starts = {s.get("step_id"): int(s["start_ns"]) for s in ref_rank["steps"] if _timed(s)}
+    starts = [int(s["start_ns"]) - (off or 0) for r, off in zip(ranks, offsets) if off is not None
+              for s in r.get("steps") or [] if _timed(s)]
+    base = min(starts) if starts else min(ref_starts.values(), default=0)
+    rows = []
+    for r, off in zip(ranks, offsets):
+        steps, cursor = [], 0
+        for s in r.get("steps") or []:
+            if off is not None and _timed(s):
+                a, b = int(s["start_ns"]) - off - base, int(s["end_ns"]) - off - base
+                abs_a, abs_b = str(int(s["start_ns"])), str(int(s["end_ns"]))
+            else:  # no timestamps: at the lowest rank's start of the same step, as long as its breakdown says
+                a = ref_starts.get(s.get("step_id"), cursor + base) - base
+                b = a + int((s.get("time_breakdown") or {}).get("wall_ns") or 0)
+                abs_a = abs_b = None
+            cursor = b
+            steps.append({"step_id": s.get("step_id"), "start_ns": a, "end_ns": b, "timed": abs_a is not None,
+                          "abs_start_ns": abs_a, "abs_end_ns": abs_b, "time_breakdown": s.get("time_breakdown")})
+        rows.append({"rank": r.get("rank"), "offset_ns": off, "time_breakdown": r.get("time_breakdown"),
+                     "dominant_bucket": r.get("dominant_bucket"), "source": r.get("source"), "steps": steps})
+    span = max((s["end_ns"] for row in rows for s in row["steps"]), default=0)
+    return {"base_ns": str(base), "span_ns": span, "aligned_on_step": step,
+            "alignment": ("first common step" if step is not None else "none (no step common to every rank)"),
+            "ranks": rows}
+
+
+def communication_links(matrices: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Links (source rank -> destination rank) summed over steps and collectives: transport, MB, ms, GB/s."""
+    sums: dict[tuple[int, int], dict[str, Any]] = {}
+    for matrix in matrices.values():
+        for step in (matrix or {}).values():
+            for kind in (step or {}).values():
+                ops = kind or {}
+                keys = [k for k in ops if _TOTAL_MARK in str(k)] or list(ops)
+                for key in keys:
+                    for link, v in (ops.get(key) or {}).items():
+                        parts = str(link).split("-")
+                        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or not isinstance(v, dict):
+                            continue
+                        src, dst = int(parts[0]), int(parts[1])
+                        acc = sums.setdefault((src, dst), {"src": src, "dst": dst, "transport": v.get("Transport Type"),
+                                                           "size_mb": 0.0, "time_ms": 0.0})
+                        acc["size_mb"] += float(v.get("Transit Size(MB)") or 0.0)
+                        acc["time_ms"] += float(v.get("Transit Time(ms)") or 0.0)
+    links = []
+    for acc in sums.values():
+        # GB/s as msprof-analyze computes it: MB / ms (MB/ms = GB/s with its decimal units)
+        acc["bandwidth_gbps"] = round(acc["size_mb"] / acc["time_ms"], 4) if acc["time_ms"] > 0 else None
+        acc["size_mb"], acc["time_ms"] = round(acc["size_mb"], 4), round(acc["time_ms"], 4)
+        links.append(acc)
+    return sorted(links, key=lambda x: (x["src"], x["dst"]))
+
+
+def slowest_link(links: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The link with the lowest bandwidth among links between two ranks (a rank's LOCAL copy is no link),
+    with the median of the links of its transport as the evidence to read it against."""
+    remote = [x for x in links if x["src"] != x["dst"] and x.get("bandwidth_gbps")]
+    if len(remote) < 2:
+        return None
+    worst = min(remote, key=lambda x: x["bandwidth_gbps"])
+    same = [x["bandwidth_gbps"] for x in remote if x.get("transport") == worst.get("transport")]
+    median = statistics.median(same)
+    return {**worst, "median_bandwidth_gbps": round(median, 4), "links_compared": len(same),
+            "ratio_to_median": round(worst["bandwidth_gbps"] / median, 4) if median else None}
+
+
+def cluster_view(rank_breakdowns: list[dict[str, Any]], matrices: dict[int, dict[str, Any]],
+                 slow_rank: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The cluster page's data: aligned ranks, links, the slowest link, and the slow-rank finding's evidence
+    (the ``slow_rank`` rule's, passed through as it is)."""
+    links = communication_links(matrices)
+    peers = sorted({x["src"] for x in links} | {x["dst"] for x in links})
+    return {"version": CLUSTER_VERSION, **align_ranks(rank_breakdowns), "links": links, "link_ranks": peers,
+            "matrix_source": "communication_matrix.json" if links else None,
+            "slowest_link": slowest_link(links), "slow_rank": slow_rank}

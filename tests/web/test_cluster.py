@@ -1,0 +1,84 @@
+"""The cluster page and ``GET /api/profiles/{id}/cluster/`` on real samples taken through the real diagnose
+step: Qwen3 (the two ranks the sample keeps of its 4 NPUs), CNN 8-NPU (one rank with its matrix to all 8)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.files.base import ContentFile
+
+from tests.paths import SAMPLES
+from tests.web.helpers import project_with
+
+pytestmark = pytest.mark.django_db
+
+
+def analysed_sample(project: Any, owner: Any, folder: Path, tmp: Path) -> Any:
+    """Every rank of a real sample saved as the pipeline saves them, then diagnosed in this process."""
+    from analysis.services import _store_folder, pipeline_diagnose
+    from profiles.models import Profile, ProfileStatus
+    from pypto_core.formats import open_profiles
+
+    group = open_profiles(folder)
+    profile = Profile.objects.create(project=project, name=folder.name, original_filename="p.zip",
+                                     upload_kind="zip", created_by=owner, status=ProfileStatus.ANALYZING,
+                                     progress=60)
+    profile.archive.save("p.zip", ContentFile(b"PK\x05\x06" + b"\0" * 18), save=True)
+    local = tmp / f"pq-{profile.pk}"
+    folders = []
+    for i, core in enumerate(group.profiles):
+        folders.append(f"rank_{i}")
+        core.save(local / folders[-1])
+    prefix = f"projects/{project.pk}/parquet/{profile.pk}/t"
+    _store_folder(local, prefix)
+    summary = group.primary().summary()
+    summary.update({"ranks": len(folders), "rank_folders": folders})
+    Profile.objects.filter(pk=profile.pk).update(parquet_prefix=prefix, summary=summary)
+    pipeline_diagnose(profile_id=profile.pk)
+    profile.refresh_from_db()
+    assert profile.status == ProfileStatus.READY, profile.error
+    return profile
+
+
+@pytest.fixture
+def people(make_user, settings, tmp_path):
+    settings.PYPTO_WORK_DIR = tmp_path / "work"
+    owner, stranger = make_user("owner"), make_user("stranger")
+    return {"owner": owner, "stranger": stranger, "project": project_with(owner)}
+
+
+def test_qwen3_ranks_share_one_axis_with_the_report_breakdowns(client, people, tmp_path) -> None:
+    p = analysed_sample(people["project"], people["owner"], SAMPLES / "ascend_pt" / "qwen3_0.6b_train_4npu_level2",
+                        tmp_path)
+    client.force_login(people["owner"])
+    data = client.get(f"/api/profiles/{p.pk}/cluster/").json()
+    assert [r["rank"] for r in data["ranks"]] == [0, 1]
+    assert data["aligned_on_step"] == 13
+    assert {r["steps"][0]["start_ns"] for r in data["ranks"]} == {0}  # aligned on step 13
+    # one number per concept: the rows carry the report's own per-rank breakdowns
+    report = p.summary["report"]["profile"]["rank_breakdowns"]
+    assert [r["time_breakdown"] for r in data["ranks"]] == [r["time_breakdown"] for r in report]
+    assert data["links"] and data["matrix_source"] == "communication_matrix.json"
+    assert {x["src"] for x in data["links"]} >= {0, 1}
+    html = client.get(f"/profiles/{p.pk}/cluster/").content.decode()
+    assert 'id="cluster-strip"' in html and "chart-cluster-matrix" in html and "chart-cluster-ranks" in html
+    assert "step 13" in html or "Clocks aligned on the start of step 13" in html
+    timeline = client.get(f"/profiles/{p.pk}/timeline/").content.decode()
+    assert f'href="/profiles/{p.pk}/cluster/"' in timeline
+    client.force_login(people["stranger"])
+    assert client.get(f"/api/profiles/{p.pk}/cluster/").status_code == 404
+    assert client.get(f"/profiles/{p.pk}/cluster/").status_code == 404
+
+
+def test_cnn_8npu_one_rank_with_its_links_to_all_eight(client, people, tmp_path) -> None:
+    p = analysed_sample(people["project"], people["owner"],
+                        SAMPLES / "ascend_pt" / "cnn_8npu_text_level2" / "rank0_ascend_pt", tmp_path)
+    client.force_login(people["owner"])
+    data = client.get(f"/api/profiles/{p.pk}/cluster/").json()
+    assert len(data["ranks"]) == 1 and data["ranks"][0]["timeline_profile"] == p.pk
+    assert data["link_ranks"] == list(range(8))
+    assert (data["slowest_link"]["src"], data["slowest_link"]["dst"]) == (0, 7)
+    html = client.get(f"/profiles/{p.pk}/cluster/").content.decode()
+    assert "Slowest link: rank 0 → rank 7" in html
