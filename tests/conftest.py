@@ -18,6 +18,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.paths import HAVE_SAMPLES, MISSING_SAMPLES, SAMPLES
+
 REPO = Path(__file__).resolve().parent.parent
 WORKER_QUEUES = "ingest,diagnose,light"
 WAIT_LIMIT_S = 180.0  # a ceiling for a 2-core machine under load, not an expectation
@@ -44,13 +46,14 @@ class Worker:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    queues: str = WORKER_QUEUES
+    queues: str = WORKER_QUEUES  # "": no -Q, the worker consumes what the settings declare
 
     def start(self) -> "Worker":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "pypto_web", "worker", "-Q", self.queues, "-P", "solo",
+            [sys.executable, "-m", "celery", "-A", "pypto_web", "worker", *(["-Q", self.queues] if self.queues else []),
+             "-P", "solo",
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO",
              "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h"],
             cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -169,3 +172,42 @@ def _plain_static_storage(settings: Any) -> None:
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+def _reads_samples(item: pytest.Item) -> bool:
+    """Whether the test's module holds the samples' folder or a path inside it (directly or via helpers)."""
+    module = getattr(item, "module", None)
+
+    def under(value: Any) -> bool:
+        if isinstance(value, Path):
+            return value == SAMPLES or SAMPLES in value.parents
+        if isinstance(value, (list, tuple)) and value and len(value) < 1000:
+            return any(under(v) for v in value)
+        return False
+
+    return module is not None and any(under(v) for v in vars(module).values())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """On a clone without the real samples (no ../shared/samples, no $PYPTO_SAMPLES), a failed test of a module
+    that reads them is reported skipped with one line saying how to get them; with a partial set, one that
+    failed on a missing sample file names the file. Any other failure stays a failure."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if not report.failed:
+        return
+    reason = None
+    missing = None
+    if call.excinfo is not None and isinstance(call.excinfo.value, FileNotFoundError):
+        missing = Path(str(call.excinfo.value.filename or ""))
+    if missing is not None and SAMPLES in missing.parents:
+        # a sample file missing, wherever it was opened (benchmarks and generators read samples as templates);
+        # with a partial set (fetch-samples.sh leaves out peer_outputs/ and derived/) the file is named
+        reason = MISSING_SAMPLES if not HAVE_SAMPLES else (f"needs the sample {missing.relative_to(SAMPLES)}, "
+                                                           f"not in {SAMPLES.name}/")
+    elif not HAVE_SAMPLES and _reads_samples(item):
+        reason = MISSING_SAMPLES
+    if reason:
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {reason}")

@@ -1,8 +1,14 @@
-"""Where the shared real samples live: read in place, never copied into the project."""
+"""Where the shared real samples live: read in place, never copied into the project.
+
+``$PYPTO_SAMPLES`` names the folder; otherwise ``../shared/samples`` beside the checkout. Without either, the
+tests marked ``samples`` are skipped with one line that says how to get them (``scripts/fetch-samples.sh``).
+"""
 
 import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-# Beside the checkout (../shared/samples); a git worktree elsewhere names the folder with PYPTO_SAMPLES.
 SAMPLES = Path(os.environ.get("PYPTO_SAMPLES") or REPO.parent / "shared" / "samples").resolve()
+HAVE_SAMPLES = (SAMPLES / "SOURCES.md").is_file()
+MISSING_SAMPLES = (f"needs the real samples, not found at {os.environ.get('PYPTO_SAMPLES') or '../shared/samples'}: "
+                   "set PYPTO_SAMPLES or run scripts/fetch-samples.sh")

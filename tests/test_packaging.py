@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import REPO, SAMPLES
+from tests.paths import MISSING_SAMPLES, REPO, SAMPLES
 
 pytestmark = pytest.mark.slow
 SAMPLE = SAMPLES / "kineto/a100_nccl_2rank/nccl_data.json.gz"
@@ -59,7 +59,7 @@ def test_the_wheel_carries_the_scanners_and_the_pages(wheel) -> None:
 @pytest.mark.parametrize("extra", ["", "[agent]"])
 def test_engine_and_agent_installs_run_without_django_or_torch(wheel, tmp_path, extra) -> None:
     if not SAMPLE.exists():  # pragma: no cover
-        pytest.skip("the real samples (../shared/samples) are not here")
+        pytest.skip(MISSING_SAMPLES)
     py = _install(tmp_path / "venv", f"{wheel}{extra}")
     assert _run(py, "--help").returncode == 0
     proc = _run(py, "analyze", str(SAMPLE), "--format", "json", cwd=tmp_path)

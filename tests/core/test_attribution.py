@@ -18,11 +18,11 @@ import pytest
 from pypto_core.attribution import BUCKETS, IDLE_BUCKETS, attribute_group
 from pypto_core.rules import diagnose_group
 from tests.core.rules.test_real_samples import UNREADABLE, _samples
-from tests.paths import SAMPLES
+from tests.paths import HAVE_SAMPLES, MISSING_SAMPLES, SAMPLES
 
 from pypto_core import formats  # noqa: E402
-if not SAMPLES.exists():  # pragma: no cover - a clone without ../shared
-    pytest.skip("the real samples (../shared/samples) are not here", allow_module_level=True)
+if not HAVE_SAMPLES:  # pragma: no cover - a clone without ../shared
+    pytest.skip(MISSING_SAMPLES, allow_module_level=True)
 
 STEP_TRACE = sorted(SAMPLES.glob("ascend_pt/*/*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"))
 # every readable real sample (the zero-byte naming fixtures are refused by the readers, tested elsewhere)

@@ -17,7 +17,7 @@ from pypto_core.i18n import msg, normalize_language, pick_language, render
 from pypto_core.i18n.catalog import DOMAIN, LOCALE_DIR, LOCALE_NAMES, translations
 from pypto_core.i18n.catalog_tools import extract_templates, fields, read_po
 from pypto_core.rules.finding import TEXT_FIELDS, localize_finding
-from tests.paths import SAMPLES
+from tests.paths import MISSING_SAMPLES, SAMPLES
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 # one input per real sample set (multi-rank folders open as one group)
@@ -108,7 +108,7 @@ def test_demo_findings_in_chinese_with_the_same_ids_and_numbers(tmp_path: Path, 
 def test_every_real_sample_in_chinese(sample: str, capsys) -> None:
     path = SAMPLES / sample
     if not path.exists():  # pragma: no cover
-        pytest.skip("the real samples (../shared/samples) are not here")
+        pytest.skip(MISSING_SAMPLES)
     _assert_chinese_and_same(path, capsys)
 
 

@@ -14,7 +14,7 @@ import pytest
 from pypto_core.attribution import attribute
 from pypto_core.profile import Profile, ProfileMeta
 from pypto_core.replay import Change, Replay
-from tests.paths import REPO, SAMPLES
+from tests.paths import HAVE_SAMPLES, MISSING_SAMPLES, REPO, SAMPLES
 
 from pypto_core import formats  # noqa: E402
 T0 = 1_736_408_883_688_177_930
@@ -25,8 +25,8 @@ REAL = ["ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt", "ascend_pt/cnn_8npu_db
 
 @pytest.mark.parametrize("sample", REAL)
 def test_replay_without_change_reproduces_the_recording(sample: str) -> None:
-    if not SAMPLES.exists():  # pragma: no cover
-        pytest.skip("the real samples (../shared/samples) are not here")
+    if not HAVE_SAMPLES:  # pragma: no cover
+        pytest.skip(MISSING_SAMPLES)
     for p in formats.open_profiles(SAMPLES / sample).profiles:
         a = attribute(p)
         if a is None or a.source != "timeline":
@@ -88,8 +88,8 @@ def test_a_sync_returns_when_its_task_ends_and_the_host_moves_with_it() -> None:
 
 
 def test_what_if_in_the_cli_report(tmp_path) -> None:
-    if not SAMPLES.exists():  # pragma: no cover
-        pytest.skip("the real samples (../shared/samples) are not here")
+    if not HAVE_SAMPLES:  # pragma: no cover
+        pytest.skip(MISSING_SAMPLES)
     out = tmp_path / "r.json"
     proc = subprocess.run([sys.executable, "-m", "pypto_core", "analyze", str(SAMPLES / "kineto/a100_nccl_2rank"),
                            "--what-if", "host_bound_gaps,nonexistent_rule", "-o", str(out)],

@@ -13,7 +13,7 @@ import re
 import pytest
 from django.template.defaultfilters import floatformat
 
-from tests.paths import SAMPLES
+from tests.paths import HAVE_SAMPLES, MISSING_SAMPLES, SAMPLES
 from tests.web.helpers import project_with
 from tests.web.test_pages import analysed_profile
 from tests.web.test_time_breakdown import BUCKETS, _table
@@ -45,8 +45,8 @@ def _number(html: str, label: str) -> str:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path, settings) -> None:
-    if case != "demo" and not SAMPLES.exists():  # pragma: no cover
-        pytest.skip("the real samples (../shared/samples) are not here")
+    if case != "demo" and not HAVE_SAMPLES:  # pragma: no cover
+        pytest.skip(MISSING_SAMPLES)
     settings.PYPTO_WORK_DIR = tmp_path / "work"
     owner = make_user("owner")
     p = analysed_profile(project_with(owner), owner, CASES[case](tmp_path), tmp_path, case)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from pypto_core.cli import main
 from pypto_core.errors import InputError
 from pypto_core.formats import open_profile
-from tests.paths import SAMPLES
+from tests.paths import HAVE_SAMPLES, SAMPLES
 
 KD = SAMPLES / "ascend_pt" / "llm_matmul_pipeutil_2025" / "kernel_details.csv"
 CNN1 = SAMPLES / "ascend_pt" / "cnn_8npu_text_level1" / "rank0_ascend_pt"
@@ -133,8 +133,8 @@ def test_cli_info_json(capsys):
     assert doc["profiles"][0]["op_types"][0]["op_type"].startswith("MatMul")
 
 
-_HEADER = KD.read_text().splitlines()[0]
-_ROWS = KD.read_text().splitlines()[1:6]
+_LINES = KD.read_text().splitlines() if HAVE_SAMPLES else ["Name"]  # without the samples its tests are skipped
+_HEADER, _ROWS = _LINES[0], _LINES[1:6]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
