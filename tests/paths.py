@@ -1,7 +1,8 @@
 """Where the shared real samples live: read in place, never copied into the project.
 
 ``$PYPTO_SAMPLES`` names the folder; otherwise ``../shared/samples`` beside the checkout. Without either, the
-tests marked ``samples`` are skipped with one line that says how to get them (``scripts/fetch-samples.sh``).
+tests that read them are reported skipped with one line that says how to get them (tests/conftest.py,
+``scripts/fetch-samples.sh``).
 """
 
 import os
