@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.attribution import TimeAttribution, attribute, kernel_codes
+from pypto_core.framework_ops import FrameworkOps, framework_ops
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
 from pypto_core.profile import Profile
@@ -444,6 +445,11 @@ class OperatorCallGraph:
         ok = idx >= 0
         return pa.table({"host_index": pa.array(order[idx[ok]]), "kernel_index": pa.array(np.nonzero(ok)[0]),
                          "kind": pa.array(["containment"] * int(ok.sum()))})
+
+    @cached_property
+    def framework_ops(self) -> FrameworkOps:
+        """Per kernel: the framework op (aten::*, npu::*, autograd node) it ran for (``framework_ops``)."""
+        return framework_ops(self.profile, self.links(), self.is_role("communication"), self.start)
 
     # -- metrics ------------------------------------------------------------------------------------
     @cached_property
