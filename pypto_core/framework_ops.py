@@ -25,6 +25,7 @@ level of nesting.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,7 @@ import pyarrow.compute as pc
 
 from pypto_core.profile import Profile
 
-# The framework's own op namespaces (PyTorch, torch_npu, distributed); a slice named so is one op of the model.
+# The op namespaces of PyTorch, torch_npu and distributed: a slice named so is one op of the model.
 FRAMEWORK_OP = re.compile(r"^(aten|npu|torch_npu|c10d|_c10d_functional|c10d_functional|_npu|npu_inference)::")
 # An autograd node's evaluation: the node names the backward op (a namespaced node is a wrapper).
 AUTOGRAD_NODE = re.compile(r"^autograd::engine::evaluate_function: ([A-Za-z_][A-Za-z0-9_]*)$")
@@ -135,7 +136,8 @@ def _in_order(kernels: np.ndarray, k_start: np.ndarray, calls: np.ndarray, c_sta
     return out
 
 
-def framework_ops(profile: Profile, links: pa.Table, collective: np.ndarray, k_start: np.ndarray) -> FrameworkOps:
+def framework_ops(profile: Profile, links: pa.Table, collective: np.ndarray,
+                  k_start: np.ndarray) -> FrameworkOps:
     """Each kernel's framework op (see the module docstring). ``links``: host_index -> kernel_index
     (``OperatorCallGraph.links``); ``collective``: bool per kernel, a collective task; ``k_start``: ns."""
     n = len(k_start)
@@ -216,7 +218,8 @@ def _op_label(name: str) -> str:
     return node.group(1) if node else name
 
 
-def _labels(rows: np.ndarray, codes: np.ndarray, names: list[str], label) -> tuple[np.ndarray, list[str]]:  # type: ignore[no-untyped-def]
+def _labels(rows: np.ndarray, codes: np.ndarray, names: list[str],
+            label: Callable[[str], str]) -> tuple[np.ndarray, list[str]]:
     """Host rows (-1: none) as codes into the distinct labels of their names."""
     out = np.full(len(rows), -1, np.int64)
     ok = rows >= 0

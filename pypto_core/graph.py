@@ -515,8 +515,9 @@ class OperatorCallGraph:
             if mm.any():
                 out["matmul_ai_core_utilization"] = float(min(self.bound_ns[mm].sum() / max(self.dur[mm].sum(), 1),
                                                               1.0))
-            out["hbm_bandwidth_utilization"] = float(min(self.bytes_moved[busy_mask].sum() / (span / 1e9)
-                                                         / self.sku.hbm_bytes_per_s, 1.0))
+            moved = float(self.bytes_moved[busy_mask].sum())
+            if moved > 0:  # no tensor shapes (Kineto without record_shapes): the profile cannot say
+                out["hbm_bandwidth_utilization"] = float(min(moved / (span / 1e9) / self.sku.hbm_bytes_per_s, 1.0))
         return out
 
     @cached_property

@@ -36,12 +36,15 @@ _LAYOUT = re.compile(r"_(nn|nt|tn|tt)(?:_|$)")
 _CUTLASS_CONV = re.compile(r"ImplicitGemmConvolution")
 _CONV_KIND = re.compile(r"(Fprop|Dgrad|Wgrad)", re.I)
 _GEMM_SHAPE = re.compile(r"GemmShape<\(int\)(\d+), \(int\)(\d+), \(int\)(\d+)>")
-_XMMA = re.compile(r"^sm(\d+)_xmma_(fprop|dgrad|wgrad|gemm)_\w*?_?(?:implicit_gemm)?\w*?_(tf32|f16|bf16|f32|i8)\w*?"
+_XMMA = re.compile(r"^sm(\d+)_xmma_(fprop|dgrad|wgrad|gemm)_\w*?_?(?:implicit_gemm)?\w*?_"
+                   r"(tf32|f16|bf16|f32|i8)\w*?"
                    r"tilesize(\d+x\d+x\d+)")
-_BLAS_GEMM = re.compile(r"^(ampere|volta|turing|sm\d+|hopper)_(s|h|d|bf16|i8)?gemm_(\d+x\d+)\w*?(?:_(nn|nt|tn|tt))?$")
+_BLAS_GEMM = re.compile(r"^(ampere|volta|turing|sm\d+|hopper)_(s|h|d|bf16|i8)?gemm_(\d+x\d+)\w*?"
+                        r"(?:_(nn|nt|tn|tt))?$")
 _SCUDNN = re.compile(r"(\w+?)_(s|h)cudnn_(\d+x\d+)")
 _NCCL = re.compile(r"^ncclKernel_(\w+?)_(RING|TREE|COLLNET\w*|NVLS\w*)_(LL128|LL|SIMPLE)_(\w+?)_(\w+)\(")
-# what an elementwise/reduce kernel computes, most telling first (a functor names the op, ReduceOp only the kind)
+_CPP_NAME = re.compile(r"^[A-Za-z_][\w:]*(<|$)")
+# what an elementwise/reduce kernel computes, most telling first (a functor names the op, ReduceOp a kind)
 _FUNCTORS: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
     r"\b([A-Za-z_]\w*Functor\w*)\b", r"\b([A-Za-z_]\w*_functor)\b", r"\b([A-Za-z_]\w*Ops)\b",
     r"\b([A-Za-z_]\w*_kernel_cuda)\b", r"\b([A-Za-z_]\w*_kernel_impl)\b", r"\b([A-Za-z_]\w*Op)\b"))
@@ -151,8 +154,8 @@ def _label(full: str) -> str:
         kind = _CONV_KIND.search(full)
         shape = _GEMM_SHAPE.search(full)
         tile = "x".join(shape.groups()) if shape else ""
-        return _with_dtype(f"cutlass conv {kind.group(1).lower() if kind else ''} {tile}".replace("  ", " ").strip(),
-                           dtype_of(full))
+        label = f"cutlass conv {kind.group(1).lower() if kind else ''} {tile}"
+        return _with_dtype(" ".join(label.split()), dtype_of(full))
     m = _XMMA.search(full)
     if m:
         dtype = {"f16": "fp16", "f32": "fp32", "i8": "int8"}.get(m.group(3), m.group(3))
@@ -169,6 +172,8 @@ def _label(full: str) -> str:
     if "<" not in full and "(" not in full:
         return full  # a plain name (Ascend kernels, memcpy): already readable
     head = _strip_params(full)
+    if not _CPP_NAME.match(head):
+        return full  # not a C++ function signature: shown as it is (escaped by whoever prints it)
     collapsed, args = _collapse_templates(head)
     label = _short(collapsed)
     hint = next((f for p in _FUNCTORS for f in p.findall(args) if f not in label), None)
