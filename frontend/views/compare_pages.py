@@ -99,15 +99,28 @@ def compare_profile_search(request: HttpRequest, project_id: int) -> JsonRespons
                                      for pk, name, created in rows], "limit": SEARCH_RESULTS})
 
 
+ALIGNED_ROWS = 300  # rows of the aligned table on the page (the exports have them all)
+
+
 def _metric_rows(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for m in metrics:
         if m.get("base") is None and m.get("new") is None:
             continue
-        verdict = "noise" if m.get("significant") is False and m.get("delta") else (
-            "better" if m.get("better") is True else "worse" if m.get("better") is False else "same")
-        rows.append({**m, "verdict": verdict, "is_share": m.get("unit") == "share"})
+        noise = m.get("noise") or {}
+        verdict = noise.get("verdict") or ("noise" if m.get("significant") is False and m.get("delta") else (
+            "better" if m.get("better") is True else "worse" if m.get("better") is False else "same"))
+        rows.append({**m, "verdict": verdict, "is_share": m.get("unit") == "share", "noise": noise})
     return rows
+
+
+def _aligned_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The engine's aligned rows for the table, with the ratio its filter reads (how many times slower)."""
+    out = []
+    for r in rows[:ALIGNED_ROWS]:
+        lo, hi = sorted((r.get("base_us") or 0.0, r.get("new_us") or 0.0))
+        out.append({**r, "times": (hi / lo) if lo > 0 else None})
+    return out
 
 
 @login_required
@@ -122,7 +135,15 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
         "metrics": _metric_rows(result.get("metrics", [])) if done else [],
         "ops": result.get("ops", [])[:60], "blocks": result.get("blocks", []),
         "findings": result.get("findings", []),
+        "aligned": _aligned_rows(result.get("aligned") or []) if done else [],
+        "alignment": result.get("alignment") or {},
+        "summary": result.get("summary") or {},
+        "aligned_unit": {"per_token": _("µs per token"), "per_step": _("µs per step")}.get(
+            (result.get("alignment") or {}).get("unit", ""), "µs"),
     }
+    modules = sorted({r["module"] for r in context["aligned"] if r.get("module")})
+    context["modules"] = modules
+    context["summary_sides"] = [context["summary"].get("base") or {}, context["summary"].get("new") or {}]
     if done and result.get("ops"):
         context["chart_ops"] = charts.op_diff_chart(result["ops"], unit)
     return render(request, "frontend/comparison.html", context)
