@@ -37,6 +37,7 @@ from pypto_core.profile import Profile
 # The op namespaces of PyTorch, torch_npu and distributed: a slice named so is one op of the model.
 FRAMEWORK_OP = re.compile(r"^(aten|npu|torch_npu|c10d|_c10d_functional|c10d_functional|_npu|npu_inference)::")
 # An autograd node's evaluation: the node names the backward op (a namespaced node is a wrapper).
+_EVALUATE = "autograd::engine::evaluate_function: "
 AUTOGRAD_NODE = re.compile(r"^autograd::engine::evaluate_function: ([A-Za-z_][A-Za-z0-9_]*)$")
 # Host calls that issue a collective: torch_npu's task-queue dequeue of an HCCL call, else the c10d op.
 COLLECTIVE_DEQUEUE = re.compile(r"^Dequeue@(Hccl|hcom)", re.I)
@@ -209,13 +210,18 @@ def framework_ops(profile: Profile, links: pa.Table, collective: np.ndarray,
     k_scope = np.where(k_top >= 0, scope[np.clip(k_top, 0, None)], -1)
     via = np.where(k_top >= 0, via, VIA_NONE).astype(np.int8)
     op_codes, op_names = _labels(k_top, codes, names, _op_label)
-    scope_codes, scope_names = _labels(k_scope, codes, names, lambda v: v)
+    scope_codes, scope_names = _labels(k_scope, codes, names, _scope_label)
     return FrameworkOps(op_codes, op_names, scope_codes, scope_names, via)
 
 
 def _op_label(name: str) -> str:
     node = AUTOGRAD_NODE.search(name)
     return node.group(1) if node else name
+
+
+def _scope_label(name: str) -> str:
+    """A scope as people name it: an autograd wrapper by its node (``torch::autograd::AccumulateGrad``)."""
+    return name.removeprefix(_EVALUATE)
 
 
 def _labels(rows: np.ndarray, codes: np.ndarray, names: list[str],

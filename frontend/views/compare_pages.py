@@ -21,6 +21,7 @@ from analysis import services as analysis_services
 from analysis.models import JobStatus
 from frontend import charts
 from frontend import selectors as frontend_selectors
+from pypto_core.kernel_names import readable
 from profiles import selectors, services
 from profiles.models import Profile, ProfileStatus
 
@@ -114,6 +115,16 @@ def _metric_rows(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def _readable_ops(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Op types with a readable label (CUDA kernels are named by their C++ symbol); the full name stays."""
+    return [{**o, "label": readable(str(o["op_type"]))} for o in ops]
+
+
+def _readable_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**b, "base_op_types": [readable(o) for o in b.get("base_op_types", [])],
+             "new_op_types": [readable(o) for o in b.get("new_op_types", [])]} for b in blocks]
+
+
 def _aligned_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The engine's aligned rows for the table, with the ratio its filter reads (how many times slower)."""
     out = []
@@ -133,7 +144,7 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
         "comparison": comparison, "project": comparison.project, "result": result, "done": done,
         "finished": comparison.status in (JobStatus.DONE, JobStatus.FAILED), "unit": unit,
         "metrics": _metric_rows(result.get("metrics", [])) if done else [],
-        "ops": result.get("ops", [])[:60], "blocks": result.get("blocks", []),
+        "ops": _readable_ops(result.get("ops", [])[:60]), "blocks": _readable_blocks(result.get("blocks", [])),
         "findings": result.get("findings", []),
         "aligned": _aligned_rows(result.get("aligned") or []) if done else [],
         "alignment": result.get("alignment") or {},
@@ -145,5 +156,5 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     context["modules"] = modules
     context["summary_sides"] = [context["summary"].get("base") or {}, context["summary"].get("new") or {}]
     if done and result.get("ops"):
-        context["chart_ops"] = charts.op_diff_chart(result["ops"], unit)
+        context["chart_ops"] = charts.op_diff_chart([{**o, "op_type": o["label"]} for o in context["ops"]], unit)
     return render(request, "frontend/comparison.html", context)
