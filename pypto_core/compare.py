@@ -208,8 +208,9 @@ class ProfileComparer:
             metrics=self._metrics(), ops=self._ops(), blocks=self._blocks(), shapes=self._shapes(top_shapes),
             findings=self._findings(), base=_side_summary(b), new=_side_summary(n),
             normalisation="per_token" if self.per_token else "whole_run", warnings=warnings,
-            aligned=aligned, alignment=alignment, summary={"base": _attribution_summary(b),
-                                                           "new": _attribution_summary(n)})
+            aligned=aligned, alignment=alignment,
+            summary={"base": _attribution_summary(b, self.base_report),
+                     "new": _attribution_summary(n, self.new_report)})
 
     # -- metrics ------------------------------------------------------------------------------------
     def _metrics(self) -> list[dict[str, Any]]:
@@ -568,9 +569,10 @@ def _step_count(side: _Side) -> int:
     return sum(1 for st in a.steps if st.step_id is not None)
 
 
-def _attribution_summary(side: _Side) -> dict[str, Any]:
+def _attribution_summary(side: _Side, report: dict[str, Any] | None = None) -> dict[str, Any]:
     """One side of the overall summary: where each step's time went (the attribution's own figures, per
-    step and their mean), on which device and rank, and the device's peaks."""
+    step and their mean), on which device and rank, and the device's peaks; ``ranks``: the same per rank,
+    from the diagnosis report's rank breakdowns where the profile had several ranks, else this rank's."""
     g, meta = side.graph, side.profile.meta
     sku = g.sku
     device = {"name": sku.name, "vendor": g.vendor, "source": g.sku_source, "known": sku.known,
@@ -591,7 +593,25 @@ def _attribution_summary(side: _Side) -> dict[str, Any]:
     mean["compute_split_ms"] = {kk: v / n for kk, v in mean["compute_split_ms"].items()}
     mean["memcpy_split_ms"] = {kk: v / n for kk, v in mean["memcpy_split_ms"].items()}
     out.update(source=a.source, steps=steps, per_step=mean, step_count=len(steps))
+    out["ranks"] = [_rank_row(meta.rank, a.run.to_dict(), len(steps))]
+    breakdowns = ((report or {}).get("profile") or {}).get("rank_breakdowns") or []
+    if breakdowns:
+        out["ranks"] = [_rank_row(r.get("rank"), r.get("time_breakdown") or {}, len(r.get("steps") or []))
+                        for r in breakdowns]
     return out
+
+
+def _rank_row(rank: int | None, tb: dict[str, Any], steps: int) -> dict[str, Any]:
+    """One rank's mean step from its attribution (``Breakdown.to_dict``): ms per step and shares."""
+    wall = tb.get("wall_ns") or 0
+    n = max(steps, 1)
+    idle = sum(tb.get(b, 0) for b in ("sync_wait", "data_loading", "host_launch_bound", "idle_other"))
+    row: dict[str, Any] = {"rank": rank, "steps": steps, "wall_ms": wall / 1e6 / n}
+    for key, ns in (("compute", tb.get("compute", 0)), ("communication_not_overlapped",
+                    tb.get("communication_not_overlapped", 0)), ("memcpy", tb.get("memcpy", 0)), ("idle", idle)):
+        row[f"{key}_ms"] = ns / 1e6 / n
+        row[f"{key}_share"] = ns / wall if wall else None
+    return row
 
 
 def _bucket_row(step_id: int | None, b: Any) -> dict[str, Any]:
@@ -656,7 +676,6 @@ def kernels_text(kernels: list[dict[str, Any]], more: int = 0) -> str:
     return " + ".join(parts) + (f" + {more} more" if more else "")
 
 
-_MARKS = {"better": "✅ better", "worse": "❌ worse", "noise": "— noise", "same": "— same"}
 _UNIT_TEXT = {"per_token": "µs per token", "per_step": "µs per step", "whole_run": "µs"}
 
 
@@ -664,16 +683,18 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
     """The comparison ready for a pull request: metrics with their noise test, the overall summary side by
     side, device time aligned by what the model did, op types and findings. Escaped for Markdown."""
     data = result.to_dict() if isinstance(result, ComparisonResult) else result
-    lines = ["| Metric | Unit | Before | After | Δ | Noise | Verdict |", "|---|---|---:|---:|---:|---|:---:|"]
+    lines = ["| Metric | Unit | Before | After | Δ | Better | Noise test |", "|---|---|---:|---:|---:|:---:|---|"]
     for m in data["metrics"]:
         if m["base"] is None and m["new"] is None:
             continue
         delta = "n/a" if m["delta_pct"] is None else f"{m['delta_pct']:+.1f}%"
+        if m.get("significant") is False and m["delta"]:
+            delta += " (noise)"
+        better = {True: "✅", False: "❌", None: "—"}[m["better"]]
         verdict = (m.get("noise") or {}).get("verdict") or _verdict(m)
-        mark = _MARKS.get(verdict, "n/a")
-        lines.append(f"| {m['name']} | {m['unit']} | {_fmt(m['base'], m['unit'])} "
-                     f"| {_fmt(m['new'], m['unit'])} "
-                     f"| {delta} | {_md_cell(_noise_text(m))} | {mark} |")
+        noise = "n/a" if verdict == "n/a" else f"{_noise_text(m)} → {verdict}"
+        lines.append(f"| {m['name']} | {m['unit']} | {_fmt(m['base'], m['unit'])} | {_fmt(m['new'], m['unit'])} "
+                     f"| {delta} | {better} | {_md_cell(noise)} |")
     lines += _summary_markdown(data.get("summary") or {})
     aligned = data.get("aligned") or []
     if aligned:

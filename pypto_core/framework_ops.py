@@ -164,6 +164,28 @@ def framework_ops(profile: Profile, links: pa.Table, collective: np.ndarray,
         first = np.unique(ki, return_index=True)[1]  # the first link of a kernel is its launch
         launcher[ki[first]] = hi[first]
         via[ki[first]] = VIA_LINK
+    # a kernel linked only to its runtime call (cudaLaunchKernel: older Kineto gives kernels no cpu_op id):
+    # the call sits inside its framework op on the calling thread, so it joins the stack walk as a slice
+    api, flows = profile.api_calls, profile.flows
+    if api.num_rows and "api_index" in flows.column_names and (launcher < 0).any():
+        ai, ki = _column(flows, "api_index", -1), _column(flows, "kernel_index", -1)
+        ok = (ai >= 0) & (ai < api.num_rows) & (ki >= 0) & (ki < n)
+        ai, ki = ai[ok], ki[ok]
+        first = np.unique(ki, return_index=True)[1]
+        ai, ki = ai[first], ki[first]
+        need = launcher[ki] < 0
+        ai, ki = ai[need], ki[need]
+        if len(ki):
+            rows, inverse = np.unique(ai, return_inverse=True)
+            a_start = _column(api, "start_ns", 0)[rows]
+            base = len(codes)
+            tid = np.concatenate([tid, _column(api, "tid", -1)[rows]])
+            h_start = np.concatenate([h_start, a_start])
+            h_end = np.concatenate([h_end, a_start + np.maximum(_column(api, "dur_ns", 0)[rows], 0)])
+            codes = np.concatenate([codes, np.full(len(rows), len(names), np.int64)])
+            names = names + ["\x00runtime call"]  # never a framework op nor a scope name
+            launcher[ki] = base + inverse.reshape(-1)
+            via[ki] = VIA_LINK
     queue = _queue_pairs(names, codes, h_start)
     orphan = np.flatnonzero(collective & (launcher < 0))
     if len(orphan):
@@ -186,9 +208,9 @@ def framework_ops(profile: Profile, links: pa.Table, collective: np.ndarray,
 
     # 3. up the stack to the outermost framework op
     is_op_name = np.array([bool(FRAMEWORK_OP.search(v) or AUTOGRAD_NODE.search(v)) for v in names], bool)
-    is_op = is_op_name[codes] if len(names) else np.zeros(host.num_rows, bool)
+    is_op = is_op_name[codes] if len(names) else np.zeros(len(codes), bool)
     parent = host_parents(tid, h_start, h_end)
-    top = np.where(is_op, np.arange(host.num_rows), -1)
+    top = np.where(is_op, np.arange(len(codes)), -1)
     cur = parent.copy()
     for _ in range(_MAX_DEPTH):
         live = cur >= 0

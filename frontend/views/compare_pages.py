@@ -155,6 +155,13 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     modules = sorted({r["module"] for r in context["aligned"] if r.get("module")})
     context["modules"] = modules
     context["summary_sides"] = [context["summary"].get("base") or {}, context["summary"].get("new") or {}]
+    rank_sides = []
+    for side, label in zip(context["summary_sides"], (_("Baseline"), _("Candidate"))):
+        ranks = [{**r, "shares": [r.get(f"{k}_share") for k in ("compute", "communication_not_overlapped", "memcpy",
+                                                                  "idle")]} for r in side.get("ranks") or []]
+        rank_sides.append(({"ranks": ranks}, label))
+    context["rank_sides"] = rank_sides
+    context["many_ranks"] = any(len(side["ranks"]) > 1 for side, _label in rank_sides)
     if done and result.get("ops"):
         context["chart_ops"] = charts.op_diff_chart([{**o, "op_type": o["label"]} for o in context["ops"]], unit)
     return render(request, "frontend/comparison.html", context)

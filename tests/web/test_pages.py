@@ -155,6 +155,17 @@ def test_comparison_page_and_exports(client, world) -> None:
     # the noise test per metric (issue 22): a column, and the per-step medians behind the latency verdict
     assert 'id="noise-col"' in html and "medians of 4 / 4 steps" in html
     assert 'id="aligned-table"' in html and 'id="summary-table"' in html
+    assert 'id="ranks-table"' not in html  # one rank each side: nothing per rank to add
+    from analysis.models import Comparison
+
+    # a side of several ranks (its diagnosis report's rank breakdowns): each rank gets a row
+    stored = Comparison.objects.get(pk=cid)
+    one = stored.result["summary"]["base"]["ranks"][0]
+    stored.result["summary"]["base"]["ranks"] = [one, {**one, "rank": 7, "compute_share": 0.25}]
+    stored.save(update_fields=["result"])
+    html = client.get(f"/comparisons/{cid}/").content.decode()
+    ranks = re.search(r'<table class="grid small" id="ranks-table">.*?</table>', html, re.S).group(0)
+    assert ranks.count("<tr>") == 1 + 3 and "<td>7</td>" in ranks and ">25%<" in ranks
     statuses = dict(re.findall(r'<td class="mono">([a-z_]+)</td><td>[^<]*</td>\s*<td class="st-([a-z]+)">', html))
     assert statuses.get("matmul_tiling") == "fixed", statuses
     assert HOSTILE[1] in _json_scripts(html)["chart-ops"]["yAxis"][0]["data"]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pypto_core.compare import ALIGN_LEVELS, ProfileComparer, to_csv, to_markdown
-from pypto_core.formats import open_profile
+from pypto_core.formats import open_profile, open_profiles
 from pypto_core.graph import OperatorCallGraph
 from pypto_core.synth import synthesize
 from tests.paths import SAMPLES
@@ -101,6 +101,9 @@ def test_summary_side_by_side_is_the_attribution(npu_gpu) -> None:
         parts = ("compute", "communication_not_overlapped", "memcpy", "idle")
         assert sum(s["per_step"][f"{p}_ms"] for p in parts) == pytest.approx(s["per_step"]["wall_ms"])
         assert len(s["steps"]) == s["step_count"] and s["workload"] == "training"
+        (rank,) = s["ranks"]  # one rank per side here
+        assert rank["rank"] == profile.meta.rank and rank["wall_ms"] == pytest.approx(s["per_step"]["wall_ms"])
+        assert rank["compute_share"] == pytest.approx(s["per_step"]["compute_share"])
     assert result["summary"]["base"]["device"]["vendor"] == "ascend"
     gpu = result["summary"]["new"]["device"]
     assert (gpu["name"], gpu["vendor"], gpu["fp16_tflops"]) == ("A100", "nvidia", 312.0)
@@ -166,3 +169,21 @@ def test_simulated_pairs_across_skus_say_how_each_row_is_aligned(tmp_path, skus)
         assert result["alignment"][side]["shares"]["framework_op"] >= 0.8
     assert (result["base"]["device"], result["new"]["device"]) == skus
     json.dumps(result)  # the stored comparison is plain JSON
+
+
+def test_summary_lists_every_rank_of_a_multi_rank_profile(npu_gpu, tmp_path) -> None:
+    """A group's diagnosis report carries each rank's attribution: the comparison's summary shows them all."""
+    from pypto_core.rules import diagnose
+
+    group = open_profiles(SAMPLES / "ascend_pt" / "qwen3_0.6b_train_4npu_level2")
+    primary = group.primary()
+    report = diagnose(primary, group=group).to_dict()
+    base, new, _ = npu_gpu
+    result = ProfileComparer(primary, new, base_report=report).compare().to_dict()
+    ranks = result["summary"]["base"]["ranks"]
+    expected = report["profile"]["rank_breakdowns"]
+    assert [r["rank"] for r in ranks] == [r["rank"] for r in expected] and len(ranks) >= 2
+    for row, rb in zip(ranks, expected):
+        tb = rb["time_breakdown"]
+        if tb and tb["wall_ns"]:
+            assert row["compute_share"] == pytest.approx(tb["compute"] / tb["wall_ns"])
