@@ -730,7 +730,7 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
         lines += ["", "**Findings**", "", "| Rule | Status | Estimated saving (µs) | Measured saving (µs) |",
                   "|---|---|---:|---:|"]
         for f in data["findings"]:
-            lines.append(f"| {_md_cell(f['rule'])} | {f['status']} | {_fmt(f.get('estimated_saving_us'))} "
+            lines.append(f"| {f['rule']} | {f['status']} | {_fmt(f.get('estimated_saving_us'))} "
                          f"| {_fmt(f.get('measured_saving_us'))} |")
     for w in data.get("warnings", []):
         lines.append(f"\n> {_md_cell(w)}")
