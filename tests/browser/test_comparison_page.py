@@ -70,6 +70,7 @@ def test_npu_against_gpu_comparison_page_in_english_and_chinese(browser_page, ma
     detail.locator("summary").click()
     full = detail.locator("code.full-name").inner_text()
     assert full.startswith("ncclKernel_AllReduce") and "(" in full
+    page.evaluate("() => { document.querySelector('#aligned .scroll').scrollLeft = 0; }")
     page.screenshot(path=str(ARTIFACTS / "comparison_en.png"), full_page=True)
 
     frontend_services.user_language_set(user=owner, language="zh-hans")
