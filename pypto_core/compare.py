@@ -7,7 +7,15 @@ Three views of the same two profiles:
 * ops: device time aligned by op type, by model block (so a kernel renamed by a fix, e.g. BatchMatMul +
   SoftmaxV2 -> IncreFlashAttention, is matched through the attention block it serves), and by shape;
 * findings: each baseline finding marked fixed, persisting or new, its estimated saving set against the
-  measured one.
+  measured one;
+* aligned: device time aligned by what the model did, so that runs on different devices (an NPU against a
+  GPU) line up: each kernel under the framework op it ran for (``framework_ops``: ``aten::conv2d``,
+  ``ConvolutionBackward0``), else its op type, else its readable name (``kernel_names``); every row says
+  which (``aligned_by``) and carries the kernels each side launched for it;
+* summary: each side's time attribution (compute split, communication not overlapped, copies, idle) per
+  step, side by side, with the device each ran on and its peaks.
+
+Every metric row carries its noise test (``noise``: samples, spread, threshold, verdict).
 
 Profiles of different lengths are compared per decode token where they have tokens (a rerun that decodes
 more tokens is not "slower"), else over the whole run. Works across formats and devices: GPU/CPU Kineto
@@ -27,8 +35,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.attribution import BUCKETS, step_windows
 from pypto_core.graph import METRICS, OperatorCallGraph
+from pypto_core.kernel_names import readable
 from pypto_core.profile import Profile
+from pypto_core.report_render import md_cell
 from pypto_core.rules.finding import Report
 
 COMPARE_SCHEMA_VERSION = 1
@@ -41,6 +52,16 @@ COMPARE_TABLES: tuple[str, ...] = ("kernels", "steps", "host_ops", "flows")
 SINGLE_VALUE_REL_TOLERANCE = 0.01
 # With per-step samples: a delta is significant when it exceeds this many standard errors of the medians.
 NOISE_Z = 3.0
+MIN_SAMPLES = 3  # per-step samples each side needs for the noise test to use them
+# Metrics whose per-step values come from the time attribution (one sample per step window).
+ATTRIBUTION_SHARES: dict[str, tuple[str, ...]] = {
+    "device_idle_share": ("sync_wait", "data_loading", "host_launch_bound", "idle_other"),
+    "compute_share": ("compute",),
+    "communication_not_overlapped_share": ("communication_not_overlapped",),
+}
+ALIGN_LEVELS: tuple[str, ...] = ("framework_op", "op_type", "name")
+ALIGNED_KERNELS = 8  # kernels listed per side of an aligned row (the rest counted)
+MD_CELL_MAX = 200  # characters of one Markdown table cell
 
 # Which model block each rule's measured saving comes from (the blocks the rule's ops serve).
 RULE_BLOCKS: dict[str, tuple[str, ...]] = {
@@ -139,12 +160,16 @@ class ComparisonResult:
     new: dict[str, Any]
     normalisation: str  # per_token | whole_run
     warnings: list[str] = field(default_factory=list)
+    aligned: list[dict[str, Any]] = field(default_factory=list)
+    alignment: dict[str, Any] = field(default_factory=dict)  # unit, and per side the time share per level
+    summary: dict[str, Any] = field(default_factory=dict)  # per side: attribution per step, device
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": COMPARE_SCHEMA_VERSION, "normalisation": self.normalisation,
                 "base": self.base, "new": self.new, "metrics": self.metrics, "ops": self.ops,
                 "blocks": self.blocks, "shapes": self.shapes, "findings": self.findings,
-                "warnings": self.warnings}
+                "warnings": self.warnings, "aligned": self.aligned, "alignment": self.alignment,
+                "summary": self.summary}
 
     def metric(self, name: str) -> dict[str, Any]:
         for row in self.metrics:
@@ -178,10 +203,14 @@ class ProfileComparer:
                             "utilisations are each relative to their own device's peaks")
         if not self.per_token:
             warnings.append("no decode tokens found in one of the profiles: op times compare whole runs")
+        aligned, alignment = self._aligned()
         return ComparisonResult(
             metrics=self._metrics(), ops=self._ops(), blocks=self._blocks(), shapes=self._shapes(top_shapes),
             findings=self._findings(), base=_side_summary(b), new=_side_summary(n),
-            normalisation="per_token" if self.per_token else "whole_run", warnings=warnings)
+            normalisation="per_token" if self.per_token else "whole_run", warnings=warnings,
+            aligned=aligned, alignment=alignment,
+            summary={"base": _attribution_summary(b, self.base_report),
+                     "new": _attribution_summary(n, self.new_report)})
 
     # -- metrics ------------------------------------------------------------------------------------
     def _metrics(self) -> list[dict[str, Any]]:
@@ -198,8 +227,48 @@ class ProfileComparer:
                 row["better"] = (delta > 0) == higher_better if delta != 0 and row["significant"] else None
                 if delta != 0 and not row["significant"]:
                     row["better"] = None  # inside the noise: neither better nor worse
+            row["noise"] = self._noise(name, row)
             rows.append(row)
         return rows
+
+    def _step_samples(self, side: _Side, name: str) -> np.ndarray | None:
+        """Per-step values of a metric, where the profile has them (token latencies, attribution shares)."""
+        if name in ("per_token_latency_ms", "tokens_per_s", "critical_path_ms"):
+            return side.token_latency_ms if self.per_token else None
+        buckets = ATTRIBUTION_SHARES.get(name)
+        a = side.graph.attribution
+        if buckets is None or a is None:
+            return None
+        return np.array([sum(s.breakdown.buckets[b] for b in buckets) / s.breakdown.wall_ns
+                         for s in a.steps if s.breakdown.wall_ns], np.float64)
+
+    def _noise(self, name: str, row: dict[str, Any]) -> dict[str, Any]:
+        """The noise test of one metric row as the page and exports show it: how many samples each side
+        had, their spread, the threshold a change must pass, and the verdict."""
+        bs, ns = self._step_samples(self.base, name), self._step_samples(self.new, name)
+        out: dict[str, Any] = {"base_samples": 0 if bs is None else int(len(bs)),
+                               "new_samples": 0 if ns is None else int(len(ns))}
+        if row["base"] is None or row["new"] is None:
+            return {**out, "method": "n/a", "threshold": None, "verdict": "n/a"}
+        spread = row.get("spread")
+        if spread is not None:  # token latency: the medians' standard errors (``_significance``)
+            out.update(method="per_step_median", threshold=spread["noise_ms"])
+        elif bs is not None and ns is not None and len(bs) >= MIN_SAMPLES and len(ns) >= MIN_SAMPLES:
+            _, bse = _median_se(bs)
+            _, nse = _median_se(ns)
+            threshold = NOISE_Z * math.hypot(bse, nse)
+            out.update(method="per_step_median", threshold=threshold, base_spread=_spread(bs),
+                       new_spread=_spread(ns))
+            significant = abs(row["new"] - row["base"]) > threshold
+            if significant != row["significant"]:
+                row["significant"] = significant
+                higher_better = METRICS[name][1]
+                row["better"] = (row["delta"] > 0) == higher_better if row["delta"] and significant else None
+        else:
+            out.update(method="single_value", threshold=SINGLE_VALUE_REL_TOLERANCE
+                       * max(abs(row["base"]), abs(row["new"])))
+        out["verdict"] = _verdict(row)
+        return out
 
     def _significance(self, name: str, bv: float, nv: float) -> tuple[bool, dict[str, float] | None]:
         if name in ("per_token_latency_ms", "tokens_per_s", "critical_path_ms") and self.per_token \
@@ -295,6 +364,128 @@ class ProfileComparer:
                                self._grouped(self.new, self._shape_keys(self.new)))
         return rows[:top]
 
+    # -- alignment by what the model did -------------------------------------------------------------
+    def _aligned_unit(self) -> str:
+        """per_token where both decode, else per_step where both have profiler steps, else whole_run."""
+        if self.per_token:
+            return "per_token"
+        if _step_count(self.base) and _step_count(self.new):
+            return "per_step"
+        return "whole_run"
+
+    def _aligned_scope(self, side: _Side, unit: str) -> tuple[np.ndarray, float]:
+        """(kernels the aligned rows count, what their times are divided by)."""
+        g = side.graph
+        if unit == "per_token":
+            return g.decode_kernel_mask, float(side.tokens)
+        if unit == "per_step":
+            w_start, w_end, _ = step_windows(side.profile, g.start, g.end)
+            i = np.searchsorted(w_start, g.start, side="right") - 1
+            inside = (i >= 0) & (g.start < w_end[np.clip(i, 0, None)])
+            return inside, float(len(w_start))
+        return np.ones(g.n, bool), 1.0
+
+    def _alignment_keys(self, side: _Side) -> tuple[np.ndarray, list[tuple[str, str]], np.ndarray, list[str]]:
+        """Per kernel: a key code into (aligned_by, key) labels, and a readable-name code into names."""
+        cached = side.cache.get("alignment_keys")
+        if cached is not None:
+            return cached
+        g, k = side.graph, side.profile.kernels
+        fw = g.framework_ops
+        raw_codes, raw_names = _encode(pc.fill_null(k["name"], "?")) if g.n else (np.zeros(0, np.int64), [])
+        op_type = pc.fill_null(k["op_type"], "").combine_chunks() if g.n else pa.array([], pa.string())
+        op_codes, op_labels = _encode(op_type) if g.n else (np.zeros(0, np.int64), [])
+        has_op = (np.array([bool(v) for v in op_labels], bool)[op_codes] if len(op_labels)
+                  else np.zeros(g.n, bool))
+        # a kernel's label: its op type where the profile has one (Ascend numbers its kernels: Conv2D1,
+        # trans_TransData_12), else its readable name (CUDA kernels)
+        pair, pair_inv = np.unique(op_codes * max(len(raw_names), 1) + raw_codes, return_inverse=True)
+        width = max(len(raw_names), 1)
+        pair_label = [op_labels[int(p) // width] or readable(raw_names[int(p) % width]) for p in pair]
+        names = sorted(set(pair_label))
+        index = {v: i for i, v in enumerate(names)}
+        name_codes = np.array([index[v] for v in pair_label], np.int64)[pair_inv.reshape(-1)] if g.n \
+            else np.zeros(0, np.int64)
+        labels = ([("framework_op", v) for v in fw.op_names] + [("op_type", v) for v in op_labels]
+                  + [("name", v) for v in names])
+        nf, no = len(fw.op_names), len(op_labels)
+        keys = np.where(fw.op >= 0, fw.op, np.where(has_op, nf + op_codes, nf + no + name_codes))
+        cached = (keys.astype(np.int64), labels, name_codes, names)
+        side.cache["alignment_keys"] = cached
+        return cached
+
+    def _aligned_side(self, side: _Side, unit: str) -> dict[tuple[str, str], dict[str, Any]]:
+        scope, per = self._aligned_scope(side, unit)
+        keys, labels, name_codes, names = self._alignment_keys(side)
+        fw = side.graph.framework_ops
+        dur = side.graph.dur.astype(np.float64)
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        if not scope.any():
+            return out
+        sel = np.flatnonzero(scope)
+        k, d = keys[sel], dur[sel]
+        total = np.bincount(k, weights=d, minlength=len(labels))
+        count = np.bincount(k, minlength=len(labels))
+        width = max(len(names), 1)
+        pair, inverse = np.unique(k * width + name_codes[sel], return_inverse=True)
+        pair_t = np.bincount(inverse.reshape(-1), weights=d, minlength=len(pair))
+        pair_c = np.bincount(inverse.reshape(-1), minlength=len(pair))
+        raw = side.profile.kernels["name"]
+        example = np.full(len(pair), -1, np.int64)  # one full name per readable name: its first kernel
+        example[inverse.reshape(-1)[::-1]] = sel[::-1]
+        scopes = fw.scope[sel]
+        for code in np.flatnonzero(count):
+            out[labels[code]] = {"us": float(total[code]) / per / 1000.0, "count": int(count[code]),
+                                 "kernels": [], "more": 0, "module": None}
+        for j in np.argsort(-pair_t, kind="stable"):
+            row = out[labels[int(pair[j]) // width]]
+            if len(row["kernels"]) >= ALIGNED_KERNELS:
+                row["more"] += 1
+                continue
+            full = raw[int(example[j])].as_py() or ""
+            label = names[int(pair[j]) % width]
+            row["kernels"].append({"name": label, "full_name": full if full != label else None,
+                                   "count": int(pair_c[j]), "count_per_unit": round(int(pair_c[j]) / per, 2),
+                                   "us": float(pair_t[j]) / per / 1000.0})
+        # the module a row's kernels were called from: the scope holding most of its time
+        has_scope = scopes >= 0
+        if has_scope.any():
+            sw = max(len(fw.scope_names), 1)
+            sp, sinv = np.unique(k[has_scope] * sw + scopes[has_scope], return_inverse=True)
+            st = np.bincount(sinv.reshape(-1), weights=d[has_scope], minlength=len(sp))
+            for j in np.argsort(st, kind="stable"):  # largest last, so it wins
+                code, sc = divmod(int(sp[j]), sw)
+                out[labels[code]]["module"] = fw.scope_names[sc]
+        return out
+
+    def _aligned(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        unit = self._aligned_unit()
+        base, new = self._aligned_side(self.base, unit), self._aligned_side(self.new, unit)
+        empty = {"us": 0.0, "count": 0, "kernels": [], "more": 0, "module": None}
+        rows = []
+        for key in set(base) | set(new):
+            b, n = base.get(key, empty), new.get(key, empty)
+            bu, nu = b["us"], n["us"]
+            rows.append({"aligned_by": key[0], "key": key[1], "module": b["module"] or n["module"],
+                         "base_module": b["module"], "new_module": n["module"],
+                         "base_us": bu, "new_us": nu, "delta_us": nu - bu,
+                         "ratio": (nu / bu) if bu > 0 else None,
+                         "slower": "new" if nu > bu else "base" if bu > nu else None,
+                         "base_count": b["count"], "new_count": n["count"],
+                         "base_kernels": b["kernels"], "new_kernels": n["kernels"],
+                         "base_kernels_more": b["more"], "new_kernels_more": n["more"],
+                         "status": "removed" if not n["count"] else "added" if not b["count"] else "matched"})
+        rows.sort(key=lambda r: (-max(r["base_us"], r["new_us"]), r["aligned_by"], r["key"]))
+        alignment: dict[str, Any] = {"unit": unit, "levels": list(ALIGN_LEVELS)}
+        for side_name in ("base", "new"):
+            total = sum(r[f"{side_name}_us"] for r in rows) or 1.0
+            shares = {lvl: sum(r[f"{side_name}_us"] for r in rows if r["aligned_by"] == lvl) / total
+                      for lvl in ALIGN_LEVELS}
+            shares["framework_op_matched"] = sum(r[f"{side_name}_us"] for r in rows if r["aligned_by"] ==
+                                                 "framework_op" and r["status"] == "matched") / total
+            alignment[side_name] = {"device_us": sum(r[f"{side_name}_us"] for r in rows), "shares": shares}
+        return rows, alignment
+
     # -- findings -----------------------------------------------------------------------------------
     def _block_time_ns(self, side: _Side, blocks: tuple[str, ...], scope: np.ndarray) -> float:
         """Kernel time of ``blocks`` within ``scope``, plus the device idle gap each launch left before it
@@ -344,6 +535,19 @@ class ProfileComparer:
         return rows
 
 
+def _spread(samples: np.ndarray) -> dict[str, float]:
+    return {"median": float(np.median(samples)), "min": float(samples.min()), "max": float(samples.max())}
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    """better | worse | noise | same | n/a: one word per metric row, the page's and the exports'."""
+    if row.get("base") is None or row.get("new") is None:
+        return "n/a"
+    if row.get("significant") is False and row.get("delta"):
+        return "noise"
+    return {True: "better", False: "worse"}.get(row.get("better"), "same")
+
+
 def _report_dict(report: Report | dict[str, Any] | None) -> dict[str, Any] | None:
     if report is None:
         return None
@@ -355,6 +559,73 @@ def _side_summary(side: _Side) -> dict[str, Any]:
     return {"format": meta.format, "source": meta.source, "device": side.graph.sku.name,
             "cann_version": meta.cann_version, "simulated": meta.simulated,
             "kernel_count": side.graph.n, "decode_steps": side.tokens}
+
+
+def _step_count(side: _Side) -> int:
+    """Profiler steps of a side (0 where the profile has none: one window over the device span)."""
+    a = side.graph.attribution
+    if a is None or a.source != "timeline":
+        return 0
+    return sum(1 for st in a.steps if st.step_id is not None)
+
+
+def _attribution_summary(side: _Side, report: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One side of the overall summary: where each step's time went (the attribution's own figures, per
+    step and their mean), on which device and rank, and the device's peaks; ``ranks``: the same per rank,
+    from the diagnosis report's rank breakdowns where the profile had several ranks, else this rank's."""
+    g, meta = side.graph, side.profile.meta
+    sku = g.sku
+    device = {"name": sku.name, "vendor": g.vendor, "source": g.sku_source, "known": sku.known,
+              "fp16_tflops": sku.fp16_tflops.value if sku.known else None,
+              "hbm_gbps": sku.hbm_gbps.value if sku.known else None,
+              "hbm_gib": sku.hbm_gib.value if sku.known else None,
+              "cores": int(sku.ai_cores.value) if sku.known else None}
+    out: dict[str, Any] = {"rank": meta.rank, "device": device, "workload": g.workload.kind,
+                           "source": None, "steps": [], "per_step": None}
+    a = g.attribution
+    if a is None:
+        return out
+    steps = [_bucket_row(st.step_id, st.breakdown) for st in a.steps]
+    n = max(len(steps), 1)
+    mean = _bucket_row(None, a.run)
+    for key in ("wall_ms", *[f"{b}_ms" for b in BUCKETS], "communication_overlapped_ms", "idle_ms"):
+        mean[key] = mean[key] / n
+    mean["compute_split_ms"] = {kk: v / n for kk, v in mean["compute_split_ms"].items()}
+    mean["memcpy_split_ms"] = {kk: v / n for kk, v in mean["memcpy_split_ms"].items()}
+    out.update(source=a.source, steps=steps, per_step=mean, step_count=len(steps))
+    out["ranks"] = [_rank_row(meta.rank, a.run.to_dict(), len(steps))]
+    breakdowns = ((report or {}).get("profile") or {}).get("rank_breakdowns") or []
+    if breakdowns:
+        out["ranks"] = [_rank_row(r.get("rank"), r.get("time_breakdown") or {}, len(r.get("steps") or []))
+                        for r in breakdowns]
+    return out
+
+
+def _rank_row(rank: int | None, tb: dict[str, Any], steps: int) -> dict[str, Any]:
+    """One rank's mean step from its attribution (``Breakdown.to_dict``): ms per step and shares."""
+    wall = tb.get("wall_ns") or 0
+    n = max(steps, 1)
+    idle = sum(tb.get(b, 0) for b in ("sync_wait", "data_loading", "host_launch_bound", "idle_other"))
+    row: dict[str, Any] = {"rank": rank, "steps": steps, "wall_ms": wall / 1e6 / n}
+    for key, ns in (("compute", tb.get("compute", 0)), ("communication_not_overlapped",
+                    tb.get("communication_not_overlapped", 0)), ("memcpy", tb.get("memcpy", 0)), ("idle", idle)):
+        row[f"{key}_ms"] = ns / 1e6 / n
+        row[f"{key}_share"] = ns / wall if wall else None
+    return row
+
+
+def _bucket_row(step_id: int | None, b: Any) -> dict[str, Any]:
+    wall = b.wall_ns or 1
+    row: dict[str, Any] = {"step_id": step_id, "wall_ms": b.wall_ns / 1e6}
+    for bucket in BUCKETS:
+        row[f"{bucket}_ms"] = b.buckets[bucket] / 1e6
+        row[f"{bucket}_share"] = b.buckets[bucket] / wall
+    row["idle_ms"] = b.idle_ns / 1e6
+    row["idle_share"] = b.idle_ns / wall
+    row["communication_overlapped_ms"] = b.communication_overlapped_ns / 1e6
+    row["compute_split_ms"] = {k: v / 1e6 for k, v in b.compute_split.items() if v}
+    row["memcpy_split_ms"] = {k: v / 1e6 for k, v in b.memcpy_split.items() if v}
+    return row
 
 
 def compare_profiles(base: Profile, candidate: Profile, *, sku: str | None = None,
@@ -381,14 +652,38 @@ def _fmt(value: Any, unit: str = "") -> str:
 
 
 def _md_cell(text: Any) -> str:
-    """Op names are untrusted: keep them from breaking the table or injecting markup."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
+    """Op and kernel names are untrusted: escaped for Markdown (not HTML), at most ``MD_CELL_MAX`` chars."""
+    return md_cell(text, MD_CELL_MAX)
+
+
+def _noise_text(m: dict[str, Any]) -> str:
+    noise = m.get("noise") or {}
+    method = noise.get("method")
+    if method in (None, "n/a"):
+        return "n/a"
+    if method == "single_value":
+        return f"single value: ±{_fmt(noise.get('threshold'), m['unit'])}"
+    return (f"±{_fmt(noise.get('threshold'), m['unit'])} over {noise.get('base_samples')}/"
+            f"{noise.get('new_samples')} steps")
+
+
+def kernels_text(kernels: list[dict[str, Any]], more: int = 0) -> str:
+    """``TransData ×2 + Conv2D``: the kernels one side launched for an aligned row, by count."""
+    parts = []
+    for k in kernels:
+        n = k.get("count_per_unit", k["count"])
+        parts.append(k["name"] + (f" ×{n:g}" if n != 1 else ""))
+    return " + ".join(parts) + (f" + {more} more" if more else "")
+
+
+_UNIT_TEXT = {"per_token": "µs per token", "per_step": "µs per step", "whole_run": "µs"}
 
 
 def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
-    """The seed's table, ready for a pull request."""
+    """The comparison ready for a pull request: metrics with their noise test, the overall summary side by
+    side, device time aligned by what the model did, op types and findings. Escaped for Markdown."""
     data = result.to_dict() if isinstance(result, ComparisonResult) else result
-    lines = ["| Metric | Unit | Before | After | Δ | Better |", "|---|---|---:|---:|---:|:---:|"]
+    lines = ["| Metric | Unit | Before | After | Δ | Better | Noise test |", "|---|---|---:|---:|---:|:---:|---|"]
     for m in data["metrics"]:
         if m["base"] is None and m["new"] is None:
             continue
@@ -396,19 +691,41 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
         if m.get("significant") is False and m["delta"]:
             delta += " (noise)"
         better = {True: "✅", False: "❌", None: "—"}[m["better"]]
+        verdict = (m.get("noise") or {}).get("verdict") or _verdict(m)
+        noise = "n/a" if verdict == "n/a" else f"{_noise_text(m)} → {verdict}"
         lines.append(f"| {m['name']} | {m['unit']} | {_fmt(m['base'], m['unit'])} | {_fmt(m['new'], m['unit'])} "
-                     f"| {delta} | {better} |")
+                     f"| {delta} | {better} | {_md_cell(noise)} |")
+    lines += _summary_markdown(data.get("summary") or {})
+    aligned = data.get("aligned") or []
+    if aligned:
+        al = data.get("alignment") or {}
+        unit = _UNIT_TEXT.get(al.get("unit", ""), "µs")
+        shares = [f"{side} {100 * al[side]['shares']['framework_op']:.1f}%"
+                  for side in ("base", "new") if side in al]
+        lines += ["", f"**Aligned by what the model did** ({unit}; device time in rows aligned by "
+                  "framework op: "
+                  + ", ".join(shares) + ")", "",
+                  "| Aligned by | Key | Module | Before | After | Δ | Before kernels | After kernels |",
+                  "|---|---|---|---:|---:|---:|---|---|"]
+        for r in aligned[:30]:
+            lines.append(f"| {r['aligned_by']} | {_md_cell(r['key'])} | {_md_cell(r.get('module') or '')} "
+                         f"| {r['base_us']:,.1f} | {r['new_us']:,.1f} | {r['delta_us']:+,.1f} "
+                         f"| {_md_cell(kernels_text(r['base_kernels'], r.get('base_kernels_more', 0)))} "
+                         f"| {_md_cell(kernels_text(r['new_kernels'], r.get('new_kernels_more', 0)))} |")
     unit = "µs per token" if data["normalisation"] == "per_token" else "µs"
     lines += ["", f"**Model blocks** ({unit})", "", "| Block | Before | After | Δ | Before ops | After ops |",
               "|---|---:|---:|---:|---|---|"]
     for b in data["blocks"]:
-        lines.append(f"| {b['block']} | {b['base_us']:,.1f} | {b['new_us']:,.1f} | {b['delta_us']:+,.1f} "
-                     f"| {_md_cell(', '.join(b['base_op_types']))} | {_md_cell(', '.join(b['new_op_types']))} |")
+        before = ", ".join(readable(o) for o in b["base_op_types"])
+        after = ", ".join(readable(o) for o in b["new_op_types"])
+        lines.append(f"| {_md_cell(b['block'])} | {b['base_us']:,.1f} | {b['new_us']:,.1f} "
+                     f"| {b['delta_us']:+,.1f} "
+                     f"| {_md_cell(before)} | {_md_cell(after)} |")
     lines += ["", f"**Op types** ({unit}, largest changes)", "",
               "| Op type | Before | After | Δ | Count before | Count after |", "|---|---:|---:|---:|---:|---:|"]
     for o in data["ops"][:20]:
-        lines.append(f"| {_md_cell(o['op_type'])} | {o['base_us']:,.1f} | {o['new_us']:,.1f} | {o['delta_us']:+,.1f} "
-                     f"| {o['base_count']} | {o['new_count']} |")
+        lines.append(f"| {_md_cell(readable(str(o['op_type'])))} | {o['base_us']:,.1f} | {o['new_us']:,.1f} "
+                     f"| {o['delta_us']:+,.1f} | {o['base_count']} | {o['new_count']} |")
     if data["findings"]:
         lines += ["", "**Findings**", "", "| Rule | Status | Estimated saving (µs) | Measured saving (µs) |",
                   "|---|---|---:|---:|"]
@@ -420,20 +737,62 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _summary_markdown(summary: dict[str, Any]) -> list[str]:
+    """Where each step's time went, side by side (the attribution's figures: ms per step and share)."""
+    base, new = summary.get("base") or {}, summary.get("new") or {}
+    if not base.get("per_step") and not new.get("per_step"):
+        return []
+
+    def device(side: dict[str, Any]) -> str:
+        d = side.get("device") or {}
+        if not d.get("known"):
+            return f"{d.get('name', '?')} (peaks unknown)"
+        return f"{d['name']}: {d['fp16_tflops']:g} TFLOPS fp16, {d['hbm_gbps']:g} GB/s HBM"
+
+    def cell(side: dict[str, Any], key: str) -> str:
+        step = side.get("per_step")
+        if not step:
+            return "n/a"
+        return f"{step[key + '_ms']:,.3f} ms ({100 * step[key + '_share']:.1f}%)" if key != "wall" \
+            else f"{step['wall_ms']:,.3f} ms"
+
+    lines = ["", "**Where each step's time goes** (mean per step)", "", "| | Before | After |",
+             "|---|---|---|",
+             f"| device | {_md_cell(device(base))} | {_md_cell(device(new))} |",
+             f"| rank / steps | {base.get('rank')} / {base.get('step_count', 0)} "
+             f"| {new.get('rank')} / {new.get('step_count', 0)} |",
+             f"| workload | {base.get('workload')} | {new.get('workload')} |"]
+    for key in ("wall", "compute", "communication_not_overlapped", "memcpy", "idle"):
+        lines.append(f"| {key} | {cell(base, key)} | {cell(new, key)} |")
+    return lines
+
+
 def to_csv(result: ComparisonResult | dict[str, Any]) -> str:
-    """One table: metric rows then op-type rows, with a `section` column."""
+    """One table: metric rows (with their noise test), op-type, block and aligned rows, with a `section`
+    column; cells are CSV-quoted by the writer and guarded against formula injection."""
     data = result.to_dict() if isinstance(result, ComparisonResult) else result
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["section", "name", "unit", "base", "new", "delta", "delta_pct", "better", "significant",
-                "base_count", "new_count"])
+                "base_count", "new_count", "noise_method", "noise_threshold", "base_samples", "new_samples",
+                "verdict", "aligned_by", "module", "base_kernels", "new_kernels"])
     for m in data["metrics"]:
+        noise = m.get("noise") or {}
         w.writerow(["metric", m["name"], m["unit"], m["base"], m["new"], m["delta"], m["delta_pct"], m["better"],
-                    m.get("significant"), "", ""])
+                    m.get("significant"), "", "", noise.get("method", ""), noise.get("threshold", ""),
+                    noise.get("base_samples", ""), noise.get("new_samples", ""), noise.get("verdict", "")])
     for section, key in (("block", "block"), ("op_type", "op_type")):
         for o in data["blocks" if section == "block" else "ops"]:
             w.writerow([section, _csv_safe(o[key]), "us", o["base_us"], o["new_us"], o["delta_us"], "", "", "",
                         o["base_count"], o["new_count"]])
+    aligned_unit = (data.get("alignment") or {}).get("unit", "")
+    unit = {"per_token": "us/token", "per_step": "us/step"}.get(aligned_unit, "us")
+    for r in data.get("aligned") or []:
+        w.writerow(["aligned", _csv_safe(r["key"]), unit, r["base_us"], r["new_us"], r["delta_us"], "", "", "",
+                    r["base_count"], r["new_count"], "", "", "", "", "", r["aligned_by"],
+                    _csv_safe(r.get("module") or ""),
+                    _csv_safe(kernels_text(r["base_kernels"], r.get("base_kernels_more", 0))),
+                    _csv_safe(kernels_text(r["new_kernels"], r.get("new_kernels_more", 0)))])
     for f in data["findings"]:
         w.writerow(["finding", f["rule"], "us", f.get("estimated_saving_us"), f.get("measured_saving_us"), "",
                     "", "", "", f["status"], ""])

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.attribution import TimeAttribution, attribute, kernel_codes
+from pypto_core.framework_ops import FrameworkOps, framework_ops
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
 from pypto_core.profile import Profile
@@ -445,6 +446,11 @@ class OperatorCallGraph:
         return pa.table({"host_index": pa.array(order[idx[ok]]), "kernel_index": pa.array(np.nonzero(ok)[0]),
                          "kind": pa.array(["containment"] * int(ok.sum()))})
 
+    @cached_property
+    def framework_ops(self) -> FrameworkOps:
+        """Per kernel: the framework op (aten::*, npu::*, autograd node) it ran for (``framework_ops``)."""
+        return framework_ops(self.profile, self.links(), self.is_role("communication"), self.start)
+
     # -- metrics ------------------------------------------------------------------------------------
     @cached_property
     def window(self) -> np.ndarray:
@@ -509,8 +515,9 @@ class OperatorCallGraph:
             if mm.any():
                 out["matmul_ai_core_utilization"] = float(min(self.bound_ns[mm].sum() / max(self.dur[mm].sum(), 1),
                                                               1.0))
-            out["hbm_bandwidth_utilization"] = float(min(self.bytes_moved[busy_mask].sum() / (span / 1e9)
-                                                         / self.sku.hbm_bytes_per_s, 1.0))
+            moved = float(self.bytes_moved[busy_mask].sum())
+            if moved > 0:  # no tensor shapes (Kineto without record_shapes): the profile cannot say
+                out["hbm_bandwidth_utilization"] = float(min(moved / (span / 1e9) / self.sku.hbm_bytes_per_s, 1.0))
         return out
 
     @cached_property

@@ -31,11 +31,28 @@ def render(report: Report, fmt: str, language: str = DEFAULT_LANGUAGE) -> str:
 
 
 def _md(text: Any) -> str:
-    """Escape Markdown table/inline syntax in profile-provided text."""
+    """Escape Markdown table/inline syntax in profile-provided text (backslashes, never HTML entities)."""
     s = str(text)
     for ch in ("\\", "|", "`", "*", "_", "<", ">", "[", "]"):
         s = s.replace(ch, "\\" + ch)
-    return s.replace("\n", " ")
+    return s.replace("\r", " ").replace("\n", " ")
+
+
+def md_cell(text: Any, limit: int = 200) -> str:
+    """``_md`` for one table cell of at most ``limit`` characters: a longer text is cut (with …) before it
+    is escaped, so that no escape is split."""
+    raw = str(text)
+    out = _md(raw)
+    if len(out) <= limit:
+        return out
+    lo, hi = 0, len(raw)
+    while lo < hi:  # the longest prefix whose escaped form, plus the ellipsis, fits
+        mid = (lo + hi + 1) // 2
+        if len(_md(raw[:mid])) + 1 <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return _md(raw[:lo]) + "…"
 
 
 def _fmt_value(value: Any) -> str:

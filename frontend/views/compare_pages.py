@@ -21,6 +21,7 @@ from analysis import services as analysis_services
 from analysis.models import JobStatus
 from frontend import charts
 from frontend import selectors as frontend_selectors
+from pypto_core.kernel_names import readable
 from profiles import selectors, services
 from profiles.models import Profile, ProfileStatus
 
@@ -99,15 +100,38 @@ def compare_profile_search(request: HttpRequest, project_id: int) -> JsonRespons
                                      for pk, name, created in rows], "limit": SEARCH_RESULTS})
 
 
+ALIGNED_ROWS = 300  # rows of the aligned table on the page (the exports have them all)
+
+
 def _metric_rows(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for m in metrics:
         if m.get("base") is None and m.get("new") is None:
             continue
-        verdict = "noise" if m.get("significant") is False and m.get("delta") else (
-            "better" if m.get("better") is True else "worse" if m.get("better") is False else "same")
-        rows.append({**m, "verdict": verdict, "is_share": m.get("unit") == "share"})
+        noise = m.get("noise") or {}
+        verdict = noise.get("verdict") or ("noise" if m.get("significant") is False and m.get("delta") else (
+            "better" if m.get("better") is True else "worse" if m.get("better") is False else "same"))
+        rows.append({**m, "verdict": verdict, "is_share": m.get("unit") == "share", "noise": noise})
     return rows
+
+
+def _readable_ops(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Op types with a readable label (CUDA kernels are named by their C++ symbol); the full name stays."""
+    return [{**o, "label": readable(str(o["op_type"]))} for o in ops]
+
+
+def _readable_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**b, "base_op_types": [readable(o) for o in b.get("base_op_types", [])],
+             "new_op_types": [readable(o) for o in b.get("new_op_types", [])]} for b in blocks]
+
+
+def _aligned_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The engine's aligned rows for the table, with the ratio its filter reads (how many times slower)."""
+    out = []
+    for r in rows[:ALIGNED_ROWS]:
+        lo, hi = sorted((r.get("base_us") or 0.0, r.get("new_us") or 0.0))
+        out.append({**r, "times": (hi / lo) if lo > 0 else None})
+    return out
 
 
 @login_required
@@ -120,11 +144,26 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
         "comparison": comparison, "project": comparison.project, "result": result, "done": done,
         "finished": comparison.status in (JobStatus.DONE, JobStatus.FAILED), "unit": unit,
         "metrics": _metric_rows(result.get("metrics", [])) if done else [],
-        "ops": result.get("ops", [])[:60], "blocks": result.get("blocks", []),
+        "ops": _readable_ops(result.get("ops", [])[:60]), "blocks": _readable_blocks(result.get("blocks", [])),
         "findings": result.get("findings", []),
+        "aligned": _aligned_rows(result.get("aligned") or []) if done else [],
+        "alignment": result.get("alignment") or {},
+        "summary": result.get("summary") or {},
+        "aligned_unit": {"per_token": _("µs per token"), "per_step": _("µs per step")}.get(
+            (result.get("alignment") or {}).get("unit", ""), "µs"),
     }
+    modules = sorted({r["module"] for r in context["aligned"] if r.get("module")})
+    context["modules"] = modules
+    context["summary_sides"] = [context["summary"].get("base") or {}, context["summary"].get("new") or {}]
+    rank_sides = []
+    for side, label in zip(context["summary_sides"], (_("Baseline"), _("Candidate"))):
+        ranks = [{**r, "shares": [r.get(f"{k}_share") for k in ("compute", "communication_not_overlapped", "memcpy",
+                                                                  "idle")]} for r in side.get("ranks") or []]
+        rank_sides.append(({"ranks": ranks}, label))
+    context["rank_sides"] = rank_sides
+    context["many_ranks"] = any(len(side["ranks"]) > 1 for side, _label in rank_sides)
     if done and result.get("ops"):
-        context["chart_ops"] = charts.op_diff_chart(result["ops"], unit)
+        context["chart_ops"] = charts.op_diff_chart([{**o, "op_type": o["label"]} for o in context["ops"]], unit)
     from analysis.verification import verdicts_of_comparison
 
     # a verification job's comparison (issue 21): the verdicts, the findings it was opened on picked out

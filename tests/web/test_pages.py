@@ -152,13 +152,30 @@ def test_comparison_page_and_exports(client, world) -> None:
     html = client.get(f"/comparisons/{cid}/").content.decode()
     assert_inert(html)
     assert 'id="metrics-table"' in html and "per_token_latency_ms" in html
+    # the noise test per metric (issue 22): a column, and the per-step medians behind the latency verdict
+    assert 'id="noise-col"' in html and "medians of 4 / 4 steps" in html
+    assert 'id="aligned-table"' in html and 'id="summary-table"' in html
+    assert 'id="ranks-table"' not in html  # one rank each side: nothing per rank to add
+    from analysis.models import Comparison
+
+    # a side of several ranks (its diagnosis report's rank breakdowns): each rank gets a row
+    stored = Comparison.objects.get(pk=cid)
+    one = stored.result["summary"]["base"]["ranks"][0]
+    stored.result["summary"]["base"]["ranks"] = [one, {**one, "rank": 7, "compute_share": 0.25}]
+    stored.save(update_fields=["result"])
+    html = client.get(f"/comparisons/{cid}/").content.decode()
+    ranks = re.search(r'<table class="grid small" id="ranks-table">.*?</table>', html, re.S).group(0)
+    assert ranks.count("<tr>") == 1 + 3 and "<td>7</td>" in ranks and ">25%<" in ranks
     statuses = dict(re.findall(r'<td class="mono">([a-z_]+)</td><td>[^<]*</td>\s*<td class="st-([a-z]+)">', html))
     assert statuses.get("matmul_tiling") == "fixed", statuses
     assert HOSTILE[1] in _json_scripts(html)["chart-ops"]["yAxis"][0]["data"]
     assert "&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;" in html  # op-type table cell, escaped
     md = client.get(f"/api/comparisons/{cid}/export/?format=md")
     assert md.status_code == 200 and md["Content-Disposition"].endswith('.md"')
-    assert "per_token_latency_ms" in md.content.decode() and "<img" not in md.content.decode()
+    md_text = md.content.decode()
+    # escaped for Markdown (a backslash before each markup character), never with HTML entities (issue 22)
+    assert "per_token_latency_ms" in md_text and not re.search(r"(?<!\\)<img", md_text) and "&lt;" not in md_text
+    assert "\\<img src=x onerror=alert(2)\\>" in md_text
     csv_text = client.get(f"/api/comparisons/{cid}/export/?format=csv").content.decode()
     assert csv_text.startswith("section,name,unit")
     assert client.get(f"/api/comparisons/{cid}/export/?format=xlsx").status_code == 404
