@@ -66,7 +66,7 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
     for b in BUCKETS:
         assert table[b][0] == pytest.approx(tb[b] / 1e6, abs=0.0005)
 
-    shown = re.findall(r'<article class="finding" data-rule="([a-z_]+)">.*?<p class="hint">([^<]*)</p>', page, re.S)
+    shown = re.findall(r'<article class="finding" data-rule="([a-z_]+)"[^>]*>.*?<p class="hint">([^<]*)</p>', page, re.S)
     by_rule = {f["rule"]: f for f in api["findings"]}
     assert [r for r, _ in shown] == [f["rule"] for f in api["findings"]]  # same findings, same order
     for rule, hint in shown:
