@@ -28,6 +28,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from analysis.models import AnalysisRun, Comparison, Finding, JobStatus
+from analysis.recovery import remove_dead_workdirs
 from profiles.models import Profile, ProfileStatus
 from pypto_core.archive import Limits, unpack_upload
 from pypto_core.errors import InputError
@@ -236,15 +237,16 @@ def _progress(run: AnalysisRun, percent: int, note: str = "") -> None:
         _log(run, note)
 
 
-def _hold_if_asked(run: AnalysisRun, *, rank: bool = False) -> None:
-    """Pause while the hold file exists. A file naming steps (``upload``, ``rank``) holds only those."""
+def _hold_if_asked(run: AnalysisRun, *, point: str) -> None:
+    """Pause while the hold file exists. An empty file holds right after the claim (``upload``, ``rank``);
+    a file naming points (``upload``, ``rank``, ``unpacked``: after unpacking) holds only at those."""
     hold = settings.PYPTO_PIPELINE_HOLD_FILE
     if hold and Path(hold).exists():
         try:
             named = set(Path(hold).read_text().split())
         except OSError:
             named = set()
-        if named and ("rank" if rank else "upload") not in named:
+        if (named and point not in named) or (not named and point == "unpacked"):
             return
         _log(run, f"holding while {hold} exists")
         while Path(hold).exists():
@@ -300,12 +302,20 @@ def pipeline_restart(*, profile: Profile) -> Profile:
     from analysis import tasks
     from django.core.exceptions import ValidationError
 
+    now = timezone.now()
+    # Finished, or stuck: a step whose worker's lease ran out, or one no worker took for PYPTO_REQUEUE_AFTER_S
+    # (its message was lost). A fanned-out upload waiting for its ranks (parsing, no lease) is not stuck.
+    finished = Q(status__in=(ProfileStatus.FAILED, ProfileStatus.READY))
+    waited = now - timedelta(seconds=settings.PYPTO_REQUEUE_AFTER_S)
+    stuck = Q(status__in=(ProfileStatus.PARSING, ProfileStatus.ANALYZING), lease_until__lt=now) | Q(
+        status__in=(ProfileStatus.UPLOADED, ProfileStatus.QUEUED, ProfileStatus.ANALYZING),
+        lease_until__isnull=True, updated_at__lt=waited)
     with transaction.atomic():
-        updated = Profile.objects.filter(
-            pk=profile.pk, status__in=(ProfileStatus.FAILED, ProfileStatus.READY)
-        ).update(status=ProfileStatus.QUEUED, progress=0, error="", lease_until=None)
+        updated = Profile.objects.filter(finished | stuck, pk=profile.pk).update(
+            status=ProfileStatus.QUEUED, progress=0, error="", lease_until=None, updated_at=now)
         if not updated:
-            raise ValidationError(_("Only a failed or ready profile can be run again."))
+            raise ValidationError(_("A worker is working on this profile now; it can be run again once it "
+                                    "finishes, or once its claim runs out if that worker stopped."))
         # A fanned-out upload reads every rank again.
         Profile.objects.filter(group_id=profile.pk).update(
             status=ProfileStatus.QUEUED, progress=0, error="", lease_until=None
@@ -332,9 +342,10 @@ def pipeline_ingest(*, profile_id: int) -> None:
     run = _run_for(profile, AnalysisRun.Kind.INGEST)
     timings: dict[str, float] = {}
     workdir = _workdir(profile_id, "ingest")
+    remove_dead_workdirs(profile_id=profile_id, step="ingest", keep=workdir)  # a dead attempt's unpacked files
     try:
         _progress(run, 2, f"claimed {profile.original_filename} ({profile.size} bytes)")
-        _hold_if_asked(run, rank=profile.group_id is not None)
+        _hold_if_asked(run, point="rank" if profile.group_id is not None else "upload")
 
         t0 = time.monotonic()
         archive = _fetch_archive(profile, workdir)
@@ -347,6 +358,7 @@ def pipeline_ingest(*, profile_id: int) -> None:
         timings["unpack_s"] = round(time.monotonic() - t0, 3)
         total = sum(f.size for f in files)
         _progress(run, 30, f"unpacked {len(files)} files, {total} bytes")
+        _hold_if_asked(run, point="unpacked")
         if not files:
             raise InputError(profile.original_filename, "the archive contains no files")
         if profile.group_id is None and _fan_out(profile, run, unpacked, workdir):
@@ -573,6 +585,7 @@ def pipeline_diagnose(*, profile_id: int) -> None:
     profile = Profile.objects.get(pk=profile_id)
     run = _run_for(profile, AnalysisRun.Kind.DIAGNOSE)
     workdir = _workdir(profile_id, "diagnose")
+    remove_dead_workdirs(profile_id=profile_id, step="diagnose", keep=workdir)
     timings: dict[str, float] = {}
     try:
         _progress(run, 65, "diagnosing")

@@ -189,6 +189,19 @@ PYPTO_TASK_LEASE_SECONDS = env_int("PYPTO_TASK_LEASE_SECONDS", CELERY_TASK_TIME_
 # Operations/test hook: while this file exists, pipelines pause right after claiming a profile
 # (lets an operator or a test stop a worker mid-task). Empty: no pause.
 PYPTO_PIPELINE_HOLD_FILE = env_str("PYPTO_PIPELINE_HOLD_FILE", "")
+# The recovery sweep (analysis/recovery.py), run by Celery beat (`celery worker -B` in `make run`, the beat
+# service in docker/compose.yaml): expired leases queued again, or failed after this many attempts (a profile
+# that kills its worker each time); queued profiles no worker took for PYPTO_REQUEUE_AFTER_S queued again;
+# partial uploads nobody resumed for PYPTO_PARTIAL_UPLOAD_DAYS removed.
+PYPTO_SWEEP_INTERVAL_S = env_int("PYPTO_SWEEP_INTERVAL_S", 60)
+PYPTO_MAX_STEP_ATTEMPTS = env_int("PYPTO_MAX_STEP_ATTEMPTS", 3)
+PYPTO_REQUEUE_AFTER_S = env_int("PYPTO_REQUEUE_AFTER_S", 900)
+PYPTO_PARTIAL_UPLOAD_DAYS = env_int("PYPTO_PARTIAL_UPLOAD_DAYS", 7)
+CELERY_BEAT_SCHEDULE = {
+    "recovery-sweep": {"task": "analysis.tasks.sweep", "schedule": float(PYPTO_SWEEP_INTERVAL_S),
+                       "options": {"queue": "light", "expires": float(PYPTO_SWEEP_INTERVAL_S)}},
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # A multi-rank archive with at least this many ranks is read as one ingest task per rank (fan-out).
 PYPTO_FANOUT_MIN_RANKS = env_int("PYPTO_FANOUT_MIN_RANKS", 2)
 # Capture jobs (captures/services.py jobs_expire): a claimed job must end within the workload's timeout as its
