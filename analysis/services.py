@@ -32,6 +32,7 @@ from analysis.recovery import remove_dead_workdirs
 from profiles.models import Profile, ProfileStatus
 from pypto_core.archive import Limits, unpack_upload
 from pypto_core.errors import InputError
+from pypto_core.limits import use_limits
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +79,14 @@ def engine_function(module: str, name: str) -> Callable[..., Any] | None:
 
 
 def upload_limits() -> Limits:
+    """The deployment's limits on the work one upload may cause (pypto_core.limits)."""
     return Limits(
         max_members=settings.PYPTO_MAX_ARCHIVE_MEMBERS,
         max_unpacked_bytes=settings.PYPTO_MAX_UNPACKED_BYTES,
         max_ratio=settings.PYPTO_MAX_COMPRESSION_RATIO,
+        max_text_chars=settings.PYPTO_MAX_TEXT_CHARS,
+        max_table_rows=settings.PYPTO_MAX_TABLE_ROWS,
+        sqlite_seconds=settings.PYPTO_SQLITE_SECONDS,
     )
 
 
@@ -338,6 +343,7 @@ def pipeline_ingest(*, profile_id: int) -> None:
             # This message was redelivered after ingest committed but before diagnose was queued.
             transaction.on_commit(lambda: tasks.diagnose.delay(profile_id))
         return  # gone, finished, or held by a live worker
+    use_limits(upload_limits())  # every reader below, whatever the wrapper of the upload
     profile = Profile.objects.get(pk=profile_id)
     run = _run_for(profile, AnalysisRun.Kind.INGEST)
     timings: dict[str, float] = {}

@@ -142,6 +142,11 @@ PYPTO_CHUNK_BYTES = env_int("PYPTO_CHUNK_BYTES", 8 * 1024**2)
 PYPTO_MAX_ARCHIVE_MEMBERS = env_int("PYPTO_MAX_ARCHIVE_MEMBERS", 100_000)
 PYPTO_MAX_UNPACKED_BYTES = env_int("PYPTO_MAX_UNPACKED_BYTES", 64 * 1024**3)
 PYPTO_MAX_COMPRESSION_RATIO = env_int("PYPTO_MAX_COMPRESSION_RATIO", 200)
+# What one upload may make (pypto_core/limits.py): text cells (op names...) cut at this many characters, rows
+# per table, and seconds of SQLite reading.
+PYPTO_MAX_TEXT_CHARS = env_int("PYPTO_MAX_TEXT_CHARS", 4096)
+PYPTO_MAX_TABLE_ROWS = env_int("PYPTO_MAX_TABLE_ROWS", 500_000_000)
+PYPTO_SQLITE_SECONDS = env_int("PYPTO_SQLITE_SECONDS", 1800)
 PYPTO_ALLOW_SIGNUP = env_bool("PYPTO_ALLOW_SIGNUP", False)
 # Chunked uploads are appended here (local disk of the web process) until complete, then moved to storage.
 PYPTO_UPLOAD_TMP_DIR = Path(env_str("PYPTO_UPLOAD_TMP_DIR", str(VAR_DIR / "uploads-partial")))
