@@ -406,8 +406,9 @@ def pipeline_ingest(*, profile_id: int) -> None:
                                    "uploaded archive is kept: run the analysis again once space is freed")
         else:
             log.exception("ingest of profile %s failed", profile_id)
+            detail = str(exc).replace(f"{workdir}/unpacked/", "").replace(str(workdir), "")
             _fail(profile_id, run,
-                  f"{profile.original_filename}: internal error while reading ({type(exc).__name__}: {exc})")
+                  f"{profile.original_filename}: internal error while reading ({type(exc).__name__}: {detail})")
         if profile.group_id is not None:
             with transaction.atomic():
                 _rank_finished(profile.group_id)
@@ -423,6 +424,8 @@ def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: l
         "unpacked_bytes": sum(f.size for f in files),
         "largest_files": [f.to_dict() for f in biggest],
     }
+    from pypto_core.profile import save_meta
+
     write_profiles = engine_function("pypto_core.formats", "write_profiles")
     saved_summary = engine_function("pypto_core.profile", "saved_summary")
     if write_profiles is None or saved_summary is None:
@@ -440,7 +443,11 @@ def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: l
     try:
         saved = write_profiles(target, local)
     except InputError as exc:
-        raise InputError(exc.path.replace(f"{unpacked}/", ""), exc.reason) from exc
+        raise InputError(exc.path.replace(f"{unpacked}/", ""), exc.reason.replace(f"{unpacked}/", "")) from exc
+    for name, meta in saved.ranks:  # sources as the user knows them, never the worker's folder
+        _name_sources(meta, unpacked, profile.original_filename, single)
+        save_meta(local / name, meta)
+    saved.warnings = [_without_folder(w, unpacked, profile.original_filename, single) for w in saved.warnings]
     rank_folders = [name for name, _ in saved.ranks]
     _progress(run, 50, f"read {len(rank_folders)} rank(s) into Parquet")
     primary_summary = saved_summary(local / saved.primary()[0])
@@ -457,6 +464,19 @@ def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: l
     if profile.parquet_prefix and profile.parquet_prefix != prefix:
         storage_delete_prefix(profile.parquet_prefix)  # a previous run's tables
     return summary
+
+
+def _without_folder(text: str, unpacked: Path, filename: str, single: bool) -> str:
+    """``text`` with the worker's folder replaced by the upload's name (``upload.zip!member``)."""
+    inside = f"{unpacked}/"
+    text = text.replace(inside, "" if single else f"{filename}!")
+    return text.replace(str(unpacked), filename)
+
+
+def _name_sources(meta: Any, unpacked: Path, filename: str, single: bool) -> None:
+    meta.source = _without_folder(meta.source, unpacked, filename, single)
+    meta.source_files = [_without_folder(s, unpacked, filename, single) for s in meta.source_files]
+    meta.warnings = [_without_folder(w, unpacked, filename, single) for w in meta.warnings]
 
 
 # --- multi-rank fan-out -------------------------------------------------------------------------------
@@ -672,7 +692,8 @@ def pipeline_diagnose(*, profile_id: int) -> None:
         raise
     except Exception as exc:
         log.exception("diagnosis of profile %s failed", profile_id)
-        _fail(profile_id, run, f"{profile.name}: internal error while diagnosing ({type(exc).__name__}: {exc})")
+        detail = str(exc).replace(f"{workdir}/", "").replace(str(workdir), "")
+        _fail(profile_id, run, f"{profile.name}: internal error while diagnosing ({type(exc).__name__}: {detail})")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
