@@ -16,10 +16,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PYPTO_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", False)
-_DEV_SECRET = "dev-insecure-secret-key-change-me-in-production-0123456789abcdef"
-SECRET_KEY = env_str("SECRET_KEY", _DEV_SECRET)
-if not DEBUG and SECRET_KEY == _DEV_SECRET and env_bool("PYPTO_PRODUCTION", False):
-    raise ImproperlyConfigured("SECRET_KEY must be set in production (PYPTO_PRODUCTION=1)")
+# No built-in key outside DEBUG: a key everyone can read signs nothing (sessions, password resets, CSRF).
+SECRET_KEY = env_str("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set (a long random string) unless DEBUG=1")
+    SECRET_KEY = "dev-only-secret-key-for-DEBUG-runs-never-deployed-0123456789abcdef"
 if DEBUG and env_bool("PYPTO_PRODUCTION", False):
     raise ImproperlyConfigured("DEBUG must be off in production (PYPTO_PRODUCTION=1)")
 
@@ -54,7 +56,12 @@ MIDDLEWARE = [
     "frontend.middleware.SessionLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "pypto_web.csp.ContentSecurityPolicyMiddleware",
 ]
+# Pages run only the app's own scripts and styles (no inline script or style; data blocks are json_script).
+# img-src data: for the charts' "save as image"; a response that sets its own policy keeps it (downloads).
+PYPTO_CSP = env_str("PYPTO_CSP", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                 "object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'")
 
 ROOT_URLCONF = "pypto_web.urls"
 
@@ -224,13 +231,26 @@ CELERY_TASK_ROUTES = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "profiles.auth.ExpiringTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": None,
     "EXCEPTION_HANDLER": "pypto_web.errors.api_exception_handler",  # database down: 503 with a reason
+    "DEFAULT_THROTTLE_RATES": {"auth": env_str("PYPTO_AUTH_RATE", "30/min")},  # token requests per address
 }
+# Password guessing (profiles/throttling.py): after this many failures in the window, for one user name or
+# from one address, both the login page and /api/auth/token/ refuse (429) until the window has passed, even
+# the right password. API tokens expire after PYPTO_TOKEN_TTL_S; asking again gives a fresh one.
+PYPTO_LOGIN_FAILURES = env_int("PYPTO_LOGIN_FAILURES", 10)
+PYPTO_LOGIN_WINDOW_S = env_int("PYPTO_LOGIN_WINDOW_S", 900)
+PYPTO_TOKEN_TTL_S = env_int("PYPTO_TOKEN_TTL_S", 30 * 24 * 3600)
+# The counters live in the cache: Redis when PYPTO_CACHE_URL is set (several web processes share them),
+# else the process's memory.
+_CACHE_URL = env_str("PYPTO_CACHE_URL", "")
+CACHES = {"default": (
+    {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL, "KEY_PREFIX": "pypto"}
+    if _CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"})}
 SPECTACULAR_SETTINGS = {"TITLE": "PyPTO API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False}
 
 LOGIN_URL = "login"
