@@ -11,6 +11,7 @@ import gzip
 import os
 import shutil
 import stat
+import struct
 import tarfile
 import zipfile
 import zlib
@@ -265,6 +266,10 @@ def safe_extract(
         raise InputError(str(path), f"corrupt zip archive ({exc})") from exc
     except OSError as exc:  # writing under dest failed in a way not named above
         raise InputError(str(path), f"cannot be unpacked ({exc.strerror or type(exc).__name__})") from exc
+    except (NotImplementedError, RuntimeError, ValueError, UnicodeError, struct.error, OverflowError) as exc:
+        # what zipfile and tarfile raise on headers they cannot decode (found by tests/core/test_fuzz_limits.py)
+        raise InputError(str(path), f"corrupt or unsupported archive ({type(exc).__name__}: "
+                                    f"{str(exc)[:200]})") from exc
     except (tarfile.TarError, zlib.error, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(str(path), f"corrupt or unrecognised archive ({exc})") from exc
 
