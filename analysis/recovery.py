@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 # Work folders are named p<profile id>-<step>-<random> (analysis.services._workdir).
 _WORKDIR_NAME = re.compile(r"^p(\d+)-(ingest|diagnose|what-if|compare|sweep)-")
-_LEASED_STEPS = {"ingest": (ProfileStatus.QUEUED, ProfileStatus.PARSING), "diagnose": (ProfileStatus.ANALYZING,)}
+_LEASED_STEPS = {"ingest": (ProfileStatus.QUEUED, ProfileStatus.PARSING),
+                 "diagnose": (ProfileStatus.ANALYZING,)}
 
 
 def recovery_sweep() -> dict[str, int]:
@@ -71,7 +72,8 @@ def _recover_expired(profile: Profile) -> str:
         if attempts >= settings.PYPTO_MAX_STEP_ATTEMPTS:
             reason = (f"{profile.original_filename}: the worker stopped {attempts} times while "
                       f"{'reading' if step == 'ingest' else 'diagnosing'} it (killed, or out of memory); "
-                      "the uploaded archive is kept: run the analysis again once the workers have more memory")
+                      "the uploaded archive is kept: run the analysis again once the workers have more "
+                      "memory")
             if not same.update(status=ProfileStatus.FAILED, error=reason, lease_until=None,
                                updated_at=timezone.now()):
                 return ""
@@ -92,17 +94,18 @@ def _recover_expired(profile: Profile) -> str:
 
 def _requeue_lost_messages() -> int:
     """Profiles waiting for a step no worker took for PYPTO_REQUEUE_AFTER_S: their message is queued again
-    (a message lost with its broker or worker; if it was only slow, the step's claim makes the copy a no-op)."""
+    (a message lost with its broker or worker; if it was only slow, the step's claim makes the copy a
+    no-op)."""
     from analysis import tasks
 
     stale = timezone.now() - timedelta(seconds=settings.PYPTO_REQUEUE_AFTER_S)
     waiting = Q(status=ProfileStatus.QUEUED) | Q(status=ProfileStatus.ANALYZING)
     count = 0
-    for pk, status, updated in Profile.objects.filter(waiting, lease_until__isnull=True, updated_at__lt=stale) \
-            .values_list("pk", "status", "updated_at")[:500]:
+    stale_rows = Profile.objects.filter(waiting, lease_until__isnull=True, updated_at__lt=stale)
+    for pk, status, updated in stale_rows.values_list("pk", "status", "updated_at")[:500]:
         with transaction.atomic():
-            if not Profile.objects.filter(pk=pk, status=status, lease_until__isnull=True, updated_at=updated) \
-                    .update(updated_at=timezone.now()):
+            same = Profile.objects.filter(pk=pk, status=status, lease_until__isnull=True, updated_at=updated)
+            if not same.update(updated_at=timezone.now()):
                 continue
             task = tasks.ingest if status == ProfileStatus.QUEUED else tasks.diagnose
             transaction.on_commit(lambda task=task, pk=pk: task.delay(pk))
@@ -132,7 +135,8 @@ def remove_dead_workdirs(*, profile_id: int | None = None, step: str | None = No
         if profile_id is not None:
             dead = pk == profile_id and kind == step
         elif kind in _LEASED_STEPS:
-            dead = not Profile.objects.filter(pk=pk, status__in=_LEASED_STEPS[kind], lease_until__gte=now).exists()
+            held = Profile.objects.filter(pk=pk, status__in=_LEASED_STEPS[kind], lease_until__gte=now)
+            dead = not held.exists()
         else:
             try:
                 dead = entry.stat().st_mtime < oldest

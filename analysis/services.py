@@ -348,7 +348,7 @@ def pipeline_ingest(*, profile_id: int) -> None:
     run = _run_for(profile, AnalysisRun.Kind.INGEST)
     timings: dict[str, float] = {}
     workdir = _workdir(profile_id, "ingest")
-    remove_dead_workdirs(profile_id=profile_id, step="ingest", keep=workdir)  # a dead attempt's unpacked files
+    remove_dead_workdirs(profile_id=profile_id, step="ingest", keep=workdir)  # a dead attempt's files
     try:
         _progress(run, 2, f"claimed {profile.original_filename} ({profile.size} bytes)")
         _hold_if_asked(run, point="rank" if profile.group_id is not None else "upload")
@@ -407,8 +407,8 @@ def pipeline_ingest(*, profile_id: int) -> None:
         else:
             log.exception("ingest of profile %s failed", profile_id)
             detail = str(exc).replace(f"{workdir}/unpacked/", "").replace(str(workdir), "")
-            _fail(profile_id, run,
-                  f"{profile.original_filename}: internal error while reading ({type(exc).__name__}: {detail})")
+            _fail(profile_id, run, f"{profile.original_filename}: internal error while reading "
+                                   f"({type(exc).__name__}: {detail})")
         if profile.group_id is not None:
             with transaction.atomic():
                 _rank_finished(profile.group_id)
@@ -443,7 +443,8 @@ def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: l
     try:
         saved = write_profiles(target, local)
     except InputError as exc:
-        raise InputError(exc.path.replace(f"{unpacked}/", ""), exc.reason.replace(f"{unpacked}/", "")) from exc
+        inside = f"{unpacked}/"
+        raise InputError(exc.path.replace(inside, ""), exc.reason.replace(inside, "")) from exc
     for name, meta in saved.ranks:  # sources as the user knows them, never the worker's folder
         _name_sources(meta, unpacked, profile.original_filename, single)
         save_meta(local / name, meta)
@@ -693,7 +694,8 @@ def pipeline_diagnose(*, profile_id: int) -> None:
     except Exception as exc:
         log.exception("diagnosis of profile %s failed", profile_id)
         detail = str(exc).replace(f"{workdir}/", "").replace(str(workdir), "")
-        _fail(profile_id, run, f"{profile.name}: internal error while diagnosing ({type(exc).__name__}: {detail})")
+        _fail(profile_id, run,
+              f"{profile.name}: internal error while diagnosing ({type(exc).__name__}: {detail})")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -13,7 +13,7 @@ from django.core.cache import cache
 
 
 def client_address(request: Any) -> str:
-    """The caller's address: the proxy's first X-Forwarded-For entry behind a trusted proxy, else REMOTE_ADDR."""
+    """The caller's address: behind a trusted proxy its first X-Forwarded-For entry, else REMOTE_ADDR."""
     if settings.SECURE_PROXY_SSL_HEADER is not None:
         forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
         if forwarded:

@@ -81,7 +81,8 @@ def safe_member_path(archive: str, member: str) -> PurePosixPath:
         raise InputError(archive, f"member {_shown(member)}: empty name")
     shown = _shown(member)
     if any(len(p.encode("utf-8", "surrogateescape")) > _MAX_NAME_BYTES for p in parts):
-        raise InputError(archive, f"member {shown}: a name in its path is longer than {_MAX_NAME_BYTES} bytes")
+        raise InputError(archive, f"member {shown}: a name in its path is longer than {_MAX_NAME_BYTES} "
+                                  "bytes")
     if len(raw.encode("utf-8", "surrogateescape")) > _MAX_PATH_BYTES:
         raise InputError(archive, f"member {shown}: path longer than {_MAX_PATH_BYTES} bytes")
     return PurePosixPath(*parts)
@@ -144,7 +145,8 @@ def _copy_limited(src: IO[bytes], dest: Path, name: str, budget: _Budget) -> int
         what = "a folder of that name is in the archive too" if dest.is_dir() else "duplicate member name"
         raise InputError(budget.archive, f"member {_shown(name)}: {what}") from exc
     except OSError as exc:
-        raise InputError(budget.archive, f"member {_shown(name)}: cannot be written ({exc.strerror})") from exc
+        reason = f"member {_shown(name)}: cannot be written ({exc.strerror})"
+        raise InputError(budget.archive, reason) from exc
     with out:
         while True:
             block = src.read(_COPY_BLOCK)
@@ -161,7 +163,8 @@ def _make_folder(folder: Path, name: str, archive: str) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:
-        raise InputError(archive, f"member {_shown(name)}: a folder in its path is a file in the archive") from exc
+        reason = f"member {_shown(name)}: a folder in its path is a file in the archive"
+        raise InputError(archive, reason) from exc
     except OSError as exc:
         raise InputError(archive, f"member {_shown(name)}: cannot be written ({exc.strerror})") from exc
 
@@ -172,7 +175,8 @@ def _zip_members(archive: str, zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]
         if stat.S_ISLNK(mode):
             raise InputError(archive, f"member {_shown(info.filename)}: symbolic link refused")
         if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and stat.S_IFMT(mode):
-            raise InputError(archive, f"member {_shown(info.filename)}: special file (device or fifo) refused")
+            reason = f"member {_shown(info.filename)}: special file (device or fifo) refused"
+            raise InputError(archive, reason)
         yield info
 
 
@@ -191,7 +195,8 @@ def _extract_zip(path: Path, dest: Path, budget: _Budget) -> list[ExtractedFile]
                 with zf.open(info) as src:
                     size = _copy_limited(src, dest / rel, info.filename, budget)
             except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
-                raise InputError(archive, f"member {_shown(info.filename)}: corrupt or unreadable ({exc})") from exc
+                reason = f"member {_shown(info.filename)}: corrupt or unreadable ({exc})"
+                raise InputError(archive, reason) from exc
             out.append(ExtractedFile(rel.as_posix(), size))
     return out
 
@@ -207,7 +212,8 @@ def _extract_tar(path: Path, dest: Path, budget: _Budget) -> list[ExtractedFile]
                 kind = "symbolic" if info.issym() else "hard"
                 raise InputError(archive, f"member {_shown(info.name)}: {kind} link refused")
             if info.ischr() or info.isblk() or info.isfifo() or info.isdev():
-                raise InputError(archive, f"member {_shown(info.name)}: special file (device or fifo) refused")
+                reason = f"member {_shown(info.name)}: special file (device or fifo) refused"
+                raise InputError(archive, reason)
             rel = safe_member_path(archive, info.name)
             if info.isdir():
                 _make_folder(dest / rel, info.name, archive)
@@ -221,7 +227,8 @@ def _extract_tar(path: Path, dest: Path, budget: _Budget) -> list[ExtractedFile]
             try:
                 size = _copy_limited(src, dest / rel, info.name, budget)
             except (tarfile.TarError, zlib.error, EOFError, gzip.BadGzipFile) as exc:
-                raise InputError(archive, f"member {_shown(info.name)}: corrupt or truncated ({exc})") from exc
+                reason = f"member {_shown(info.name)}: corrupt or truncated ({exc})"
+                raise InputError(archive, reason) from exc
             out.append(ExtractedFile(rel.as_posix(), size))
     return out
 
@@ -267,7 +274,7 @@ def safe_extract(
     except OSError as exc:  # writing under dest failed in a way not named above
         raise InputError(str(path), f"cannot be unpacked ({exc.strerror or type(exc).__name__})") from exc
     except (NotImplementedError, RuntimeError, ValueError, UnicodeError, struct.error, OverflowError) as exc:
-        # what zipfile and tarfile raise on headers they cannot decode (found by tests/core/test_fuzz_limits.py)
+        # what zipfile and tarfile raise on headers they cannot decode (tests/core/test_fuzz_limits.py)
         raise InputError(str(path), f"corrupt or unsupported archive ({type(exc).__name__}: "
                                     f"{str(exc)[:200]})") from exc
     except (tarfile.TarError, zlib.error, EOFError, gzip.BadGzipFile) as exc:

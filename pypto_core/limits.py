@@ -66,8 +66,8 @@ class Inflation:
     def add(self, n: int) -> None:
         self.written += n
         if self.written > self.limits.max_unpacked_bytes:
-            raise InputError(self.name, f"decompressed size exceeds the limit of {self.limits.max_unpacked_bytes} "
-                                        "bytes")
+            limit = self.limits.max_unpacked_bytes
+            raise InputError(self.name, f"decompressed size exceeds the limit of {limit} bytes")
         if self.written > RATIO_FLOOR_BYTES and self.written / self.compressed > self.limits.max_ratio:
             raise InputError(self.name, f"compression ratio above the limit of {self.limits.max_ratio:g}:1 "
                                         f"({self.written} bytes from {self.compressed}), refused as a "

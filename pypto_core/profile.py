@@ -306,7 +306,8 @@ def save_tables(directory: str | os.PathLike[str], meta: ProfileMeta, tables: di
     for name, table in tables.items():
         table = conform(name, table)
         if table.num_rows > limits.max_table_rows:
-            raise InputError("", f"more than {limits.max_table_rows} rows in table {name} (the deployment's limit)")
+            raise InputError("", f"more than {limits.max_table_rows} rows in table {name} "
+                                 "(the deployment's limit)")
         table = pa.Table.from_batches([cap_text(b, limits.max_text_chars) for b in table.to_batches()],
                                       schema=table.schema) if table.num_rows else table
         pq.write_table(table, out / f"{name}.parquet", compression="zstd",

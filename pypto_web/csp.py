@@ -14,6 +14,7 @@ class ContentSecurityPolicyMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if "Content-Security-Policy" not in response and response.get("Content-Type", "").startswith("text/html"):
+        html = response.get("Content-Type", "").startswith("text/html")
+        if html and "Content-Security-Policy" not in response:
             response["Content-Security-Policy"] = settings.PYPTO_CSP
         return response

@@ -60,8 +60,9 @@ MIDDLEWARE = [
 ]
 # Pages run only the app's own scripts and styles (no inline script or style; data blocks are json_script).
 # img-src data: for the charts' "save as image"; a response that sets its own policy keeps it (downloads).
-PYPTO_CSP = env_str("PYPTO_CSP", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                                 "object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'")
+PYPTO_CSP = env_str("PYPTO_CSP", "default-src 'self'; script-src 'self'; style-src 'self'; "
+                                 "img-src 'self' data:; object-src 'none'; base-uri 'self'; "
+                                 "form-action 'self'; frame-ancestors 'none'")
 
 ROOT_URLCONF = "pypto_web.urls"
 

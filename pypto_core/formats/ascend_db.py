@@ -86,9 +86,11 @@ def _only_tables(conn: sqlite3.Connection) -> None:
     """Reads of stored tables only, within the time budget of ``pypto_core.limits`` (else the query stops
     and :func:`refusal` names the reason)."""
     # ``source`` names the view or trigger a read comes through (or the readers' own CTE, allowed).
-    computed = {r[0] for r in conn.execute("select name from sqlite_master where type in ('view', 'trigger')")}
+    computed = {r[0] for r in conn.execute(
+        "select name from sqlite_master where type in ('view', 'trigger')")}
 
-    def authorize(action: int, _arg1: str | None, _arg2: str | None, _db: str | None, source: str | None) -> int:
+    def authorize(action: int, _arg1: str | None, _arg2: str | None, _db: str | None,
+                  source: str | None) -> int:
         if source in computed or action == _SQLITE_RECURSIVE:
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK

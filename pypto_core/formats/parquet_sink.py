@@ -98,7 +98,8 @@ class ParquetStream:
         if self.rows + batch.num_rows > limits.max_table_rows:
             self.abort()
             # No path: write_profiles names the input it was reading.
-            raise InputError("", f"more than {limits.max_table_rows} rows in one table (the deployment's limit)")
+            raise InputError("", f"more than {limits.max_table_rows} rows in one table "
+                                 "(the deployment's limit)")
         batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
         for b in batches:
             b = cap_text(b, limits.max_text_chars)
@@ -149,8 +150,8 @@ def _cap_strings(arr: pa.Array, max_chars: int) -> pa.Array:
     if longest is None or longest <= max_chars:
         return arr
     long = pc.greater(pc.utf8_length(arr), max_chars)
-    cut = pc.binary_join_element_wise(pc.utf8_slice_codeunits(arr, 0, max_chars), pa.scalar(CUT_MARK, arr.type),
-                                      pa.scalar("", arr.type))
+    cut = pc.binary_join_element_wise(pc.utf8_slice_codeunits(arr, 0, max_chars),
+                                      pa.scalar(CUT_MARK, arr.type), pa.scalar("", arr.type))
     return pc.if_else(long, cut, arr)
 
 

@@ -49,7 +49,8 @@ def browser_page(live_server, monkeypatch):
         page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
         page.on("pageerror", lambda e: page.errors.append(str(e)))
         # A script or style the pages' Content-Security-Policy refuses is an error too (issue 17).
-        page.on("console", lambda m: page.errors.append(m.text) if "Content Security Policy" in m.text else None)
+        page.on("console",
+                lambda m: page.errors.append(m.text) if "Content Security Policy" in m.text else None)
         page.base = live_server.url
         yield page
         browser.close()
@@ -82,7 +83,8 @@ def wait_ready(page: Any, worker: Any) -> None:
 
 
 def charts_ready(page: Any) -> None:
-    page.wait_for_function("() => [...document.querySelectorAll('[data-chart]')].every(e => e.dataset.ready === '1')")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-chart]')].every(e => e.dataset.ready === '1')")
 
 
 def widest_kernel(page: Any, single: bool = True) -> dict | None:
@@ -139,7 +141,8 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
     boxes.nth(0).check()
     boxes.nth(1).check()
     page.click("#whatif-run")
-    page.wait_for_function("() => document.getElementById('whatif-result').textContent.startsWith('Replayed:')")
+    page.wait_for_function(
+        "() => document.getElementById('whatif-result').textContent.startsWith('Replayed:')")
     assert "faster" in page.inner_text("#whatif-result")
     page.screenshot(path=str(ARTIFACTS / "1-profile.png"), full_page=True)
     # at the narrowest page width the top-ops table fits its card: long names and shapes wrap
@@ -171,7 +174,8 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
     bar = widest_kernel(page)
     assert bar is not None, "no single kernel wide enough to click after zooming in"
     page.mouse.click(bar["x"], bar["y"])
-    page.wait_for_function("() => document.querySelector('.tl-ev-name') && document.querySelector('.tl-ev-name').textContent")
+    page.wait_for_function(
+        "() => document.querySelector('.tl-ev-name') && document.querySelector('.tl-ev-name').textContent")
     assert page.inner_text(".tl-ev-name") == bar["name"]
     page.screenshot(path=str(ARTIFACTS / "2-timeline.png"), full_page=True)
     with page.expect_download() as dl:

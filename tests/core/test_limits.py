@@ -147,7 +147,8 @@ def _db_with_views(path: Path) -> Path:
         "insert into STRING_IDS values (1, 'MatMul');"
         "create table COMMUNICATION_OP (opName integer, startNs integer, endNs integer, connectionId integer,"
         " opType integer);"
-        "create view TASK as with recursive r(n) as (select 1 union all select n + 1 from r where n < 10000000)"
+        "create view TASK as with recursive r(n) as"
+        " (select 1 union all select n + 1 from r where n < 10000000)"
         " select n as startNs, n + 1 as endNs, 0 as deviceId, n as connectionId, n as globalTaskId,"
         " 1 as streamId, n as taskId from r;"
         "create view COMPUTE_TASK_INFO as select 1 as name, globalTaskId, null as taskType from TASK;")

@@ -79,7 +79,8 @@ def test_worker_killed_mid_ingest_profile_ready_once_and_no_work_folder(broker, 
                 else app.connection_for_write(env["CELERY_BROKER_URL"]))
         with conn:
             ingest.apply_async(args=[profile.pk], connection=conn)
-        wait_until(lambda: b"holding while" in (tmp_path / "worker-a.log").read_bytes(), "worker A to hold", first)
+        held = tmp_path / "worker-a.log"
+        wait_until(lambda: b"holding while" in held.read_bytes(), "worker A to hold", first)
         folders = [p for p in work.iterdir() if p.name.startswith(f"p{profile.pk}-ingest-")]
         assert len(folders) == 1 and any((folders[0] / "unpacked").iterdir())  # the unpacked files
         first.kill()
@@ -108,8 +109,8 @@ def _expired(profile, status: str, attempts: int):  # type: ignore[no-untyped-de
     from analysis.models import AnalysisRun
     from profiles.models import Profile
 
-    Profile.objects.filter(pk=profile.pk).update(status=status, lease_until=timezone.now() - timedelta(seconds=5),
-                                                 progress=35)
+    expired = timezone.now() - timedelta(seconds=5)
+    Profile.objects.filter(pk=profile.pk).update(status=status, lease_until=expired, progress=35)
     kind = "ingest" if status == "parsing" else "diagnose"
     AnalysisRun.objects.create(profile=profile, kind=kind, status="running", attempts=attempts)
 
@@ -162,7 +163,8 @@ def test_a_step_that_keeps_killing_its_worker_fails_with_the_reason(make_user, t
 
 
 @pytest.mark.django_db(transaction=True)
-def test_maintainer_reruns_a_stuck_profile_but_not_one_a_live_worker_holds(make_user, api_for, tmp_path) -> None:
+def test_maintainer_reruns_a_stuck_profile_but_not_one_a_live_worker_holds(make_user, api_for,
+                                                                           tmp_path) -> None:
     from profiles.models import Membership, Profile
 
     owner = make_user("cy")
@@ -184,7 +186,8 @@ def test_maintainer_reruns_a_stuck_profile_but_not_one_a_live_worker_holds(make_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_sweep_cleans_dead_work_folders_stale_partials_and_silent_capture_jobs(make_user, settings, tmp_path) -> None:
+def test_sweep_cleans_dead_work_folders_stale_partials_and_silent_capture_jobs(make_user, settings,
+                                                                              tmp_path) -> None:
     import os
 
     from analysis.recovery import recovery_sweep
@@ -197,7 +200,8 @@ def test_sweep_cleans_dead_work_folders_stale_partials_and_silent_capture_jobs(m
     owner = make_user("di")
     live = _queued_profile(owner, zip_folder(SMALL_RANK, tmp_path / "live.zip"))
     dead = _queued_profile(owner, zip_folder(SMALL_RANK, tmp_path / "dead.zip"))
-    Profile.objects.filter(pk=live.pk).update(status="parsing", lease_until=timezone.now() + timedelta(minutes=5))
+    held_until = timezone.now() + timedelta(minutes=5)
+    Profile.objects.filter(pk=live.pk).update(status="parsing", lease_until=held_until)
     Profile.objects.filter(pk=dead.pk).update(status="ready", lease_until=None)
     folders = {name: settings.PYPTO_WORK_DIR / name for name in
                (f"p{live.pk}-ingest-a1", f"p{dead.pk}-ingest-b2", f"p{dead.pk}-diagnose-c3",
