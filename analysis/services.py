@@ -28,9 +28,11 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from analysis.models import AnalysisRun, Comparison, Finding, JobStatus
+from analysis.recovery import remove_dead_workdirs
 from profiles.models import Profile, ProfileStatus
 from pypto_core.archive import Limits, unpack_upload
 from pypto_core.errors import InputError
+from pypto_core.limits import use_limits
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +79,14 @@ def engine_function(module: str, name: str) -> Callable[..., Any] | None:
 
 
 def upload_limits() -> Limits:
+    """The deployment's limits on the work one upload may cause (pypto_core.limits)."""
     return Limits(
         max_members=settings.PYPTO_MAX_ARCHIVE_MEMBERS,
         max_unpacked_bytes=settings.PYPTO_MAX_UNPACKED_BYTES,
         max_ratio=settings.PYPTO_MAX_COMPRESSION_RATIO,
+        max_text_chars=settings.PYPTO_MAX_TEXT_CHARS,
+        max_table_rows=settings.PYPTO_MAX_TABLE_ROWS,
+        sqlite_seconds=settings.PYPTO_SQLITE_SECONDS,
     )
 
 
@@ -236,15 +242,16 @@ def _progress(run: AnalysisRun, percent: int, note: str = "") -> None:
         _log(run, note)
 
 
-def _hold_if_asked(run: AnalysisRun, *, rank: bool = False) -> None:
-    """Pause while the hold file exists. A file naming steps (``upload``, ``rank``) holds only those."""
+def _hold_if_asked(run: AnalysisRun, *, point: str) -> None:
+    """Pause while the hold file exists. An empty file holds right after the claim (``upload``, ``rank``);
+    a file naming points (``upload``, ``rank``, ``unpacked``: after unpacking) holds only at those."""
     hold = settings.PYPTO_PIPELINE_HOLD_FILE
     if hold and Path(hold).exists():
         try:
             named = set(Path(hold).read_text().split())
         except OSError:
             named = set()
-        if named and ("rank" if rank else "upload") not in named:
+        if (named and point not in named) or (not named and point == "unpacked"):
             return
         _log(run, f"holding while {hold} exists")
         while Path(hold).exists():
@@ -300,12 +307,20 @@ def pipeline_restart(*, profile: Profile) -> Profile:
     from analysis import tasks
     from django.core.exceptions import ValidationError
 
+    now = timezone.now()
+    # Finished, or stuck: a step whose worker's lease ran out, or one no worker took for PYPTO_REQUEUE_AFTER_S
+    # (its message was lost). A fanned-out upload waiting for its ranks (parsing, no lease) is not stuck.
+    finished = Q(status__in=(ProfileStatus.FAILED, ProfileStatus.READY))
+    waited = now - timedelta(seconds=settings.PYPTO_REQUEUE_AFTER_S)
+    stuck = Q(status__in=(ProfileStatus.PARSING, ProfileStatus.ANALYZING), lease_until__lt=now) | Q(
+        status__in=(ProfileStatus.UPLOADED, ProfileStatus.QUEUED, ProfileStatus.ANALYZING),
+        lease_until__isnull=True, updated_at__lt=waited)
     with transaction.atomic():
-        updated = Profile.objects.filter(
-            pk=profile.pk, status__in=(ProfileStatus.FAILED, ProfileStatus.READY)
-        ).update(status=ProfileStatus.QUEUED, progress=0, error="", lease_until=None)
+        updated = Profile.objects.filter(finished | stuck, pk=profile.pk).update(
+            status=ProfileStatus.QUEUED, progress=0, error="", lease_until=None, updated_at=now)
         if not updated:
-            raise ValidationError(_("Only a failed or ready profile can be run again."))
+            raise ValidationError(_("A worker is working on this profile now; it can be run again once it "
+                                    "finishes, or once its claim runs out if that worker stopped."))
         # A fanned-out upload reads every rank again.
         Profile.objects.filter(group_id=profile.pk).update(
             status=ProfileStatus.QUEUED, progress=0, error="", lease_until=None
@@ -328,13 +343,15 @@ def pipeline_ingest(*, profile_id: int) -> None:
             # This message was redelivered after ingest committed but before diagnose was queued.
             transaction.on_commit(lambda: tasks.diagnose.delay(profile_id))
         return  # gone, finished, or held by a live worker
+    use_limits(upload_limits())  # every reader below, whatever the wrapper of the upload
     profile = Profile.objects.get(pk=profile_id)
     run = _run_for(profile, AnalysisRun.Kind.INGEST)
     timings: dict[str, float] = {}
     workdir = _workdir(profile_id, "ingest")
+    remove_dead_workdirs(profile_id=profile_id, step="ingest", keep=workdir)  # a dead attempt's files
     try:
         _progress(run, 2, f"claimed {profile.original_filename} ({profile.size} bytes)")
-        _hold_if_asked(run, rank=profile.group_id is not None)
+        _hold_if_asked(run, point="rank" if profile.group_id is not None else "upload")
 
         t0 = time.monotonic()
         archive = _fetch_archive(profile, workdir)
@@ -347,6 +364,7 @@ def pipeline_ingest(*, profile_id: int) -> None:
         timings["unpack_s"] = round(time.monotonic() - t0, 3)
         total = sum(f.size for f in files)
         _progress(run, 30, f"unpacked {len(files)} files, {total} bytes")
+        _hold_if_asked(run, point="unpacked")
         if not files:
             raise InputError(profile.original_filename, "the archive contains no files")
         if profile.group_id is None and _fan_out(profile, run, unpacked, workdir):
@@ -388,8 +406,9 @@ def pipeline_ingest(*, profile_id: int) -> None:
                                    "uploaded archive is kept: run the analysis again once space is freed")
         else:
             log.exception("ingest of profile %s failed", profile_id)
-            _fail(profile_id, run,
-                  f"{profile.original_filename}: internal error while reading ({type(exc).__name__}: {exc})")
+            detail = str(exc).replace(f"{workdir}/unpacked/", "").replace(str(workdir), "")
+            _fail(profile_id, run, f"{profile.original_filename}: internal error while reading "
+                                   f"({type(exc).__name__}: {detail})")
         if profile.group_id is not None:
             with transaction.atomic():
                 _rank_finished(profile.group_id)
@@ -405,6 +424,8 @@ def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: l
         "unpacked_bytes": sum(f.size for f in files),
         "largest_files": [f.to_dict() for f in biggest],
     }
+    from pypto_core.profile import save_meta
+
     write_profiles = engine_function("pypto_core.formats", "write_profiles")
     saved_summary = engine_function("pypto_core.profile", "saved_summary")
     if write_profiles is None or saved_summary is None:
@@ -422,7 +443,12 @@ def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: l
     try:
         saved = write_profiles(target, local)
     except InputError as exc:
-        raise InputError(exc.path.replace(f"{unpacked}/", ""), exc.reason) from exc
+        inside = f"{unpacked}/"
+        raise InputError(exc.path.replace(inside, ""), exc.reason.replace(inside, "")) from exc
+    for name, meta in saved.ranks:  # sources as the user knows them, never the worker's folder
+        _name_sources(meta, unpacked, profile.original_filename, single)
+        save_meta(local / name, meta)
+    saved.warnings = [_without_folder(w, unpacked, profile.original_filename, single) for w in saved.warnings]
     rank_folders = [name for name, _ in saved.ranks]
     _progress(run, 50, f"read {len(rank_folders)} rank(s) into Parquet")
     primary_summary = saved_summary(local / saved.primary()[0])
@@ -439,6 +465,19 @@ def _read_and_store(profile: Profile, run: AnalysisRun, unpacked: Path, files: l
     if profile.parquet_prefix and profile.parquet_prefix != prefix:
         storage_delete_prefix(profile.parquet_prefix)  # a previous run's tables
     return summary
+
+
+def _without_folder(text: str, unpacked: Path, filename: str, single: bool) -> str:
+    """``text`` with the worker's folder replaced by the upload's name (``upload.zip!member``)."""
+    inside = f"{unpacked}/"
+    text = text.replace(inside, "" if single else f"{filename}!")
+    return text.replace(str(unpacked), filename)
+
+
+def _name_sources(meta: Any, unpacked: Path, filename: str, single: bool) -> None:
+    meta.source = _without_folder(meta.source, unpacked, filename, single)
+    meta.source_files = [_without_folder(s, unpacked, filename, single) for s in meta.source_files]
+    meta.warnings = [_without_folder(w, unpacked, filename, single) for w in meta.warnings]
 
 
 # --- multi-rank fan-out -------------------------------------------------------------------------------
@@ -573,6 +612,7 @@ def pipeline_diagnose(*, profile_id: int) -> None:
     profile = Profile.objects.get(pk=profile_id)
     run = _run_for(profile, AnalysisRun.Kind.DIAGNOSE)
     workdir = _workdir(profile_id, "diagnose")
+    remove_dead_workdirs(profile_id=profile_id, step="diagnose", keep=workdir)
     timings: dict[str, float] = {}
     try:
         _progress(run, 65, "diagnosing")
@@ -644,7 +684,9 @@ def pipeline_diagnose(*, profile_id: int) -> None:
         raise
     except Exception as exc:
         log.exception("diagnosis of profile %s failed", profile_id)
-        _fail(profile_id, run, f"{profile.name}: internal error while diagnosing ({type(exc).__name__}: {exc})")
+        detail = str(exc).replace(f"{workdir}/", "").replace(str(workdir), "")
+        _fail(profile_id, run,
+              f"{profile.name}: internal error while diagnosing ({type(exc).__name__}: {detail})")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -60,3 +60,11 @@ def remedies(self, run_id: int) -> None:  # type: ignore[no-untyped-def]
         artifact_services.remedies_run(run_id=run_id)
     except artifact_services.ProfileBusy as exc:
         raise self.retry(exc=exc, countdown=_NOT_READY_COUNTDOWN_S, max_retries=_NOT_READY_MAX_RETRIES)
+
+
+@shared_task(name="analysis.tasks.sweep", ignore_result=True)
+def sweep() -> dict[str, int]:
+    """The recovery sweep (analysis.recovery), run by Celery beat every PYPTO_SWEEP_INTERVAL_S."""
+    from analysis.recovery import recovery_sweep
+
+    return recovery_sweep()

@@ -26,9 +26,10 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
+from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -162,21 +163,36 @@ def upload_session_data(session: UploadSession) -> dict[str, Any]:
 
 
 class TokenView(APIView):
-    """``POST /api/auth/token/`` with username and password -> ``{"token": ...}``."""
+    """``POST /api/auth/token/`` with username and password -> ``{"token": ..., "expires": ...}``: the
+    user's token while it is valid, a new one once it expired or with ``"rotate": true`` (the old key stops
+    working). Requests per address are throttled, and failed passwords per user name and per address
+    (profiles/throttling.py): 429 with Retry-After."""
 
     authentication_classes: list[type] = []
     permission_classes: list[type] = []
     parser_classes = [JSONParser, FormParser, MultiPartParser]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "auth"
 
     @extend_schema(request=None, responses={200: dict})
     def post(self, request: Request) -> Response:
         from rest_framework.authtoken.serializers import AuthTokenSerializer
-        from rest_framework.authtoken.models import Token
 
+        from profiles.auth import token_expires_at, token_for
+        from profiles.throttling import login_blocked_for, login_failed, login_succeeded
+
+        username = str(request.data.get("username", ""))[:150]
+        wait = login_blocked_for(request, username)
+        if wait:
+            raise Throttled(wait=wait, detail=_("Too many failed logins: try again later."))
         serializer = AuthTokenSerializer(data=request.data, context={"request": request})
-        serializer.is_valid(raise_exception=True)
-        token, _created = Token.objects.get_or_create(user=serializer.validated_data["user"])
-        return Response({"token": token.key})
+        if not serializer.is_valid():
+            login_failed(request, username)
+            raise ValidationError(serializer.errors)
+        login_succeeded(request, username)
+        rotate = str(request.data.get("rotate", "")).lower() in ("1", "true", "yes")
+        token = token_for(serializer.validated_data["user"], rotate=rotate)
+        return Response({"token": token.key, "expires": token_expires_at(token).isoformat()})
 
 
 class ProjectListView(APIView):

@@ -11,6 +11,7 @@ import gzip
 import os
 import shutil
 import stat
+import struct
 import tarfile
 import zipfile
 import zlib
@@ -19,6 +20,14 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Iterator
 
 from pypto_core.errors import InputError
+from pypto_core.limits import (  # noqa: F401 - the archive limits' names, kept importable from here
+    DEFAULT_MAX_MEMBERS,
+    DEFAULT_MAX_RATIO,
+    DEFAULT_MAX_UNPACKED_BYTES,
+    RATIO_FLOOR_BYTES,
+    Limits,
+    current_limits,
+)
 
 # Kinds of upload, by file name. A folder is uploaded as one of the archive kinds.
 ARCHIVE_KINDS = ("zip", "tar", "tar.gz")
@@ -34,14 +43,6 @@ _SUFFIXES: tuple[tuple[str, str], ...] = (  # longest suffix first
     (".db", "db"),
 )
 
-# Defaults sized for real multi-rank captures (tens of GB unpacked, ~10^5 files at level2).
-DEFAULT_MAX_MEMBERS = 100_000
-DEFAULT_MAX_UNPACKED_BYTES = 64 * 1024**3
-# Profiler CSV/JSON text compresses 10-30x with deflate; 200x is only reached by padding (zip bombs).
-DEFAULT_MAX_RATIO = 200
-# Below this many unpacked bytes the ratio is not judged: a 1 KiB archive of repetitive CSV may reach
-# 100x honestly, and a few MiB cannot hurt anyone.
-RATIO_FLOOR_BYTES = 4 * 1024**2
 _COPY_BLOCK = 1024 * 1024
 
 
@@ -54,13 +55,6 @@ class ExtractedFile:
 
     def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "size": self.size}
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_members: int = DEFAULT_MAX_MEMBERS
-    max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES
-    max_ratio: float = DEFAULT_MAX_RATIO
 
 
 def detect_upload_kind(filename: str) -> str:
@@ -77,15 +71,31 @@ def safe_member_path(archive: str, member: str) -> PurePosixPath:
     """The member's relative path, or ``InputError`` for absolute paths, ``..`` and odd names."""
     raw = member.replace("\\", "/")  # archives made on Windows use backslashes
     if "\x00" in raw:
-        raise InputError(archive, f"member {member!r}: NUL byte in name")
+        raise InputError(archive, f"member {_shown(member)}: NUL byte in name")
     if raw.startswith("/") or (len(raw) > 1 and raw[1] == ":"):
-        raise InputError(archive, f"member {member!r}: absolute path")
+        raise InputError(archive, f"member {_shown(member)}: absolute path")
     parts = [p for p in PurePosixPath(raw).parts if p not in ("", ".")]
     if ".." in parts:
-        raise InputError(archive, f"member {member!r}: path traversal ('..')")
+        raise InputError(archive, f"member {_shown(member)}: path traversal ('..')")
     if not parts:
-        raise InputError(archive, f"member {member!r}: empty name")
+        raise InputError(archive, f"member {_shown(member)}: empty name")
+    shown = _shown(member)
+    if any(len(p.encode("utf-8", "surrogateescape")) > _MAX_NAME_BYTES for p in parts):
+        raise InputError(archive, f"member {shown}: a name in its path is longer than {_MAX_NAME_BYTES} "
+                                  "bytes")
+    if len(raw.encode("utf-8", "surrogateescape")) > _MAX_PATH_BYTES:
+        raise InputError(archive, f"member {shown}: path longer than {_MAX_PATH_BYTES} bytes")
     return PurePosixPath(*parts)
+
+
+# What file systems allow (NAME_MAX, PATH_MAX): longer names are refused by name, before any write fails.
+_MAX_NAME_BYTES = 255
+_MAX_PATH_BYTES = 4096
+
+
+def _shown(member: str) -> str:
+    """A member name for a message: cut, so that a hostile name cannot make the message huge."""
+    return repr(member if len(member) <= 200 else member[:200] + "…")
 
 
 class _Budget:
@@ -102,7 +112,7 @@ class _Budget:
         self.members += 1
         if self.members > self.limits.max_members:
             raise InputError(
-                self.archive, f"member {name!r}: too many members (limit {self.limits.max_members})"
+                self.archive, f"member {_shown(name)}: too many members (limit {self.limits.max_members})"
             )
 
     def check_declared(self, name: str, declared: int) -> None:
@@ -117,22 +127,26 @@ class _Budget:
         if self.written > RATIO_FLOOR_BYTES and self.written / self.archive_bytes > self.limits.max_ratio:
             raise InputError(
                 self.archive,
-                f"member {name!r}: compression ratio above {self.limits.max_ratio:g}:1 "
+                f"member {_shown(name)}: compression ratio above {self.limits.max_ratio:g}:1 "
                 f"({self.written} bytes unpacked from {self.archive_bytes}), refused as a zip bomb",
             )
 
     def _too_big(self, name: str) -> str:
-        return f"member {name!r}: unpacked size exceeds {self.limits.max_unpacked_bytes} bytes"
+        return f"member {_shown(name)}: unpacked size exceeds {self.limits.max_unpacked_bytes} bytes"
 
 
 def _copy_limited(src: IO[bytes], dest: Path, name: str, budget: _Budget) -> int:
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    _make_folder(dest.parent, name, budget.archive)
     size = 0
     # "xb": never overwrite (a duplicate member name would otherwise replace an earlier file silently).
     try:
         out = open(dest, "xb")
     except FileExistsError as exc:
-        raise InputError(budget.archive, f"member {name!r}: duplicate member name") from exc
+        what = "a folder of that name is in the archive too" if dest.is_dir() else "duplicate member name"
+        raise InputError(budget.archive, f"member {_shown(name)}: {what}") from exc
+    except OSError as exc:
+        reason = f"member {_shown(name)}: cannot be written ({exc.strerror})"
+        raise InputError(budget.archive, reason) from exc
     with out:
         while True:
             block = src.read(_COPY_BLOCK)
@@ -144,13 +158,25 @@ def _copy_limited(src: IO[bytes], dest: Path, name: str, budget: _Budget) -> int
     return size
 
 
+def _make_folder(folder: Path, name: str, archive: str) -> None:
+    """``folder`` and its parents, or a named refusal: a member ``a`` then ``a/b`` (``a`` is a file)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        reason = f"member {_shown(name)}: a folder in its path is a file in the archive"
+        raise InputError(archive, reason) from exc
+    except OSError as exc:
+        raise InputError(archive, f"member {_shown(name)}: cannot be written ({exc.strerror})") from exc
+
+
 def _zip_members(archive: str, zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]:
     for info in zf.infolist():
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
-            raise InputError(archive, f"member {info.filename!r}: symbolic link refused")
+            raise InputError(archive, f"member {_shown(info.filename)}: symbolic link refused")
         if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and stat.S_IFMT(mode):
-            raise InputError(archive, f"member {info.filename!r}: special file (device or fifo) refused")
+            reason = f"member {_shown(info.filename)}: special file (device or fifo) refused"
+            raise InputError(archive, reason)
         yield info
 
 
@@ -162,14 +188,15 @@ def _extract_zip(path: Path, dest: Path, budget: _Budget) -> list[ExtractedFile]
             budget.add_member(info.filename)
             rel = safe_member_path(archive, info.filename)
             if info.is_dir():
-                (dest / rel).mkdir(parents=True, exist_ok=True)
+                _make_folder(dest / rel, info.filename, archive)
                 continue
             budget.check_declared(info.filename, info.file_size)
             try:
                 with zf.open(info) as src:
                     size = _copy_limited(src, dest / rel, info.filename, budget)
             except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
-                raise InputError(archive, f"member {info.filename!r}: corrupt or unreadable ({exc})") from exc
+                reason = f"member {_shown(info.filename)}: corrupt or unreadable ({exc})"
+                raise InputError(archive, reason) from exc
             out.append(ExtractedFile(rel.as_posix(), size))
     return out
 
@@ -183,23 +210,25 @@ def _extract_tar(path: Path, dest: Path, budget: _Budget) -> list[ExtractedFile]
             budget.add_member(info.name)
             if info.issym() or info.islnk():
                 kind = "symbolic" if info.issym() else "hard"
-                raise InputError(archive, f"member {info.name!r}: {kind} link refused")
+                raise InputError(archive, f"member {_shown(info.name)}: {kind} link refused")
             if info.ischr() or info.isblk() or info.isfifo() or info.isdev():
-                raise InputError(archive, f"member {info.name!r}: special file (device or fifo) refused")
+                reason = f"member {_shown(info.name)}: special file (device or fifo) refused"
+                raise InputError(archive, reason)
             rel = safe_member_path(archive, info.name)
             if info.isdir():
-                (dest / rel).mkdir(parents=True, exist_ok=True)
+                _make_folder(dest / rel, info.name, archive)
                 continue
             if not info.isreg():
-                raise InputError(archive, f"member {info.name!r}: unsupported member type")
+                raise InputError(archive, f"member {_shown(info.name)}: unsupported member type")
             budget.check_declared(info.name, info.size)
             src = tf.extractfile(info)
             if src is None:  # pragma: no cover - isreg() members always have data
-                raise InputError(archive, f"member {info.name!r}: unreadable")
+                raise InputError(archive, f"member {_shown(info.name)}: unreadable")
             try:
                 size = _copy_limited(src, dest / rel, info.name, budget)
             except (tarfile.TarError, zlib.error, EOFError, gzip.BadGzipFile) as exc:
-                raise InputError(archive, f"member {info.name!r}: corrupt or truncated ({exc})") from exc
+                reason = f"member {_shown(info.name)}: corrupt or truncated ({exc})"
+                raise InputError(archive, reason) from exc
             out.append(ExtractedFile(rel.as_posix(), size))
     return out
 
@@ -208,9 +237,9 @@ def safe_extract(
     archive_path: str | os.PathLike[str],
     dest_dir: str | os.PathLike[str],
     *,
-    max_members: int = DEFAULT_MAX_MEMBERS,
-    max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES,
-    max_ratio: float = DEFAULT_MAX_RATIO,
+    max_members: int | None = None,
+    max_unpacked_bytes: int | None = None,
+    max_ratio: float | None = None,
 ) -> list[ExtractedFile]:
     """Extract a .zip, .tar or .tar.gz into ``dest_dir`` and list the files written, with their sizes.
 
@@ -223,7 +252,12 @@ def safe_extract(
     path = Path(archive_path)
     dest = Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
-    limits = Limits(max_members, max_unpacked_bytes, max_ratio)
+    given = current_limits()  # the deployment's (pypto_core.limits.use_limits), where not given here
+    limits = Limits(
+        max_members=given.max_members if max_members is None else max_members,
+        max_unpacked_bytes=given.max_unpacked_bytes if max_unpacked_bytes is None else max_unpacked_bytes,
+        max_ratio=given.max_ratio if max_ratio is None else max_ratio,
+    )
     try:
         archive_bytes = path.stat().st_size
     except OSError as exc:
@@ -237,6 +271,12 @@ def safe_extract(
         raise
     except zipfile.BadZipFile as exc:
         raise InputError(str(path), f"corrupt zip archive ({exc})") from exc
+    except OSError as exc:  # writing under dest failed in a way not named above
+        raise InputError(str(path), f"cannot be unpacked ({exc.strerror or type(exc).__name__})") from exc
+    except (NotImplementedError, RuntimeError, ValueError, UnicodeError, struct.error, OverflowError) as exc:
+        # what zipfile and tarfile raise on headers they cannot decode (tests/core/test_fuzz_limits.py)
+        raise InputError(str(path), f"corrupt or unsupported archive ({type(exc).__name__}: "
+                                    f"{str(exc)[:200]})") from exc
     except (tarfile.TarError, zlib.error, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(str(path), f"corrupt or unrecognised archive ({exc})") from exc
 
@@ -246,13 +286,14 @@ def unpack_upload(
     dest_dir: str | os.PathLike[str],
     *,
     filename: str,
-    limits: Limits = Limits(),
+    limits: Limits | None = None,
 ) -> list[ExtractedFile]:
     """Put an upload's content under ``dest_dir``: archives safely extracted, single files copied as is.
 
     ``filename`` is the name the user gave the upload (it decides the kind; the stored file may be named
     otherwise). Single ``.json.gz`` files are kept compressed: the readers open them directly.
     """
+    limits = limits or current_limits()
     kind = detect_upload_kind(filename)
     if kind in ARCHIVE_KINDS:
         return safe_extract(

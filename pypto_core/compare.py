@@ -783,7 +783,7 @@ def to_csv(result: ComparisonResult | dict[str, Any]) -> str:
                     noise.get("base_samples", ""), noise.get("new_samples", ""), noise.get("verdict", "")])
     for section, key in (("block", "block"), ("op_type", "op_type")):
         for o in data["blocks" if section == "block" else "ops"]:
-            w.writerow([section, _csv_safe(o[key]), "us", o["base_us"], o["new_us"], o["delta_us"], "", "", "",
+            w.writerow([section, csv_safe(o[key]), "us", o["base_us"], o["new_us"], o["delta_us"], "", "", "",
                         o["base_count"], o["new_count"]])
     aligned_unit = (data.get("alignment") or {}).get("unit", "")
     unit = {"per_token": "us/token", "per_step": "us/step"}.get(aligned_unit, "us")
@@ -799,10 +799,17 @@ def to_csv(result: ComparisonResult | dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def _csv_safe(text: Any) -> str:
-    """Spreadsheet formula injection: a cell starting with = + - @ is data, not a formula."""
+_FORMULA_START = ("=", "+", "-", "@")
+_CONTROL_START = ("\t", "\r", "\n")
+
+
+def csv_safe(text: Any) -> str:
+    """Spreadsheet formula injection (OWASP CSV Injection): a cell starting with = + - @, a tab, CR or LF, or
+    with = + - @ after leading blanks, is shown as text (a leading quote), never run as a formula."""
     s = str(text)
-    return "'" + s if s[:1] in ("=", "+", "-", "@") else s
+    if s[:1] in _FORMULA_START + _CONTROL_START or s.lstrip(" \t\r\n")[:1] in _FORMULA_START:
+        return "'" + s
+    return s
 
 
 def regression(result: ComparisonResult | dict[str, Any], max_regression_pct: float) -> list[str]:

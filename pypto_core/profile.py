@@ -20,6 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pypto_core.errors import InputError
+
 SCHEMA_VERSION = 1
 
 _SHAPES = pa.list_(pa.list_(pa.int64()))  # one list of dims per input/output slot
@@ -297,8 +299,17 @@ def save_tables(directory: str | os.PathLike[str], meta: ProfileMeta, tables: di
     the rest here."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
+    from pypto_core.formats.parquet_sink import cap_text
+    from pypto_core.limits import current_limits
+
+    limits = current_limits()
     for name, table in tables.items():
         table = conform(name, table)
+        if table.num_rows > limits.max_table_rows:
+            raise InputError("", f"more than {limits.max_table_rows} rows in table {name} "
+                                 "(the deployment's limit)")
+        table = pa.Table.from_batches([cap_text(b, limits.max_text_chars) for b in table.to_batches()],
+                                      schema=table.schema) if table.num_rows else table
         pq.write_table(table, out / f"{name}.parquet", compression="zstd",
                        use_dictionary=parquet_dictionary_columns(table.schema),
                        write_statistics=[c for c in TIME_COLUMNS if c in table.column_names])

@@ -17,10 +17,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("PYPTO_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", False)
-_DEV_SECRET = "dev-insecure-secret-key-change-me-in-production-0123456789abcdef"
-SECRET_KEY = env_str("SECRET_KEY", _DEV_SECRET)
-if not DEBUG and SECRET_KEY == _DEV_SECRET and env_bool("PYPTO_PRODUCTION", False):
-    raise ImproperlyConfigured("SECRET_KEY must be set in production (PYPTO_PRODUCTION=1)")
+# No built-in key outside DEBUG: a key everyone can read signs nothing (sessions, password resets, CSRF).
+SECRET_KEY = env_str("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set (a long random string) unless DEBUG=1")
+    SECRET_KEY = "dev-only-secret-key-for-DEBUG-runs-never-deployed-0123456789abcdef"
 if DEBUG and env_bool("PYPTO_PRODUCTION", False):
     raise ImproperlyConfigured("DEBUG must be off in production (PYPTO_PRODUCTION=1)")
 
@@ -55,7 +57,13 @@ MIDDLEWARE = [
     "frontend.middleware.SessionLanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "pypto_web.csp.ContentSecurityPolicyMiddleware",
 ]
+# Pages run only the app's own scripts and styles (no inline script or style; data blocks are json_script).
+# img-src data: for the charts' "save as image"; a response that sets its own policy keeps it (downloads).
+PYPTO_CSP = env_str("PYPTO_CSP", "default-src 'self'; script-src 'self'; style-src 'self'; "
+                                 "img-src 'self' data:; object-src 'none'; base-uri 'self'; "
+                                 "form-action 'self'; frame-ancestors 'none'")
 
 ROOT_URLCONF = "pypto_web.urls"
 
@@ -143,6 +151,11 @@ PYPTO_CHUNK_BYTES = env_int("PYPTO_CHUNK_BYTES", 8 * 1024**2)
 PYPTO_MAX_ARCHIVE_MEMBERS = env_int("PYPTO_MAX_ARCHIVE_MEMBERS", 100_000)
 PYPTO_MAX_UNPACKED_BYTES = env_int("PYPTO_MAX_UNPACKED_BYTES", 64 * 1024**3)
 PYPTO_MAX_COMPRESSION_RATIO = env_int("PYPTO_MAX_COMPRESSION_RATIO", 200)
+# What one upload may make (pypto_core/limits.py): text cells (op names...) cut at this many characters, rows
+# per table, and seconds of SQLite reading.
+PYPTO_MAX_TEXT_CHARS = env_int("PYPTO_MAX_TEXT_CHARS", 4096)
+PYPTO_MAX_TABLE_ROWS = env_int("PYPTO_MAX_TABLE_ROWS", 500_000_000)
+PYPTO_SQLITE_SECONDS = env_int("PYPTO_SQLITE_SECONDS", 1800)
 PYPTO_ALLOW_SIGNUP = env_bool("PYPTO_ALLOW_SIGNUP", False)
 # Chunked uploads are appended here (local disk of the web process) until complete, then moved to storage.
 PYPTO_UPLOAD_TMP_DIR = Path(env_str("PYPTO_UPLOAD_TMP_DIR", str(VAR_DIR / "uploads-partial")))
@@ -190,6 +203,19 @@ PYPTO_TASK_LEASE_SECONDS = env_int("PYPTO_TASK_LEASE_SECONDS", CELERY_TASK_TIME_
 # Operations/test hook: while this file exists, pipelines pause right after claiming a profile
 # (lets an operator or a test stop a worker mid-task). Empty: no pause.
 PYPTO_PIPELINE_HOLD_FILE = env_str("PYPTO_PIPELINE_HOLD_FILE", "")
+# The recovery sweep (analysis/recovery.py), run by Celery beat (`celery worker -B` in `make run`, the beat
+# service in docker/compose.yaml): expired leases queued again, or failed after this many attempts (a profile
+# that kills its worker each time); queued profiles no worker took for PYPTO_REQUEUE_AFTER_S queued again;
+# partial uploads nobody resumed for PYPTO_PARTIAL_UPLOAD_DAYS removed.
+PYPTO_SWEEP_INTERVAL_S = env_int("PYPTO_SWEEP_INTERVAL_S", 60)
+PYPTO_MAX_STEP_ATTEMPTS = env_int("PYPTO_MAX_STEP_ATTEMPTS", 3)
+PYPTO_REQUEUE_AFTER_S = env_int("PYPTO_REQUEUE_AFTER_S", 900)
+PYPTO_PARTIAL_UPLOAD_DAYS = env_int("PYPTO_PARTIAL_UPLOAD_DAYS", 7)
+CELERY_BEAT_SCHEDULE = {
+    "recovery-sweep": {"task": "analysis.tasks.sweep", "schedule": float(PYPTO_SWEEP_INTERVAL_S),
+                       "options": {"queue": "light", "expires": float(PYPTO_SWEEP_INTERVAL_S)}},
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # A multi-rank archive with at least this many ranks is read as one ingest task per rank (fan-out).
 PYPTO_FANOUT_MIN_RANKS = env_int("PYPTO_FANOUT_MIN_RANKS", 2)
 # Capture jobs (captures/services.py jobs_expire): a claimed job must end within the workload's timeout as its
@@ -210,13 +236,26 @@ CELERY_TASK_QUEUES = [Queue("ingest"), Queue("diagnose"), Queue("light")]
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "profiles.auth.ExpiringTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": None,
     "EXCEPTION_HANDLER": "pypto_web.errors.api_exception_handler",  # database down: 503 with a reason
+    "DEFAULT_THROTTLE_RATES": {"auth": env_str("PYPTO_AUTH_RATE", "30/min")},  # token requests per address
 }
+# Password guessing (profiles/throttling.py): after this many failures in the window, for one user name or
+# from one address, both the login page and /api/auth/token/ refuse (429) until the window has passed, even
+# the right password. API tokens expire after PYPTO_TOKEN_TTL_S; asking again gives a fresh one.
+PYPTO_LOGIN_FAILURES = env_int("PYPTO_LOGIN_FAILURES", 10)
+PYPTO_LOGIN_WINDOW_S = env_int("PYPTO_LOGIN_WINDOW_S", 900)
+PYPTO_TOKEN_TTL_S = env_int("PYPTO_TOKEN_TTL_S", 30 * 24 * 3600)
+# The counters live in the cache: Redis when PYPTO_CACHE_URL is set (several web processes share them),
+# else the process's memory.
+_CACHE_URL = env_str("PYPTO_CACHE_URL", "")
+CACHES = {"default": (
+    {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL, "KEY_PREFIX": "pypto"}
+    if _CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"})}
 SPECTACULAR_SETTINGS = {"TITLE": "PyPTO API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False}
 
 LOGIN_URL = "login"

@@ -10,7 +10,8 @@ PORT="${PORT:-8000}"
 DEMO="$(.venv/bin/python manage.py pypto_demo)"
 echo "$DEMO"
 CREDENTIALS="$(echo "$DEMO" | sed -n 's/^Demo account: //p')"
-.venv/bin/celery -A pypto_web worker -Q ingest,diagnose,light --loglevel=INFO --concurrency=2 &
+# -B: the recovery sweep (analysis/recovery.py) runs in this worker's embedded beat.
+.venv/bin/celery -A pypto_web worker -B -Q ingest,diagnose,light --loglevel=INFO --concurrency=2 &
 WORKER=$!
 trap 'kill $WORKER 2>/dev/null || true' EXIT INT TERM
 echo "PyPTO dashboard: http://127.0.0.1:${PORT}/  (${CREDENTIALS})"

@@ -64,8 +64,10 @@ raise SystemExit(0 if native_lib() and native_scanner() else 1)" ||
 # (compilemessages skips a .mo newer than its .po); msgfmt comes with gettext.
 # tests/web/test_pages_lists.py fails on a stale .mo.
 command -v msgfmt >/dev/null || apt_install gettext
-# (the engine's own catalog, pypto_core/i18n, is compiled and committed by scripts/engine_messages.py)
-.venv/bin/python manage.py compilemessages -v 0 --ignore=.venv --ignore=node_modules --ignore=pypto_core
+# (the engine's own catalog, pypto_core/i18n, is compiled and committed by scripts/engine_messages.py);
+# the settings need a key outside DEBUG; compiling the catalogs signs nothing
+SECRET_KEY="${SECRET_KEY:-setup-only}" .venv/bin/python manage.py compilemessages -v 0 --ignore=.venv \
+  --ignore=node_modules --ignore=pypto_core
 
 if [ -n "$BROWSER" ]; then
   # Debian's Chromium for Playwright (never a browser download) and shellcheck for the AOE script test.

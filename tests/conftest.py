@@ -47,14 +47,16 @@ class Worker:
     proc: subprocess.Popen[bytes] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     queues: str = WORKER_QUEUES  # "": no -Q, the worker consumes what the settings declare
+    beat: bool = False  # with the embedded beat (-B), as `make run` starts it: the recovery sweep runs
 
     def start(self) -> "Worker":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
+        beat = ["-B", "-s", str(self.log_path.with_suffix(".beat"))] if self.beat else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "pypto_web", "worker", *(["-Q", self.queues] if self.queues else []),
              "-P", "solo",
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO",
+             "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", *beat,
              "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h"],
             cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )

@@ -116,7 +116,11 @@ class Agent:
     # -- one job -------------------------------------------------------------------------------------------
 
     def handle(self, job: dict[str, Any]) -> None:
-        job_id = int(job["id"])
+        job_id = job.get("id") if isinstance(job, dict) else None
+        if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id <= 0:
+            # nothing can be reported for a job without a usable id: skip it and go on polling
+            log.warning("skipped a job with a malformed id from the server: %.80r", job_id)
+            return
         if self.ledger.seen(job_id):
             # the server handed out a job this host already took: never run it again
             self._status(job_id, "failed", "this agent already took this job once; not run twice")

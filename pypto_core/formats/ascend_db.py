@@ -19,6 +19,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.errors import InputError
+from pypto_core.limits import current_limits
 from pypto_core.formats.csvtable import ConversionNotes, to_int, to_ns, to_text
 from pypto_core.formats.parquet_sink import write_parquet_stream
 from pypto_core.formats.shapes import parse_name_lists, parse_shapes
@@ -66,14 +68,52 @@ def connect(path: str | os.PathLike[str]) -> sqlite3.Connection:
         raise InputError(str(p), "not an SQLite database (wrong file header)")
     try:
         conn = sqlite3.connect(f"file:{p.resolve().as_posix()}?mode=ro&immutable=1", uri=True)
+        conn.execute("pragma query_only = on")
+        conn.execute("pragma trusted_schema = off")  # no function of the file's schema runs
         conn.execute("select count(*) from sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         raise InputError(str(p), f"corrupt SQLite database ({exc})") from exc
+    _only_tables(conn)
     return conn
 
 
+# SQLite authorizer codes (sqlite3.h): a recursive common table expression (a view over one made a 12 KB file
+# yield 10 M rows); anything read through a view or a trigger is refused, so only stored rows are read.
+_SQLITE_RECURSIVE = 33
+
+
+def _only_tables(conn: sqlite3.Connection) -> None:
+    """Reads of stored tables only, within the time budget of ``pypto_core.limits`` (else the query stops
+    and :func:`refusal` names the reason)."""
+    # ``source`` names the view or trigger a read comes through (or the readers' own CTE, allowed).
+    computed = {r[0] for r in conn.execute(
+        "select name from sqlite_master where type in ('view', 'trigger')")}
+
+    def authorize(action: int, _arg1: str | None, _arg2: str | None, _db: str | None,
+                  source: str | None) -> int:
+        if source in computed or action == _SQLITE_RECURSIVE:
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    conn.set_authorizer(authorize)
+    deadline = time.monotonic() + current_limits().sqlite_seconds
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 100_000)
+
+
+def refusal(exc: sqlite3.DatabaseError) -> str:
+    """The reason for a query stopped by :func:`_only_tables`, or the database's own message."""
+    text = str(exc)
+    if "not authorized" in text or "prohibited" in text:
+        return "only stored tables are read: a table the readers need is a view, or the query is recursive"
+    if "interrupted" in text:
+        return f"reading took longer than the limit of {current_limits().sqlite_seconds:g} s"
+    return f"unexpected database content ({text})"
+
+
 def _tables(conn: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in conn.execute("select name from sqlite_master where type in ('table','view')")}
+    """The stored tables (not views, not virtual tables: a view may compute any number of rows)."""
+    return {r[0] for r in conn.execute("select name from sqlite_master where type = 'table' "
+                                       "and coalesce(sql, '') not like 'create virtual%'")}
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -659,7 +699,7 @@ def _write_db(p: Path, out: Path, fmt: str, meta: ProfileMeta, analysis_db: Path
             write_counters(conn, out / "counters.parquet")
             steps = read_steps(conn)
         except sqlite3.DatabaseError as exc:
-            raise InputError(str(p), f"unexpected database content ({exc})") from exc
+            raise InputError(str(p), refusal(exc)) from exc
     finally:
         conn.close()
     meta.source_files.append(str(p))

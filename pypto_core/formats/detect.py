@@ -13,6 +13,7 @@ import re
 import sqlite3
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,7 @@ def _gunzip_head(p: Path) -> bytes:
     try:
         with gzip.open(p, "rb") as fh:
             return fh.read(_SNIFF)
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt deflate stream (fuzzing found it)
         raise InputError(str(p), f"corrupt gzip file ({exc})") from exc
 
 

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from pypto_core.errors import InputError
+from pypto_core.limits import Inflation
 from pypto_core.formats.native import load_library
 from pypto_core.formats.prefetch import iterate_ahead
 
@@ -96,8 +97,11 @@ def _read_chunks(fh: IO[bytes], path: Path, gzipped: bool) -> Iterator[bytes]:
 
 
 def _gunzip(fh: IO[bytes], path: Path) -> Iterator[bytes]:
+    """The decompressed chunks, held to the unpacked size and ratio limits as an archive is (the size in the
+    gzip trailer is never trusted: it can be forged)."""
     dec = zlib.decompressobj(wbits=47)  # 47: gzip or zlib header, detected
     started = False
+    inflation = Inflation(str(path), os.fstat(fh.fileno()).st_size)
     try:
         while True:
             raw = fh.read(READ_CHUNK // 4)
@@ -107,6 +111,7 @@ def _gunzip(fh: IO[bytes], path: Path) -> Iterator[bytes]:
                 started = True
                 out = dec.decompress(raw, READ_CHUNK)
                 if out:
+                    inflation.add(len(out))
                     yield out
                 if dec.eof:
                     raw = dec.unused_data
@@ -118,6 +123,7 @@ def _gunzip(fh: IO[bytes], path: Path) -> Iterator[bytes]:
                         out = dec.decompress(b"", READ_CHUNK)
                         if not out:
                             break
+                        inflation.add(len(out))
                         yield out
     except zlib.error as exc:
         raise InputError(str(path), f"corrupt gzip data: {exc}") from None
@@ -128,6 +134,9 @@ def _gunzip(fh: IO[bytes], path: Path) -> Iterator[bytes]:
 def _prefetch(chunks: Iterator[bytes], depth: int = 3) -> Iterator[bytes]:
     """Read and decompress in a second thread (file reads and zlib release the GIL, so does the scanner)."""
     return iterate_ahead(chunks, depth=depth, name="pypto-read")
+
+
+_WS = b" \t\r\n"
 
 
 class _Buffer:
@@ -181,8 +190,9 @@ class _Buffer:
         """Skip whitespace (and a UTF-8 BOM at the start); False if the input ended."""
         while True:
             n = self.size
-            while self.pos < n and self.byte(self.pos) in b" \t\r\n":
-                self.pos += 1
+            if self.pos < n and self.byte(self.pos) in _WS:  # a run of blanks: skipped by bytes.lstrip (C)
+                rest = self.slice(self.pos, n)
+                self.pos += len(rest) - len(rest.lstrip(_WS))
             if self.pos < n:
                 if self.offset(self.pos) == 0 and self.slice(0, 3) == b"\xef\xbb\xbf":
                     self.pos = 3

@@ -50,7 +50,8 @@ def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str])
         if found.kind != det.ARCHIVE:
             saved = _write_detected(found, out)
         else:
-            tmp = Path(tempfile.mkdtemp(prefix="pypto_extract_"))
+            # Unpacked inside the output folder (the caller's work folder), never in a shared temporary one.
+            tmp = Path(tempfile.mkdtemp(prefix=".unpacked_", dir=out))
             try:
                 _extract(p, tmp)
                 try:
@@ -59,11 +60,21 @@ def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str])
                     raise InputError(str(p), f"archive holds no profile: {exc.reason}") from exc
                 saved = _write_detected(inner, out)
                 _relabel(saved, tmp, p)
+            except InputError as exc:  # named as archive!member, without the folder it was unpacked in
+                inside = str(tmp)
+                raise InputError(exc.path.replace(inside, f"{p}!", 1),
+                                 exc.reason.replace(inside + "/", "").replace(inside, "")) from exc
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         saved.source = str(p)
         for name, meta in saved.ranks:
             save_meta(out / name, meta)
+    except InputError as exc:
+        for child in out.iterdir():
+            shutil.rmtree(child, ignore_errors=True)
+        if not exc.path:  # a limit reached while writing (pypto_core.limits): the input is what is named
+            raise InputError(str(p), exc.reason) from exc
+        raise
     except BaseException:
         for child in out.iterdir():
             shutil.rmtree(child, ignore_errors=True)
@@ -101,7 +112,7 @@ def _extract(archive: Path, dest: Path) -> None:
         from pypto_core.archive import safe_extract
     except ImportError:  # pragma: no cover - archive.py is part of the engine
         raise InputError(str(archive), "archive support is not available in this build")
-    safe_extract(archive, dest)
+    safe_extract(archive, dest)  # with the deployment's limits (pypto_core.limits.use_limits)
 
 
 def _relabel(saved: SavedProfiles, tmp: Path, archive: Path) -> None:

@@ -48,6 +48,9 @@ def browser_page(live_server, monkeypatch):
         page.errors = []
         page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
         page.on("pageerror", lambda e: page.errors.append(str(e)))
+        # A script or style the pages' Content-Security-Policy refuses is an error too (issue 17).
+        page.on("console",
+                lambda m: page.errors.append(m.text) if "Content Security Policy" in m.text else None)
         page.base = live_server.url
         yield page
         browser.close()
@@ -80,7 +83,8 @@ def wait_ready(page: Any, worker: Any) -> None:
 
 
 def charts_ready(page: Any) -> None:
-    page.wait_for_function("[...document.querySelectorAll('[data-chart]')].every(e => e.dataset.ready === '1')")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-chart]')].every(e => e.dataset.ready === '1')")
 
 
 def widest_kernel(page: Any, single: bool = True) -> dict | None:
@@ -129,7 +133,7 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
     assert page.locator("#findings .finding").count() >= 4
     assert int(page.inner_text("#top-ops-count")) > 10
     page.select_option("#f-type", "MatMulV2")
-    page.wait_for_function("document.querySelectorAll('#top-ops tbody tr').length > 0")
+    page.wait_for_function("() => document.querySelectorAll('#top-ops tbody tr').length > 0")
     assert {t.strip() for t in page.locator("#top-ops tbody tr td:first-child").all_inner_texts()} == {"MatMulV2"}
     page.select_option("#f-type", "")
     # tick two findings and replay them fixed together: the app's what-if API answers in the page
@@ -137,7 +141,8 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
     boxes.nth(0).check()
     boxes.nth(1).check()
     page.click("#whatif-run")
-    page.wait_for_function("document.getElementById('whatif-result').textContent.startsWith('Replayed:')")
+    page.wait_for_function(
+        "() => document.getElementById('whatif-result').textContent.startsWith('Replayed:')")
     assert "faster" in page.inner_text("#whatif-result")
     page.screenshot(path=str(ARTIFACTS / "1-profile.png"), full_page=True)
     # at the narrowest page width the top-ops table fits its card: long names and shapes wrap
@@ -162,14 +167,15 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
     page.locator(".tl-canvas").focus()
     page.keyboard.press("w")
     page.keyboard.press("w")
-    page.wait_for_function(f"+document.getElementById('timeline').dataset.nsPerPx < {before_scale}")
-    page.wait_for_function("document.querySelector('.tl-spinner').hidden")
+    page.wait_for_function(f"() => +document.getElementById('timeline').dataset.nsPerPx < {before_scale}")
+    page.wait_for_function("() => document.querySelector('.tl-spinner').hidden")
     page.wait_for_timeout(200)
-    page.wait_for_function("document.querySelector('.tl-spinner').hidden")
+    page.wait_for_function("() => document.querySelector('.tl-spinner').hidden")
     bar = widest_kernel(page)
     assert bar is not None, "no single kernel wide enough to click after zooming in"
     page.mouse.click(bar["x"], bar["y"])
-    page.wait_for_function("document.querySelector('.tl-ev-name') && document.querySelector('.tl-ev-name').textContent")
+    page.wait_for_function(
+        "() => document.querySelector('.tl-ev-name') && document.querySelector('.tl-ev-name').textContent")
     assert page.inner_text(".tl-ev-name") == bar["name"]
     page.screenshot(path=str(ARTIFACTS / "2-timeline.png"), full_page=True)
     with page.expect_download() as dl:
@@ -181,7 +187,7 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
 
     page.goto(f"{page.base}/projects/{project.pk}/compare/")
     page.fill("#search_base", "BEFORE")  # the name search refills the select from the server
-    page.wait_for_function("document.getElementById('id_base').dataset.searching === '0'")
+    page.wait_for_function("() => document.getElementById('id_base').dataset.searching === '0'")
     assert page.locator("#id_base option[value]:not([value=''])").count() == 1
     page.select_option("#id_base", str(before_id))
     page.select_option("#id_candidate", str(after_id))
@@ -263,7 +269,7 @@ def test_hostile_names_are_text_in_pages_and_tooltips(browser_page, make_user, t
     page.wait_for_selector("#timeline[data-ready='1']")
     page.fill(".tl-search", "onerror")
     page.press(".tl-search", "Enter")
-    page.wait_for_function("/match/.test(document.querySelector('.tl-matches').textContent)")
+    page.wait_for_function("() => /match/.test(document.querySelector('.tl-matches').textContent)")
     page.goto(f"{page.base}/projects/{project.pk}/")
     assert page.locator("img[src=x]").count() == 0
     assert page.locator("#op-types-chart img, #top-ops img").count() == 0

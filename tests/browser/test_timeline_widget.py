@@ -113,9 +113,9 @@ def bar_point(page, name: str) -> dict:
 
 
 def wait_idle(page) -> None:
-    page.wait_for_function("document.querySelector('.tl-spinner').hidden")
+    page.wait_for_function("() => document.querySelector('.tl-spinner').hidden")
     page.wait_for_timeout(150)  # the widget waits 60 ms before asking for a new window
-    page.wait_for_function("document.querySelector('.tl-spinner').hidden")
+    page.wait_for_function("() => document.querySelector('.tl-spinner').hidden")
 
 
 def test_loads_with_lanes_and_crafted_names_as_text(page) -> None:
@@ -130,7 +130,7 @@ def test_loads_with_lanes_and_crafted_names_as_text(page) -> None:
     point = bar_point(page, crafted)
     assert point is not None, "the crafted op is drawn"
     page.mouse.click(point["x"], point["y"])
-    page.wait_for_function("document.querySelector('.tl-ev-name') && "
+    page.wait_for_function("() => document.querySelector('.tl-ev-name') && "
                            "document.querySelector('.tl-ev-name').textContent === '<script>alert(1)</script>'")
     assert "&lt;script&gt;" in page.inner_html(".tl-ev-name")  # escaped in the markup, shown as typed
     assert page.dialogs == [] and page.locator("#tl script").count() == 0
@@ -147,14 +147,14 @@ def test_zoom_with_w_then_click_a_kernel_shows_details_and_its_host_op(page) -> 
     assert int(page.get_attribute("#tl", "data-ns-per-px")) < before
     point = bar_point(page, "MatMulV2")
     page.mouse.click(point["x"], point["y"])
-    page.wait_for_function("document.querySelector('.tl-ev-name') && "
+    page.wait_for_function("() => document.querySelector('.tl-ev-name') && "
                            "document.querySelector('.tl-ev-name').textContent === 'MatMulV2'")
     details = page.inner_text(".tl-details")
     assert "block_dim" in details and "24" in details
     assert page.inner_text(".tl-links") .startswith("aten::matmul")
     page.screenshot(path=str(ARTIFACTS / "2-kernel-selected.png"))
     page.click(".tl-link")
-    page.wait_for_function("document.querySelector('.tl-ev-name').textContent === 'aten::matmul'")
+    page.wait_for_function("() => document.querySelector('.tl-ev-name').textContent === 'aten::matmul'")
     assert "MatMulV2" in page.inner_text(".tl-links")
     page.screenshot(path=str(ARTIFACTS / "3-host-op-selected.png"))
 
@@ -162,9 +162,9 @@ def test_zoom_with_w_then_click_a_kernel_shows_details_and_its_host_op(page) -> 
 def test_search_highlights_and_steps_through_matches(page) -> None:
     page.fill(".tl-search", "add")
     page.press(".tl-search", "Enter")
-    page.wait_for_function("document.querySelector('.tl-matches').textContent === '1000 matches'")
+    page.wait_for_function("() => document.querySelector('.tl-matches').textContent === '1000 matches'")
     page.click(".tl-next")
-    page.wait_for_function("document.querySelector('.tl-ev-name').textContent === 'Add'")
+    page.wait_for_function("() => document.querySelector('.tl-ev-name').textContent === 'Add'")
     assert page.inner_text(".tl-matches") == "1 / 1000"
     wait_idle(page)
     page.screenshot(path=str(ARTIFACTS / "4-search.png"))

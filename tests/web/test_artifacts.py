@@ -113,6 +113,15 @@ def test_artifacts_listed_downloaded_zipped_and_versioned_by_rerun(worker, make_
     page.force_login(owner)
     html = page.get(f"/profiles/{profile.pk}/").content.decode()
     assert f'href="/api/profiles/{profile.pk}/artifacts/zip/"' in html
+    # No worker path anywhere (issue 17): the sources are named as the user knows them.
+    from django.conf import settings
+
+    work = str(settings.PYPTO_WORK_DIR)
+    assert "aoe_tune.sh" in v1 and b"Profile: llama_sim.zip!" in v1["aoe_tune.sh"]
+    for name, data in v1.items():
+        assert work.encode() not in data and b"/unpacked/" not in data, name
+    assert work not in json.dumps(client.get(f"/api/profiles/{profile.pk}/").json()) and work not in html
+    assert "/unpacked/" not in html
     assert all(f'href="{item["download_url"]}"' in html for item in listed)
 
     # A re-run stores the whole set again as version 2 and keeps version 1.

@@ -32,8 +32,22 @@ def test_production_refuses_debug_and_the_default_secret(tmp_path) -> None:
     res = _manage("check", PYPTO_PRODUCTION="1", DEBUG="1", SECRET_KEY=secrets.token_urlsafe(50),
                   PYPTO_VAR_DIR=str(tmp_path))
     assert res.returncode != 0 and "DEBUG must be off in production" in res.stderr
-    res = _manage("check", PYPTO_PRODUCTION="1", DEBUG="0", PYPTO_VAR_DIR=str(tmp_path))
+    res = _manage("check", PYPTO_PRODUCTION="1", DEBUG="0", PYPTO_VAR_DIR=str(tmp_path), SECRET_KEY="")
     assert res.returncode != 0 and "SECRET_KEY must be set" in res.stderr
+
+
+def test_no_secret_key_refused_unless_debug_even_outside_production(tmp_path) -> None:
+    # Issue 17: a publicly known built-in key passed `check --deploy` when PYPTO_PRODUCTION was unset.
+    res = _manage("check", "--deploy", DEBUG="0", PYPTO_VAR_DIR=str(tmp_path), SECRET_KEY="")
+    assert res.returncode != 0
+    assert "SECRET_KEY must be set (a long random string) unless DEBUG=1" in res.stderr
+    assert _manage("check", DEBUG="1", PYPTO_VAR_DIR=str(tmp_path), SECRET_KEY="").returncode == 0
+
+
+def test_compose_file_requires_a_secret_key() -> None:
+    text = (REPO / "docker" / "compose.yaml").read_text()
+    assert "SECRET_KEY: ${SECRET_KEY:?" in text  # compose refuses to start without one
+    assert "SECRET_KEY: ${SECRET_KEY:-" not in text
 
 
 def test_migrations_are_committed_and_current(tmp_path) -> None:
@@ -59,4 +73,5 @@ def test_compose_file_is_valid() -> None:
     assert res.returncode == 0, res.stderr
     services = subprocess.run([*compose, "-f", "docker/compose.yaml", "config", "--services"], cwd=REPO,
                               capture_output=True, text=True).stdout.split()
-    assert {"web", "worker-ingest", "worker-diagnose", "worker-light", "redis", "postgres"} <= set(services)
+    expected = {"web", "worker-ingest", "worker-diagnose", "worker-light", "beat", "redis", "postgres"}
+    assert expected <= set(services)
