@@ -788,11 +788,11 @@ def to_csv(result: ComparisonResult | dict[str, Any]) -> str:
     aligned_unit = (data.get("alignment") or {}).get("unit", "")
     unit = {"per_token": "us/token", "per_step": "us/step"}.get(aligned_unit, "us")
     for r in data.get("aligned") or []:
-        w.writerow(["aligned", _csv_safe(r["key"]), unit, r["base_us"], r["new_us"], r["delta_us"], "", "", "",
+        w.writerow(["aligned", csv_safe(r["key"]), unit, r["base_us"], r["new_us"], r["delta_us"], "", "", "",
                     r["base_count"], r["new_count"], "", "", "", "", "", r["aligned_by"],
-                    _csv_safe(r.get("module") or ""),
-                    _csv_safe(kernels_text(r["base_kernels"], r.get("base_kernels_more", 0))),
-                    _csv_safe(kernels_text(r["new_kernels"], r.get("new_kernels_more", 0)))])
+                    csv_safe(r.get("module") or ""),
+                    csv_safe(kernels_text(r["base_kernels"], r.get("base_kernels_more", 0))),
+                    csv_safe(kernels_text(r["new_kernels"], r.get("new_kernels_more", 0)))])
     for f in data["findings"]:
         w.writerow(["finding", f["rule"], "us", f.get("estimated_saving_us"), f.get("measured_saving_us"), "",
                     "", "", "", f["status"], ""])
