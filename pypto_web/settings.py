@@ -217,7 +217,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": None,
     "EXCEPTION_HANDLER": "pypto_web.errors.api_exception_handler",  # database down: 503 with a reason
 }
-SPECTACULAR_SETTINGS = {"TITLE": "PyPTO API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "PyPTO API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False,
+    # each operation's summary and each tag's label, translated (pypto_web/api_docs.py)
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "pypto_web.api_docs.add_summaries"],
+}
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
