@@ -21,6 +21,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
+from django.utils.translation import gettext_lazy
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -62,7 +63,8 @@ class AgentSerializer(serializers.ModelSerializer):
 class CaptureJobSerializer(serializers.ModelSerializer):
     agent_name = serializers.CharField(source="agent.name", read_only=True)
     profile_url = serializers.SerializerMethodField()
-    verification = serializers.SerializerMethodField()
+    verification = serializers.SerializerMethodField(help_text=gettext_lazy(
+        "A verification job: the findings, its comparison with the original, the verdicts."))
 
     class Meta:
         model = CaptureJob

@@ -125,10 +125,14 @@ def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "animation": False,
         "legend": {"top": 0},
         "tooltip": {"trigger": "item"},
-        "grid": {"left": 60, "right": 60, "top": 40, "bottom": 50},
+        "grid": {"left": 60, "right": 60, "top": 40, "bottom": 60},
+        # the axes say what they plot: each slot is a profile by its id and name, each scale its unit
         "xAxis": {"type": "category", "data": labels, "boundaryGap": False,
+                  "name": _("Profile (#id name), oldest first"), "nameLocation": "middle", "nameGap": 36,
                   "axisLabel": {"width": 110, "overflow": "truncate", "hideOverlap": True}},
-        "yAxis": [{"type": "value", "name": "ms", "scale": True}, {"type": "value", "name": _("tokens/s"), "scale": True}],
+        "yAxis": [{"type": "value", "name": _("Per-token latency (ms)"), "scale": True,
+                   "nameTextStyle": {"align": "left"}},
+                  {"type": "value", "name": _("Tokens/s"), "scale": True, "nameTextStyle": {"align": "right"}}],
         "series": [
             {"type": "line", "name": _("Per-token latency (ms)"), "data": lat, "yAxisIndex": 0,
              "showSymbol": len(rows) <= 100},

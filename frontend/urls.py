@@ -2,13 +2,15 @@
 
 from django.urls import path
 
-from frontend.views import accounts, compare_pages, language, profile_pages, profiles, projects
+from frontend.views import accounts, api_reference, compare_pages, language, profile_pages, profiles, projects, site
 
 urlpatterns = [
     path("login/", accounts.LoginView.as_view(), name="login"),
     path("logout/", accounts.LogoutView.as_view(), name="logout"),
     path("signup/", accounts.signup, name="signup"),
     path("language/", language.set_language, name="set-language"),
+    path("api/docs/", api_reference.api_reference, name="api-reference"),
+    path("favicon.ico", site.favicon, name="favicon"),
     path("", projects.project_list, name="projects"),
     path("invitations/<int:invitation_id>/accept/", projects.invitation_answer, {"action": "accept"},
          name="invitation-accept"),

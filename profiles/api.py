@@ -24,6 +24,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import FileResponse
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import Throttled, ValidationError
@@ -76,7 +77,8 @@ class ProfileSerializer(serializers.ModelSerializer):
     project = serializers.IntegerField(source="project_id", read_only=True)
     error = serializers.SerializerMethodField()
     archive_url = serializers.SerializerMethodField()
-    regression = serializers.SerializerMethodField()
+    regression = serializers.SerializerMethodField(help_text=gettext_lazy(
+        "The automatic comparison with the project's baseline (comparison, is_regression, lines)."))
 
     class Meta:
         model = Profile
@@ -130,13 +132,13 @@ class UploadFormSerializer(serializers.Serializer):
     file = serializers.FileField()
     name = serializers.CharField(required=False, allow_blank=True, default="")
     sku = serializers.CharField(required=False, allow_blank=True, default="")
-    tags = serializers.CharField(required=False, allow_blank=True, default="", help_text="comma-separated")
+    tags = serializers.CharField(required=False, allow_blank=True, default="", help_text=gettext_lazy("comma-separated"))
     model_file = serializers.FileField(required=False, allow_null=True, default=None,
-                                       help_text="optional: your model's .py file, for diffs against it")
+                                       help_text=gettext_lazy("optional: your model's .py file, for diffs against it"))
 
 
 class ModelFileSerializer(serializers.Serializer):
-    file = serializers.FileField(help_text="your model's .py file (e.g. modeling_llama.py)")
+    file = serializers.FileField(help_text=gettext_lazy("your model's .py file (e.g. modeling_llama.py)"))
 
 
 class UploadStartSerializer(serializers.Serializer):
@@ -144,7 +146,7 @@ class UploadStartSerializer(serializers.Serializer):
     size = serializers.IntegerField(min_value=1)
     name = serializers.CharField(required=False, allow_blank=True, default="")
     sku = serializers.CharField(required=False, allow_blank=True, default="")
-    tags = serializers.JSONField(required=False, default=list, help_text="a list, or a comma-separated string")
+    tags = serializers.JSONField(required=False, default=list, help_text=gettext_lazy("a list, or a comma-separated string"))
     sha256 = serializers.CharField(required=False, allow_blank=True, default="")
 
 
@@ -218,8 +220,8 @@ class ProjectDetailView(APIView):
 
 
 class BaselineSerializer(serializers.Serializer):
-    profile = serializers.IntegerField(required=False, allow_null=True, help_text="a profile id; null unpins")
-    threshold_pct = serializers.FloatField(required=False, help_text="regression threshold in percent")
+    profile = serializers.IntegerField(required=False, allow_null=True, help_text=gettext_lazy("a profile id; null unpins"))
+    threshold_pct = serializers.FloatField(required=False, help_text=gettext_lazy("regression threshold in percent"))
 
 
 class ProjectBaselineView(APIView):

@@ -518,7 +518,7 @@ class ProfileComparer:
         for rule, f in base.items():
             status = "persisting" if rule in new else "fixed"
             row: dict[str, Any] = {"rule": rule, "status": status, "title": f.get("title", ""),
-                                   "estimated_saving_us": f.get("estimated_saving_us"),
+                                   **_title_message(f), "estimated_saving_us": f.get("estimated_saving_us"),
                                    "measured_saving_us": None}
             blocks = RULE_BLOCKS.get(rule)
             if blocks:
@@ -530,7 +530,7 @@ class ProfileComparer:
             rows.append(row)
         for rule, f in new.items():
             if rule not in base:
-                rows.append({"rule": rule, "status": "new", "title": f.get("title", ""),
+                rows.append({"rule": rule, "status": "new", "title": f.get("title", ""), **_title_message(f),
                              "estimated_saving_us": f.get("estimated_saving_us"), "measured_saving_us": None})
         return rows
 
@@ -546,6 +546,12 @@ def _verdict(row: dict[str, Any]) -> str:
     if row.get("significant") is False and row.get("delta"):
         return "noise"
     return {True: "better", False: "worse"}.get(row.get("better"), "same")
+
+
+def _title_message(finding: dict[str, Any]) -> dict[str, Any]:
+    """The title's template and parameters, for a page or report in any language (pypto_core.i18n)."""
+    title = (finding.get("messages") or {}).get("title")
+    return {"messages": {"title": title}} if title else {}
 
 
 def _report_dict(report: Report | dict[str, Any] | None) -> dict[str, Any] | None:

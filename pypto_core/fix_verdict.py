@@ -60,6 +60,7 @@ def verdict_of(result: dict[str, Any], rule: str, *, base_ops: list[str] | None 
     return {
         "rule": rule, "verdict": verdict, "reason": reason,
         "title": (row or {}).get("title", ""),
+        **({"messages": row["messages"]} if (row or {}).get("messages") else {}),  # the title in any language
         "estimated_saving_us": (row or {}).get("estimated_saving_us"),
         "measured_saving_us": measured,
         "noise": noise_verdict(result),

@@ -12,6 +12,7 @@ from typing import Any
 
 from pypto_core.attribution import BUCKETS
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg
+from pypto_core.rules.evidence_labels import evidence_rows
 from pypto_core.rules.finding import Report
 
 FORMATS = ("json", "md", "html")
@@ -116,10 +117,16 @@ def render_markdown(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
         if f.remedies:
             out.append("- " + t(msg("remedies: {files}", files=", ".join(_md(r) for r in f.remedies))))
         out += ["", f"| {t(msg('evidence'))} | {t(msg('value'))} |", "|---|---|"]
-        out += [f"| {_md(k)} | {_md(_fmt_value(v))} |" for k, v in f.evidence.items()] + [""]
+        out += [f"| {_md(_evidence_key(r))} | {_md(_fmt_value(r['value']))} |"
+                for r in evidence_rows(f.evidence, language)] + [""]
     if report.warnings:
         out += ["## " + t(msg("Warnings")), ""] + [f"- {_md(w)}" for w in report.warnings] + [""]
     return "\n".join(out)
+
+
+def _evidence_key(row: dict[str, Any]) -> str:
+    """The evidence's label with its id, the id alone when it has no label (scripts read the JSON's ids)."""
+    return row["key"] if row["label"] == row["key"] else f"{row['label']} ({row['key']})"
 
 
 def _saving(f: Any) -> Message:
@@ -158,7 +165,8 @@ def render_html(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
                      f"<li>{_h(t(msg('ops: {ops}', ops=', '.join(f.ops[:12]))))}</li>"
                      f"<li>{_h(t(msg('remedies: {files}', files=', '.join(f.remedies))))}</li></ul>"
                      f"<table><tr><th>{_h(t(msg('evidence')))}</th><th>{_h(t(msg('value')))}</th></tr>"
-                     + "".join(f"<tr><td>{_h(k)}</td><td>{_h(_fmt_value(v))}</td></tr>" for k, v in f.evidence.items())
+                     + "".join(f"<tr><td>{_h(_evidence_key(r))}</td><td>{_h(_fmt_value(r['value']))}</td></tr>"
+                               for r in evidence_rows(f.evidence, language))
                      + "</table></section>")
     if report.warnings:
         parts.append(f"<h2>{_h(t(msg('Warnings')))}</h2><ul>" + "".join(f"<li>{_h(w)}</li>" for w in report.warnings) + "</ul>")

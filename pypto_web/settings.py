@@ -256,7 +256,11 @@ _CACHE_URL = env_str("PYPTO_CACHE_URL", "")
 CACHES = {"default": (
     {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL, "KEY_PREFIX": "pypto"}
     if _CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"})}
-SPECTACULAR_SETTINGS = {"TITLE": "PyPTO API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "PyPTO API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False,
+    # each operation's summary and each tag's label, translated (pypto_web/api_docs.py)
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "pypto_web.api_docs.add_summaries"],
+}
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"

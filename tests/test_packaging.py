@@ -4,6 +4,7 @@ never torch), and the dashboard (`[web]`). Network: the package registry only, f
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import venv
@@ -26,22 +27,28 @@ def wheel(tmp_path_factory) -> Path:
     return whl
 
 
+# The suite runs with PYTHONPATH at the repository, where `pip wheel` leaves pypto_lens.egg-info: the new
+# venv's pip would take the package as installed and skip it. The venv sees only what it installed.
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def _install(tmp: Path, requirement: str) -> Path:
     venv.create(tmp, with_pip=True)
     py = tmp / "bin" / "python"
     proc = subprocess.run([str(py), "-m", "pip", "install", "-q", requirement], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env=CLEAN_ENV)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return py
 
 
 def _run(py: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(py.parent / "pypto"), *args], capture_output=True, text=True, timeout=300,
-                          cwd=cwd or py.parent)
+                          cwd=cwd or py.parent, env=CLEAN_ENV)
 
 
 def _importable(py: Path, module: str) -> bool:
-    return subprocess.run([str(py), "-c", f"import {module}"], capture_output=True, timeout=120).returncode == 0
+    return subprocess.run([str(py), "-c", f"import {module}"], capture_output=True, timeout=120,
+                          env=CLEAN_ENV).returncode == 0
 
 
 def test_the_wheel_carries_the_scanners_and_the_pages(wheel) -> None:

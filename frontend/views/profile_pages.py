@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -16,6 +17,8 @@ from analysis import selectors as analysis_selectors
 from frontend import charts
 from profiles import selectors
 from profiles.models import Profile, ProfileStatus
+from pypto_core.i18n import normalize_language
+from pypto_core.rules.evidence_labels import evidence_rows
 
 
 def _step_count(report_profile: dict[str, Any], summary: dict[str, Any]) -> int | None:
@@ -113,7 +116,8 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
     by_finding: dict[int | None, list[Any]] = {}
     for a in artifacts:
         by_finding.setdefault(a.finding_id, []).append(a)
-    rows = [{"finding": f, "data": f.data, "evidence": sorted((f.data.get("evidence") or {}).items()),
+    language = normalize_language(translation.get_language()) or "en"
+    rows = [{"finding": f, "data": f.data, "evidence": evidence_rows(f.data.get("evidence") or {}, language),
              "artifacts": by_finding.get(f.pk, [])} for f in findings]
     out: dict[str, Any] = {
         "analysis": {

@@ -17,6 +17,8 @@ from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 from pypto_core.workload import DECODE_WORKLOADS
 
+# What the noncontiguous share measures (no profiler counts uncoalesced accesses); stored in English.
+PROXY = msg("time of copies of cache-shaped tensors (DOMAIN.md §6 #4)")
 SAVING_MODEL = msg("Every per-step copy of a cache-shaped tensor disappears with a pre-allocated BSND cache, "
                 "saving its device time and the launch gap before it; if the profile has no in-place cache "
                 "update kernel yet, two scatter updates per layer and token (configured cost each) are added back.")
@@ -60,7 +62,7 @@ def match(ctx: RuleContext) -> None:
             "copy_time_us": us(lay_time), "copy_launch_gap_us": us(g.gap_before_ns[idx].sum()),
             "layout_tax_vs_attention": round(lay_time / att_time, 4) if att_time else None,
             "kv_cache_noncontiguous_share": round(lay_time / (lay_time + att_time), 4) if lay_time + att_time else 0.0,
-            "proxy": "time of copies of cache-shaped tensors (DOMAIN.md §6 #4)",
+            "proxy": PROXY.template,
             "in_place_cache_update_kernels": int(g.is_role("kv_update").sum()),
         },
         kernels=idx, saving_ns=saving, covered_ns=covered, saving_model=SAVING_MODEL,

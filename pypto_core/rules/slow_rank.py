@@ -17,7 +17,7 @@ SAVING_MODEL = msg("Every rank waits for the slowest at each collective: balanci
                 "compute to the mean; saving = max - mean compute time.")
 
 
-_KIND = {"computing": msg("computing"), "communication": msg("communication"), "free": msg("free")}
+RANK_TIME_KINDS = {"computing": msg("computing"), "communication": msg("communication"), "free": msg("free")}
 
 
 def _rank_totals(profile) -> dict[str, float]:
@@ -56,7 +56,7 @@ def match(ctx: RuleContext) -> None:
     saving = float(vals.max() - vals.mean()) if kind == "computing" else 0.0
     ctx.emit(
         title=msg("Rank {rank} is the slow rank: {kind} time spread {pct:.0f}% above the mean",
-                  rank=ranks[slow], kind=_KIND[kind], pct=100 * gap),
+                  rank=ranks[slow], kind=RANK_TIME_KINDS[kind], pct=100 * gap),
         description=msg("One rank takes noticeably longer than the others, and every collective waits for it. Look at "
                      "that rank's own findings, its host (CPU binding, other processes) and its share of the data."),
         ops=[],

@@ -40,9 +40,9 @@ def sample_folders() -> list[Path]:
 def open_timeline(page: Any, profile_id: int) -> None:
     page.goto(f"{page.base}/profiles/{profile_id}/timeline/")
     page.wait_for_selector("#timeline[data-ready='1']")
-    page.wait_for_function("document.querySelector('.tl-spinner').hidden")
+    page.wait_for_function("() => document.querySelector('.tl-spinner').hidden")
     page.wait_for_timeout(200)  # the widget asks for the fitted window 60 ms after the first answer
-    page.wait_for_function("document.querySelector('.tl-spinner').hidden")
+    page.wait_for_function("() => document.querySelector('.tl-spinner').hidden")
 
 
 def fits_the_screen(page: Any) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import ast
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from pypto_core.cli import main
 from pypto_core.i18n import msg, normalize_language, pick_language, render
 from pypto_core.i18n.catalog import DOMAIN, LOCALE_DIR, LOCALE_NAMES, translations
 from pypto_core.i18n.catalog_tools import extract_templates, fields, read_po
+from pypto_core.rules.evidence_labels import EVIDENCE_LABELS, evidence_label, evidence_rows
 from pypto_core.rules.finding import TEXT_FIELDS, localize_finding
 from tests.paths import MISSING_SAMPLES, SAMPLES
 
@@ -96,6 +98,8 @@ def _assert_chinese_and_same(path: Path, capsys) -> int:
         for name in ("title", "description", "saving_model"):
             assert CJK.search(f_zh[name]), (f_zh["rule"], name, f_zh[name])
             assert localize_finding(f_en, "zh-Hans")[name] == f_zh[name]
+        for key in f_en["evidence"]:  # every evidence key the rule emitted has words in both languages
+            assert evidence_label(key, "en") != key and CJK.search(evidence_label(key, "zh-Hans")), key
     return len(zh["findings"])
 
 
@@ -118,3 +122,60 @@ def test_markdown_report_labels_in_chinese(tmp_path: Path, capsys) -> None:
     text = capsys.readouterr().out
     assert text.startswith("# PyPTO 分析报告") and "## 问题（" in text and "节省模型：" in text
     assert main(["analyze", str(run.path), "--lang", "xx"]) == 1
+
+
+def _literal_evidence_keys() -> dict[str, str]:
+    """{key: rule file} for every constant key of an ``evidence`` dict written in the rules' source."""
+    keys: dict[str, str] = {}
+
+    def take(node: ast.AST, where: str) -> None:
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if isinstance(k, ast.Constant):
+                    keys[k.value] = where
+                elif k is None:  # **{...}
+                    take(v, where)
+
+    for path in sorted((Path(evidence_label.__code__.co_filename).parent).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.keyword) and node.arg == "evidence":
+                take(node.value, path.name)
+            elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "evidence" for t in node.targets):
+                take(node.value, path.name)
+            elif isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if (isinstance(t, ast.Subscript) and getattr(t.value, "id", None) == "evidence"
+                            and isinstance(t.slice, ast.Constant)):
+                        keys[t.slice.value] = path.name
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+                  and getattr(node.func.value, "id", None) == "evidence"):
+                for arg in node.args:
+                    take(arg, path.name)
+    return keys
+
+
+def test_every_evidence_key_has_a_label_in_both_languages() -> None:
+    keys = _literal_evidence_keys()
+    assert len(keys) > 80 and "flagged_time_us" in keys
+    missing = {k: where for k, where in keys.items() if k not in EVIDENCE_LABELS}
+    assert not missing, f"add a label in pypto_core/rules/evidence_labels.py: {missing}"
+    for key in keys:
+        assert CJK.search(evidence_label(key, "zh-Hans")), key
+    # keys built from data, and the fallback
+    assert evidence_label("rank_3_computing_us") == "Rank 3: computing time (µs)"
+    assert evidence_label("rank_3_computing_us", "zh-Hans") == "Rank 3：计算时间 (µs)"
+    assert evidence_label("communication_gap_vs_mean", "zh-Hans") == "通信时间高出均值的幅度"
+    assert evidence_label("not_a_known_key", "zh-Hans") == "not_a_known_key"
+    rows = evidence_rows({"kind": "computing", "flagged_time_us": 12.5, "op": "computing_x"}, "zh-Hans")
+    assert rows == [{"key": "flagged_time_us", "label": "被标记算子的耗时 (µs)", "value": 12.5},
+                    {"key": "kind", "label": "类型", "value": "计算"},
+                    {"key": "op", "label": "op", "value": "computing_x"}]  # data is never translated
+
+
+def test_reports_print_evidence_labels_with_their_ids(tmp_path: Path, capsys) -> None:
+    run = synth.synthesize_run(tmp_path / "demo", tokens=2, prompt_tokens=32)
+    assert main(["analyze", str(run.path), "--format", "md", "--lang", "zh-Hans"]) == 0
+    text = capsys.readouterr().out
+    assert r"| 被标记算子的耗时 (µs) (flagged\_time\_us) |" in text
+    assert main(["analyze", str(run.path), "--format", "html"]) == 0
+    assert "<td>Time of the flagged kernels (µs) (flagged_time_us)</td>" in capsys.readouterr().out

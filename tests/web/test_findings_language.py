@@ -57,3 +57,25 @@ def test_pages_show_the_findings_in_the_page_language(client, ready) -> None:
         assert f["title"] in page and f["description"] in page and f["saving_model"] in page
     dashboard = client.get(f"/projects/{project.pk}/").content.decode()
     assert zh[0]["title"] in dashboard
+
+
+def test_profile_page_names_each_evidence_key_in_the_page_language(client, ready) -> None:
+    """Evidence rows read "label  key": the label from pypto_core.rules.evidence_labels, the id beside it."""
+    from pypto_core.rules.evidence_labels import evidence_label
+
+    owner, _project, p = ready
+    client.force_login(owner)
+    findings = client.get(f"/api/profiles/{p.pk}/findings/").json()["findings"]
+    keys = [k for f in findings for k in f["evidence"]]
+    assert "flagged_time_us" in keys
+    for language in ("en", "zh-hans"):
+        client.post("/language/", {"language": language, "next": "/"})
+        page = client.get(f"/profiles/{p.pk}/").content.decode()
+        rows = dict(re.findall(r'<tr data-key="([a-z0-9_]+)"><td>([^<]*?) <span class="hint mono small">\1</span>',
+                               page))
+        assert set(keys) <= set(rows), set(keys) - set(rows)
+        for key in keys:
+            assert rows[key] == evidence_label(key, "zh-Hans" if language == "zh-hans" else "en")
+        assert rows["flagged_time_us"] == ("被标记算子的耗时 (µs)" if language == "zh-hans"
+                                           else "Time of the flagged kernels (µs)")
+    assert 'style="' not in page.split('id="findings"')[1].split("</section>")[0]

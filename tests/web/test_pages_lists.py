@@ -102,6 +102,16 @@ def test_project_header_above_dashboard_and_history_slots(client, make_user) -> 
     assert chart["xAxis"]["type"] == "category"
     assert chart["xAxis"]["data"] == [f"#{pk} run {i}" for i, pk in enumerate(ids)]  # one slot each, oldest first
     assert [row[0] for row in chart["series"][0]["data"]] == chart["xAxis"]["data"]
+    # the axes name what they plot, in the page's language
+    assert chart["xAxis"]["name"] == "Profile (#id name), oldest first"
+    assert [a["name"] for a in chart["yAxis"]] == ["Per-token latency (ms)", "Tokens/s"]
+    client.post("/language/", {"language": "zh-hans", "next": "/"})
+    html = client.get(f"/projects/{project.pk}/").content.decode()
+    chart = json.loads(re.search(r'<script id="chart-history" type="application/json">(.*?)</script>',
+                                 html, re.S).group(1))
+    assert chart["xAxis"]["name"] == "性能数据（#ID 名称），按上传时间从早到晚"
+    assert [a["name"] for a in chart["yAxis"]] == ["每 token 时延 (ms)", "吞吐 (tokens/s)"]
+    assert chart["xAxis"]["data"] == [f"#{pk} run {i}" for i, pk in enumerate(ids)]
 
 
 def test_compare_form_bounded_with_search(client, make_user) -> None:

@@ -48,4 +48,8 @@
   }
   window.PyptoCharts = {escape: esc, tooltip: tooltip, start: start};
   document.querySelectorAll("[data-chart]").forEach(start);
+  // legend swatches take their colour from the data (CSP allows no style="" attribute in the page)
+  document.querySelectorAll(".swatch[data-colour]").forEach(function (el) {
+    if (/^#[0-9a-fA-F]{3,8}$/.test(el.dataset.colour)) el.style.backgroundColor = el.dataset.colour;
+  });
 })();
