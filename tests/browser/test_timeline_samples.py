@@ -110,22 +110,22 @@ def test_cnn_groups_fold_and_hidden_lanes_stay_hidden_after_reload(owner_page, t
     page.mouse.move(5, 5)
     ns_before = int(page.get_attribute("#timeline", "data-ns-per-px"))
     page.keyboard.press("w")
-    page.wait_for_function(f"+document.getElementById('timeline').dataset.nsPerPx < {ns_before}")
+    page.wait_for_function(f"() => +document.getElementById('timeline').dataset.nsPerPx < {ns_before}")
     page.keyboard.press("f")  # nothing selected: fits every event again
     # fold the host process group, then unfold it
     head = page.locator(".tl-group", has_text="Host process")
     head.click()
-    page.wait_for_function(f"+document.getElementById('timeline').dataset.visibleLanes < {first}")
+    page.wait_for_function(f"() => +document.getElementById('timeline').dataset.visibleLanes < {first}")
     assert page.locator(".tl-group", has_text="Host process").get_attribute("aria-expanded") == "false"
     page.screenshot(path=str(ARTIFACTS / "cnn-2-host-folded.png"))
     page.locator(".tl-group", has_text="Host process").click()
-    page.wait_for_function(f"+document.getElementById('timeline').dataset.visibleLanes == {first}")
+    page.wait_for_function(f"() => +document.getElementById('timeline').dataset.visibleLanes == {first}")
     # hide the communication lane; the layout is saved server-side and survives a reload
     lane = page.locator(".tl-lane", has_text="allReduce")
     lane.hover()
     saved = page.get_attribute("#timeline", "data-saved")
     lane.locator(".tl-hide").click()
-    page.wait_for_function(f"document.getElementById('timeline').dataset.saved !== {saved!r}"
+    page.wait_for_function(f"() => document.getElementById('timeline').dataset.saved !== {saved!r}"
                            if saved else "document.getElementById('timeline').dataset.saved")
     assert page.locator(".tl-lane", has_text="allReduce").count() == 0
     page.reload()
@@ -151,7 +151,7 @@ def test_cluster_page_of_the_qwen3_ranks_opens_a_rank_timeline_at_its_step(owner
     profile = analysed_sample(project, owner, SAMPLES / "ascend_pt" / "qwen3_0.6b_train_4npu_level2", tmp_path)
     page.goto(f"{page.base}/profiles/{profile.pk}/cluster/")
     page.wait_for_selector("#cluster-strip[data-ready='1']")
-    page.wait_for_function("[...document.querySelectorAll('[data-chart]')].every(e => e.dataset.ready === '1')")
+    page.wait_for_function("() => [...document.querySelectorAll('[data-chart]')].every(e => e.dataset.ready === '1')")
     assert page.locator(".cs-row").count() == 2
     page.screenshot(path=str(ARTIFACTS / "cluster-qwen3.png"), full_page=True)
     step = page.locator(".cs-row[data-rank='0'] a.cs-step").first
