@@ -1,7 +1,7 @@
 """``kv_cache_layout``: a KV-cache layout the fused kernel does not consume, seen as per-step copies.
 
 No profiler exposes memory addresses, so "non-coalesced KV access" is measured by its honest proxy
-(DOMAIN.md §6 #4): the time of ``Transpose`` / ``TensorMove`` / ``ConcatD`` / ``StridedSlice`` kernels on
+(docs/domain.md §6 #4): the time of ``Transpose`` / ``TensorMove`` / ``ConcatD`` / ``StridedSlice`` kernels on
 cache-shaped tensors (4-D, last dim = head dim, more than one position) outside RoPE, every step. HF eager
 keeps a BNSD cache, transposes q/k/v and concatenates the cache each token; the torchair recipe keeps a
 BSND cache updated in place with ``scatter_update_`` and feeds the fused kernel ``input_layout="BSND"``.
@@ -60,7 +60,7 @@ def match(ctx: RuleContext) -> None:
             "copy_time_us": us(lay_time), "copy_launch_gap_us": us(g.gap_before_ns[idx].sum()),
             "layout_tax_vs_attention": round(lay_time / att_time, 4) if att_time else None,
             "kv_cache_noncontiguous_share": round(lay_time / (lay_time + att_time), 4) if lay_time + att_time else 0.0,
-            "proxy": "time of copies of cache-shaped tensors (DOMAIN.md §6 #4)",
+            "proxy": "time of copies of cache-shaped tensors (docs/domain.md §6 #4)",
             "in_place_cache_update_kernels": int(g.is_role("kv_update").sum()),
         },
         kernels=idx, saving_ns=saving, covered_ns=covered, saving_model=SAVING_MODEL,
