@@ -1,4 +1,4 @@
-"""REST API for analysis results: findings, artifacts, downloads, comparisons (CONTRACT.md)."""
+"""REST API for analysis results: findings, artifacts, downloads, comparisons (docs/contract.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Analysis results and job state: runs (with progress and log), findings, artifacts, comparisons.
 
-Job state lives here, never in Celery's result backend (STYLE.md 9).
+Job state lives here, never in Celery's result backend (docs/architecture.md, house rules).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ def finding_in_language(finding: Finding, language: str = DEFAULT_LANGUAGE) -> d
 
 
 def findings_report(*, profile: Profile, language: str = DEFAULT_LANGUAGE) -> dict[str, Any]:
-    """The ``analyze --format json`` shape (CONTRACT.md) from stored rows, the text in ``language``."""
+    """The ``analyze --format json`` shape (docs/contract.md) from stored rows, the text in ``language``."""
     report = dict(profile.summary.get("report") or {})
     return {
         "profile": report.get("profile", {k: v for k, v in profile.summary.items() if k != "report"}),

@@ -1,4 +1,5 @@
-"""REST API for projects, members, invitations, uploads and profiles (CONTRACT.md). Thin: validate, call a
+"""REST API for projects, members, invitations, uploads and profiles (docs/contract.md). Thin: validate, call
+a
 service or selector, serialise.
 
 Chunked, resumable upload (for multi-GB archives):

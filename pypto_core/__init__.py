@@ -1,7 +1,7 @@
 """PyPTO's engine and SDK: plain Python, no Django.
 
 Readers turn profiler output into a canonical ``Profile``; the graph, rules and remedies diagnose it;
-``compare`` proves a fix. See ARCHITECTURE.md for the module map.
+``compare`` proves a fix. See docs/architecture.md for the module map.
 """
 
 from pypto_core.errors import InputError, PyptoError
@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 __all__ = ["InputError", "Profile", "ProfileGroup", "ProfileMeta", "PyptoError", "__version__"]
 
 
-def __getattr__(name: str):  # the capture SDK, imported on first use (ARCHITECTURE.md: `from pypto_core import Profiler`)
+def __getattr__(name: str):  # the capture SDK, imported on first use (`from pypto_core import Profiler`)
     if name in ("Profiler", "TuningSession"):
         from pypto_core import capture
 

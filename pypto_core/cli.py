@@ -1,4 +1,4 @@
-"""``pypto COMMAND ...`` (CONTRACT.md). Each command lives in its own module as ``run(args) -> int``.
+"""``pypto COMMAND ...`` (docs/contract.md). Each command lives in its own module as ``run(args) -> int``.
 
 Exit status: 0 success; 2 unreadable input (one line on stderr naming the file and the reason); 1 other.
 """

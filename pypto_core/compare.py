@@ -1,4 +1,4 @@
-"""``ProfileComparer``: the before/after proof of a fix (CONTRACT.md ``compare --format json``).
+"""``ProfileComparer``: the before/after proof of a fix (docs/contract.md ``compare --format json``).
 
 Three views of the same two profiles:
 

@@ -49,7 +49,8 @@ DECODE_MAX_ROWS = 512  # a step whose MatMuls see more token rows than this is n
 VOCAB_MIN = 16000  # LM head output width: 32000 (Llama-2), 128256 (Llama-3), 151936/152064 (Qwen2.5)
 
 _MODEL_HINTS: tuple[tuple[int, int, str], ...] = (
-    # (vocab, layers, name): DOMAIN.md §7 (Llama-2-7B: 32 layers, vocab 32000) and the public model configs
+    # (vocab, layers, name): docs/domain.md §7 (Llama-2-7B: 32 layers, vocab 32000) and the public model
+    # configs
     (32000, 32, "llama2-7b"), (128256, 32, "llama3-8b"), (152064, 28, "qwen2.5-7b"), (151936, 28, "qwen2.5-7b"),
 )
 
@@ -202,7 +203,8 @@ class OperatorCallGraph:
 
     @cached_property
     def bytes_moved(self) -> np.ndarray:
-        """Ideal bytes per kernel: every input read once plus every output written once (DOMAIN.md §6 #2)."""
+        """Ideal bytes per kernel: every input read once plus every output written once
+        (docs/domain.md §6 #2)."""
         if not self.n:
             return np.zeros(0)
         return (tensor_bytes(self.input_shapes, self.kernels["input_dtypes"])
@@ -284,7 +286,8 @@ class OperatorCallGraph:
 
     @cached_property
     def move_fraction(self) -> np.ndarray | None:
-        """Data-movement (MTE2) share of each kernel's cycles: max(aic_mte2_ratio, aiv_mte2_ratio) (DOMAIN.md §6 #1)."""
+        """Data-movement (MTE2) share of each kernel's cycles: max(aic_mte2_ratio, aiv_mte2_ratio)
+        (docs/domain.md §6 #1)."""
         aic, aiv = self.pipe_ratio("aic_mte2_ratio"), self.pipe_ratio("aiv_mte2_ratio")
         if aic is None and aiv is None:
             return None
@@ -524,7 +527,7 @@ class OperatorCallGraph:
     def kv_layout_mask(self) -> np.ndarray:
         """Layout copies (Transpose, TensorMove, ConcatD, ...) on cache-shaped tensors, outside RoPE chains.
 
-        Cache-shaped [INFERRED, DOMAIN.md §6 #4]: a 4-D tensor whose last dim is the attention head dim
+        Cache-shaped [INFERRED, docs/domain.md §6 #4]: a 4-D tensor whose last dim is the attention head dim
         and which holds more than one position (a decode RoPE input holds exactly one).
         """
         layout = self.is_role("layout") & ~self.chain_mask("rope")

@@ -1,9 +1,9 @@
-"""Accelerator specs (DOMAIN.md §2) and the roofline helpers the rules use.
+"""Accelerator specs (docs/domain.md §2) and the roofline helpers the rules use.
 
 Every figure carries its evidence tag: ``official`` (vendor document or CANN platform INI as quoted),
 ``derived`` (arithmetic on tagged inputs, formula in ``source``), ``third_party`` (blogs, press) or
 ``inferred``. Huawei publishes no per-SKU HBM bandwidth for 910B, so those figures are third-party or
-derived from the INI ``ddr_rate`` and a project may override them (DOMAIN.md §2.2 "make HBM bandwidth a
+derived from the INI ``ddr_rate`` and a project may override them (docs/domain.md §2.2 "make HBM bandwidth a
 per-SKU configurable").
 """
 
@@ -30,12 +30,12 @@ class Figure:
 
 
 def _cube_tflops(cores: int, mhz: float) -> float:
-    # DOMAIN.md §2.2: FP16 cube peak = 16*16*16 MAC x 2 FLOP x AIC x f
+    # docs/domain.md §2.2: FP16 cube peak = 16*16*16 MAC x 2 FLOP x AIC x f
     return 16 * 16 * 16 * 2 * cores * mhz * 1e6 / 1e12
 
 
 def _vector_tflops(cores: int, mhz: float) -> float:
-    # DOMAIN.md §2.2: vector FP16 = vec_calc_size(128) x 2 x AIV x f
+    # docs/domain.md §2.2: vector FP16 = vec_calc_size(128) x 2 x AIV x f
     return 128 * 2 * cores * mhz * 1e6 / 1e12
 
 
@@ -73,7 +73,7 @@ class SkuSpec:
 
     @property
     def ridge_flop_per_byte(self) -> float:
-        """Arithmetic intensity where compute and memory bounds meet (DOMAIN.md §2.2 ridge points)."""
+        """Arithmetic intensity where compute and memory bounds meet (docs/domain.md §2.2 ridge points)."""
         return self.peak_flops_per_s() / self.hbm_bytes_per_s if self.hbm_bytes_per_s else float("nan")
 
     @property
@@ -105,21 +105,22 @@ class SkuSpec:
 
 def _ascend(name: str, aic: int, aiv: int, mhz: float, mhz_tag: str, hbm_gbps: Figure, hbm_gib: Figure,
             l2_mib: Figure, notes: str = "", core_tag: str = OFFICIAL,
-            core_src: str = "CANN platform_config INI as quoted (DOMAIN.md §2.1)") -> SkuSpec:
+            core_src: str = "CANN platform_config INI as quoted (docs/domain.md §2.1)") -> SkuSpec:
     fp16 = _cube_tflops(aic, mhz)
     return SkuSpec(
         name=name, vendor="huawei",
         ai_cores=Figure(aic, core_tag, core_src),
         vector_cores=Figure(aiv, core_tag, core_src),
-        clock_mhz=Figure(mhz, mhz_tag, "cube_freq (DOMAIN.md §2.1)"),
-        fp16_tflops=Figure(round(fp16, 2), DERIVED, "16*16*16 MAC x 2 x AIC x f (DOMAIN.md §2.2)"),
+        clock_mhz=Figure(mhz, mhz_tag, "cube_freq (docs/domain.md §2.1)"),
+        fp16_tflops=Figure(round(fp16, 2), DERIVED, "16*16*16 MAC x 2 x AIC x f (docs/domain.md §2.2)"),
         int8_tops=Figure(round(2 * fp16, 2), DERIVED, "DtypeMKN int8 16,32,16 doubles the fp16 rate"),
         vector_fp16_tflops=Figure(round(_vector_tflops(aiv, mhz), 2), DERIVED, "128 x 2 x AIV x f"),
         hbm_gbps=hbm_gbps, hbm_gib=hbm_gib, l2_mib=l2_mib, notes=notes,
     )
 
 
-_HBM_910B = Figure(1600.0, THIRD_PARTY, "~1.6 TB/s common figure; Huawei publishes none (DOMAIN.md §2.2)")
+_HBM_910B = Figure(1600.0, THIRD_PARTY,
+                   "~1.6 TB/s common figure; Huawei publishes none (docs/domain.md §2.2)")
 
 SKUS: dict[str, SkuSpec] = {
     "910B1": _ascend("910B1", 24, 48, 1850, OFFICIAL, _HBM_910B, Figure(64, OFFICIAL, "INI memory_size"),
@@ -127,9 +128,9 @@ SKUS: dict[str, SkuSpec] = {
     "910B2": _ascend("910B2", 24, 48, 1800, OFFICIAL, _HBM_910B, Figure(64, OFFICIAL, "INI memory_size"),
                      Figure(192, OFFICIAL, "INI l2_size")),
     "910B3": _ascend("910B3", 20, 40, 1800, THIRD_PARTY, _HBM_910B,
-                     Figure(64, INFERRED, "catlass arch header omits it (DOMAIN.md §2.2)"),
+                     Figure(64, INFERRED, "catlass arch header omits it (docs/domain.md §2.2)"),
                      Figure(192, OFFICIAL, "catlass AscendC910B3 L2CacheByte"),
-                     core_src="INI quote and catlass MaxBlock=20 (DOMAIN.md §2.1)"),
+                     core_src="INI quote and catlass MaxBlock=20 (docs/domain.md §2.1)"),
     "910B4": _ascend("910B4", 20, 40, 1500, OFFICIAL,
                      Figure(960.0, DERIVED, "INI ddr_rate: cann_ddr_derived_gbps=960; public 0.8-1.0 TB/s"),
                      Figure(32, OFFICIAL, "INI memory_size"), Figure(96, OFFICIAL, "INI l2_size")),

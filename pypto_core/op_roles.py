@@ -1,4 +1,4 @@
-"""What each kernel does in an LLM decoder, from its real op type (DOMAIN.md §3.1) and core type.
+"""What each kernel does in an LLM decoder, from its real op type (docs/domain.md §3.1) and core type.
 
 Classification runs once per distinct op type (a few hundred at most), then is spread to every kernel
 through dictionary indices, so it costs nothing per kernel.
@@ -20,7 +20,8 @@ ROLES: tuple[str, ...] = (
 )
 ROLE = {name: code for code, name in enumerate(ROLES)}
 
-# Op types and kernel names seen in Llama/Qwen profiles, DOMAIN.md §3.1; GPU kernel names for Kineto traces.
+# Op types and kernel names seen in Llama/Qwen profiles, docs/domain.md §3.1; GPU kernel names for Kineto
+# traces.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("attention", re.compile(
         r"flashattention|promptflashattention|increflashattention|fusedinferattentionscore|pagedattention|"

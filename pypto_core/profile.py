@@ -5,7 +5,7 @@ timeline, the web app) reads only this. Tables are ``pyarrow.Table`` objects, ne
 per event. A profile is saved as one Parquet file per table plus ``profile.json`` for the metadata.
 
 Times are int64 nanoseconds since the Unix epoch (the profilers' own time base), so that joins and
-ordering are exact (FORMATS.md §0.1: a float64 loses the ns digits of a 1.7e15 µs timestamp).
+ordering are exact (docs/formats.md §0.1: a float64 loses the ns digits of a 1.7e15 µs timestamp).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A ``Report`` as JSON, Markdown or a self-contained HTML page.
 
 Every string that came from a profile (op names, shapes, file paths) is escaped for the output format:
-an uploaded kernel named ``</script><script>...`` must stay text (STYLE.md, charts section).
+an uploaded kernel named ``</script><script>...`` must stay text (docs/architecture.md, house rules).
 """
 
 from __future__ import annotations

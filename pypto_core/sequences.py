@@ -1,7 +1,7 @@
 """Unfused op chains in a kernel stream, matched columnar around a rare anchor op.
 
 msprof-analyze's advisor matches regexes such as ``(pow){0,1}-(mean){0,1}-(add){0,1}-rsqrt-mul-(type_as){0,1}``
-over host op names (DOMAIN.md §3.4). Device op types are what every profile has, so we match the same
+over host op names (docs/domain.md §3.4). Device op types are what every profile has, so we match the same
 chains on them: an anchor (``Rsqrt``) extended backwards and forwards over adjacent kernels of the same
 stream whose op types belong to the chain, up to a maximum length. Each extension step is one vectorised
 pass over all anchors, so the cost is O(anchors x chain length), never a Python loop per kernel.
@@ -28,7 +28,8 @@ class ChainPattern:
     fused_api: str = ""  # what replaces the chain (advisor's timeline_fusion_ops.yaml)
 
 
-# The advisor's fusion regexes (DOMAIN.md §3.4), restated on device op types (DOMAIN.md §3.1, §7: an unfused
+# The advisor's fusion regexes (docs/domain.md §3.4), restated on device op types (docs/domain.md §3.1, §7: an
+# unfused
 # RMSNorm is Cast, Pow, ReduceMean, Add, Rsqrt, Mul, Mul, Cast).
 RMS_NORM = ChainPattern("rms_norm", r"^rsqrt$", r"^(cast|pows?|square|reducemean|reducemeand|reducesum|add|adds)$",
                         r"^(mul|muls|cast)$", 5, 3, require_before=r"^(reducemean|reducemeand|reducesum)$",

@@ -13,7 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-# Bytes per element, keyed by the dtype spellings kernel_details / op_summary / Kineto use (FORMATS.md §0.3).
+# Bytes per element, keyed by the dtype spellings kernel_details / op_summary / Kineto use (docs/formats.md
+# §0.3).
 DTYPE_BYTES: dict[str, int] = {
     "float16": 2, "dt_float16": 2, "fp16": 2, "half": 2, "float16_t": 2,
     "bf16": 2, "dt_bf16": 2, "bfloat16": 2,

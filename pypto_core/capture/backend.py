@@ -69,7 +69,7 @@ def _build_npu(options: CaptureOptions, output_dir: Path, worker_name: str) -> A
     return npu_prof.profile(
         activities=[npu_prof.ProfilerActivity.CPU, npu_prof.ProfilerActivity.NPU],
         schedule=npu_prof.schedule(**_schedule_kwargs(options)) if options.scheduled else None,
-        # writes {worker_name}_{timestamp}_ascend_pt/ (FORMATS.md §2.1) and parses it on the way out
+        # writes {worker_name}_{timestamp}_ascend_pt/ (docs/formats.md §2.1) and parses it on the way out
         on_trace_ready=npu_prof.tensorboard_trace_handler(str(output_dir), worker_name=worker_name),
         record_shapes=options.record_shapes,
         profile_memory=options.profile_memory,
@@ -89,7 +89,7 @@ def _build_torch(backend: str, options: CaptureOptions, output_dir: Path, worker
     return tprof.profile(
         activities=activities,
         schedule=tprof.schedule(**_schedule_kwargs(options)) if options.scheduled else None,
-        # writes {worker_name}.{time_ms}.pt.trace.json (FORMATS.md §3.1)
+        # writes {worker_name}.{time_ms}.pt.trace.json (docs/formats.md §3.1)
         on_trace_ready=tprof.tensorboard_trace_handler(str(output_dir), worker_name=worker_name),
         record_shapes=options.record_shapes,
         profile_memory=options.profile_memory,

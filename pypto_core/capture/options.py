@@ -3,7 +3,7 @@
 The same schema is enforced on both sides of a remote capture: the server refuses a job whose params fall
 outside it, and the agent checks again before running anything (a compromised or buggy server cannot
 smuggle other settings through). Values and defaults follow torch_npu's ``_ExperimentalConfig`` and
-``schedule`` (DOMAIN.md §3.2, FORMATS.md §2.2).
+``schedule`` (docs/domain.md §3.2, docs/formats.md §2.2).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, Mapping
 
 from pypto_core.errors import PyptoError
 
-# torch_npu.profiler.ProfilerLevel members (FORMATS.md §2.2 "Levels").
+# torch_npu.profiler.ProfilerLevel members (docs/formats.md §2.2 "Levels").
 PROFILER_LEVELS = ("Level_none", "Level0", "Level1", "Level2")
-# torch_npu.profiler.AiCMetrics members (DOMAIN.md §3.2 and §6); only one group per run.
+# torch_npu.profiler.AiCMetrics members (docs/domain.md §3.2 and §6); only one group per run.
 AIC_METRICS = (
     "AiCoreNone",
     "PipeUtilization",
@@ -65,7 +65,7 @@ PARAMS_SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {
 @dataclass(frozen=True)
 class CaptureOptions:
     """Profiler settings. Defaults are the light ones: Level1 with PipeUtilization, which is what the rules
-    need (DOMAIN.md §3.2), without memory or stacks (trace bloat, PEERS.md §11)."""
+    need (docs/domain.md §3.2), without memory or stacks (trace bloat, a known cost of stack capture)."""
 
     profiler_level: str = "Level1"
     aic_metrics: str = "PipeUtilization"

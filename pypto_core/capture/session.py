@@ -6,7 +6,7 @@
     apply_fix(model)
     with session.run("fused-norm") as prof:
         generate(model); prof.step()
-    session.compare("baseline", "fused-norm")     # the ``compare`` JSON of CONTRACT.md
+    session.compare("baseline", "fused-norm")     # the ``compare`` JSON of docs/contract.md
 
 Used directly as a context manager or decorator it records one run per use, labelled ``run1``, ``run2``...
 

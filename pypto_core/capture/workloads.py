@@ -100,7 +100,8 @@ def python_command(workload: Workload) -> list[str]:
 
 
 def msprof_command(workload: Workload, options: CaptureOptions, output_dir: Path) -> list[str]:
-    """``msprof --output=DIR [collection switches] <app>`` (FORMATS.md §1.1 CLI) from the whitelisted options."""
+    """``msprof --output=DIR [collection switches] <app>`` (docs/formats.md §1.1 CLI) from the whitelisted
+    options."""
     level_task_time = {"Level_none": "off", "Level0": "l0", "Level1": "l1", "Level2": "l1"}
     args = [workload.msprof, f"--output={output_dir}", f"--task-time={level_task_time[options.profiler_level]}"]
     if options.profiler_level in ("Level1", "Level2"):
@@ -189,7 +190,7 @@ def profile_vllm(ctx: RunContext, *, post: Callable[[str, float], None] = _post)
     """Profile a running vLLM server for ``duration_s`` without restarting it.
 
     vLLM writes into its own ``VLLM_TORCH_PROFILER_DIR`` (on Ascend, ``*_ascend_pt`` folders parsed when
-    the profiler stops, which can take minutes: PEERS.md §"vllm-ascend #1210"), so the new entries there are
+    the profiler stops, which can take minutes: vllm-ascend issue #1210), so the new entries there are
     the job's output once they stop changing.
     """
     w = ctx.workload

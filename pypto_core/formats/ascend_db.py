@@ -1,7 +1,7 @@
 """SQLite exports → a saved profile: torch_npu ``ascend_pytorch_profiler_*.db`` (+ ``analysis.db``) and msprof
 ``msprof_*.db``.
 
-Both share msprof's schema (FORMATS.md §1.5, §2.7): times are INTEGER ns since the epoch (torch_npu's
+Both share msprof's schema (docs/formats.md §1.5, §2.7): times are INTEGER ns since the epoch (torch_npu's
 ``PYTORCH_API.startNs`` is TEXT holding the same digits), text columns are ids into ``STRING_IDS``, and
 column names drift (``blockDim``→``blockNum``, ``waitNs`` only in older files). Each table is optional;
 what is missing is simply absent, what is broken becomes a warning.

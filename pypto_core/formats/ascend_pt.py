@@ -1,6 +1,6 @@
 """torch_npu ``*_ascend_pt`` folders (text export) → a saved profile.
 
-Layout (FORMATS.md §2.1): ``profiler_info[_N].json``, ``profiler_metadata.json`` and
+Layout (docs/formats.md §2.1): ``profiler_info[_N].json``, ``profiler_metadata.json`` and
 ``ASCEND_PROFILER_OUTPUT/`` with kernel_details.csv, trace_view.json, step_trace_time.csv, memory CSVs,
 op/api statistics, communication(_matrix).json. Every file is optional on its own (profiler levels and
 versions write different subsets); each one that cannot be read becomes a warning naming it and the reason,
@@ -29,7 +29,7 @@ from pypto_core.profile import ProfileMeta
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 _INFO_RE = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
 
-# torch_npu's _aic_metrics constants → the counter group names users know (FORMATS.md §2.2).
+# torch_npu's _aic_metrics constants → the counter group names users know (docs/formats.md §2.2).
 AIC_METRICS_NAMES = {
     "ACL_AICORE_NONE": "AiCoreNone",
     "ACL_AICORE_PIPE_UTILIZATION": "PipeUtilization",
@@ -159,7 +159,7 @@ def _write_tables(files: FolderFiles, out: Path) -> dict[str, pa.Table]:
 
     if files.read("kernel_details.csv", write_kernels) is not None:
         release_freed_memory()
-        note_device_ids(kernels_path, meta)  # kernel_details has Device_id since 2025 (FORMATS.md §0.9)
+        note_device_ids(kernels_path, meta)  # kernel_details has Device_id since 2025 (docs/formats.md §0.9)
         l2 = files.read("l2_cache.csv", lambda p: summary_csv.read_l2_cache(p, notes))
         if l2 is not None:
             join_saved_l2_cache(kernels_path, l2, meta.warnings)

@@ -1,6 +1,7 @@
 """communication.json (torch_npu ASCEND_PROFILER_OUTPUT, msprof analyze/) → ``communication`` rows.
 
-Layout (FORMATS.md §2.6): ``{"step13": {"p2p"|"collective": {"hcom_op@group": INFO, "Total Op Info": ...}}}``;
+Layout (docs/formats.md §2.6): ``{"step13": {"p2p"|"collective": {"hcom_op@group": INFO, "Total Op Info":
+...}}}``;
 start timestamps in epoch µs, durations in ms, sizes in MB (MiB, as msprof-analyze computes them) and
 bandwidth in GB/s (= MB/ms). The timestamp is read from its decimal text, never through a float.
 """

@@ -1,4 +1,4 @@
-"""Streaming CSV reading for the profilers' tables, with every quirk of FORMATS.md §0 handled.
+"""Streaming CSV reading for the profilers' tables, with every quirk of docs/formats.md §0 handled.
 
 The profilers write numbers the way Excel wants them, not the way parsers want them: a TAB after time
 values (``1764246877073569.640\\t``, sometimes quoted), ``N/A`` and empty cells in numeric columns,
@@ -7,7 +7,7 @@ values (``1764246877073569.640\\t``, sometimes quoted), ``N/A`` and empty cells 
 
 Times are converted to int64 nanoseconds *exactly*: the decimal string is split into its integer and
 fraction parts and recombined as integers, never through a float (a float64 resolves only ~0.25 µs at
-1.7e15 µs, FORMATS.md §0.1).
+1.7e15 µs, docs/formats.md §0.1).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import pyarrow.csv as pcsv
 
 from pypto_core.errors import InputError
 
-# Values that mean "no value" in numeric columns of torch_npu and msprof CSVs (FORMATS.md §0.4).
+# Values that mean "no value" in numeric columns of torch_npu and msprof CSVs (docs/formats.md §0.4).
 NULL_TOKENS: tuple[str, ...] = ("", "N/A", "NA", "NULL", "null", "None", "nan", "NaN", "-")
-# UINT32_MAX: "no model id", "local" destination rank (FORMATS.md §0.4).
+# UINT32_MAX: "no model id", "local" destination rank (docs/formats.md §0.4).
 UINT32_NONE = 4294967295
 
 # 4 MiB blocks: measured no slower than 16 MiB on the shared 2-core machine, and a quarter of the memory.
@@ -90,7 +90,7 @@ def read_header(path: str | os.PathLike[str], *, allow_duplicates: bool = False)
     """The column names of a CSV file (BOM and surrounding spaces removed).
 
     Duplicate names are an ``InputError`` unless ``allow_duplicates`` (msprof's step_trace repeats its
-    ``Reduce Start(us),Reduce Duration(us)`` pair once per all-reduce, FORMATS.md §1.4).
+    ``Reduce Start(us),Reduce Duration(us)`` pair once per all-reduce, docs/formats.md §1.4).
     """
     head = check_text_file(path)
     first = head.split(b"\n", 1)[0].rstrip(b"\r")

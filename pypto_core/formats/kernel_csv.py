@@ -1,6 +1,6 @@
 """kernel_details.csv (torch_npu) and op_summary_*.csv (msprof) → canonical ``kernels`` batches.
 
-kernel_details is op_summary with renamed columns (FORMATS.md §2.3), and both drift across versions
+kernel_details is op_summary with renamed columns (docs/formats.md §2.3), and both drift across versions
 (``Block Dim``→``Block Num``, ``Device_id`` added, ``OP State``/``HF32 Eligible`` added, ``HCCL``→
 ``COMMUNICATION``). One alias table covers every header seen. Columns not in the table are PMU counters
 (``aic_mte2_ratio``, ``cube_utilization(%)``, ...) and are kept under their real names as float64.
@@ -65,7 +65,7 @@ _INTS = ("stream_id", "task_id", "device_id", "step_id", "block_dim", "mix_block
 _TEXTS = ("name", "op_type", "core_type", "op_state", "hf32_eligible", "model_name")
 _SHAPES = ("input_shapes", "output_shapes")
 _NAME_LISTS = ("input_dtypes", "input_formats", "output_dtypes", "output_formats")
-# FORMATS.md §0.9: communication kernels were "HCCL" until 2023, "COMMUNICATION" since.
+# docs/formats.md §0.9: communication kernels were "HCCL" until 2023, "COMMUNICATION" since.
 _CORE_TYPE_RENAMES = {"HCCL": "COMMUNICATION"}
 
 _DICT_STRING = pa.dictionary(pa.int32(), pa.string())

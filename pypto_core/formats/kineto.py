@@ -1,7 +1,7 @@
 """PyTorch Kineto chrome traces (``*.pt.trace.json[.gz]``): CPU-only, CUDA, ROCm, Triton, the 2021 schema,
-and torch_npu's PrivateUse1 (MSPTI) export (FORMATS.md §2.8, §3).
+and torch_npu's PrivateUse1 (MSPTI) export (docs/formats.md §2.8, §3).
 
-Tables come from the event category, the way HTA reads these traces (FORMATS.md §3.5):
+Tables come from the event category, the way HTA reads these traces (docs/formats.md §3.5):
 
 =============================================  ===============================================
 cat                                            becomes

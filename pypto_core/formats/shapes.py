@@ -2,7 +2,7 @@
 
 Kernel tables describe each input/output slot in one cell: shapes ``"4096,1,2048;4096,1,1024;;"`` (slots
 split by ``;``, dims by ``,``, an empty slot is a scalar or an absent optional input), dtypes
-``DT_BF16;DT_BF16``, formats ``ND;ND`` (FORMATS.md §0.3). The same few strings repeat on thousands of
+``DT_BF16;DT_BF16``, formats ``ND;ND`` (docs/formats.md §0.3). The same few strings repeat on thousands of
 rows, so each batch is dictionary-encoded and only its *distinct* strings are parsed (with a cache across
 batches); the rows then take their parsed value by index, all in Arrow.
 """

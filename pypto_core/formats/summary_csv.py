@@ -1,6 +1,6 @@
 """The smaller summary tables shared by torch_npu (ASCEND_PROFILER_OUTPUT) and msprof (mindstudio_profiler_output).
 
-Same headers in both, except the memory unit: torch_npu writes MB, msprof KB (FORMATS.md §0.8); each
+Same headers in both, except the memory unit: torch_npu writes MB, msprof KB (docs/formats.md §0.8); each
 reader finds the unit in the column name (``Total Reserved(MB)`` / ``(KB)``) instead of assuming it.
 """
 
@@ -35,7 +35,7 @@ def _find(header: list[str], *prefixes: str) -> tuple[str, int] | None:
 
 def _bytes(arr: pa.ChunkedArray, unit: int, notes: ConversionNotes, column: str) -> pa.ChunkedArray:
     values = to_float(arr, column=column, notes=notes)
-    # -1 is "unknown" in npu_module_mem (FORMATS.md §2.4); negative sizes are never real.
+    # -1 is "unknown" in npu_module_mem (docs/formats.md §2.4); negative sizes are never real.
     values = pc.if_else(pc.less(values, 0), pa.scalar(None, pa.float64()), values)
     return pc.round(pc.multiply(values, float(unit))).cast(pa.int64())
 
@@ -154,7 +154,7 @@ def read_step_trace_time(path: str | os.PathLike[str], notes: ConversionNotes) -
     return conform("steps", pa.table(cols))
 
 
-# msprof step_trace_*.csv (FORMATS.md §1.4): µs columns → extra step columns in ns.
+# msprof step_trace_*.csv (docs/formats.md §1.4): µs columns → extra step columns in ns.
 _ITERATION_COLUMNS = {
     "FP Start(us)": "fp_start_ns",
     "BP End(us)": "bp_end_ns",

@@ -3,7 +3,7 @@
 The timeline (``chrome_trace.write_trace_view``) yields host ops, API calls, device tasks, flows, counters
 and steps. kernel_details.csv carries more per kernel (PMU counters, shapes), so when both exist the CSV's
 kernels are kept and the timeline's flows are re-pointed at them by the exact start time and name (both
-files print the same µs string for a task, FORMATS.md §2.5). Everything here works on saved Parquet
+files print the same µs string for a task, docs/formats.md §2.5). Everything here works on saved Parquet
 tables, a bounded piece at a time, so that a folder of any size is merged in bounded memory.
 """
 

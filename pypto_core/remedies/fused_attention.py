@@ -1,7 +1,8 @@
 """``attention_memory_bound`` remedy: route Hugging Face attention through torch_npu's fused attention kernels.
 
 Unfused attention is BatchMatMul + SoftmaxV2 + BatchMatMul with the score matrix going through HBM; the fused
-kernels keep it on chip (DOMAIN.md §8.2): ``npu_incre_flash_attention`` / ``npu_fused_infer_attention_score``
+kernels keep it on chip (docs/domain.md §8.2): ``npu_incre_flash_attention`` /
+``npu_fused_infer_attention_score``
 for decode (query length 1), ``npu_prompt_flash_attention`` / ``npu_fusion_attention`` for prefill. The patch
 registers one attention function with transformers' ``AttentionInterface``, so the model code is untouched.
 """

@@ -2,7 +2,7 @@
 
 Hugging Face keeps K/V as BNSD and grows it with ``torch.cat`` every step, and its attention transposes q/k/v,
 which on an NPU shows up as Transpose/ConcatD/TensorMove around attention and blocks fused RoPE (BNSD with
-B*N > 8*S is refused in decode). The Ascend torchair Llama recipe (DOMAIN.md §5) instead preallocates
+B*N > 8*S is refused in decode). The Ascend torchair Llama recipe (docs/domain.md §5) instead preallocates
 ``(batch, max_len, kv_heads, head_dim)``, writes it with ``torch_npu.scatter_update_(cache, pos, new, 1)`` and
 calls IFA/PFA with ``input_layout="BSND"``. This module generates that patch.
 """

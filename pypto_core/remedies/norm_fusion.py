@@ -1,8 +1,9 @@
 """``norm_launch_overhead`` remedy: a module that swaps RMSNorm/LayerNorm forwards for torch_npu's fused norms.
 
 The unfused RMSNorm is 6-8 tiny vector kernels per call (Cast, Pow, ReduceMean, Add, Rsqrt, Mul, Mul, Cast;
-DOMAIN.md §7); ``npu_rms_norm`` is one, and ``npu_add_rms_norm`` / ``npu_add_layer_norm`` also absorb the residual
-add in front of the post-attention norm (the torchair Llama recipe, DOMAIN.md §5).
+docs/domain.md §7); ``npu_rms_norm`` is one, and ``npu_add_rms_norm`` / ``npu_add_layer_norm`` also absorb the
+residual
+add in front of the post-attention norm (the torchair Llama recipe, docs/domain.md §5).
 """
 
 from __future__ import annotations

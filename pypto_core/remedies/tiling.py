@@ -1,13 +1,15 @@
 """``matmul_tiling`` remedy: an AOE operator-tuning bundle, plus a FRACTAL_NZ / padding patch for the weights.
 
-AOE is the real operator tuner (DOMAIN.md §4.1; ``ACL_OP_TUNER_CONFIG`` and ``op_tuning_runner`` do not exist):
+AOE is the real operator tuner (docs/domain.md §4.1; ``ACL_OP_TUNER_CONFIG`` and ``op_tuning_runner`` do not
+exist):
 run the workload once with ``torch_npu.npu.set_aoe(dump_path)`` so the operator graphs are dumped, then
 ``aoe --job_type=2 --model_path=<dump> --tune_ops_file=<json>``; the tuned tilings land in ``TUNE_BANK_PATH``,
 which must be exported the same way when serving. ``--tune_ops_file`` is JSON with ``tune_ops_name`` and
 ``tune_ops_type`` (whole-word match; AOE tunes the union): the file names exactly the kernels of the flagged
 shapes, so the rest of the model is left alone; only a flagged group the profile gives no kernel names for
 falls back to its op type (which tunes every op of that type, and the header says so). Where the flagged MatMuls have 2-D weight shapes,
-a patch converts those weights to FRACTAL_NZ once (``npu_format_cast(w, 29)``, DOMAIN.md §4.4) and can pad a
+a patch converts those weights to FRACTAL_NZ once (``npu_format_cast(w, 29)``, docs/domain.md §4.4) and can
+pad a
 misaligned inner axis to 256 elements.
 """
 
@@ -27,7 +29,7 @@ SINGLEOP_NAME = "aoe_singleop.json"
 PATCH_NAME = "matmul_weight_format_patch.py"
 DIFF_NAME = "matmul_weight_format_patch.diff"
 APPLY_FUNCTION = "apply_matmul_weight_format"
-INNER_AXIS_ALIGN = 256  # elements: the advisor's cube affinity rule; 512 B for fp16 (DOMAIN.md §2.3)
+INNER_AXIS_ALIGN = 256  # elements: the advisor's cube affinity rule; 512 B for fp16 (docs/domain.md §2.3)
 
 SCRIPT_TEMPLATE = '''\
 #!/usr/bin/env bash
@@ -184,7 +186,8 @@ def _descs(shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, ...], formats
 
 
 def singleop_config(ops: list[FlaggedOp]) -> list[dict]:
-    """``aoe --singleop`` input (Ascend-IR single-op JSON, DOMAIN.md §4.1): one operator per flagged shape,
+    """``aoe --singleop`` input (Ascend-IR single-op JSON, docs/domain.md §4.1): one operator per flagged
+    shape,
     with the inputs' and outputs' shapes, dtypes and formats as the profile recorded them."""
     out = []
     for op in ops:

@@ -1,5 +1,5 @@
 """``aicore_frequency``: the AI Core clock dropped during the run (advisor ``freq_analysis``:
-sum(max - f) / (max x n) >= 0.05, FORMATS.md §4.3). Thermal or power capping slows every kernel."""
+sum(max - f) / (max x n) >= 0.05, docs/formats.md §4.3). Thermal or power capping slows every kernel."""
 
 from __future__ import annotations
 

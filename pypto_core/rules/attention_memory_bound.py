@@ -1,6 +1,6 @@
 """``attention_memory_bound``: decode attention whose data movement dominates.
 
-Two signatures (DOMAIN.md §6, §8 #2): unfused attention (BatchMatMul -> SoftmaxV2 -> BatchMatMul, which
+Two signatures (docs/domain.md §6, §8 #2): unfused attention (BatchMatMul -> SoftmaxV2 -> BatchMatMul, which
 writes the score matrix to HBM and reads it back, the advisor's ``npu_fusion_attention`` regex of §3.4),
 and fused decode attention kernels whose MTE2 cycle share is above 70% while their achieved bandwidth is
 below what the profile's other fused kernels reach. "MTE2 share" is the honest label: MTE2 also counts L2

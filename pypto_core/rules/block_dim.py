@@ -1,5 +1,5 @@
 """``block_dim``: long kernels launched on fewer blocks than the device has cores (advisor
-``block_dim_analysis``: Block Dim not a multiple of the AI Core / AIV count, FORMATS.md §4.3)."""
+``block_dim_analysis``: Block Dim not a multiple of the AI Core / AIV count, docs/formats.md §4.3)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``dynamic_shape``: operators compiled at run time (advisor ``dynamic_shape_analysis`` and
-``timeline_op_dispatch``, FORMATS.md §4.3).
+``timeline_op_dispatch``, docs/formats.md §4.3).
 
 Evidence: no operator with ``OP State`` = static (kernel_details / op_summary, CANN >= 8.0), and/or many
 ``aclopCompileAndExecute`` / compile API calls on the host (advisor threshold 20).

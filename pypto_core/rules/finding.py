@@ -1,4 +1,5 @@
-"""``Finding`` and ``Report``: the versioned result of a diagnosis (CONTRACT.md ``analyze --format json``)."""
+"""``Finding`` and ``Report``: the versioned result of a diagnosis (docs/contract.md
+``analyze --format json``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``format_churn``: TransData / Cast kernels that convert the same tensors again and again.
 
-ND weights fed to kernels that want FRACTAL_NZ are converted on the fly every call (DOMAIN.md §4.4);
+ND weights fed to kernels that want FRACTAL_NZ are converted on the fly every call (docs/domain.md §4.4);
 dtype ping-pong adds Cast kernels. Casts inside an unfused RMSNorm chain belong to ``norm_launch_overhead``.
 """
 

@@ -2,7 +2,7 @@
 
 Only the idle time the attribution calls ``host_launch_bound`` counts: time with no device task while the
 host runs framework ops or runtime calls, and is neither synchronising nor loading data (those are
-``sync_stall`` and ``data_loading``). The advisor's overall analysis flags free time over 10% (FORMATS.md
+``sync_stall`` and ``data_loading``). The advisor's overall analysis flags free time over 10% (docs/formats.md
 §4.3); HTA calls it "host wait" idle time. Advice is the vendor's: graph capture and the launch queue on
 Ascend, CUDA/HIP graphs on GPUs.
 """

@@ -1,7 +1,7 @@
 """``kv_cache_layout``: a KV-cache layout the fused kernel does not consume, seen as per-step copies.
 
 No profiler exposes memory addresses, so "non-coalesced KV access" is measured by its honest proxy
-(DOMAIN.md §6 #4): the time of ``Transpose`` / ``TensorMove`` / ``ConcatD`` / ``StridedSlice`` kernels on
+(docs/domain.md §6 #4): the time of ``Transpose`` / ``TensorMove`` / ``ConcatD`` / ``StridedSlice`` kernels on
 cache-shaped tensors (4-D, last dim = head dim, more than one position) outside RoPE, every step. HF eager
 keeps a BNSD cache, transposes q/k/v and concatenates the cache each token; the torchair recipe keeps a
 BSND cache updated in place with ``scatter_update_`` and feeds the fused kernel ``input_layout="BSND"``.
@@ -18,7 +18,7 @@ from pypto_core.rules.registry import rule
 from pypto_core.workload import DECODE_WORKLOADS
 
 # What the noncontiguous share measures (no profiler counts uncoalesced accesses); stored in English.
-PROXY = msg("time of copies of cache-shaped tensors (DOMAIN.md §6 #4)")
+PROXY = msg("time of copies of cache-shaped tensors (docs/domain.md §6 #4)")
 SAVING_MODEL = msg("Every per-step copy of a cache-shaped tensor disappears with a pre-allocated BSND cache, "
                 "saving its device time and the launch gap before it; if the profile has no in-place cache "
                 "update kernel yet, two scatter updates per layer and token (configured cost each) are added back.")

@@ -1,6 +1,6 @@
 """``norm_launch_overhead``: norms whose launches and fixed costs outweigh their compute.
 
-Two signatures (DOMAIN.md §8 #4): the unfused RMSNorm chain (Cast, Pow, ReduceMean, Add, Rsqrt, Mul, Mul,
+Two signatures (docs/domain.md §8 #4): the unfused RMSNorm chain (Cast, Pow, ReduceMean, Add, Rsqrt, Mul, Mul,
 Cast: the advisor's ``(pow)-(mean)-(add)-rsqrt-mul-(type_as)`` regex, §3.4), each a tiny vector kernel
 with a host launch gap before it; and fused norm kernels that still wait on the host far longer than
 they run (gaps over ``gap_over_compute`` x their time).

@@ -1,5 +1,5 @@
 """The rule registry: each rule module registers itself with ``@rule(...)``; modules are found by scanning
-this package, so a new rule is one new file and nothing else (STYLE.md 3).
+this package, so a new rule is one new file and nothing else (docs/architecture.md).
 """
 
 from __future__ import annotations

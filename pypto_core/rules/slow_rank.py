@@ -1,5 +1,6 @@
 """``slow_rank``: in a multi-rank profile, one rank computes (or idles) much longer than the others
-(advisor ``slow_rank``: max vs mean gap > 5% for compute, communication or free time, FORMATS.md §4.3)."""
+(advisor ``slow_rank``: max vs mean gap > 5% for compute, communication or free time, docs/formats.md
+§4.3)."""
 
 from __future__ import annotations
 

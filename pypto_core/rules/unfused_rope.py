@@ -1,5 +1,5 @@
 """``unfused_rope``: rotary embedding computed as Slice, Neg, ConcatD, Mul, Add kernels (the advisor's
-``(chunk|slice)-neg-cat-(mul){0,2}-add`` -> ``torch_npu.npu_rotary_mul``, DOMAIN.md §3.4)."""
+``(chunk|slice)-neg-cat-(mul){0,2}-add`` -> ``torch_npu.npu_rotary_mul``, docs/domain.md §3.4)."""
 
 from __future__ import annotations
 

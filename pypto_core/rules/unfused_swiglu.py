@@ -1,5 +1,5 @@
 """``unfused_swiglu``: the FFN gate computed as Swish/Silu then Mul (the advisor's ``(slice|chunk)-silu-mul``
--> ``torch_npu.npu_swiglu``, DOMAIN.md §3.4)."""
+-> ``torch_npu.npu_swiglu``, docs/domain.md §3.4)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ carries the device idle gap before it (its host launch gap). Kernels that belong
 anti-patterns carry that rule's id in ``rule``, in both the planted and the fixed variant, so that each rule's
 cost is the difference of two sums that share nothing with the other rules (see ``plan.py``).
 
-Op types, kernel names and aclnn APIs are the ones real Ascend profiles show (DOMAIN.md §3.1, and HF-eager
+Op types, kernel names and aclnn APIs are the ones real Ascend profiles show (docs/domain.md §3.1, and
+HF-eager
 profiles on 910B: ``aclnnPowTensorScalar_PowsAiCore_Pows``, ``aclnnMean_ReduceMeanAiCore_ReduceMean``,
 ``aclnnSilu_SiluAiCore_Swish``, ``aclnnInplaceCopy_TransposeAiCore_Transpose``, ``aclnnCat_ConcatD_ConcatD``).
 """
@@ -18,8 +19,10 @@ import numpy as np
 
 from pypto_core.synth.model import RunConfig
 
-# --- calibration (DOMAIN.md §7: 7B fp16 decode on 910B ~40-60 ms/token eager, 12-20 ms fused) -------------
-# Host launch gap of one small eager op when the host is the bottleneck: DOMAIN.md §7 gives 20-60 µs of host
+# --- calibration (docs/domain.md §7: 7B fp16 decode on 910B ~40-60 ms/token eager, 12-20 ms fused)
+# -------------
+# Host launch gap of one small eager op when the host is the bottleneck: docs/domain.md §7 gives 20-60 µs of
+# host
 # time per small op; the device idles nearly that long between tiny kernels.
 EAGER_LAUNCH_GAP_US = 22.0
 # Gap in front of a kernel whose launch the host issued ahead of time (device-bound stretch).
@@ -29,14 +32,16 @@ PARTLY_QUEUED_GAP_US = 6.0
 # Host work between two decode steps: sampling sync, next input, H2D copy of positions.
 STEP_GAP_US = 150.0
 # Fraction of peak HBM bandwidth a decode GEMV reaches: tuned and 256-aligned vs unaligned K/N (the MTE2 bursts
-# are not 512 B aligned, DOMAIN.md §2.3; the A3 roofline write-up measures big GEMMs within 10-21% of model).
+# are not 512 B aligned, docs/domain.md §2.3; the A3 roofline write-up measures big GEMMs within 10-21% of
+# model).
 MATMUL_BW_EFF_TUNED = 0.78
 MATMUL_BW_EFF_UNALIGNED = 0.45
-# Cube efficiency of prefill GEMMs: DOMAIN.md §1 measured 62% -> 82% of peak for 6144^3 with L2-aware tiling.
+# Cube efficiency of prefill GEMMs: docs/domain.md §1 measured 62% -> 82% of peak for 6144^3 with L2-aware
+# tiling.
 MATMUL_CUBE_EFF_TUNED = 0.75
 MATMUL_CUBE_EFF_UNALIGNED = 0.45
 MATMUL_OVERHEAD_US = 3.5
-MIX_ND2NZ_EXTRA_US = 10.0  # the AIV-side ND->NZ conversion of a MIX_AIC MatMul (DOMAIN.md §2.3)
+MIX_ND2NZ_EXTRA_US = 10.0  # the AIV-side ND->NZ conversion of a MIX_AIC MatMul (docs/domain.md §2.3)
 # Unfused decode attention BatchMatMul: one query row per head, strided K/V reads, mte2-bound.
 BMM_BW_EFF = 0.30
 FIA_BW_EFF = 0.55
@@ -44,8 +49,8 @@ FIA_CUBE_EFF = 0.50
 FIA_OVERHEAD_US = 6.0
 COPY_BW_EFF = 0.60  # ConcatD / TensorMove / BroadcastTo of cache-shaped tensors
 VECTOR_BW_EFF = 0.50
-TINY_VECTOR_US = 2.0  # DOMAIN.md §7: unfused norm kernels 1.5-5 µs each
-FUSED_NORM_US = 3.0  # DOMAIN.md §3.1: AddRmsNorm 3.3-3.5 µs measured
+TINY_VECTOR_US = 2.0  # docs/domain.md §7: unfused norm kernels 1.5-5 µs each
+FUSED_NORM_US = 3.0  # docs/domain.md §3.1: AddRmsNorm 3.3-3.5 µs measured
 
 DTYPE_NAMES = {"fp16": "FLOAT16", "bf16": "DT_BF16"}
 HOST_TYPE_NAMES = {"fp16": "c10::Half", "bf16": "c10::BFloat16"}
@@ -96,17 +101,19 @@ def _mem_us(nbytes: float, bw: float, eff: float) -> float:
     return nbytes / (bw * eff) * 1e6
 
 
-# --- pipe-ratio profiles (fractions of total cycles; DOMAIN.md §3.2-3.3 thresholds) ---------------------------
+# --- pipe-ratio profiles (fractions of total cycles; docs/domain.md §3.2-3.3 thresholds)
+# ---------------------------
 # Tuned decode GEMV: mte2-heavy but below the advisor's 0.95 mte2-bound line.
 PIPES_MM_TUNED = {"aic_mac": 0.22, "aic_scalar": 0.10, "aic_mte1": 0.30, "aic_mte2": 0.86, "aic_fixpipe": 0.04}
-# Unaligned GEMV: small bursts, scalar tiling overhead, nothing bound ("operator no bound", DOMAIN.md §3.3).
+# Unaligned GEMV: small bursts, scalar tiling overhead, nothing bound ("operator no bound", docs/domain.md
+# §3.3).
 PIPES_MM_UNALIGNED = {"aic_mac": 0.12, "aic_scalar": 0.38, "aic_mte1": 0.22, "aic_mte2": 0.55, "aic_fixpipe": 0.05}
 PIPES_MM_MIX = dict(PIPES_MM_UNALIGNED, aiv_vec=0.31, aiv_scalar=0.20, aiv_mte2=0.48, aiv_mte3=0.36)
 PIPES_MM_PREFILL_TUNED = {"aic_mac": 0.82, "aic_scalar": 0.08, "aic_mte1": 0.55, "aic_mte2": 0.52, "aic_fixpipe": 0.18}
 PIPES_MM_PREFILL_UNALIGNED = {"aic_mac": 0.48, "aic_scalar": 0.30, "aic_mte1": 0.40, "aic_mte2": 0.61,
                               "aic_fixpipe": 0.15}
 PIPES_MM_PREFILL_MIX = dict(PIPES_MM_PREFILL_UNALIGNED, aiv_vec=0.35, aiv_scalar=0.18, aiv_mte2=0.44, aiv_mte3=0.33)
-# Unfused decode attention BatchMatMul: the memory-bound signature (mte2 > 0.7, DOMAIN.md §6.1).
+# Unfused decode attention BatchMatMul: the memory-bound signature (mte2 > 0.7, docs/domain.md §6.1).
 PIPES_BMM_DECODE = {"aic_mac": 0.04, "aic_scalar": 0.21, "aic_mte1": 0.12, "aic_mte2": 0.83, "aic_fixpipe": 0.09}
 PIPES_BMM_PREFILL = {"aic_mac": 0.46, "aic_scalar": 0.15, "aic_mte1": 0.35, "aic_mte2": 0.72, "aic_fixpipe": 0.30}
 PIPES_FIA_DECODE = {"aic_mac": 0.16, "aic_scalar": 0.26, "aic_mte1": 0.18, "aic_mte2": 0.58, "aic_fixpipe": 0.11,
@@ -157,7 +164,7 @@ class StepBuilder:
         bw_eff = MATMUL_BW_EFF_UNALIGNED if unaligned else MATMUL_BW_EFF_TUNED
         cube_eff = MATMUL_CUBE_EFF_UNALIGNED if unaligned else MATMUL_CUBE_EFF_TUNED
         dur = MATMUL_OVERHEAD_US + max(_mem_us(nbytes, self.bw, bw_eff), flops / (self.peak * cube_eff) * 1e6)
-        # DOMAIN.md §2.3: an A2/A3 MatMul whose inner axis (> 1000) is not 512 B aligned becomes MIX_AIC.
+        # docs/domain.md §2.3: an A2/A3 MatMul whose inner axis (> 1000) is not 512 B aligned becomes MIX_AIC.
         inner_unaligned = (k_ * 2) % 512 != 0
         mix = unaligned and inner_unaligned and k_ > 1000 and not self.sku.coupled
         if mix:
@@ -167,7 +174,7 @@ class StepBuilder:
         else:
             core = "AI_CORE"
             # Unaligned tilings leave cores idle: a Block Dim that is not a multiple of the core count is what
-            # the advisor's block_dim_analysis flags (DOMAIN.md §3.3 / FORMATS.md §4.3).
+            # the advisor's block_dim_analysis flags (docs/domain.md §3.3 / docs/formats.md §4.3).
             blocks = self.sku.ai_cores - 3 if unaligned else self.sku.ai_cores
             mix_blocks = 0
             if decode:
@@ -245,7 +252,7 @@ class StepBuilder:
                 k.pipes = PIPES_TINY
             return before, [], "BSND"
         # HF DynamicCache: BNSD tensors, q/k/v transposed to BNSD every step, cache grown with torch.cat and made
-        # contiguous again (DOMAIN.md §5, §6.4; the honest proxy of a layout tax).
+        # contiguous again (docs/domain.md §5, §6.4; the honest proxy of a layout tax).
         g = EAGER_LAUNCH_GAP_US
         before: list[Kernel] = []
         for heads in (n, nk, nk):

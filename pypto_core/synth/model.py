@@ -1,6 +1,6 @@
 """The model of one simulated inference run: which LLM, on which chip, with which anti-patterns.
 
-Numbers carry their evidence (DOMAIN.md §2 for the chips, the models' public configs for the LLMs).
+Numbers carry their evidence (docs/domain.md §2 for the chips, the models' public configs for the LLMs).
 Nothing here writes files; ``kernels`` turns a ``RunConfig`` into device kernels.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# The four anti-patterns of the seed, with their fixed ids (CONTRACT.md). Each is planted by default and
+# The four anti-patterns of the seed, with their fixed ids (docs/contract.md). Each is planted by default and
 # removed by ``RunConfig.fixed``.
 RULES: tuple[str, ...] = ("matmul_tiling", "attention_memory_bound", "kv_cache_layout", "norm_launch_overhead")
 
@@ -54,7 +54,8 @@ def round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-# Public configs: meta-llama/Llama-2-7b-hf, meta-llama/Meta-Llama-3-8B, Qwen/Qwen2.5-7B-Instruct (DOMAIN.md §7
+# Public configs: meta-llama/Llama-2-7b-hf, meta-llama/Meta-Llama-3-8B, Qwen/Qwen2.5-7B-Instruct
+# (docs/domain.md §7
 # repeats the llama2 numbers).
 MODELS: dict[str, ModelSpec] = {
     "llama2-7b": ModelSpec("llama2-7b", layers=32, hidden=4096, heads=32, kv_heads=32, ffn=11008, vocab=32000),
@@ -66,7 +67,7 @@ MODELS: dict[str, ModelSpec] = {
 
 @dataclass(frozen=True)
 class SkuSpec:
-    """Roofline inputs of one Ascend SoC (DOMAIN.md §2.2)."""
+    """Roofline inputs of one Ascend SoC (docs/domain.md §2.2)."""
 
     name: str
     soc: str  # the name npu-smi and the profiler's NPU_INFO use
@@ -87,7 +88,8 @@ class SkuSpec:
         return self.hbm_gbps * 1e9
 
 
-# DOMAIN.md §2.2: 910B2 24/48 @1.8 GHz 353.9 T; 910B3 20/40 @1.8 GHz 294.9 T; 910B4 20/40 @1.5 GHz 245.8 T with
+# docs/domain.md §2.2: 910B2 24/48 @1.8 GHz 353.9 T; 910B3 20/40 @1.8 GHz 294.9 T; 910B4 20/40 @1.5 GHz 245.8
+# T with
 # the INI-derived 0.96 TB/s; 1.6 TB/s is the common 910B1-B3 figure [3P]; 310P3 8 cores ~70 T, ~204 GB/s per chip.
 SKUS: dict[str, SkuSpec] = {
     "910B2": SkuSpec("910B2", "Ascend910B2", ai_cores=24, vector_cores=48, freq_mhz=1800, fp16_tflops=353.9,

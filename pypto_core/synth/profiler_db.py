@@ -1,5 +1,5 @@
 """The SQLite exports of a simulated run: torch_npu's ``ascend_pytorch_profiler_0.db`` + ``analysis.db``
-(FORMATS.md §2.7) beside the text export of an ``*_ascend_pt`` folder, or msprof's ``msprof_{ts}.db``
+(docs/formats.md §2.7) beside the text export of an ``*_ascend_pt`` folder, or msprof's ``msprof_{ts}.db``
 (§1.5) in a ``PROF_*`` folder.
 
 The schema is copied from the real samples (samples/ascend_pt/cnn_8npu_db_level{0,1}, read with sqlite3):

@@ -1,6 +1,6 @@
 """One placed kernel as a kernel_details.csv / op_summary_*.csv row, in the real column layouts.
 
-FORMATS.md §1.3 and §2.3: kernel_details is op_summary with renamed columns and a leading ``Step Id``;
+docs/formats.md §1.3 and §2.3: kernel_details is op_summary with renamed columns and a leading ``Step Id``;
 CANN 8.3.RC1 still writes ``Block Dim``/``Mix Block Dim``, the 2026 msprof/torch_npu write ``Block Num``/
 ``Mix Block Num``. Start times end in a TAB; shapes are quoted strings that contain their own quotes.
 """
@@ -11,7 +11,7 @@ from pypto_core.synth.kernels import Kernel, Tensor
 from pypto_core.synth.schedule import Placed
 
 VARIANTS = ("cann83", "2026")
-MODEL_ID_NONE = "4294967295"  # UINT32_MAX: no model id (FORMATS.md §0.4)
+MODEL_ID_NONE = "4294967295"  # UINT32_MAX: no model id (docs/formats.md §0.4)
 
 _SHAPE_COLUMNS = ["HF32 Eligible", "Input Shapes", "Input Data Types", "Input Formats", "Output Shapes",
                   "Output Data Types", "Output Formats", "Context ID"]
@@ -22,7 +22,7 @@ PIPE_COLUMNS_SPLIT = ["aicore_time(us)", "aic_total_cycles", "aic_mac_time(us)",
                       "aic_icache_miss_rate", "aiv_time(us)", "aiv_total_cycles", "aiv_vec_time(us)", "aiv_vec_ratio",
                       "aiv_scalar_time(us)", "aiv_scalar_ratio", "aiv_mte2_time(us)", "aiv_mte2_ratio",
                       "aiv_mte3_time(us)", "aiv_mte3_ratio", "aiv_icache_miss_rate", "cube_utilization(%)"]
-# Coupled chips (310P): no aic_/aiv_ prefix (FORMATS.md §1.3, [DOC]).
+# Coupled chips (310P): no aic_/aiv_ prefix (docs/formats.md §1.3, [DOC]).
 PIPE_COLUMNS_COUPLED = ["aicore_time(us)", "total_cycles", "vec_time(us)", "vec_ratio", "mac_time(us)", "mac_ratio",
                         "scalar_time(us)", "scalar_ratio", "mte1_time(us)", "mte1_ratio", "mte2_time(us)",
                         "mte2_ratio", "mte3_time(us)", "mte3_ratio", "icache_miss_rate"]
@@ -40,7 +40,8 @@ def kernel_details_header(variant: str, coupled: bool) -> list[str]:
 
 def op_summary_header(variant: str, coupled: bool, *, legacy: bool = False) -> list[str]:
     """op_summary's columns; ``legacy``: the CANN <= 7.0 era (``device_N/summary``), without ``Device_id``
-    (one file per device), ``OP State`` and ``HF32 Eligible`` (both added around CANN 8.0, FORMATS.md §0.9;
+    (one file per device), ``OP State`` and ``HF32 Eligible`` (both added around CANN 8.0, docs/formats.md
+    §0.9;
     [INF] from the 2023 kernel_details samples, which are op_summary renamed)."""
     if legacy:
         return (["Model ID", "Task ID", "Stream ID", "Op Name", "OP Type", "Task Type", "Task Start Time(us)",
@@ -52,7 +53,7 @@ def op_summary_header(variant: str, coupled: bool, *, legacy: bool = False) -> l
 
 
 def us_text(ns: int) -> str:
-    """Epoch µs with 3 decimals, exact (FORMATS.md §0.1)."""
+    """Epoch µs with 3 decimals, exact (docs/formats.md §0.1)."""
     return f"{ns // 1000}.{ns % 1000:03d}"
 
 

@@ -1,5 +1,6 @@
 """Chrome-trace events of a simulated run, shaped like torch_npu's trace_view.json and msprof's msprof_*.json
-(FORMATS.md §2.5, the real samples): a bare array, every ``ts`` a string of epoch µs, ``dur`` a number."""
+(docs/formats.md §2.5, the real samples): a bare array, every ``ts`` a string of epoch µs, ``dur`` a
+number."""
 
 from __future__ import annotations
 

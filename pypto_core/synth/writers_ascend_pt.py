@@ -1,4 +1,5 @@
-"""Writes a torch_npu ``{worker}_{timestamp}_ascend_pt`` folder (FORMATS.md §2), streaming kernels as they come.
+"""Writes a torch_npu ``{worker}_{timestamp}_ascend_pt`` folder (docs/formats.md §2), streaming kernels as
+they come.
 
 Mirrors the CANN 8.3.RC1 / torch_npu 2.7.1 text export (samples/ascend_pt/qwen3_0.6b_train_4npu_level2) and,
 for the 2026 variant, the ``Block Num`` rename. kernel_details.csv and step_trace_time.csv are written the way

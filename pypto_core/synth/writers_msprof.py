@@ -1,4 +1,4 @@
-"""Writes an msprof ``PROF_{6}_{17}_{suffix}`` folder in the CANN >= 8.0 layout (FORMATS.md §1.1):
+"""Writes an msprof ``PROF_{6}_{17}_{suffix}`` folder in the CANN >= 8.0 layout (docs/formats.md §1.1):
 ``mindstudio_profiler_output/{op_summary,op_statistic,api_statistic,step_trace}_{14-digit ts}.csv`` and
 ``msprof_{ts}.json``, plus empty ``device_0/data``, ``host/data`` and ``mindstudio_profiler_log`` folders.
 

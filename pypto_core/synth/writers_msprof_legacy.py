@@ -1,4 +1,5 @@
-"""Writes an msprof ``PROF_*`` folder in the CANN <= 7.0 layout (FORMATS.md §1.1, file names of CANN 7.0.0):
+"""Writes an msprof ``PROF_*`` folder in the CANN <= 7.0 layout (docs/formats.md §1.1, file names of CANN
+7.0.0):
 ``device_0/summary/{op_summary,op_statistic,api_statistic,step_trace}_0_1_{14-digit ts}.csv`` and
 ``device_0/timeline/msprof_0_1_{ts}.json``, beside ``device_0/info.json.0`` (device facts, the simulated mark
 and ``cannVersion`` 7.0.0) and empty ``device_0/data`` / ``host/data`` folders.

@@ -1,7 +1,7 @@
 """Chrome-trace JSON that Perfetto and chrome://tracing load correctly, written as a stream.
 
 Every ``ts`` and ``dur`` is a JSON number in microseconds relative to one base (the profile's first event),
-with three decimals so nanoseconds survive (FORMATS.md §0.1 and §3.3: absolute epoch µs lose the ns
+with three decimals so nanoseconds survive (docs/formats.md §0.1 and §3.3: absolute epoch µs lose the ns
 digits in a float64, and torch_npu's string ``ts`` breaks Perfetto). The absolute base is in
 ``metadata.base_time_ns`` as a string. Processes and threads are named by ``M`` events, host op -> kernel
 links are ``s``/``f`` flows with ``bp: "e"``, counter tracks are ``C`` events. Lines are formatted with

@@ -11,7 +11,7 @@ Layout of the index folder (every array is a ``.npy`` file opened with ``mmap_mo
 - ``details/<table>.arrow``: the source rows, for an event's details.
 
 Times in answers are int64 ns relative to ``base_ns`` (the earliest event), small enough for a JS Number;
-``base_ns`` itself is sent as a string (FORMATS.md §0.1: absolute ns exceed 2**53).
+``base_ns`` itself is sent as a string (docs/formats.md §0.1: absolute ns exceed 2**53).
 """
 
 from __future__ import annotations

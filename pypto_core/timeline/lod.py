@@ -2,8 +2,8 @@
 
 At a time-per-pixel ``P``, an event at least ``P`` long stays as it is; consecutive narrower events whose
 gaps are under ``P`` merge into one run that keeps the member count, the busy time and the longest member.
-Gaps of a pixel or more survive at every level, so idle time stays visible (STYLE.md, "Charts and the
-timeline"; the approach of Perfetto's slice mipmaps). Everything is vectorised over all rows at once.
+Gaps of a pixel or more survive at every level, so idle time stays visible (the approach of Perfetto's
+slice mipmaps). Everything is vectorised over all rows at once.
 """
 
 from __future__ import annotations

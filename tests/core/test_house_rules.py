@@ -1,4 +1,4 @@
-"""ARCHITECTURE.md house rule: the engine imports nothing from Django or Celery."""
+"""docs/architecture.md house rule: the engine imports nothing from Django or Celery."""
 
 import subprocess
 import sys

@@ -70,7 +70,7 @@ def test_kernel_details_format_cann83(planted) -> None:
                            "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)"]
     assert header[12:14] == ["Block Dim", "Mix Block Dim"] and "Block Num" not in header
     assert header[-1] == "cube_utilization(%)" and "aic_mte2_ratio" in header and "aiv_vec_ratio" in header
-    assert len(header) == 47  # Step Id + the 46 op_summary columns of DOMAIN.md §3.2
+    assert len(header) == 47  # Step Id + the 46 op_summary columns of docs/domain.md §3.2
     first = lines[1].decode()
     assert re.search(r",\d{16}\.\d{3}\t,", first), "start time: epoch µs, 3 decimals, trailing TAB"
     assert re.search(r',"""\d+(,\d+)*(;\d+(,\d+)*)*""",', first), "shapes are triple-quoted"
@@ -178,7 +178,8 @@ def test_counters_consistent_with_durations(planted) -> None:
             assert 0 <= ratio < 1 and t == pytest.approx(ratio * total, abs=0.0006 * total + 0.002)
 
 
-# --- plausibility (DOMAIN.md §7) -------------------------------------------------------------------------
+# --- plausibility (docs/domain.md §7)
+# -------------------------------------------------------------------------
 
 
 def test_per_token_latency_ranges(planted, fixed) -> None:

@@ -130,7 +130,7 @@ def test_msprof_zero_byte_placeholders_are_named_errors(path: Path) -> None:
 
 
 def test_msprof_style_array_without_python(tmp_path: Path) -> None:
-    # msprof_*.json: the same building blocks minus the Python process (FORMATS.md §1.2)
+    # msprof_*.json: the same building blocks minus the Python process (docs/formats.md §1.2)
     events = [e for e in json.loads(LEVEL1.read_text()) if e.get("pid") != 3096504]
     p = tmp_path / "msprof_20250101000000.json"
     p.write_text(json.dumps(events))

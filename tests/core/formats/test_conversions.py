@@ -1,4 +1,4 @@
-"""Exact time parsing, integer/float cleaning and shape parsing (FORMATS.md §0)."""
+"""Exact time parsing, integer/float cleaning and shape parsing (docs/formats.md §0)."""
 
 import pyarrow as pa
 

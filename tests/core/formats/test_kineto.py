@@ -139,7 +139,7 @@ def test_2021_schema(tmp_path: Path) -> None:
 
 
 def test_torch_npu_privateuse1_export(tmp_path: Path) -> None:
-    # FORMATS.md §2.8: standard Kineto object, NPU kernels with args.type, privateuse1_runtime + ac2g
+    # docs/formats.md §2.8: standard Kineto object, NPU kernels with args.type, privateuse1_runtime + ac2g
     base = 1782967788000000000
     doc = {"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms", "traceEvents": [
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": 4307764838100.001, "dur": 30.5,

@@ -21,13 +21,14 @@ from pathlib import Path
 
 Interval = tuple[float, float]
 
-# Hardware facts of the SKU the Ascend samples ran on (910B3: 20 AI Cores, 40 AI Vector cores; docs/DOMAIN.md
+# Hardware facts of the SKU the Ascend samples ran on (910B3: 20 AI Cores, 40 AI Vector cores; docs/domain.md
 # chip table); the rules' thresholds (rules/config.py DEFAULTS).
 AI_CORES, VECTOR_CORES = 20, 40
 CUBE_CORE_TYPES = {"AI_CORE", "MIX_AIC"}
 VECTOR_CORE_TYPES = {"AI_VECTOR_CORE", "MIX_AIV"}
 COMM_CORE_TYPES = {"HCCL", "COMMUNICATION"}
-# Host calls that wait for the device (docs/DOMAIN.md): runtime syncs, synchronous copies, and the framework ops
+# Host calls that wait for the device (docs/domain.md): runtime syncs, synchronous copies, and the framework
+# ops
 # that read a device value on the host (.item(), nonzero).
 SYNC_CALL = re.compile(r"synchroniz|MemCopySync|(^|@)aclrtMemcpy$|(^|@)(cuda|hip)Memcpy$|"
                        r"^aten::(item|_local_scalar_dense|nonzero|tolist)$", re.I)

@@ -1,7 +1,7 @@
 """``analyze`` on every real sample in ../shared/samples: it runs, and it finds exactly what the sample's own
 files back (sample_oracle.py reads them without the engine).
 
-Where msprof-analyze's advisor checks the same thing on the same data (FORMATS.md §4.3), the verdicts are
+Where msprof-analyze's advisor checks the same thing on the same data (docs/formats.md §4.3), the verdicts are
 compared in comments beside the assertions.
 """
 
@@ -28,7 +28,7 @@ from pypto_core import formats  # noqa: E402
 # Overlap Analysis, or for Kineto the kernels, copies and launches), never from the engine. FLOOR pins what the
 # files say today, so that a change of the oracle itself cannot empty the expectation unnoticed: the CNN and
 # Qwen3 training steps are bound by communication not overlapped (torch_npu's own step_trace_time); the
-# advisor's Dynamic Shape holds where kernel_details says every op is dynamic (FORMATS.md §4.3).
+# advisor's Dynamic Shape holds where kernel_details says every op is dynamic (docs/formats.md §4.3).
 FLOOR: dict[str, set[str]] = {
     "ascend_pt/qwen3_0.6b_train_4npu_level2": {"communication_not_overlapped", "communication_wait", "slow_rank",
                                                "dynamic_shape"},
@@ -113,7 +113,7 @@ def _group_from_cluster_csv(path) -> ProfileGroup:
 
 def test_slow_rank_on_the_peer_cluster_tables() -> None:
     # msprof-analyze's cluster step table (peer_outputs): the advisor's slow_rank compares the same three columns
-    # against the mean with a 5% threshold (FORMATS.md §4.3). In the 8-rank advisor run computing is even
+    # against the mean with a 5% threshold (docs/formats.md §4.3). In the 8-rank advisor run computing is even
     # (max 1% over the mean) but rank 1 is free (host-idle) 26% above the mean: we name rank 1. The peer table
     # itself carries no verdict, so agreement is on the rule's inputs and threshold, not on a printed rank.
     report = diagnose_group(_group_from_cluster_csv(SAMPLES / "peer_outputs/msprof_analyze_cluster_advisor/"

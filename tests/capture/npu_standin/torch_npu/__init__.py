@@ -7,7 +7,7 @@ What it gives a workload, so that the agent's whole loop (capture, patch, captur
   shows it as one device kernel, as the real fused op is;
 * ``torch.npu.is_available()`` true, so the SDK picks its ``npu`` backend;
 * ``torch_npu.profiler``: records with ``torch.profiler`` on CPU and writes torch_npu's Kineto-compatible
-  MSPTI export (FORMATS.md §2.8), every host op that would be an NPU kernel becoming a kernel event whose
+  MSPTI export (docs/formats.md §2.8), every host op that would be an NPU kernel becoming a kernel event whose
   time is the CPU time of that op. Times in such a profile are CPU times, never NPU figures.
 
 Never import this outside tests: the capture tests put its folder on a workload's PYTHONPATH.

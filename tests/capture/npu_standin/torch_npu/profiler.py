@@ -1,5 +1,5 @@
 """``torch_npu.profiler`` of the CPU stand-in: torch.profiler on CPU, written as torch_npu's MSPTI Kineto
-export (FORMATS.md §2.8) with the host ops that would run on the NPU as kernel events.
+export (docs/formats.md §2.8) with the host ops that would run on the NPU as kernel events.
 
 The kernel of an op is given the op's CPU start and duration; the device stream is idle wherever the host
 was between ops, which is what an eager NPU run launched op by op looks like. A ``torch_npu::NAME``
@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 import torch.profiler as _tprof
 
-# aten op -> the Ascend op type it runs as in eager mode (DOMAIN.md §3.1); the outermost mapped op is the kernel
+# aten op -> the Ascend op type it runs as in eager mode (docs/domain.md §3.1); the outermost mapped op is the
+# kernel
 ATEN_KERNELS = {
     "aten::linear": "MatMulV2", "aten::matmul": "MatMulV2", "aten::mm": "MatMulV2", "aten::addmm": "MatMulV2",
     "aten::bmm": "BatchMatMulV2", "aten::add": "Add", "aten::add_": "Add", "aten::mul": "Mul",
