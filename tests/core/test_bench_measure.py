@@ -49,3 +49,13 @@ def test_the_name_search_reads_the_file_again_only_when_names_come_late(tmp_path
     profile = read_trace_view(_trace(tmp_path / "trace_view.json", names_first))
     assert profile.host_ops.num_rows == 50 and profile.kernels.num_rows == 50  # read right either way
     assert len(calls) == (0 if names_first else 1)
+
+
+def test_the_analyze_bench_reports_the_median_of_three_fresh_runs(tmp_path: Path) -> None:
+    """Item 9: one cold child right after the inputs were written read 0.72 s where warm runs took 0.38 s."""
+    from pypto_core.bench import analyze
+
+    row = analyze.run([1.0], tmp_path)["results"][0]
+    assert len(row["runs_s"]) == 3 and sorted(row["runs_s"])[1] == pytest.approx(row["load_plus_analyze_s"], abs=1e-3)
+    assert row["load_plus_analyze_s"] == pytest.approx(row["load_s"] + row["analyze_s"], abs=0.01)
+    assert row["load_avg"] is not None and row["kernels"] > 0
