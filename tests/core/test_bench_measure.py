@@ -59,3 +59,13 @@ def test_the_analyze_bench_reports_the_median_of_three_fresh_runs(tmp_path: Path
     assert len(row["runs_s"]) == 3 and sorted(row["runs_s"])[1] == pytest.approx(row["load_plus_analyze_s"], abs=1e-3)
     assert row["load_plus_analyze_s"] == pytest.approx(row["load_s"] + row["analyze_s"], abs=0.01)
     assert row["load_avg"] is not None and row["kernels"] > 0
+
+
+def test_each_capture_bench_size_counts_only_its_own_traces(tmp_path: Path) -> None:
+    """Item 10: both sizes once wrote into one folder, so the second size counted the first's traces too
+    (exactly double). Two models of the same depth write about the same trace per step."""
+    from pypto_core.bench import capture
+
+    sizes = capture.run([1, 2], tmp_path)["sizes"]
+    first, second = sizes["1MB"]["trace_mb_per_active_step"], sizes["2MB"]["trace_mb_per_active_step"]
+    assert first > 0 and 0.67 < second / first < 1.5, (first, second)
