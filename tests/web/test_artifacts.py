@@ -117,7 +117,8 @@ def test_artifacts_listed_downloaded_zipped_and_versioned_by_rerun(worker, make_
     from django.conf import settings
 
     work = str(settings.PYPTO_WORK_DIR)
-    assert "aoe_tune.sh" in v1 and b"Profile: llama_sim.zip!" in v1["aoe_tune.sh"]
+    # the profile by its dashboard name and id (issue 18), never by where a worker read it
+    assert "aoe_tune.sh" in v1 and f"Profile: {profile.name or 'unnamed'} #{profile.pk} (".encode() in v1["aoe_tune.sh"]
     for name, data in v1.items():
         assert work.encode() not in data and b"/unpacked/" not in data, name
     assert work not in json.dumps(client.get(f"/api/profiles/{profile.pk}/").json()) and work not in html
