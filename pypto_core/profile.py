@@ -304,7 +304,8 @@ class Profile:
         ``columns`` reads only the columns a step declares (``diagnose_columns()``, ``COMPARE_COLUMNS``):
         the tables it leaves out stay empty, the columns it leaves out are absent, and text stays
         dictionary-encoded (its consumers read it through ``pyarrow.compute``, which takes either). On a
-        1 GB simulated ascend_pt profile its four big tables hold 173 MB this way instead of 371 MB (measured).
+        1 GB simulated ascend_pt profile its four big tables hold 173 MB this way instead of 371 MB
+        (measured).
         """
         src = Path(directory)
         doc = json.loads((src / "profile.json").read_text(encoding="utf-8"))

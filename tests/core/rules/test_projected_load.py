@@ -71,3 +71,24 @@ def test_needs_name_real_tables_and_columns() -> None:
             assert columns is None or all(columns), (r.id, table)
     with pytest.raises(ValueError, match="table.column"):
         rule("bad_needs", title="t", saving_model="m", needs=("kernel.name",))(lambda ctx: None)
+
+
+def _comparison(base: Path, new: Path, **load: Any) -> dict[str, Any]:
+    from pypto_core.compare import ProfileComparer
+
+    return ProfileComparer(Profile.load(base, **load), Profile.load(new, **load)).compare().to_dict()
+
+
+def test_a_comparison_is_the_same_from_its_declared_columns(tmp_path) -> None:
+    from pypto_core.compare import COMPARE_COLUMNS, COMPARE_TABLES
+
+    before, after = demo_pair(tmp_path / "demo")
+    pairs = [(before, after), (SAMPLES / "kineto/trace_diff_pair/control.json.gz",
+                                SAMPLES / "kineto/trace_diff_pair/test.json.gz")]
+    for i, pair in enumerate(pairs):
+        saved = []
+        for j, source in enumerate(pair):
+            out = tmp_path / f"saved{i}{j}"
+            saved.append(out / formats.write_profiles(source, out).primary()[0])
+        # as it loaded before: its tables whole, text as strings
+        assert _comparison(*saved, tables=COMPARE_TABLES) == _comparison(*saved, columns=COMPARE_COLUMNS)
