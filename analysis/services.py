@@ -161,9 +161,10 @@ def _fetch_archive(profile: Profile, dest: Path) -> Path:
 
 
 def load_saved_profile(profile: Profile, dest: Path, *, folder: str | None = None,
-                       tables: tuple[str, ...] | None = None) -> Any:
+                       tables: tuple[str, ...] | None = None, columns: Any = None) -> Any:
     """The canonical ``pypto_core.profile.Profile`` of a parsed profile (one rank folder), fetched to ``dest``;
-    ``tables`` limits which tables are read (the rest stay empty)."""
+    ``tables`` limits which tables are read (the rest stay empty), ``columns`` which columns
+    (``pypto_core.profile.ColumnSet``)."""
     from pypto_core.profile import Profile as CoreProfile
 
     if not profile.parquet_prefix:
@@ -174,7 +175,7 @@ def load_saved_profile(profile: Profile, dest: Path, *, folder: str | None = Non
     # A fanned-out upload keeps each rank's tables under that rank's own profile (rank_sources).
     source = (profile.summary.get("rank_sources") or {}).get(folder) or f"{profile.parquet_prefix}/{folder}"
     _fetch_folder(source, local)
-    return CoreProfile.load(local, tables=tables)
+    return CoreProfile.load(local, tables=tables, columns=columns)
 
 
 def _load_for_diagnosis(profile: Profile, dest: Path) -> tuple[Any, Any]:
@@ -782,10 +783,10 @@ def comparison_run(*, comparison_id: int) -> None:
         for p in (comparison.base, comparison.candidate):
             if p.status != ProfileStatus.READY:
                 raise InputError(p.name, f"profile is {p.status}, not ready")
-        # only the tables a comparison reads (api_calls, the largest of the rest, never is)
-        from pypto_core.compare import COMPARE_TABLES as tables
-        base = load_saved_profile(comparison.base, workdir / "base", tables=tables)
-        new = load_saved_profile(comparison.candidate, workdir / "new", tables=tables)
+        # only the columns a comparison reads (api_calls, the largest of the other tables, never is)
+        from pypto_core.compare import COMPARE_COLUMNS as columns
+        base = load_saved_profile(comparison.base, workdir / "base", columns=columns)
+        new = load_saved_profile(comparison.candidate, workdir / "new", columns=columns)
         # The findings' status (fixed/persisting/new) comes from the stored findings of each profile's latest
         # diagnosis: no second diagnosis here. The metrics (per-token latency...) are measured on the tables.
         same_sku = comparison.base.sku if comparison.base.sku == comparison.candidate.sku else ""

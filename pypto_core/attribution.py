@@ -73,6 +73,13 @@ _D2H = re.compile(r"DtoH|D2H|device_to_host|Device -> Host", re.I)
 _D2D = re.compile(r"DtoD|D2D|PtoP|device_to_device|Device -> Device", re.I)
 _PAGEABLE = re.compile(r"Pageable", re.I)
 
+# What ``attribute`` reads (a ``profile.ColumnSet``): the tasks' times, lanes and kinds, the steps, the
+# host calls' names and times.
+ATTRIBUTION_COLUMNS: dict[str, tuple[str, ...] | None] = {
+    "kernels": ("start_ns", "dur_ns", "device_id", "stream_id", "core_type", "name", "op_type"),
+    "steps": None, "host_ops": ("name", "start_ns", "dur_ns"), "api_calls": ("name", "start_ns", "dur_ns"),
+}
+
 
 @dataclass
 class Breakdown:

@@ -36,9 +36,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.attribution import BUCKETS, step_windows
-from pypto_core.graph import METRICS, OperatorCallGraph
+from pypto_core.graph import GRAPH_COLUMNS, METRICS, OperatorCallGraph
 from pypto_core.kernel_names import readable
-from pypto_core.profile import Profile
+from pypto_core.profile import Profile, merge_columns
 from pypto_core.report_render import md_cell
 from pypto_core.rules.finding import Report
 
@@ -46,6 +46,10 @@ COMPARE_SCHEMA_VERSION = 1
 # The tables a comparison reads (through OperatorCallGraph): a saved profile can be loaded with only these
 # (``Profile.load(path, tables=COMPARE_TABLES)``); api_calls, the largest of the rest, is never read.
 COMPARE_TABLES: tuple[str, ...] = ("kernels", "steps", "host_ops", "flows")
+# The columns of those (``Profile.load(path, columns=COMPARE_COLUMNS)``): the call graph's, and the op types,
+# names and shapes the op, block and shape rows group by.
+COMPARE_COLUMNS = merge_columns({t: c for t, c in GRAPH_COLUMNS.items() if t in COMPARE_TABLES},
+                                {"kernels": ("op_type", "name", "input_shapes")})
 
 # A single-valued metric (no per-step samples) changes "significantly" only beyond this relative tolerance:
 # shares computed from the same kernels move by far less than 1% between two reads of one run [INFERRED].

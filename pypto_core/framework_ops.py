@@ -47,6 +47,11 @@ NOT_A_SCOPE = re.compile(r"^ProfilerStep#|^Enqueue$|^Dequeue@|^## .* ##$")
 # How a kernel was linked to its framework op (``FrameworkOps.via``).
 VIA_NONE, VIA_LINK, VIA_QUEUE, VIA_COLLECTIVE_ORDER = 0, 1, 2, 3
 VIA_NAMES = ("none", "link", "task_queue", "collective_order")
+# What ``framework_ops`` reads besides the links it is given (a ``profile.ColumnSet``).
+FRAMEWORK_OPS_COLUMNS: dict[str, tuple[str, ...] | None] = {
+    "host_ops": ("name", "tid", "start_ns", "dur_ns"), "api_calls": ("tid", "start_ns", "dur_ns"),
+    "flows": ("api_index", "kernel_index"),
+}
 _MAX_DEPTH = 256  # nesting deeper than this is not a call stack (bounded work on a malformed trace)
 
 

@@ -16,14 +16,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.attribution import TimeAttribution, attribute, kernel_codes
-from pypto_core.framework_ops import FrameworkOps, framework_ops
+from pypto_core.attribution import ATTRIBUTION_COLUMNS, TimeAttribution, attribute, kernel_codes
+from pypto_core.framework_ops import FRAMEWORK_OPS_COLUMNS, FrameworkOps, framework_ops
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
-from pypto_core.profile import Profile
+from pypto_core.profile import Profile, merge_columns
 from pypto_core.sequences import PATTERNS, ChainMatch, match_chains
 from pypto_core.shapes import Shapes, dtype_bytes, first_dtype_bytes, tensor_bytes
-from pypto_core.workload import Workload, detect_workload, device_vendor
+from pypto_core.workload import WORKLOAD_COLUMNS, Workload, detect_workload, device_vendor
 
 # Each metric: unit, and whether a higher value is better (the comparison's "better" column).
 # Metrics that mean something only for some workloads or devices are None elsewhere (absent, not zero).
@@ -44,6 +44,17 @@ METRICS: dict[str, tuple[str, bool]] = {
     "critical_path_ms": ("ms", False),
     "critical_path_host_share": ("share", False),
 }
+
+# What the call graph reads, with the attribution, framework ops and workload it builds (a
+# ``profile.ColumnSet``): times, lanes, kinds and shapes of the tasks, the data-movement ratios, the steps,
+# the links to the host.
+GRAPH_COLUMNS = merge_columns(ATTRIBUTION_COLUMNS, FRAMEWORK_OPS_COLUMNS, WORKLOAD_COLUMNS, {
+    "kernels": ("start_ns", "dur_ns", "device_id", "stream_id", "op_type", "name", "core_type",
+                "correlation_id", "input_shapes", "output_shapes", "input_dtypes", "output_dtypes",
+                "aic_mte2_ratio", "aiv_mte2_ratio"),
+    "steps": None, "flows": ("host_index", "kernel_index", "kind"),
+    "host_ops": ("correlation_id", "start_ns"),
+})
 
 DECODE_MAX_ROWS = 512  # a step whose MatMuls see more token rows than this is never decode [INFERRED]
 VOCAB_MIN = 16000  # LM head output width: 32000 (Llama-2), 128256 (Llama-3), 151936/152064 (Qwen2.5)

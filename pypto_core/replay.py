@@ -47,6 +47,14 @@ HOST_BUSY_SHARE = 0.9  # a gap the host was busy through this much of is the hos
 MAX_ITERATIONS = 12
 _NEVER = np.iinfo(np.int64).min // 4
 
+# What ``Replay`` reads besides the attribution it is given (a ``profile.ColumnSet``): the tasks' times and
+# lanes, and what issued them (flows to host calls, else correlation ids).
+REPLAY_COLUMNS: dict[str, tuple[str, ...] | None] = {
+    "kernels": ("start_ns", "dur_ns", "device_id", "stream_id", "correlation_id"),
+    "flows": ("kernel_index", "host_index", "api_index"), "host_ops": ("name", "start_ns", "dur_ns"),
+    "api_calls": ("name", "start_ns", "dur_ns", "correlation_id"),
+}
+
 
 @dataclass
 class Change:

@@ -25,6 +25,10 @@ WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_prefill", "llm_serving", "train
 LLM_WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_prefill", "llm_serving")
 DECODE_WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_serving")
 
+# What ``device_vendor`` and ``detect_workload`` read besides the call graph (a ``profile.ColumnSet``).
+WORKLOAD_COLUMNS: dict[str, tuple[str, ...] | None] = {
+    "kernels": ("core_type", "op_type", "name"), "api_calls": ("name",), "host_ops": ("name",),
+}
 _ASCEND_FORMATS = ("ascend_pt", "ascend_pt_db", "msprof", "msprof_db")
 _ASCEND_CORE_TYPES = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU", "DSA_SQE")
 _AMD_DEVICE = re.compile(r"\bMI\d{3}|AMD|Radeon|Instinct|gfx9", re.I)

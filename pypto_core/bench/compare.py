@@ -4,8 +4,8 @@ Target (issue 5): two profiles of 1 GB of trace each compared in under 5 s, load
 The pair is the demo's before/after at scale: llama2-7b on 910B3 with all four anti-patterns planted (base)
 and all fixed (new), each written by ``pypto_core.synth`` in the ascend_pt format at ``size_mb``, streamed
 by ``write_ascend_pt`` into Parquet under ``workdir`` (reused on later runs). The measured part runs in a
-child process so that its peak RSS (VmHWM) is its own: import, load both Parquet profiles (the tables a
-comparison reads, ``compare.COMPARE_TABLES``), build both call graphs, compare.
+child process so that its peak RSS (VmHWM) is its own: import, load both Parquet profiles (the columns a
+comparison reads, ``compare.COMPARE_COLUMNS``), build both call graphs, compare.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from pypto_core.bench._measure import child_json, load_avg, median_of_runs, save
 
 _CHILD = r"""
 import json, sys, time
-from pypto_core.compare import COMPARE_TABLES, ProfileComparer
+from pypto_core.compare import COMPARE_COLUMNS, ProfileComparer
 from pypto_core.profile import Profile
 t0 = time.perf_counter()  # the load alone: imports are not the comparison's
-base = Profile.load(sys.argv[1], tables=COMPARE_TABLES)
-new = Profile.load(sys.argv[2], tables=COMPARE_TABLES)
+base = Profile.load(sys.argv[1], columns=COMPARE_COLUMNS)
+new = Profile.load(sys.argv[2], columns=COMPARE_COLUMNS)
 t1 = time.perf_counter()
 comparer = ProfileComparer(base, new)
 t2 = time.perf_counter()

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pypto_core.formats import open_profiles  # lazily: the readers are heavy
     from pypto_core.hardware import normalize_sku_name
-    from pypto_core.rules import diagnose_group
+    from pypto_core.rules import diagnose_columns, diagnose_group
 
     from pypto_core.i18n import LANGUAGES, normalize_language
 
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
             config = json.loads(Path(args.config).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise PyptoError(f"{args.config}: cannot read the config: {exc}") from exc
-    group = open_profiles(args.path)
+    group = open_profiles(args.path, columns=diagnose_columns())  # only what the analysis reads
     try:
         what_if = [r.strip() for r in args.what_if.split(",") if r.strip()] if args.what_if else None
         report = diagnose_group(group, config, args.sku, what_if=what_if)

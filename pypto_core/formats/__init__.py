@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the readers import this package's modules; load them only when called
     from pypto_core.formats.detect import Detection
     from pypto_core.formats.opener import SavedProfiles
-    from pypto_core.profile import Profile, ProfileGroup
+    from pypto_core.profile import ColumnSet, Profile, ProfileGroup
 
 __all__ = ["open_profile", "open_profiles", "write_profiles", "detect_format"]
 
@@ -29,11 +29,12 @@ def open_profile(path: str | os.PathLike[str]) -> "Profile":
     return _open(path)
 
 
-def open_profiles(path: str | os.PathLike[str]) -> "ProfileGroup":
-    """Read every rank found at ``path`` into a ``ProfileGroup`` (one ``Profile`` per rank)."""
+def open_profiles(path: str | os.PathLike[str], columns: "ColumnSet | None" = None) -> "ProfileGroup":
+    """Read every rank found at ``path`` into a ``ProfileGroup`` (one ``Profile`` per rank); ``columns``:
+    only those (``Profile.load``), e.g. ``rules.diagnose_columns()`` for an analysis."""
     from pypto_core.formats.opener import open_profiles as _open
 
-    return _open(path)
+    return _open(path, columns)
 
 
 def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> "SavedProfiles":

@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 from pypto_core.errors import InputError
 from pypto_core.formats import detect as det
 from pypto_core.memory import release_freed_memory
-from pypto_core.profile import SCHEMA_VERSION, TABLE_NAMES, Profile, ProfileGroup, ProfileMeta, save_meta
+from pypto_core.profile import (SCHEMA_VERSION, TABLE_NAMES, ColumnSet, Profile, ProfileGroup, ProfileMeta,
+                                 save_meta)
 
 
 @dataclass
@@ -82,15 +83,16 @@ def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str])
     return saved
 
 
-def open_profiles(path: str | os.PathLike[str]) -> ProfileGroup:
+def open_profiles(path: str | os.PathLike[str], columns: ColumnSet | None = None) -> ProfileGroup:
     """Every rank at ``path``, in memory: :func:`write_profiles` into a temporary folder, then loaded (one
-    way of reading for both). A saved profile folder is loaded directly."""
+    way of reading for both). A saved profile folder is loaded directly. ``columns``: only those are
+    loaded (``Profile.load``), e.g. ``rules.diagnose_columns()`` for an analysis."""
     p = Path(path)
     if det.detect(p).kind == det.SAVED:
-        return ProfileGroup(profiles=[_load_saved(p)], source=str(p))
+        return ProfileGroup(profiles=[_load_saved(p, columns)], source=str(p))
     with tempfile.TemporaryDirectory(prefix="pypto_read_") as tmp:
         saved = write_profiles(p, tmp)
-        profiles = [Profile.load(Path(tmp) / name) for name, _ in saved.ranks]
+        profiles = [Profile.load(Path(tmp) / name, columns=columns) for name, _ in saved.ranks]
     return ProfileGroup(profiles=profiles, source=saved.source, warnings=saved.warnings)
 
 
@@ -225,11 +227,11 @@ def _read_in_memory(found: det.Detection) -> list[Profile]:
     raise InputError(str(path), f"unsupported input kind {found.kind!r}")
 
 
-def _load_saved(path: Path) -> Profile:
+def _load_saved(path: Path, columns: ColumnSet | None = None) -> Profile:
     """A folder written by ``Profile.save``, loaded (see :func:`_checked_saved`)."""
     _checked_saved(path)
     try:
-        return Profile.load(path)
+        return Profile.load(path, columns=columns)
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise InputError(str(path), f"saved profile could not be loaded ({exc})") from exc
 

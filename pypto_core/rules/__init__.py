@@ -5,7 +5,7 @@ thresholds live in ``config.py``; the combined speedup follows Amdahl over the u
 cover, never a product of per-finding factors.
 """
 
-from pypto_core.rules.diagnose import diagnose, diagnose_group
+from pypto_core.rules.diagnose import diagnose, diagnose_columns, diagnose_group
 from pypto_core.rules.finding import Finding, Report
 
-__all__ = ["diagnose", "diagnose_group", "Finding", "Report"]
+__all__ = ["diagnose", "diagnose_columns", "diagnose_group", "Finding", "Report"]

@@ -37,6 +37,11 @@ def emit_bucket(ctx: RuleContext, bucket: str, *, title: Message, description: M
              intervals=clip_to_length(s, e, min(saving_ns, covered)), details=details or {}, change=change)
 
 
+# What ``host_calls`` (``attribution.matching_calls``) reads, for a rule's ``needs``.
+HOST_CALL_NEEDS: tuple[str, ...] = tuple(f"{t}.{c}" for t in ("api_calls", "host_ops")
+                                         for c in ("name", "start_ns", "dur_ns"))
+
+
 def host_calls(ctx: RuleContext, pattern: Any, bucket: str) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the host calls whose name matches ``pattern`` and that overlap the bucket's time:
     what the fix takes off the host's timeline."""

@@ -18,6 +18,11 @@ from pypto_core.graph import OperatorCallGraph
 
 MAX_GROUPS = 20  # the header lists at most this many; the rest are counted
 MAX_NAMES_PER_GROUP = 200  # kernel names kept per group (what AOE's tune_ops_name is given)
+# What ``flagged_ops`` reads (a ``profile.ColumnSet``): what a remedy targets of each flagged kernel.
+FLAGGED_OPS_COLUMNS: dict[str, tuple[str, ...] | None] = {
+    "kernels": ("name", "op_type", "input_shapes", "input_dtypes", "input_formats", "output_shapes",
+                "output_dtypes", "output_formats"),
+}
 
 
 def _codes(arr: pa.Array) -> tuple[np.ndarray, list[Any]]:
@@ -76,13 +81,14 @@ def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_
             return np.zeros(len(idx), np.int64), [""]
         return _codes(convert(k[name].take(take).combine_chunks()))
 
-    op_c, op_v = _codes(pc.coalesce(k["op_type"], k["name"]).take(take).combine_chunks()
-                        if "op_type" in k.column_names else k["name"].take(take).combine_chunks())
+    # as text: codes of these rows in their order (a dictionary column's own would be the profile's)
+    op_c, op_v = _codes(pc.cast(pc.coalesce(k["op_type"], k["name"]).take(take) if "op_type" in k.column_names
+                                else k["name"].take(take), pa.string()).combine_chunks())
     sh_c, sh_v = column("input_shapes", _shapes_text)
     dt_c, dt_v = column("input_dtypes", _joined)
     fm_c, fm_v = column("input_formats", _joined)
     os_c, os_v = column("output_shapes", _shapes_text)
-    nm_c, nm_v = column("name", lambda a: a)
+    nm_c, nm_v = column("name", lambda a: a.cast(pa.string()))  # codes of these rows, not of the dictionary
     od_c, od_v = column("output_dtypes", _joined)
     of_c, of_v = column("output_formats", _joined)
     shared = _names_outside(graph, idx)

@@ -17,7 +17,10 @@ def column_strings(graph: OperatorCallGraph, column: str, mask: np.ndarray, limi
     if not mask.any() or column not in graph.kernels.column_names:
         return []
     idx = np.nonzero(mask)[0]
-    values = pc.fill_null(graph.kernels[column].take(pa.array(idx)), "").combine_chunks().dictionary_encode()
+    # as text, then encoded: the codes of these rows in their order (a dictionary column's own would list
+    # every value of the profile)
+    taken = pc.cast(graph.kernels[column].take(pa.array(idx)), pa.string())
+    values = pc.fill_null(taken, "").combine_chunks().dictionary_encode()
     codes = values.indices.to_numpy(zero_copy_only=False)
     time = np.bincount(codes, weights=graph.dur[idx].astype(np.float64), minlength=len(values.dictionary))
     names = values.dictionary.to_pylist()
@@ -30,7 +33,7 @@ def op_type_time(graph: OperatorCallGraph, mask: np.ndarray, limit: int = 20) ->
         return {}
     idx = np.nonzero(mask)[0]
     op = pc.fill_null(pc.coalesce(graph.kernels["op_type"], graph.kernels["name"]), "?").take(pa.array(idx))
-    enc = op.combine_chunks().dictionary_encode()
+    enc = pc.cast(op, pa.string()).combine_chunks().dictionary_encode()  # these rows' values only
     codes = enc.indices.to_numpy(zero_copy_only=False)
     names = enc.dictionary.to_pylist()
     t = np.bincount(codes, weights=graph.dur[idx].astype(np.float64), minlength=len(names))

@@ -4,6 +4,7 @@ sum(max - f) / (max x n) >= 0.05, docs/formats.md §4.3). Thermal or power cappi
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.rules._util import share
@@ -15,12 +16,14 @@ SAVING_MODEL = msg("Kernel time scales with 1/frequency: at the rated clock the 
                 "ratio; saving = device busy time x drop ratio.")
 
 
-@rule("aicore_frequency", title=msg("AI Core frequency drops"), saving_model=SAVING_MODEL, needs=("counters", "kernels"), vendors=("ascend",))
+@rule("aicore_frequency", title=msg("AI Core frequency drops"), saving_model=SAVING_MODEL,
+      needs=("counters.*",), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     counters = ctx.profile.counters
     if not counters.num_rows:
         return
-    is_freq = pc.match_substring_regex(pc.fill_null(counters["track"], ""), r"(?i)(ai ?core|aic).*freq|freq.*ai ?core")
+    is_freq = pc.match_substring_regex(pc.fill_null(pc.cast(counters["track"], pa.string()), ""),
+                                     r"(?i)(ai ?core|aic).*freq|freq.*ai ?core")
     values = pc.filter(counters["value"], is_freq).to_numpy(zero_copy_only=False)
     values = values[np.isfinite(values) & (values > 0)]
     if len(values) < 2:

@@ -18,7 +18,8 @@ SAVING_MODEL = msg("Each AI_CPU task over the duration threshold is assumed to r
                 "`aicore_speedup` times faster (configured, [INFERRED]): saving = time x (1 - 1/speedup).")
 
 
-@rule("aicpu_operators", title=msg("Operators falling back to the AI CPU"), saving_model=SAVING_MODEL, vendors=("ascend",))
+@rule("aicpu_operators", title=msg("Operators falling back to the AI CPU"), saving_model=SAVING_MODEL,
+      needs=("kernels.name", "kernels.op_type"), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("aicpu_operators")

@@ -26,7 +26,8 @@ SAVING_MODEL = msg("Each unfused chain is replaced by one fused attention kernel
 
 
 @rule("attention_memory_bound", title=msg("Decode attention bound by data movement"), saving_model=SAVING_MODEL,
-      remedies=("fused_attention_patch.py",), vendors=("ascend",), workloads=LLM_WORKLOADS)
+      remedies=("fused_attention_patch.py",), needs=("kernels.input_shapes",), vendors=("ascend",),
+      workloads=LLM_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("attention_memory_bound")

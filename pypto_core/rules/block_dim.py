@@ -15,7 +15,8 @@ SAVING_MODEL = msg("Work spreads evenly over blocks: a kernel with b blocks on C
                 "b / (waves x C) occupancy; retiling to fill every core saves time x (1 - occupancy).")
 
 
-@rule("block_dim", title=msg("Kernels that leave AI Cores idle (Block Dim)"), saving_model=SAVING_MODEL, vendors=("ascend",))
+@rule("block_dim", title=msg("Kernels that leave AI Cores idle (Block Dim)"), saving_model=SAVING_MODEL,
+      needs=("kernels.block_dim", "kernels.core_type"), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("block_dim")

@@ -51,7 +51,8 @@ def _collective_figures(ctx: RuleContext) -> dict[str, float]:
 
 
 @rule("communication_not_overlapped", title=msg("Communication not overlapped with compute"),
-      saving_model=SAVING_MODEL, needs=("kernels", "communication", "steps"), explains="communication_not_overlapped")
+      saving_model=SAVING_MODEL, needs=("kernels.name", "communication.*", "steps.*"),
+      explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     if bucket_share(ctx, "communication_not_overlapped") is None:
         return

@@ -19,7 +19,7 @@ SAVING_MODEL = msg("If the ranks arrive together the wait disappears and the tra
 
 
 @rule("communication_wait", title=msg("Collectives waiting for other ranks"), saving_model=SAVING_MODEL,
-      needs=("communication",), explains="communication_not_overlapped")
+      needs=("communication.*",), explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     comm = ctx.profile.communication
     if not comm.num_rows:

@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 
 from pypto_core.attribution import attribute
-from pypto_core.graph import OperatorCallGraph
+from pypto_core.graph import GRAPH_COLUMNS, OperatorCallGraph
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.memory import release_freed_memory
-from pypto_core.profile import Profile, ProfileGroup
-from pypto_core.replay import Change, Replay
+from pypto_core.profile import SUMMARY_COLUMNS, Profile, ProfileGroup, merge_columns
+from pypto_core.replay import REPLAY_COLUMNS, Change, Replay
+from pypto_core.rules._flagged_ops import FLAGGED_OPS_COLUMNS
 from pypto_core.rules.config import RuleConfig, as_config
 from pypto_core.rules.context import Coverage, RuleContext, combined_saving_ns
 from pypto_core.rules.finding import Finding, Report
@@ -29,6 +30,15 @@ DIAGNOSE_TABLES: tuple[str, ...] = ("kernels", "host_ops", "api_calls", "flows",
 MAX_REPORT_STEPS = 10_000
 # What group-scope rules (slow_rank) read of every rank besides the primary one.
 GROUP_TABLES: tuple[str, ...] = ("kernels", "steps")
+
+
+def diagnose_columns() -> dict[str, frozenset[str] | None]:
+    """The columns ``diagnose`` reads, for ``Profile.load(path, columns=...)``: the call graph's (with the
+    attribution, framework ops and workload), the replay's, the summary's, what ``emit`` lists of flagged
+    kernels and every rule's ``needs``. The memory table is never read; on a 1 GB simulated profile the
+    PipeUtilization counters other than MTE2, host op categories and API levels are left on disk."""
+    return merge_columns(GRAPH_COLUMNS, REPLAY_COLUMNS, SUMMARY_COLUMNS, FLAGGED_OPS_COLUMNS,
+                         *(r.columns() for r in discover().values()))
 
 
 def _run_rules(ctx: RuleContext, scope: str, warnings: list[str]) -> None:

@@ -8,6 +8,7 @@ Evidence: no operator with ``OP State`` = static (kernel_details / op_summary, C
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.attribution import IDLE_BUCKETS
@@ -24,7 +25,8 @@ SAVING_MODEL = msg("With binary kernels (set_compile_mode(jit_compile=False)) th
 
 
 @rule("dynamic_shape", title=msg("Operators compiled at run time (dynamic shapes)"), saving_model=SAVING_MODEL,
-      needs=("kernels", "api_calls"), vendors=("ascend",), explains="host_launch_bound")
+      needs=("kernels.op_state", "api_calls.name", "api_calls.start_ns", "api_calls.dur_ns"),
+      vendors=("ascend",), explains="host_launch_bound")
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("dynamic_shape")
@@ -40,7 +42,8 @@ def match(ctx: RuleContext) -> None:
     stalled = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     compiles = stalled
     if api.num_rows:
-        is_compile = pc.match_substring_regex(pc.fill_null(api["name"], ""), r"(?i)compile")
+        is_compile = pc.match_substring_regex(pc.fill_null(pc.cast(api["name"], pa.string()), ""),
+                                             r"(?i)compile")
         cs = pc.filter(pc.fill_null(api["start_ns"], 0), is_compile).to_numpy(zero_copy_only=False).astype(np.int64)
         cd = pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile).to_numpy(zero_copy_only=False).astype(np.int64)
         # One compilation is one outermost call: CANN records opCompile inside aclopCompileAndExecute, and the

@@ -17,7 +17,8 @@ SAVING_MODEL = msg("Converting weights once at load time (npu_format_cast(w, 29)
                 "these kernels: saving = their device time plus the launch gap before each.")
 
 
-@rule("format_churn", title=msg("Repeated TransData / Cast format conversions"), saving_model=SAVING_MODEL, vendors=("ascend",))
+@rule("format_churn", title=msg("Repeated TransData / Cast format conversions"), saving_model=SAVING_MODEL,
+      needs=("kernels.input_shapes",), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("format_churn")

@@ -25,7 +25,8 @@ SAVING_MODEL = msg("Every per-step copy of a cache-shaped tensor disappears with
 
 
 @rule("kv_cache_layout", title=msg("KV cache stored in a layout attention does not consume"), saving_model=SAVING_MODEL,
-      remedies=("kv_cache_layout_patch.py",), vendors=("ascend",), workloads=DECODE_WORKLOADS)
+      remedies=("kv_cache_layout_patch.py",), needs=("kernels.input_shapes",), vendors=("ascend",),
+      workloads=DECODE_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.config.section("kv_cache_layout")

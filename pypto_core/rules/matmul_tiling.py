@@ -23,7 +23,8 @@ SAVING_MODEL = msg("Each flagged MatMul is retuned to the roofline efficiency th
 
 
 @rule("matmul_tiling", title=msg("MatMul tiling far below the roofline"), saving_model=SAVING_MODEL,
-      remedies=("aoe_tune_ops.json", "aoe_tune.sh"), vendors=("ascend",))
+      remedies=("aoe_tune_ops.json", "aoe_tune.sh"),
+      needs=("kernels.core_type", "kernels.op_type", "kernels.input_shapes"), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     batch, m, k, n = g.mkn

@@ -18,7 +18,7 @@ SAVING_MODEL = msg("Host copies from pinned memory run asynchronously and overla
                 "(an upper bound).")
 
 
-@rule("memcpy_bound", title=msg("Copies on the critical path"), saving_model=SAVING_MODEL, needs=("kernels", "steps"), explains="memcpy")
+@rule("memcpy_bound", title=msg("Copies on the critical path"), saving_model=SAVING_MODEL, explains="memcpy")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "memcpy")
     if found is None:

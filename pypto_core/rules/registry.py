@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pypto_core.i18n import Message
+from pypto_core.profile import TABLE_NAMES, merge_columns
 
 if TYPE_CHECKING:  # pragma: no cover
     from pypto_core.rules.context import RuleContext
@@ -26,7 +27,9 @@ class Rule:
     match: Callable[..., None]  # match(ctx) emits findings through ctx.emit(...)
     saving_model: Message  # the model behind estimated savings, in words
     remedies: tuple[str, ...] = ()
-    needs: tuple[str, ...] = ("kernels",)  # profile tables the rule reads
+    # the columns the rule reads itself, beyond the call graph's (graph.GRAPH_COLUMNS) and what ``emit``
+    # lists of flagged kernels: "table.column", or "table.*" for every column of a small table
+    needs: tuple[str, ...] = ()
     scope: str = "profile"  # profile | group (multi-rank)
     module: str = ""
     vendors: tuple[str, ...] = ()  # device vendors it applies to (pypto_core.workload.VENDORS); () = all
@@ -37,16 +40,25 @@ class Rule:
         return ((not self.vendors or vendor in self.vendors)
                 and (not self.workloads or workload in self.workloads))
 
+    def columns(self) -> dict[str, frozenset[str] | None]:
+        """``needs`` as a ``profile.ColumnSet`` (table -> columns, None for the whole table)."""
+        pairs = (need.split(".", 1) for need in self.needs)
+        return merge_columns(*({table: None if column == "*" else (column,)} for table, column in pairs))
+
 
 RULES: dict[str, Rule] = {}
 
 
 def rule(id: str, *, title: Message, saving_model: Message, remedies: tuple[str, ...] = (),
-         needs: tuple[str, ...] = ("kernels",), scope: str = "profile", vendors: tuple[str, ...] = (),
+         needs: tuple[str, ...] = (), scope: str = "profile", vendors: tuple[str, ...] = (),
          workloads: tuple[str, ...] = (), explains: str = "compute") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``match(ctx)`` as rule ``id``; ``vendors`` and ``workloads`` say where its advice holds."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        for need in needs:
+            table, _, column = need.partition(".")
+            if table not in TABLE_NAMES or not column:
+                raise ValueError(f"rule {id!r}: needs names table.column or table.*, not {need!r}")
         if id in RULES and RULES[id].module != func.__module__:
             raise ValueError(f"rule id {id!r} registered twice ({RULES[id].module}, {func.__module__})")
         RULES[id] = Rule(id=id, title=title, match=func, saving_model=saving_model, remedies=tuple(remedies),

@@ -32,7 +32,8 @@ def _rank_totals(profile) -> dict[str, float]:
             "free": float(a.run.idle_ns)}
 
 
-@rule("slow_rank", title=msg("Slow rank"), saving_model=SAVING_MODEL, scope="group", needs=("steps", "kernels"), explains="communication_not_overlapped")
+@rule("slow_rank", title=msg("Slow rank"), saving_model=SAVING_MODEL, scope="group",
+      explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     group = ctx.group
     if group is None or group.ranks < 2:

@@ -12,7 +12,7 @@ import numpy as np
 from pypto_core.attribution import SYNC_CALL, matching_calls
 from pypto_core.intervals import overlap_ns
 from pypto_core.replay import Change
-from pypto_core.rules._bucket_rule import bucket_share, emit_bucket, host_calls
+from pypto_core.rules._bucket_rule import HOST_CALL_NEEDS, bucket_share, emit_bucket, host_calls
 from pypto_core.rules._util import us
 from pypto_core.rules.context import RuleContext
 from pypto_core.i18n import msg
@@ -45,7 +45,7 @@ def sync_calls(ctx: RuleContext) -> dict[str, dict[str, float]]:
 
 
 @rule("sync_stall", title=msg("Device idle while the host synchronises"), saving_model=SAVING_MODEL,
-      needs=("kernels", "api_calls", "host_ops", "steps"), explains="sync_wait")
+      needs=HOST_CALL_NEEDS, explains="sync_wait")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "sync_wait")
     if found is None:
