@@ -58,7 +58,8 @@ class CriticalPath:
 
     def step_totals(self) -> np.ndarray:
         """Per step, the segments' total duration (its span, by construction)."""
-        return np.bincount(self.step, weights=self.end - self.start, minlength=len(self.windows)).astype(np.int64)
+        return np.bincount(self.step, weights=self.end - self.start,
+                           minlength=len(self.windows)).astype(np.int64)
 
     def device_ns(self) -> np.ndarray:
         """Per step, the device task time on the path."""
@@ -83,7 +84,8 @@ class _Walk:
         self.r = r
         self.s, self.e = r.s, r.e
         pred = np.where(r.cross >= 0, EVENT_WAIT,
-                        np.where(r.host_bound | (r.first & r.linked), LAUNCH, np.where(~r.first, STREAM_GAP, HOST)))
+                        np.where(r.host_bound | (r.first & r.linked), LAUNCH,
+                                 np.where(~r.first, STREAM_GAP, HOST)))
         self.pred = pred.astype(np.int8)
         n = len(pred)
         # the first position of the chain of stream-order links ending at each task
@@ -105,7 +107,8 @@ class _Walk:
         self.add(step, np.array([start], np.int64), np.array([end], np.int64), np.array([kind], np.int8),
                  np.array([table], np.int8), np.array([row], np.int64))
 
-    def chain(self, step: int, lo: int, i: int, cursor: int, wait: int, wait_ref: tuple[int, int]) -> tuple[int, int]:
+    def chain(self, step: int, lo: int, i: int, cursor: int, wait: int,
+              wait_ref: tuple[int, int]) -> tuple[int, int]:
         """Emit the stream-order chain ending at task ``i`` (reached at ``cursor`` through a ``wait``);
         returns the chain's first task and the time the path has reached."""
         j = int(self.head[i])
@@ -189,8 +192,10 @@ def critical_path(replay: Replay, profile: "Profile") -> CriticalPath:
     return CriticalPath(windows=w, step=step, start=start, end=end, kind=kind, table=table, row=row)
 
 
-def _host_rows(profile: "Profile", end: np.ndarray, kind: np.ndarray, table: np.ndarray, row: np.ndarray) -> None:
-    """Name the host call that ends each host segment and sync return (the call that returned then), in place."""
+def _host_rows(profile: "Profile", end: np.ndarray, kind: np.ndarray, table: np.ndarray,
+               row: np.ndarray) -> None:
+    """Name the host call that ends each host segment and sync return (the call that returned then),
+    in place."""
     want = np.flatnonzero((table < 0) & ((kind == HOST) | (kind == SYNC_RETURN)))
     if not len(want):
         return

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.critical_path import HOST, KINDS, SYNC_RETURN, TABLES, profile_critical_path
+from pypto_core.i18n import DEFAULT_LANGUAGE
 from pypto_core.profile import Profile
 from pypto_core.timeline.lanes import Lane, _base_ns, _Interner, counter_columns, slice_tables
 from pypto_core.timeline.lod import MAX_DEPTH, Bars, merge, nesting_depth, running_end
@@ -476,10 +477,11 @@ class TimelineIndex:
     def event_count(self) -> int:
         return int(self.doc["event_count"])
 
-    def lane_dicts(self) -> list[dict[str, Any]]:
+    def lane_dicts(self, language: str = DEFAULT_LANGUAGE) -> list[dict[str, Any]]:
+        """The lanes named in ``language`` (``Lane.localized``; ids and ``group_id`` never change)."""
         rows_per_lane = np.bincount(self.rows[:, 0], minlength=len(self.lanes)) if len(self.rows) else \
             np.zeros(len(self.lanes), np.int64)
-        return [{**ln.to_dict(), "rows": int(rows_per_lane[ln.id]) if ln.kind == "slices" else 1}
+        return [{**ln.localized(language), "rows": int(rows_per_lane[ln.id]) if ln.kind == "slices" else 1}
                 for ln in self.lanes]
 
     # -- window ----------------------------------------------------------------------------------------
@@ -634,7 +636,8 @@ class TimelineIndex:
         top_count[wide[run_of_key[head]]] = freq[head]
         return top, top_count
 
-    def run(self, lane: int, depth: int, start_ns: int, end_ns: int, top: int = RUN_TOP_NAMES) -> dict[str, Any]:
+    def run(self, lane: int, depth: int, start_ns: int, end_ns: int, top: int = RUN_TOP_NAMES,
+            language: str = DEFAULT_LANGUAGE) -> dict[str, Any]:
         """A merged run's members: the events of row (lane, depth) starting in [start_ns, end_ns), their
         count, busy time, and the top names by count and by total time."""
         match = np.flatnonzero((self.rows[:, 0] == int(lane)) & (self.rows[:, 1] == int(depth)))
@@ -658,9 +661,9 @@ class TimelineIndex:
             return [{"name": nm, "count": int(by_count[i]), "total_ns": int(by_time[i])}
                     for nm, i in zip(picked, order.tolist())]
 
-        info = self.lanes[int(lane)]
+        info = self.lanes[int(lane)].localized(language)
         return {
-            "lane": int(lane), "depth": int(depth), "lane_name": info.name, "group": info.group,
+            "lane": int(lane), "depth": int(depth), "lane_name": info["name"], "group": info["group"],
             "count": int(b - a), "distinct_names": int(np.count_nonzero(by_count)),
             "start_ns": int(ev_start[a]) if b > a else int(start_ns),
             "end_ns": int(np.asarray(self._a("events/end")[a:b]).max()) if b > a else int(end_ns),
@@ -813,7 +816,7 @@ class TimelineIndex:
                           "kind": self.doc["flow_kinds"][int(kind[p])]})
         return links
 
-    def event(self, lane: int | None, idx: int) -> dict[str, Any]:
+    def event(self, lane: int | None, idx: int, language: str = DEFAULT_LANGUAGE) -> dict[str, Any]:
         """One event: times, its source row, and the host ops or kernels linked to it by flows."""
         idx = int(idx)
         if not 0 <= idx < self.event_count:
@@ -822,11 +825,12 @@ class TimelineIndex:
         if lane is not None and int(lane) != brief["lane"]:
             raise KeyError(f"event {idx} is not on lane {lane}")
         info = self.lanes[brief["lane"]]
+        shown = info.localized(language)
         row = int(self._a("events/row")[idx])
         return {
             **brief,
-            "lane_name": info.name,
-            "group": info.group,
+            "lane_name": shown["name"],
+            "group": shown["group"],
             "table": info.table,
             "row": row,
             "start_abs_ns": str(self.base_ns + brief["start_ns"]),
