@@ -46,6 +46,7 @@ class CriticalPath:
     """Segments of every step in time order; times are absolute ns."""
 
     windows: np.ndarray  # (steps, 2): each step's [start, end), as the attribution cut them
+    step_ids: list[int | None]  # each step's id as the profile numbers it (None: not recorded)
     step: np.ndarray  # int32: the step of each segment
     start: np.ndarray  # int64
     end: np.ndarray  # int64
@@ -76,7 +77,9 @@ def profile_critical_path(profile: "Profile") -> CriticalPath | None:
     a = attribute(profile)
     if a is None or a.source != "timeline" or not len(a.steps):
         return None
-    return critical_path(Replay(profile, a), profile)
+    path = critical_path(Replay(profile, a), profile)
+    path.step_ids = [s.step_id for s in a.steps]
+    return path
 
 
 class _Walk:
@@ -189,7 +192,8 @@ def critical_path(replay: Replay, profile: "Profile") -> CriticalPath:
     order = np.lexsort((cols[1], cols[0]))
     step, start, end, kind, table, row = (c[order] for c in cols)
     _host_rows(profile, end, kind, table, row)
-    return CriticalPath(windows=w, step=step, start=start, end=end, kind=kind, table=table, row=row)
+    return CriticalPath(windows=w, step_ids=[None] * len(w), step=step, start=start, end=end, kind=kind,
+                        table=table, row=row)
 
 
 def _host_rows(profile: "Profile", end: np.ndarray, kind: np.ndarray, table: np.ndarray,

@@ -394,7 +394,7 @@ def _store_critical_path(profile: Profile, folder: Path, base: int, lanes: list[
     for name, array in (("start", path.start - base), ("end", path.end - base), ("kind", path.kind),
                         ("lane", lane), ("idx", idx), ("step", path.step)):
         _save(out / f"{name}.npy", array)
-    return {"kinds": list(KINDS), "steps": (path.windows - base).tolist(),
+    return {"kinds": list(KINDS), "steps": (path.windows - base).tolist(), "step_ids": path.step_ids,
             "device_ns": path.device_ns().tolist()}
 
 
@@ -708,13 +708,14 @@ class TimelineIndex:
             depth[has] = self.rows[np.searchsorted(self._a("events/offsets"), idx[has], side="right") - 1, 1]
         windows = np.asarray(info["steps"], np.int64).reshape(-1, 2)
         device = np.asarray(info["device_ns"], np.int64)
+        ids = info.get("step_ids") or [None] * len(windows)
         shown = np.flatnonzero((windows[:, 1] > start) & (windows[:, 0] < end))
         return {
             "available": True,
             "kinds": info["kinds"],
             "start_ns": start, "end_ns": end, "seg_ns": pixel,
-            "steps": [{"step": int(k), "start_ns": int(windows[k, 0]), "end_ns": int(windows[k, 1]),
-                       "device_ns": int(device[k])} for k in shown.tolist()],
+            "steps": [{"step": int(k), "step_id": ids[k], "start_ns": int(windows[k, 0]),
+                       "end_ns": int(windows[k, 1]), "device_ns": int(device[k])} for k in shown.tolist()],
             "segments": _segments_dict(s, e, kind, lane, idx, depth, step, count),
         }
 

@@ -70,7 +70,7 @@
     allHidden: "every lane hidden", critical: "Critical path",
     criticalTitle: "Highlight each step’s critical path (from the what-if replay’s dependencies) and dim the rest",
     criticalNone: "No critical path: the profile has no device tasks in steps.",
-    criticalSummary: "Critical path of step {step}: {dur}, device tasks {device}"
+    criticalSummary: "Critical path of step {step}: {dur}, device tasks {device}", counterMax: "max {v}"
   };
 
   function pageText() {
@@ -281,7 +281,8 @@
       self.status.textContent = answer.available ? "" : self.t.criticalNone;
       var step = answer.steps && answer.steps[0];
       self.criticalInfo.textContent = step ? fill(self.t.criticalSummary, {
-        step: step.step + 1, dur: fmtNs(step.end_ns - step.start_ns), device: fmtNs(step.device_ns)}) : "";
+        step: step.step_id !== null && step.step_id !== undefined ? step.step_id : step.step + 1,
+        dur: fmtNs(step.end_ns - step.start_ns), device: fmtNs(step.device_ns)}) : "";
       self.draw();
     }).catch(function (err) { self.status.textContent = self.t.unavailable + " " + err.message; });
   };
@@ -576,7 +577,7 @@
     c.font = "9px system-ui, sans-serif";
     c.textBaseline = "top";
     c.fillStyle = "#374151";
-    c.fillText("max " + String(+hi.toPrecision(4)), LABEL_W + 4, box.labelTop + 1);
+    c.fillText(fill(this.t.counterMax, {v: +hi.toPrecision(4)}), LABEL_W + 4, box.labelTop + 1);
     c.restore();
   };
 
