@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.utils.translation import gettext as _
+from django.utils.translation import get_language, gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.renderers import BaseRenderer
@@ -21,6 +21,7 @@ from analysis.timeline_layout import lanes_with_layout, timeline_layout_get, tim
 from profiles.api import attachment_response
 from profiles.models import Profile, ProfileStatus
 from profiles.selectors import profile_get_for_user
+from pypto_core.i18n import pick_language
 
 
 class NotReady(APIException):
@@ -34,6 +35,11 @@ def _ready_profile(request: Request, profile_id: int) -> Profile:
     if profile.status != ProfileStatus.READY or not profile.parquet_prefix:
         raise NotReady(f"The profile is {profile.status}, not ready.")
     return profile
+
+
+def _language(request: Request) -> str:
+    """``?lang=``, else the page's language (LocaleMiddleware: the user's choice or Accept-Language)."""
+    return pick_language(request.query_params.get("lang"), get_language())
 
 
 def _int(request: Request, name: str, default: int | None = None) -> int | None:
@@ -58,7 +64,7 @@ def _lane_list(request: Request) -> list[int] | None:
 
 class TimelineWindowView(APIView):
     """One window (``TimelineIndex.window``); ``lanes`` limits the tracks to those lanes, and the lanes say
-    ``hidden`` as this user left them (``analysis.timeline_layout``)."""
+    ``hidden`` as this user left them (``analysis.timeline_layout``), named in the page's language."""
 
     @extend_schema(parameters=[OpenApiParameter("start_ns", int), OpenApiParameter("end_ns", int),
                                OpenApiParameter("width_px", int), OpenApiParameter("lanes", str)],
@@ -69,7 +75,8 @@ class TimelineWindowView(APIView):
         answer = index.window(_int(request, "start_ns"), _int(request, "end_ns"),
                               _int(request, "width_px", 1000) or 1000, lanes=_lane_list(request))
         layout = timeline_layout_get(user=request.user, profile=profile)
-        return Response({**answer, "lanes": lanes_with_layout(answer["lanes"], layout), "layout": layout})
+        lanes = index.lane_dicts(_language(request))
+        return Response({**answer, "lanes": lanes_with_layout(lanes, layout), "layout": layout})
 
 
 class TimelineLayoutView(APIView):
@@ -104,9 +111,20 @@ class TimelineRunView(APIView):
         if missing:
             raise ValidationError({k: _("required") for k in missing})
         try:
-            return Response(pagedata.timeline_index(profile=profile).run(**args))
+            return Response(pagedata.timeline_index(profile=profile).run(**args, language=_language(request)))
         except KeyError as exc:
             raise NotFound(str(exc)) from None
+
+
+class TimelineCriticalView(APIView):
+    """The critical path of each step in a window (``TimelineIndex.critical``, from the replay's graph)."""
+
+    @extend_schema(parameters=[OpenApiParameter("start_ns", int), OpenApiParameter("end_ns", int),
+                               OpenApiParameter("width_px", int)], responses={200: dict})
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = _ready_profile(request, profile_id)
+        return Response(pagedata.timeline_index(profile=profile).critical(
+            _int(request, "start_ns"), _int(request, "end_ns"), _int(request, "width_px", 1000) or 1000))
 
 
 class TimelineEventView(APIView):
@@ -117,7 +135,8 @@ class TimelineEventView(APIView):
         if idx is None:
             raise ValidationError({"idx": _("required")})
         try:
-            return Response(pagedata.timeline_index(profile=profile).event(_int(request, "lane"), idx))
+            return Response(pagedata.timeline_index(profile=profile).event(_int(request, "lane"), idx,
+                                                                           language=_language(request)))
         except KeyError as exc:
             raise NotFound(str(exc)) from None
 

@@ -24,6 +24,8 @@ urlpatterns = [
     path("profiles/<int:profile_id>/timeline/search/", timeline_api.TimelineSearchView.as_view(),
          name="api-timeline-search"),
     path("profiles/<int:profile_id>/timeline/run/", timeline_api.TimelineRunView.as_view(), name="api-timeline-run"),
+    path("profiles/<int:profile_id>/timeline/critical/", timeline_api.TimelineCriticalView.as_view(),
+         name="api-timeline-critical"),
     path("profiles/<int:profile_id>/timeline/layout/", timeline_api.TimelineLayoutView.as_view(),
          name="api-timeline-layout"),
     path("profiles/<int:profile_id>/trace/", timeline_api.TraceDownloadView.as_view(), name="api-profile-trace"),

@@ -137,6 +137,7 @@ class Replay:
                       & (busy >= HOST_BUSY_SHARE * self.gap))
         typical = int(np.median(launch[host_bound])) if host_bound.any() else TURNAROUND_NS
         self.linked = linked
+        self.host_bound = host_bound
         self.cross = self._cross_stream_waits(host_bound)
         # a gap explained by the host (host-bound) or by another stream's task (an event wait) shrinks to the
         # device's turnaround once that reason goes; any other gap is the task's own and stays. Host-bound

@@ -62,6 +62,13 @@ SUMMARIES = {
                                     "pixels."),
     "profiles_timeline_event_retrieve": _("The details of one timeline slice (lane and index)."),
     "profiles_timeline_search_retrieve": _("Find slices whose name contains q (at most limit)."),
+    "profiles_timeline_run_retrieve": _("What a merged run holds: its top names by count and by time."),
+    "profiles_timeline_critical_retrieve": _("Each step's critical path in the window, from the what-if "
+                                             "replay's dependency graph."),
+    "profiles_timeline_layout_retrieve": _("Your lane layout of this timeline: hidden lanes and folded groups."),
+    "profiles_timeline_layout_update": _("Save your lane layout of this timeline."),
+    "profiles_cluster_retrieve": _("Every rank on one axis: step rows, per-rank breakdowns, links and the "
+                                   "slowest link and rank."),
     "profiles_trace_retrieve": _("The profile as a Chrome trace JSON file, for Perfetto."),
     "profiles_verify_create": _("Run the workload again on an agent with the remedies of the chosen findings, "
                                 "then compare (202: the capture job)."),

@@ -9,6 +9,8 @@ Layout of the index folder (every array is a ``.npy`` file opened with ``mmap_mo
 - ``counters/``: counter samples sorted by (lane, time).
 - ``rowmap/<table>.npy``: source row -> event index; ``flows/``: host op <-> kernel links.
 - ``details/<table>.arrow``: the source rows, for an event's details.
+- ``critical/``: the critical path of each step (``pypto_core.critical_path``), its segments in time order:
+  start, end, kind, lane, event index (-1: none) and step.
 
 Times in answers are int64 ns relative to ``base_ns`` (the earliest event), small enough for a JS Number;
 ``base_ns`` itself is sent as a string (docs/formats.md §0.1: absolute ns exceed 2**53).
@@ -29,11 +31,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.critical_path import HOST, KINDS, SYNC_RETURN, TABLES, profile_critical_path
+from pypto_core.i18n import DEFAULT_LANGUAGE
 from pypto_core.profile import Profile
 from pypto_core.timeline.lanes import Lane, _base_ns, _Interner, counter_columns, slice_tables
 from pypto_core.timeline.lod import MAX_DEPTH, Bars, merge, nesting_depth, running_end
 
-INDEX_VERSION = 2  # 2: rows by containment (lod.nesting_depth), lanes with hidden and detail
+INDEX_VERSION = 3  # 2: rows by containment (lod.nesting_depth), lanes with hidden and detail; 3: critical path
 # A level is stored only when it has at most half the bars of the last stored one, so the whole pyramid is
 # no bigger than the events, and a query merges on the fly from at most ~2x the bars it returns.
 STORE_RATIO = 0.5
@@ -332,6 +336,7 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
         _save(tmp / "flows" / "by_kernel.npy", by_kernel)
 
     _write_arrow(tmp / "strings.arrow", pa.table({"s": strings}), compress=False)
+    critical = _store_critical_path(profile, tmp, base, lanes, [r for r, _ in rows])
     doc = {
         "version": INDEX_VERSION,
         "base_ns": str(base),
@@ -344,12 +349,53 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
         "counter_ranges": counter_ranges,
         "details": details,
         "flow_kinds": flow_kinds,
+        "critical": critical,
     }
     (tmp / "timeline.json").write_text(json.dumps(doc), encoding="utf-8")
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
     return out
+
+
+def _store_critical_path(profile: Profile, folder: Path, base: int, lanes: list[Lane],
+                         lane_of_row: list[int]) -> dict[str, Any] | None:
+    """Write ``critical/`` (segments placed on the lanes of the events that stand for them); returns the
+    steps' windows and the kinds, or None where the replay does not apply."""
+    path = profile_critical_path(profile)
+    if path is None:
+        return None
+    idx = np.full(len(path), -1, np.int64)
+    for code, table in enumerate(TABLES):
+        rowmap_file = folder / "rowmap" / f"{table}.npy"
+        sel = np.flatnonzero(path.table == code)
+        if not len(sel) or not rowmap_file.exists():
+            continue
+        rowmap = np.load(rowmap_file)
+        ok = (path.row[sel] >= 0) & (path.row[sel] < len(rowmap))
+        idx[sel[ok]] = rowmap[path.row[sel[ok]]]
+    offsets = np.load(folder / "events" / "offsets.npy")
+    track_lane = np.asarray(lane_of_row, np.int64)
+    lane = np.full(len(path), -1, np.int64)
+    known = idx >= 0
+    if known.any() and len(track_lane):
+        lane[known] = track_lane[np.searchsorted(offsets, idx[known], side="right") - 1]
+    # host time no call stands for (the step's bookkeeping after its last call): on the host lane the
+    # path's other host time is on, else the first host thread
+    host = np.isin(path.kind, [HOST, SYNC_RETURN])
+    placed = lane[host & known]
+    if len(placed):
+        fallback = int(np.bincount(placed).argmax())
+    else:
+        fallback = next((ln.id for ln in lanes if ln.table in ("host_ops", "api_calls")), -1)
+    lane[host & ~known] = fallback
+    assert np.all(path.start[1:] >= path.end[:-1]), "critical path segments overlap"  # window() relies on it
+    out = folder / "critical"
+    for name, array in (("start", path.start - base), ("end", path.end - base), ("kind", path.kind),
+                        ("lane", lane), ("idx", idx), ("step", path.step)):
+        _save(out / f"{name}.npy", array)
+    return {"kinds": list(KINDS), "steps": (path.windows - base).tolist(), "step_ids": path.step_ids,
+            "device_ns": path.device_ns().tolist()}
 
 
 def _js_safe(value: Any) -> Any:
@@ -362,6 +408,28 @@ def _js_safe(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _js_safe(v) for k, v in value.items()}
     return value
+
+
+def _merge_segments(s: np.ndarray, e: np.ndarray, kind: np.ndarray, lane: np.ndarray, idx: np.ndarray,
+                    step: np.ndarray, count: np.ndarray, pixel: int) -> tuple[np.ndarray, ...]:
+    """Consecutive segments on one lane and one step, each narrower than ``pixel``, as one (vectorised)."""
+    if len(s) < 2:
+        return s, e, kind, lane, idx, step, count
+    narrow = (e - s) < pixel
+    joins = np.r_[False, narrow[1:] & narrow[:-1] & (lane[1:] == lane[:-1]) & (step[1:] == step[:-1])]
+    group = np.cumsum(~joins) - 1
+    firsts = np.flatnonzero(~joins)
+    dur = e - s
+    longest = np.lexsort((-dur, group))  # per group, its longest member first
+    head = longest[np.r_[True, group[longest][1:] != group[longest][:-1]]]
+    return (s[firsts], np.maximum.reduceat(e, firsts), kind[head], lane[head], idx[head], step[firsts],
+            np.add.reduceat(count, firsts))
+
+
+def _segments_dict(s: np.ndarray, e: np.ndarray, kind: np.ndarray, lane: np.ndarray, idx: np.ndarray,
+                   depth: np.ndarray, step: np.ndarray, count: np.ndarray) -> dict[str, list[int]]:
+    return {"start": s.tolist(), "dur": (e - s).tolist(), "kind": kind.tolist(), "lane": lane.tolist(),
+            "idx": idx.tolist(), "depth": depth.tolist(), "step": step.tolist(), "count": count.tolist()}
 
 
 def _round6(values: np.ndarray) -> list[float | None]:
@@ -409,10 +477,11 @@ class TimelineIndex:
     def event_count(self) -> int:
         return int(self.doc["event_count"])
 
-    def lane_dicts(self) -> list[dict[str, Any]]:
+    def lane_dicts(self, language: str = DEFAULT_LANGUAGE) -> list[dict[str, Any]]:
+        """The lanes named in ``language`` (``Lane.localized``; ids and ``group_id`` never change)."""
         rows_per_lane = np.bincount(self.rows[:, 0], minlength=len(self.lanes)) if len(self.rows) else \
             np.zeros(len(self.lanes), np.int64)
-        return [{**ln.to_dict(), "rows": int(rows_per_lane[ln.id]) if ln.kind == "slices" else 1}
+        return [{**ln.localized(language), "rows": int(rows_per_lane[ln.id]) if ln.kind == "slices" else 1}
                 for ln in self.lanes]
 
     # -- window ----------------------------------------------------------------------------------------
@@ -567,7 +636,8 @@ class TimelineIndex:
         top_count[wide[run_of_key[head]]] = freq[head]
         return top, top_count
 
-    def run(self, lane: int, depth: int, start_ns: int, end_ns: int, top: int = RUN_TOP_NAMES) -> dict[str, Any]:
+    def run(self, lane: int, depth: int, start_ns: int, end_ns: int, top: int = RUN_TOP_NAMES,
+            language: str = DEFAULT_LANGUAGE) -> dict[str, Any]:
         """A merged run's members: the events of row (lane, depth) starting in [start_ns, end_ns), their
         count, busy time, and the top names by count and by total time."""
         match = np.flatnonzero((self.rows[:, 0] == int(lane)) & (self.rows[:, 1] == int(depth)))
@@ -591,15 +661,62 @@ class TimelineIndex:
             return [{"name": nm, "count": int(by_count[i]), "total_ns": int(by_time[i])}
                     for nm, i in zip(picked, order.tolist())]
 
-        info = self.lanes[int(lane)]
+        info = self.lanes[int(lane)].localized(language)
         return {
-            "lane": int(lane), "depth": int(depth), "lane_name": info.name, "group": info.group,
+            "lane": int(lane), "depth": int(depth), "lane_name": info["name"], "group": info["group"],
             "count": int(b - a), "distinct_names": int(np.count_nonzero(by_count)),
             "start_ns": int(ev_start[a]) if b > a else int(start_ns),
             "end_ns": int(np.asarray(self._a("events/end")[a:b]).max()) if b > a else int(end_ns),
             "busy_ns": int(durs.sum()),
             "by_count": listed(np.argsort(-by_count, kind="stable")),
             "by_time": listed(np.argsort(-by_time, kind="stable")),
+        }
+
+    def critical(self, start_ns: int | None = None, end_ns: int | None = None, width_px: int = 1000) -> dict[str, Any]:
+        """The critical path's segments overlapping [start_ns, end_ns) and the steps they belong to.
+
+        Segments narrower than the time per pixel merge with their neighbours on the same lane (the longest
+        member's kind and event are kept, ``count`` says how many); the time per pixel doubles until the
+        answer holds at most ``MAX_BARS`` segments. ``available`` is false where the profile has no replay
+        (no device tasks in steps)."""
+        info = self.doc.get("critical")
+        if not info:
+            empty = np.zeros(0, np.int64)
+            return {"available": False, "kinds": [], "steps": [], "segments": _segments_dict(*[empty] * 8)}
+        width = max(1, min(int(width_px), 8192))
+        start = 0 if start_ns is None else int(start_ns)
+        end = self.end_ns + 1 if end_ns is None else int(end_ns)
+        end = max(end, start + 1)
+        c_start, c_end = self._a("critical/start"), self._a("critical/end")
+        # segments tile steps that never overlap: starts and ends are both sorted
+        a = int(np.searchsorted(c_end, start, side="right"))
+        b = int(np.searchsorted(c_start, end, side="left"))
+        sel = np.arange(a, max(a, b))
+        s, e = np.asarray(c_start[sel]), np.asarray(c_end[sel])
+        kind, lane = np.asarray(self._a("critical/kind")[sel]), np.asarray(self._a("critical/lane")[sel])
+        idx, step = np.asarray(self._a("critical/idx")[sel]), np.asarray(self._a("critical/step")[sel])
+        count = np.ones(len(sel), np.int64)
+        pixel = 1 << max(0, math.ceil(math.log2(max(1.0, (end - start) / width))))
+        while True:
+            s, e, kind, lane, idx, step, count = _merge_segments(s, e, kind, lane, idx, step, count, pixel)
+            if len(s) <= MAX_BARS:
+                break
+            pixel *= 2
+        depth = np.zeros(len(s), np.int64)
+        has = idx >= 0
+        if has.any():
+            depth[has] = self.rows[np.searchsorted(self._a("events/offsets"), idx[has], side="right") - 1, 1]
+        windows = np.asarray(info["steps"], np.int64).reshape(-1, 2)
+        device = np.asarray(info["device_ns"], np.int64)
+        ids = info.get("step_ids") or [None] * len(windows)
+        shown = np.flatnonzero((windows[:, 1] > start) & (windows[:, 0] < end))
+        return {
+            "available": True,
+            "kinds": info["kinds"],
+            "start_ns": start, "end_ns": end, "seg_ns": pixel,
+            "steps": [{"step": int(k), "step_id": ids[k], "start_ns": int(windows[k, 0]),
+                       "end_ns": int(windows[k, 1]), "device_ns": int(device[k])} for k in shown.tolist()],
+            "segments": _segments_dict(s, e, kind, lane, idx, depth, step, count),
         }
 
     def _counter_tracks(self, lane_set: set[int], start: int, end: int, pixel: int, width: int) -> list[dict]:
@@ -700,7 +817,7 @@ class TimelineIndex:
                           "kind": self.doc["flow_kinds"][int(kind[p])]})
         return links
 
-    def event(self, lane: int | None, idx: int) -> dict[str, Any]:
+    def event(self, lane: int | None, idx: int, language: str = DEFAULT_LANGUAGE) -> dict[str, Any]:
         """One event: times, its source row, and the host ops or kernels linked to it by flows."""
         idx = int(idx)
         if not 0 <= idx < self.event_count:
@@ -709,11 +826,12 @@ class TimelineIndex:
         if lane is not None and int(lane) != brief["lane"]:
             raise KeyError(f"event {idx} is not on lane {lane}")
         info = self.lanes[brief["lane"]]
+        shown = info.localized(language)
         row = int(self._a("events/row")[idx])
         return {
             **brief,
-            "lane_name": info.name,
-            "group": info.group,
+            "lane_name": shown["name"],
+            "group": shown["group"],
             "table": info.table,
             "row": row,
             "start_abs_ns": str(self.base_ns + brief["start_ns"]),

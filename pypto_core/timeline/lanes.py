@@ -16,7 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.i18n import Message, msg, render
 from pypto_core.profile import Profile
+
+Text = Message | str  # a lane's name or heading: a template (rendered in the page's language) or trace data
 
 
 @dataclass
@@ -30,9 +33,35 @@ class Lane:
     # Shown folded away at first: a counter whose value never changes in the profile (the viewer lists it).
     hidden: bool = False
     detail: str = ""  # what the name stands for, in full (an HCCL group's id, a stream left unrecorded)
+    # The same three as stored messages (``Message.to_dict``), rendered in the page's language when served;
+    # ``name``, ``group`` and ``detail`` stay English (the chrome-trace export, and the group's stable id).
+    texts: dict | None = None
+
+    @classmethod
+    def make(cls, lane_id: int, name: Text, group: Text, kind: str, table: str, sort: int) -> "Lane":
+        lane = cls(lane_id, render(name), render(group), kind, table, sort)
+        lane.texts = {"name": _stored(name), "group": _stored(group)}
+        return lane
+
+    def set_detail(self, detail: Text) -> None:
+        self.detail = render(detail)
+        self.texts = {**(self.texts or {}), "detail": _stored(detail)}
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def localized(self, language: str) -> dict:
+        """The lane as answers show it: name, group and detail in ``language``, ``group_id`` the English
+        heading (stable whatever the language: saved layouts name folded groups by it)."""
+        out = {k: v for k, v in asdict(self).items() if k != "texts"}
+        out["group_id"] = self.group
+        for key, stored in (self.texts or {}).items():
+            out[key] = render(Message.from_dict(stored), language) if isinstance(stored, dict) else stored
+        return out
+
+
+def _stored(text: Text) -> dict | str:
+    return text.to_dict() if isinstance(text, Message) else text
 
 
 @dataclass
@@ -152,10 +181,10 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
 
     def add(table_name: str, table: pa.Table, names: pa.ChunkedArray | pa.Array,
             columns: Callable[[], tuple[np.ndarray, np.ndarray]], keys: np.ndarray,
-            key_names: list[tuple[str, str]]) -> None:
+            key_names: list[tuple[Text, Text]]) -> None:
         first_lane = len(lanes)
         for group, lane_name in key_names:
-            lanes.append(Lane(len(lanes), lane_name, group, "slices", table_name, _SORT[table_name]))
+            lanes.append(Lane.make(len(lanes), lane_name, group, "slices", table_name, _SORT[table_name]))
 
         def load() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             start, dur = columns()
@@ -175,7 +204,8 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
             start = _int_column(steps, "start_ns", -1)
             return start, np.maximum(_int_column(steps, "end_ns", -1) - start, 0)
 
-        add("steps", steps, names, step_columns, np.zeros(steps.num_rows, np.int32), [("Steps", "Profiler steps")])
+        add("steps", steps, names, step_columns, np.zeros(steps.num_rows, np.int32),
+            [(msg("Profiler steps"), msg("Step markers"))])
 
     def plain(table: pa.Table, dur: str) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
         return lambda: (_int_column(table, "start_ns", -1), _int_column(table, dur, 0))
@@ -184,13 +214,15 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
     if host.num_rows:
         pairs, inverse = _group_pairs(_int_column(host, "pid", -1), _int_column(host, "tid", -1))
         add("host_ops", host, host["name"], plain(host, "dur_ns"), inverse.astype(np.int32),
-            [(f"Host process {p}", f"Thread {t} (main)" if t == p else f"Thread {t}") for p, t in pairs.tolist()])
+            [(msg("Host process {pid}", pid=p),
+              msg("Thread {tid} (main)", tid=t) if t == p else msg("Thread {tid}", tid=t))
+             for p, t in pairs.tolist()])
 
     api = profile.api_calls
     if api.num_rows:
         pairs, inverse = _group_pairs(_int_column(api, "pid", -1), _int_column(api, "tid", -1))
         add("api_calls", api, api["name"], plain(api, "dur_ns"), inverse.astype(np.int32),
-            [(f"{_api_heading(profile)} (process {p})", f"Thread {t}") for p, t in pairs.tolist()])
+            [(_api_heading(profile, p), msg("Thread {tid}", tid=t)) for p, t in pairs.tolist()])
 
     kernels = profile.kernels
     if kernels.num_rows:
@@ -198,7 +230,7 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
         device = _device_heading(profile)
         unrecorded = _unrecorded_stream_name(kernels)
         add("kernels", kernels, kernels["name"], plain(kernels, "dur_ns"), inverse.astype(np.int32),
-            [(f"NPU {d}" if d >= 0 else device, f"Stream {s}" if s >= 0 else unrecorded)
+            [(f"NPU {d}" if d >= 0 else device, msg("Stream {stream}", stream=s) if s >= 0 else unrecorded)
              for d, s in pairs.tolist()])
 
     comm = profile.communication
@@ -209,43 +241,47 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
         group_ids = encoded.dictionary.to_pylist()
         add("communication", comm, comm["name"], plain(comm, "elapse_ns"),
             encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32),
-            [("Communication (HCCL)", communication_group_name(profile, g)) for g in group_ids])
+            [(msg("Communication (HCCL)"), communication_group_name(profile, g)) for g in group_ids])
         for lane, g in zip(lanes[first:], group_ids):
-            lane.detail = f"HCCL group {g}" if g else "no group recorded"
+            lane.set_detail(msg("HCCL group {group}", group=g) if g else msg("no group recorded"))
     return sources
 
 
-def _api_heading(profile: Profile) -> str:
+def _api_heading(profile: Profile, pid: int) -> Message:
     """CANN for Ascend exports; a PyTorch (Kineto) trace's runtime calls are CUDA's or HIP's, not CANN's."""
-    return "Runtime API" if profile.meta.format == "kineto" else "CANN API"
+    if profile.meta.format == "kineto":
+        return msg("Runtime API (process {pid})", pid=pid)
+    return msg("CANN API (process {pid})", pid=pid)
 
 
-def _device_heading(profile: Profile) -> str:
+def _device_heading(profile: Profile) -> Text:
     """The heading of kernels without a device id: the rank's device when the profile says which."""
     meta = profile.meta
     if meta.device_id is not None:
         return f"NPU {meta.device_id}"
-    return f"NPU (rank {meta.rank})" if meta.rank is not None else "NPU"
+    return msg("NPU (rank {rank})", rank=meta.rank) if meta.rank is not None else "NPU"
 
 
-def _unrecorded_stream_name(kernels: pa.Table) -> str:
+def _unrecorded_stream_name(kernels: pa.Table) -> Message:
     """Kernels whose stream id the export left empty (kernel_details gives none for HCCL tasks): named by
     their core type."""
     if "core_type" not in kernels.column_names:
-        return "Stream not recorded"
+        return msg("Stream not recorded")
     rows = kernels.filter(pc.is_null(kernels["stream_id"]))
     types = sorted({t for t in pc.unique(rows["core_type"]).to_pylist() if t})[:3] if rows.num_rows else []
-    return f"{' / '.join(types)} tasks (stream not recorded)" if types else "Stream not recorded"
+    if not types:
+        return msg("Stream not recorded")
+    return msg("{types} tasks (stream not recorded)", types=" / ".join(types))
 
 
 _HCOM = re.compile(r"^hcom_([A-Za-z]+)")
 
 
-def communication_group_name(profile: Profile, group: str) -> str:
+def communication_group_name(profile: Profile, group: str) -> Message:
     """An HCCL group as users know it: its collectives and ranks (from the communication matrix's links),
     with the group id shortened (CANN prints a 20-digit hash; msprof-analyze shows it as is)."""
     if not group:
-        return "(no group)"
+        return msg("(no group)")
     comm = profile.communication
     names = comm.filter(pc.equal(pc.fill_null(comm["group"], ""), group))["name"].to_pylist()
     ops = sorted({m.group(1) for m in map(_HCOM.match, (n or "" for n in names)) if m})
@@ -257,14 +293,14 @@ def communication_group_name(profile: Profile, group: str) -> str:
                 if str(op_key).endswith(f"@{group}"):
                     for link in links or {}:
                         ranks.update(int(x) for x in str(link).split("-") if x.strip().isdigit())
-    parts = [", ".join(ops[:3]) or "collectives"]
-    if ranks:
-        lo, hi = min(ranks), max(ranks)
-        parts.append(f"ranks {lo}–{hi}" if len(ranks) == hi - lo + 1 and len(ranks) > 2
-                     else "ranks " + ",".join(map(str, sorted(ranks))))
+    collectives: Text = ", ".join(ops[:3]) or msg("collectives")
     short = group if len(group) <= 12 else "…" + group[-6:]
-    parts.append(f"group {short}")
-    return " · ".join(parts)
+    if not ranks:
+        return msg("{ops} · group {group}", ops=collectives, group=short)
+    lo, hi = min(ranks), max(ranks)
+    contiguous = len(ranks) == hi - lo + 1 and len(ranks) > 2
+    listed = f"{lo}–{hi}" if contiguous else ",".join(map(str, sorted(ranks)))
+    return msg("{ops} · ranks {ranks} · group {group}", ops=collectives, ranks=listed, group=short)
 
 
 def counter_columns(profile: Profile, base: int, lanes: list[Lane]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -275,7 +311,8 @@ def counter_columns(profile: Profile, base: int, lanes: list[Lane]) -> tuple[np.
         tracks = pc.dictionary_encode(pc.fill_null(counters["track"], "").combine_chunks())
         first = len(lanes)
         for track in tracks.dictionary.to_pylist():
-            lanes.append(Lane(len(lanes), track or "(counter)", "Counters", "counter", "counters", _SORT["counters"]))
+            lanes.append(Lane.make(len(lanes), track or msg("(counter)"), msg("Counters"), "counter",
+                                   "counters", _SORT["counters"]))
         c_lane.append(tracks.indices.to_numpy(zero_copy_only=False).astype(np.int32) + first)
         c_t.append(_int_column(counters, "ts_ns", base) - base)
         c_v.append(pc.fill_null(counters["value"], np.nan).to_numpy().astype(np.float64))
@@ -287,8 +324,8 @@ def counter_columns(profile: Profile, base: int, lanes: list[Lane]) -> tuple[np.
         tracks = pc.dictionary_encode(label)
         first = len(lanes)
         for track in tracks.dictionary.to_pylist():
-            lanes.append(Lane(len(lanes), f"{track.strip() or 'memory'} allocated (MB)", "Memory", "counter",
-                              "memory", _SORT["memory"]))
+            name = msg("{track} allocated (MB)", track=track.strip() or msg("memory"))
+            lanes.append(Lane.make(len(lanes), name, msg("Memory"), "counter", "memory", _SORT["memory"]))
         c_lane.append(tracks.indices.to_numpy(zero_copy_only=False).astype(np.int32) + first)
         c_t.append(_int_column(memory, "ts_ns", base) - base)
         c_v.append(pc.fill_null(memory["allocated_bytes"], 0).to_numpy().astype(np.float64) / 1e6)

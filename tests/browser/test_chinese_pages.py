@@ -4,8 +4,8 @@ the trace (issue 18). Screenshots go to test-artifacts/zh/.
 What counts as an English sentence: three or more consecutive words of ASCII letters separated by single
 spaces, in the page's visible text (every <details> opened), its title/placeholder/aria-label attributes,
 its charts' titles, legends, series and axis names and category labels, and the timeline's lane names
-(two-word lane names such as "Host process" pass this rule and are still English: pypto_core/timeline
-names them when it builds the index). Words glued to a digit, an
+(rendered in the page's language when served; ``group_id`` keeps each English heading as the layout's key).
+Words glued to a digit, an
 underscore, a dot, a slash or a hyphen are identifiers (MatMulV2, flagged_time_us, tokens/s, ui.perfetto.dev),
 never sentence words. Names that come from the data are taken out first, exactly as the data spells them:
 every string of every table of the demo profiles (op and kernel names, op types, shapes, streams), and what

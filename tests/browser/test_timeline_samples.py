@@ -163,3 +163,58 @@ def test_cluster_page_of_the_qwen3_ranks_opens_a_rank_timeline_at_its_step(owner
     assert view["end"] > view["start"]
     page.screenshot(path=str(ARTIFACTS / "cluster-qwen3-rank0-timeline.png"))
     assert page.errors == [] and page.dialogs == []
+
+
+CRITICAL_PIXEL = """() => {
+    // the colour drawn at the middle of the first critical task segment in view (device pixels)
+    const tl = document.getElementById('timeline').pyptoTimeline, g = tl.critical.segments;
+    for (let i = 0; i < g.start.length; i++) {
+        const lane = tl.laneById[g.lane[i]];
+        if (!lane || tl.critical.kinds[g.kind[i]] !== 'task') continue;
+        const x = tl.x(g.start[i] + g.dur[i] / 2);
+        if (x < 200 || x > tl.cssW - 5 || tl.x(g.start[i] + g.dur[i]) - tl.x(g.start[i]) < 6) continue;
+        const y = lane.y + Math.min(g.depth[i], lane.info.rows - 1) * 18 + 9, dpr = window.devicePixelRatio || 1;
+        return Array.from(tl.ctx.getImageData(Math.round(x * dpr), Math.round(y * dpr), 1, 1).data);
+    }
+    return null;
+}"""
+
+
+def test_critical_path_toggle_highlights_the_path_and_counter_labels_clear_the_area(owner_page, tmp_path) -> None:
+    page, owner, project = owner_page
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    profile = analysed_sample(project, owner, CNN, tmp_path)
+    open_timeline(page, profile.pk)
+    button = page.locator(".tl-critical")
+    assert button.get_attribute("aria-pressed") == "false"
+    page.screenshot(path=str(ARTIFACTS / "critical-0-off.png"))
+    button.click()
+    page.wait_for_function("() => +(document.getElementById('timeline').dataset.criticalDrawn || 0) > 0")
+    assert button.get_attribute("aria-pressed") == "true"
+    assert "Critical path of step 50" in page.inner_text(".tl-critical-info")  # ProfilerStep#50
+    r, g, b, _a = page.evaluate(CRITICAL_PIXEL)
+    assert r > 150 and g < 90 and b < 90, (r, g, b)  # a path task is drawn in red over the dimmed lanes
+    page.screenshot(path=str(ARTIFACTS / "critical-1-on.png"))
+    page.locator(".tl-lane", has_text="Stream 2").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "critical-1b-on-device.png"))
+    page.locator(".tl-scroller").evaluate("s => s.scrollTop = 0")
+    # zoomed in, the path is asked for again with the window
+    before = page.get_attribute("#timeline", "data-critical")
+    page.keyboard.press("w")
+    page.keyboard.press("w")
+    page.wait_for_function("() => document.querySelector('.tl-spinner').hidden")
+    assert int(page.get_attribute("#timeline", "data-critical")) >= 1 and before
+    button.click()
+    assert page.get_attribute("#timeline", "data-critical") is None
+    assert page.inner_text(".tl-critical-info") == ""
+    # a counter lane: its max-value label sits in a band above the area, never on the line
+    boxes = page.evaluate("""() => {
+        const tl = document.getElementById('timeline').pyptoTimeline;
+        return tl.lanes.filter(l => l.info.kind === 'counter').map(l => tl.counterBox(l));
+    }""")
+    assert boxes and all(b["labelBottom"] < b["areaTop"] < b["base"] for b in boxes)
+    counter = page.locator(".tl-lane").filter(has_text="(MB)").first
+    if counter.count():
+        counter.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "critical-2-counters.png"))
+    assert page.errors == [] and page.dialogs == []

@@ -65,3 +65,36 @@ def test_new_timeline_urls_are_404_to_non_members(client, world) -> None:  # noq
     assert client.get(base + "layout/").status_code == 404
     assert _put(client, base + "layout/", {"hidden": [0]}).status_code == 404
     assert client.get(base + "run/", {"lane": 0, "depth": 0, "start_ns": 0, "end_ns": 10}).status_code == 404
+    assert client.get(base + "critical/").status_code == 404
+
+
+def test_lane_names_follow_the_page_language_and_folded_groups_keep_their_id(client, world) -> None:  # noqa: F811
+    p = world["before"]
+    url = f"/api/profiles/{p.pk}/timeline/"
+    client.force_login(world["viewer"])
+    en = client.get(url, {"width_px": 300}).json()["lanes"]
+    zh = client.get(url, {"width_px": 300}, HTTP_ACCEPT_LANGUAGE="zh-Hans").json()["lanes"]
+    assert [ln["id"] for ln in zh] == [ln["id"] for ln in en]
+    assert [ln["group_id"] for ln in zh] == [ln["group"] for ln in en]
+    host = next(ln for ln in zh if ln["table"] == "host_ops")
+    assert host["group"].startswith("Host 进程 ") and host["name"].startswith("线程 ")
+    assert client.get(url, {"width_px": 300, "lang": "zh-Hans"}).json()["lanes"] == zh
+    # a group folded in one language stays folded in the other: the layout names it by its id
+    _put(client, url + "layout/", {"collapsed": [host["group_id"]]})
+    assert client.get(url, HTTP_ACCEPT_LANGUAGE="zh-Hans").json()["layout"]["collapsed"] == [host["group_id"]]
+    event = client.get(url + "event/", {"idx": 0, "lang": "zh-Hans"}).json()
+    assert not event["group"].startswith(("Host process", "Profiler steps", "Counters"))
+
+
+def test_critical_path_endpoint(client, world) -> None:  # noqa: F811
+    p = world["before"]
+    client.force_login(world["viewer"])
+    answer = client.get(f"/api/profiles/{p.pk}/timeline/critical/", {"width_px": 800}).json()
+    assert answer["available"] is True and answer["steps"]
+    seg = answer["segments"]
+    assert set(seg) == {"start", "dur", "kind", "lane", "idx", "depth", "step", "count"}
+    assert len(seg["start"]) > 0 and {answer["kinds"][k] for k in seg["kind"]} & {"task", "host"}
+    first = answer["steps"][0]
+    mine = [d for d, s in zip(seg["dur"], seg["step"]) if s == first["step"]]
+    assert sum(mine) == first["end_ns"] - first["start_ns"]  # the path covers the step, within the window
+    assert client.get(f"/api/profiles/{p.pk}/timeline/critical/", {"start_ns": "x"}).status_code == 400

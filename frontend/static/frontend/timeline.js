@@ -7,6 +7,7 @@
  *   GET url + "search/?q="                events whose name contains q
  *   GET url + "run/?lane=&depth=&start_ns=&end_ns="   a merged run's top names by count and time
  *   GET/PUT url + "layout/"               this user's hidden lanes and folded groups (kept server-side)
+ *   GET url + "critical/?start_ns=&end_ns=&width_px="   the steps' critical path (shown by a toggle)
  * Times are ns relative to the answer's base_ns (a string: absolute ns exceed 2**53).
  * Layout as Perfetto and MindStudio Insight: the widget fills the window down to its bottom edge, a ruler that
  * never scrolls away, lanes under collapsible process headings, details in a resizable bottom panel; keys
@@ -16,7 +17,9 @@
 (function () {
   "use strict";
 
-  var LABEL_W = 190, AXIS_H = 30, ROW_H = 18, GROUP_H = 20, COUNTER_H = 26, LANE_GAP = 3;
+  var LABEL_W = 190, AXIS_H = 30, ROW_H = 18, GROUP_H = 20, COUNTER_H = 32, LANE_GAP = 3;
+  // A counter lane: a band on top for its max-value label, the area below it (they never overlap).
+  var COUNTER_LABEL_H = 11;
   var MARGIN = 1; // fetch one extra screen each side so that a pan draws at once
 
   function el(tag, cls, text) {
@@ -40,6 +43,9 @@
     return "hsla(" + (Math.abs(h) % 360) + ",55%,55%," + alpha + ")";
   }
 
+  // A group's stable key (saved layouts name folded groups by it); its shown name is in the page's language.
+  function groupId(lane) { return lane.group_id || lane.group; }
+
   function niceStep(ns) {
     var p = Math.pow(10, Math.floor(Math.log10(ns)));
     var m = ns / p;
@@ -61,7 +67,10 @@
     runTitle: "Run of {n} events", topByCount: "Most frequent", topByTime: "Most time",
     hide: "Hide lane", show: "Show", hiddenLanes: "Hidden lanes ({n})", constant: "never changes",
     fit: "Fit (F)", selection: "Selection {dur}", collapse: "Fold or unfold this group",
-    allHidden: "every lane hidden"
+    allHidden: "every lane hidden", critical: "Critical path",
+    criticalTitle: "Highlight each step’s critical path (from the what-if replay’s dependencies) and dim the rest",
+    criticalNone: "No critical path: the profile has no device tasks in steps.",
+    criticalSummary: "Critical path of step {step}: {dur}, device tasks {device}", counterMax: "max {v}"
   };
 
   function pageText() {
@@ -88,7 +97,8 @@
     this.search = null;       // search answer
     this.matchPos = -1;
     this.hidden = null;       // lane ids hidden (null until the first answer says which)
-    this.collapsed = {};      // group name -> true when folded
+    this.collapsed = {};      // group id (its English heading) -> true when folded
+    this.critical = null;     // the critical path answer while the toggle is on
     this.build();
     this.fetchWindow(null, null);
   }
@@ -106,8 +116,12 @@
     var next = el("button", "tl-btn tl-next", "›");
     var reset = el("button", "tl-btn tl-reset", this.t.reset);
     var fit = el("button", "tl-btn tl-fit", this.t.fit);
-    prev.type = next.type = reset.type = fit.type = "button";
+    this.criticalBtn = el("button", "tl-btn tl-critical", this.t.critical);
+    this.criticalBtn.title = this.t.criticalTitle;
+    this.criticalBtn.setAttribute("aria-pressed", "false");
+    prev.type = next.type = reset.type = fit.type = this.criticalBtn.type = "button";
     this.matchInfo = el("span", "tl-matches", "");
+    this.criticalInfo = el("span", "tl-critical-info", "");
     this.status = el("span", "tl-status", "");
     this.spinner = el("span", "tl-spinner");
     this.spinner.setAttribute("role", "status");
@@ -118,8 +132,8 @@
     this.hiddenList = el("ul", "tl-hidden-list");
     this.hiddenMenu.append(this.hiddenSummary, this.hiddenList);
     var help = el("span", "tl-help", this.t.help);
-    bar.append(this.searchInput, prev, next, this.matchInfo, reset, fit, this.hiddenMenu, this.spinner,
-               this.status, help);
+    bar.append(this.searchInput, prev, next, this.matchInfo, reset, fit, this.criticalBtn, this.criticalInfo,
+               this.hiddenMenu, this.spinner, this.status, help);
     this.ruler = el("canvas", "tl-ruler");
     this.ruler.setAttribute("aria-hidden", "true");
     this.scroller = el("div", "tl-scroller");
@@ -147,6 +161,7 @@
     next.addEventListener("click", function () { self.stepMatch(1); });
     reset.addEventListener("click", function () { self.fitAll(); });
     fit.addEventListener("click", function () { self.fit(); });
+    this.criticalBtn.addEventListener("click", function () { self.toggleCritical(); });
     // Keys work as soon as the page has focus (not only the canvas), except while typing in a field.
     document.addEventListener("keydown", function (e) {
       var tag = (e.target && e.target.tagName) || "";
@@ -200,7 +215,7 @@
     if (!this.data || !this.hidden) return null;
     var self = this, ids = [], all = true;
     this.data.lanes.forEach(function (ln) {
-      if (self.hidden[ln.id] || self.collapsed[ln.group]) all = false;
+      if (self.hidden[ln.id] || self.collapsed[groupId(ln)]) all = false;
       else ids.push(ln.id);
     });
     return all ? null : ids;
@@ -227,6 +242,7 @@
         self.scheduleFetch();
       }
       self.status.textContent = "";
+      if (self.critical) self.fetchCritical(self.view);
       self.root.dataset.ready = "1";
       self.root.dataset.nsPerPx = String(answer.ns_per_px);
       self.layout();
@@ -234,6 +250,41 @@
     }).catch(function (err) {
       if (seq === self.seq) self.status.textContent = self.t.unavailable + " " + err.message;
     });
+  };
+
+  // ---- the critical path: asked for with each window while the toggle is on ----------------------------
+  Timeline.prototype.toggleCritical = function () {
+    var on = !this.critical;
+    this.criticalBtn.setAttribute("aria-pressed", on ? "true" : "false");
+    this.criticalBtn.classList.toggle("tl-on", on);
+    if (!on) {
+      this.critical = null;
+      this.criticalInfo.textContent = "";
+      delete this.root.dataset.critical;
+      this.draw();
+      return;
+    }
+    this.critical = {segments: null};
+    this.fetchCritical(this.view);
+  };
+
+  Timeline.prototype.fetchCritical = function (view) {
+    var self = this, seq = this.seq, q = "width_px=" + Math.round(this.plotWidth() * (1 + 2 * MARGIN));
+    if (view) {
+      var w = view.end - view.start;
+      q += "&start_ns=" + Math.floor(view.start - MARGIN * w) + "&end_ns=" + Math.ceil(view.end + MARGIN * w);
+    }
+    return this.getJSON(this.url + "critical/?" + q).then(function (answer) {
+      if (!self.critical || seq !== self.seq) return;
+      self.critical = answer;
+      self.root.dataset.critical = answer.available ? String(answer.segments.start.length) : "none";
+      self.status.textContent = answer.available ? "" : self.t.criticalNone;
+      var step = answer.steps && answer.steps[0];
+      self.criticalInfo.textContent = step ? fill(self.t.criticalSummary, {
+        step: step.step_id !== null && step.step_id !== undefined ? step.step_id : step.step + 1,
+        dur: fmtNs(step.end_ns - step.start_ns), device: fmtNs(step.device_ns)}) : "";
+      self.draw();
+    }).catch(function (err) { self.status.textContent = self.t.unavailable + " " + err.message; });
   };
 
   Timeline.prototype.indexNames = function (answer) {
@@ -307,12 +358,12 @@
     var y = 0, group = null, out = [], hiddenOnes = [];
     this.groups = [];
     var byGroup = {};
-    lanes.forEach(function (info) { (byGroup[info.group] = byGroup[info.group] || []).push(info); });
+    lanes.forEach(function (info) { (byGroup[groupId(info)] = byGroup[groupId(info)] || []).push(info); });
     lanes.forEach(function (info) {
-      if (info.group !== group) {
-        group = info.group;
+      if (groupId(info) !== group) {
+        group = groupId(info);
         var members = byGroup[group], shown = members.filter(function (m) { return !self.hidden[m.id]; });
-        this.groups.push({name: group, y: y, lanes: members.length, shown: shown.length,
+        this.groups.push({id: group, name: info.group, y: y, lanes: members.length, shown: shown.length,
                           collapsed: !!this.collapsed[group]});
         y += GROUP_H;
       }
@@ -355,11 +406,11 @@
                     (g.collapsed ? "▸ " : "▾ ") + g.name + (g.shown < g.lanes ? " (" + g.shown + "/" + g.lanes + ")" : ""));
       head.type = "button";
       head.title = self.t.collapse;
-      head.dataset.group = g.name;
+      head.dataset.group = g.id;
       head.setAttribute("aria-expanded", g.collapsed ? "false" : "true");
       head.style.top = g.y + "px";
       head.style.height = GROUP_H + "px";
-      head.addEventListener("click", function () { self.toggleGroup(g.name); });
+      head.addEventListener("click", function () { self.toggleGroup(g.id); });
       box.append(head);
     });
     this.lanes.forEach(function (l) {
@@ -432,6 +483,7 @@
     c.font = "11px system-ui, sans-serif";
     c.textBaseline = "middle";
     var searching = !!this.search;
+    var dim = !!(this.critical && this.critical.available);  // the path is drawn over the dimmed rest
     var sel = this.selected;
     c.fillStyle = "#f3f4f6";
     this.groups.forEach(function (g) { c.fillRect(LABEL_W, g.y, self.cssW - LABEL_W, GROUP_H); });
@@ -443,7 +495,7 @@
       c.beginPath();
       c.rect(LABEL_W, lane.y, self.plotWidth(), lane.h);
       c.clip();
-      if (t.kind === "counter") self.drawCounter(t, lane);
+      if (t.kind === "counter") self.drawCounter(t, lane, dim);
       else {
         for (var i = 0; i < t.start.length; i++) {
           var x0 = self.x(t.start[i]), x1 = self.x(t.start[i] + t.dur[i]);
@@ -452,6 +504,7 @@
           var merged = t.count[i] > 1;
           var alpha = merged ? 0.35 + 0.6 * (t.busy[i] / Math.max(1, t.dur[i])) : 0.9;
           if (searching && !self.nameHit[t.name[i]]) alpha *= 0.25;
+          if (dim) alpha *= 0.3;
           c.fillStyle = merged ? "rgba(100,116,139," + alpha + ")" : hashColor(name, alpha);
           c.fillRect(x0, y + 1, w, ROW_H - 2);
           if (searching && self.nameHit[t.name[i]]) {
@@ -476,13 +529,20 @@
       }
       c.restore();
     });
+    this.drawCritical();
     this.drawRange();
     this.drawMatches();
     this.drawFlows();
     this.drawAxis();
   };
 
-  Timeline.prototype.drawCounter = function (t, lane) {
+  // The area fills the lane below a band that holds the max-value label, so the label never covers the line.
+  Timeline.prototype.counterBox = function (lane) {
+    return {labelTop: lane.y, labelBottom: lane.y + COUNTER_LABEL_H, areaTop: lane.y + COUNTER_LABEL_H + 1,
+            base: lane.y + lane.h - 1};
+  };
+
+  Timeline.prototype.drawCounter = function (t, lane, dim) {
     var c = this.ctx, lo = Infinity, hi = -Infinity, max = t.max || t.min, i;
     for (i = 0; i < t.t.length; i++) {
       if (t.min[i] !== null && t.min[i] < lo) lo = t.min[i];
@@ -491,10 +551,10 @@
     if (!isFinite(lo)) return;
     lo = Math.min(lo, 0);                     // an area from zero, as Perfetto draws counters
     if (hi === lo) { hi = lo + 1; }
-    var self = this, base = lane.y + lane.h - 1;
-    function y(v) { return base - (v - lo) / (hi - lo) * (lane.h - 3); }
-    c.fillStyle = "rgba(37,99,235,0.30)";
-    c.strokeStyle = "rgba(37,99,235,0.9)";
+    var self = this, box = this.counterBox(lane), base = box.base;
+    function y(v) { return base - (v - lo) / (hi - lo) * (base - box.areaTop); }
+    c.fillStyle = dim ? "rgba(37,99,235,0.10)" : "rgba(37,99,235,0.30)";
+    c.strokeStyle = dim ? "rgba(37,99,235,0.3)" : "rgba(37,99,235,0.9)";
     c.lineWidth = 1;
     c.beginPath();
     var started = false, lastX = null;
@@ -513,8 +573,59 @@
       c.fill();
       c.stroke();
     }
+    c.save();
+    c.font = "9px system-ui, sans-serif";
+    c.textBaseline = "top";
     c.fillStyle = "#374151";
-    c.fillText(String(+hi.toPrecision(4)), LABEL_W + 4, lane.y + 7);
+    c.fillText(fill(this.t.counterMax, {v: +hi.toPrecision(4)}), LABEL_W + 4, box.labelTop + 1);
+    c.restore();
+  };
+
+  // The critical path over the dimmed lanes: tasks and host time as bars, waits as lines, and a link where
+  // the path moves from one lane to another.
+  var CRITICAL_COLORS = {task: "rgba(220,38,38,0.9)", host: "rgba(234,88,12,0.8)"};
+  Timeline.prototype.drawCritical = function () {
+    var cp = this.critical;
+    if (!cp || !cp.available || !cp.segments) return;
+    var c = this.ctx, self = this, g = cp.segments, prev = null, drawn = 0;
+    c.save();
+    for (var i = 0; i < g.start.length; i++) {
+      var lane = this.laneById[g.lane[i]], kind = cp.kinds[g.kind[i]];
+      if (!lane || lane.info.kind !== "slices") { prev = null; continue; }
+      var x0 = this.x(g.start[i]), x1 = this.x(g.start[i] + g.dur[i]);
+      var depth = Math.min(g.depth[i], Math.max(0, lane.info.rows - 1));
+      var y = lane.y + depth * ROW_H, mid = y + ROW_H / 2;
+      if (prev && prev.lane !== lane && x0 >= LABEL_W && x0 <= self.cssW) {
+        c.strokeStyle = "rgba(220,38,38,0.7)";
+        c.lineWidth = 1;
+        c.beginPath();
+        c.moveTo(x0 + 0.5, prev.mid);
+        c.lineTo(x0 + 0.5, mid);
+        c.stroke();
+      }
+      prev = {lane: lane, mid: mid};
+      if (x1 < LABEL_W || x0 > self.cssW) continue;
+      var left = Math.max(x0, LABEL_W), w = Math.max(1, Math.min(x1, self.cssW) - left);
+      if (kind === "task" || kind === "host") {
+        c.fillStyle = CRITICAL_COLORS[kind];
+        c.fillRect(left, y + 2, w, ROW_H - 4);
+        c.strokeStyle = "#7f1d1d";
+        c.lineWidth = 1;
+        c.strokeRect(left + 0.5, y + 2.5, Math.max(0, w - 1), ROW_H - 5);
+      } else {                                  // a wait: the path runs on, nothing is busy
+        c.strokeStyle = "rgba(220,38,38,0.9)";
+        c.lineWidth = 2;
+        c.setLineDash([3, 2]);
+        c.beginPath();
+        c.moveTo(left, mid);
+        c.lineTo(left + w, mid);
+        c.stroke();
+        c.setLineDash([]);
+      }
+      drawn++;
+    }
+    c.restore();
+    this.root.dataset.criticalDrawn = String(drawn);
   };
 
   Timeline.prototype.drawRange = function () {
@@ -838,9 +949,9 @@
   Timeline.prototype.reveal = function (ev) {
     // centre the event with some context, then select it (showing its lane if it was hidden or folded)
     var info = this.data && this.data.lanes.filter(function (l) { return l.id === ev.lane; })[0];
-    if (info && (this.hidden[ev.lane] || this.collapsed[info.group])) {
+    if (info && (this.hidden[ev.lane] || this.collapsed[groupId(info)])) {
       delete this.hidden[ev.lane];
-      delete this.collapsed[info.group];
+      delete this.collapsed[groupId(info)];
       this.afterLayoutChange();
     }
     var w = Math.max(ev.dur_ns * 8, 2000);

@@ -261,3 +261,57 @@ def test_lanes_are_named_from_the_trace_and_constant_counters_start_hidden(tmp_p
     for lane_id, (lo, hi) in ix.doc["counter_ranges"].items():  # hidden exactly when the value never changes
         v = np.asarray(ix._a("counters/v")[lo:hi])
         assert starts[int(lane_id)]["hidden"] == (np.nanmin(v) == np.nanmax(v))
+
+
+def test_lane_names_render_in_the_page_language_with_stable_ids(tmp_path) -> None:
+    """Names and headings are messages stored in the index and rendered when served: zh-Hans uses CANN's
+    terms; ids, ``group_id`` (the English heading, which saved layouts name) and trace data never change."""
+    from pypto_core.formats import open_profile
+    from tests.paths import SAMPLES
+
+    profile = open_profile(SAMPLES / "ascend_pt" / "cnn_8npu_text_level2" / "rank0_ascend_pt")
+    ix = TimelineIndex.open(build_timeline_index(profile, tmp_path / "idx"))
+    en, zh = ix.lane_dicts(), ix.lane_dicts("zh-Hans")
+    assert [ln["id"] for ln in en] == [ln["id"] for ln in zh]
+    assert [ln["group_id"] for ln in en] == [ln["group_id"] for ln in zh] == [ln["group"] for ln in en]
+    zh_names = {ln["name"] for ln in zh}
+    zh_groups = {ln["group"] for ln in zh}
+    assert {"线程 3178231（主线程）", "Stream 2", "迭代标记", "COMMUNICATION 任务（未记录 Stream）",
+            "allReduce · Rank 0–7 · 通信域 …225271"} <= zh_names
+    assert {"Profiler 迭代", "Host 进程 3178231", "CANN API（进程 3254508768）", "通信（HCCL）", "计数器",
+            "内存"} <= zh_groups
+    comm = next(ln for ln in zh if ln["table"] == "communication")
+    assert comm["detail"] == "HCCL 通信域 11022204950826225271"
+    # no English heading left untranslated in zh-Hans (NPU is the device's name in both)
+    assert not any(w in " ".join(zh_groups) for w in ("Host process", "Counters", "Memory", "Steps", "process"))
+    idx = int(track(ix.window(None, None, 1000), 9)["idx"][0])
+    assert ix.event(None, idx, language="zh-Hans")["group"] == "NPU（Rank 0）"
+
+
+def test_critical_path_answer_is_placed_on_lanes_and_bounded(tmp_path, monkeypatch) -> None:
+    """The CNN 8-NPU sample's one step: the path's segments cover the step, sit on the lanes of the events
+    that stand for them, and merge below a pixel (at most MAX_BARS) without losing time."""
+    from pypto_core.formats import open_profile
+    from tests.paths import SAMPLES
+
+    profile = open_profile(SAMPLES / "ascend_pt" / "cnn_8npu_text_level2" / "rank0_ascend_pt")
+    ix = TimelineIndex.open(build_timeline_index(profile, tmp_path / "idx"))
+    full = ix.critical(None, None, 100_000)
+    seg = full["segments"]
+    (step,) = full["steps"]
+    assert full["available"] and seg["start"][0] == step["start_ns"]
+    assert sum(seg["dur"]) == step["end_ns"] - step["start_ns"]
+    assert all(a + d == b for a, d, b in zip(seg["start"], seg["dur"], seg["start"][1:]))
+    kinds = full["kinds"]
+    for kind, lane, idx in zip(seg["kind"], seg["lane"], seg["idx"]):
+        assert lane >= 0
+        if kinds[kind] == "task":
+            assert ix.event(None, idx)["lane"] == lane and ix.lanes[lane].table == "kernels"
+    assert 0 < step["device_ns"] < step["end_ns"] - step["start_ns"]
+    monkeypatch.setattr(index_mod, "MAX_BARS", 4)
+    coarse = ix.critical(None, None, 50)
+    assert len(coarse["segments"]["start"]) <= 4
+    assert sum(coarse["segments"]["count"]) == sum(seg["count"]) == len(ix._a("critical/start"))
+    assert sum(coarse["segments"]["dur"]) == sum(seg["dur"])
+    outside = ix.critical(step["end_ns"] + 10, step["end_ns"] + 1000, 100)
+    assert outside["segments"]["start"] == [] and outside["steps"] == []
