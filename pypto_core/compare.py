@@ -520,7 +520,9 @@ class ProfileComparer:
         new = {f["rule"]: f for f in (self.new_report or {}).get("findings", [])}
         rows = []
         for rule, f in base.items():
-            status = "persisting" if rule in new else "fixed"
+            # A rule that cannot fire on the other side (its vendor or workload) proves nothing there: an NPU
+            # finding absent from a GPU run is not fixed, it does not apply
+            status = ("persisting" if rule in new else "fixed") if _applies(rule, self.new) else "not_applicable"
             row: dict[str, Any] = {"rule": rule, "status": status, "title": f.get("title", ""),
                                    **_title_message(f), "estimated_saving_us": f.get("estimated_saving_us"),
                                    "measured_saving_us": None}
@@ -534,9 +536,18 @@ class ProfileComparer:
             rows.append(row)
         for rule, f in new.items():
             if rule not in base:
-                rows.append({"rule": rule, "status": "new", "title": f.get("title", ""), **_title_message(f),
+                status = "new" if _applies(rule, self.base) else "not_applicable"
+                rows.append({"rule": rule, "status": status, "title": f.get("title", ""), **_title_message(f),
                              "estimated_saving_us": f.get("estimated_saving_us"), "measured_saving_us": None})
         return rows
+
+
+def _applies(rule_id: str, side: _Side) -> bool:
+    """Whether ``rule_id`` can fire on this side's vendor and workload (an unknown rule: assume it can)."""
+    from pypto_core.rules.registry import discover
+
+    rule = discover().get(rule_id)
+    return rule is None or rule.applies_to(side.graph.vendor, side.graph.workload.kind)
 
 
 def _spread(samples: np.ndarray) -> dict[str, float]:

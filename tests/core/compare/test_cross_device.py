@@ -187,3 +187,17 @@ def test_summary_lists_every_rank_of_a_multi_rank_profile(npu_gpu, tmp_path) -> 
         tb = rb["time_breakdown"]
         if tb and tb["wall_ns"]:
             assert row["compute_share"] == pytest.approx(tb["compute"] / tb["wall_ns"])
+
+
+def test_an_npu_finding_is_not_fixed_on_a_gpu_run() -> None:
+    """Ascend-only rules (dynamic shapes, Block Dim) cannot fire on an A100 trace: their findings are marked
+    not applicable there, never fixed; a rule that holds on both vendors keeps fixed/persisting."""
+    from pypto_core.compare import compare_profiles
+    from pypto_core.rules.registry import discover
+
+    rows = {f["rule"]: f["status"] for f in compare_profiles(open_profile(NPU), open_profile(GPU)).findings}
+    rules = discover()
+    ascend_only = {r for r in rows if rules[r].vendors == ("ascend",)}
+    assert {"dynamic_shape", "block_dim"} <= ascend_only, rows
+    assert all(rows[r] == "not_applicable" for r in ascend_only), rows
+    assert all(s in ("fixed", "persisting", "new") for r, s in rows.items() if r not in ascend_only), rows
