@@ -37,6 +37,7 @@ from pypto_core.profile import Profile
 from pypto_core.timeline.lanes import Lane, _base_ns, _Interner, counter_columns, slice_tables
 from pypto_core.timeline.lod import MAX_DEPTH, Bars, merge, nesting_depth, running_end
 
+CRITICAL_PATH_MAX_KERNELS = 2_000_000
 INDEX_VERSION = 3  # 2: rows by containment (lod.nesting_depth), lanes with hidden and detail; 3: critical path
 # A level is stored only when it has at most half the bars of the last stored one, so the whole pyramid is
 # no bigger than the events, and a query merges on the fly from at most ~2x the bars it returns.
@@ -336,7 +337,14 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
         _save(tmp / "flows" / "by_kernel.npy", by_kernel)
 
     _write_arrow(tmp / "strings.arrow", pa.table({"s": strings}), compress=False)
-    critical = _store_critical_path(profile, tmp, base, lanes, [r for r, _ in rows])
+    # Bounded work: the path needs the attribution and the replay's graph of the whole profile (about 5 s a
+    # million kernels, measured), so past this many kernels the index is built without it and says so
+    critical, critical_note = None, None
+    if profile.kernels.num_rows <= CRITICAL_PATH_MAX_KERNELS:
+        critical = _store_critical_path(profile, tmp, base, lanes, [r for r, _ in rows])
+    else:
+        critical_note = (f"the critical path is computed for profiles of at most {CRITICAL_PATH_MAX_KERNELS:,} "
+                         f"kernels; this one has {profile.kernels.num_rows:,}")
     doc = {
         "version": INDEX_VERSION,
         "base_ns": str(base),
@@ -350,6 +358,7 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
         "details": details,
         "flow_kinds": flow_kinds,
         "critical": critical,
+        "critical_note": critical_note,
     }
     (tmp / "timeline.json").write_text(json.dumps(doc), encoding="utf-8")
     if out.exists():
@@ -682,7 +691,8 @@ class TimelineIndex:
         info = self.doc.get("critical")
         if not info:
             empty = np.zeros(0, np.int64)
-            return {"available": False, "kinds": [], "steps": [], "segments": _segments_dict(*[empty] * 8)}
+            return {"available": False, "reason": self.doc.get("critical_note"), "kinds": [], "steps": [],
+                    "segments": _segments_dict(*[empty] * 8)}
         width = max(1, min(int(width_px), 8192))
         start = 0 if start_ns is None else int(start_ns)
         end = self.end_ns + 1 if end_ns is None else int(end_ns)

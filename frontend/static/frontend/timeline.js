@@ -278,7 +278,7 @@
       if (!self.critical || seq !== self.seq) return;
       self.critical = answer;
       self.root.dataset.critical = answer.available ? String(answer.segments.start.length) : "none";
-      self.status.textContent = answer.available ? "" : self.t.criticalNone;
+      self.status.textContent = answer.available ? "" : (answer.reason || self.t.criticalNone);
       var step = answer.steps && answer.steps[0];
       self.criticalInfo.textContent = step ? fill(self.t.criticalSummary, {
         step: step.step_id !== null && step.step_id !== undefined ? step.step_id : step.step + 1,

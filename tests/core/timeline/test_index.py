@@ -315,3 +315,17 @@ def test_critical_path_answer_is_placed_on_lanes_and_bounded(tmp_path, monkeypat
     assert sum(coarse["segments"]["dur"]) == sum(seg["dur"])
     outside = ix.critical(step["end_ns"] + 10, step["end_ns"] + 1000, 100)
     assert outside["segments"]["start"] == [] and outside["steps"] == []
+
+
+def test_a_profile_past_the_critical_path_bound_is_indexed_without_it_and_says_why(tmp_path, monkeypatch) -> None:
+    """Bounded work: the path needs the whole run's attribution and replay graph, so past the bound the index
+    is built without it, and the answer says why instead of failing or taking minutes."""
+    from pypto_core.formats import open_profile
+    from pypto_core.timeline import index as timeline_index
+    from tests.paths import SAMPLES
+
+    profile = open_profile(SAMPLES / "ascend_pt" / "cnn_8npu_text_level2" / "rank0_ascend_pt")
+    monkeypatch.setattr(timeline_index, "CRITICAL_PATH_MAX_KERNELS", profile.kernels.num_rows - 1)
+    answer = TimelineIndex.open(build_timeline_index(profile, tmp_path / "idx")).critical(None, None, 1000)
+    assert answer["available"] is False and f"{profile.kernels.num_rows:,}" in answer["reason"]
+    assert answer["segments"]["start"] == []
