@@ -201,6 +201,16 @@ def _outermost(spans: list[Interval]) -> list[Interval]:
     return out
 
 
+def _framework_call(facts: Facts, name: str, span: Interval) -> None:
+    """A framework-level host event: a sync (.item()), a profiler step, or the data loader."""
+    if SYNC_CALL.search(name):
+        facts.syncs.append(span)
+    if name.startswith("ProfilerStep#"):
+        facts.steps.append(span)
+    if name.startswith("enumerate(DataLoader)"):
+        facts.loaders.append(span)
+
+
 def _read_ascend_trace_view(path: Path, facts: Facts) -> None:
     events = _trace_events(path)
     names = {e["pid"]: e.get("args", {}).get("name", "") for e in events
@@ -226,12 +236,7 @@ def _read_ascend_trace_view(path: Path, facts: Facts) -> None:
                 facts.syncs.append(span)
         elif proc == "Python":
             facts.host_present = True
-            if SYNC_CALL.search(name):
-                facts.syncs.append(span)
-            if name.startswith("ProfilerStep#"):
-                facts.steps.append(span)
-            if name.startswith("enumerate(DataLoader)"):
-                facts.loaders.append(span)
+            _framework_call(facts, name, span)
     facts.compile_calls = _outermost(compiles)
 
 
@@ -302,12 +307,7 @@ def _read_kineto(path: Path, facts: Facts) -> None:
             if SYNC_CALL.search(name):
                 facts.syncs.append(span)
         elif cat in ("cpu_op", "user_annotation", "python_function"):
-            if SYNC_CALL.search(name):
-                facts.syncs.append(span)
-            if name.startswith("ProfilerStep#"):
-                facts.steps.append(span)
-            if name.startswith("enumerate(DataLoader)"):
-                facts.loaders.append(span)
+            _framework_call(facts, name, span)
     gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
     facts.vendor = "nvidia" if gpu else "cpu"
     if any("hip" in e.get("cat", "") for e in events[:20000]):
