@@ -1,6 +1,5 @@
 """REST API for projects, members, invitations, uploads and profiles (docs/contract.md). Thin: validate, call
-a
-service or selector, serialise.
+a service or selector, serialise.
 
 Chunked, resumable upload (for multi-GB archives):
 

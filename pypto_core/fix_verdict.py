@@ -1,6 +1,6 @@
 """The verdict on a finding once its fix was run again (issue 21): fixed, persisting or worse, read from a
-``compare`` result (docs/contract.md), with the measured saving beside the estimate and the noise test's
-verdict.
+``compare`` result (docs/contract.md), with the measured saving beside the estimate and the noise
+test's verdict.
 
 * fixed: the rule no longer finds it in the new run, or the rule now flags only other kernels (the
   unfused RMSNorm chain gone, the fused norms that replaced it still waiting on a slow host: a different

@@ -1,9 +1,9 @@
 """torch_npu ``trace_view.json`` and msprof ``msprof_*.json``: the Ascend chrome-trace timelines.
 
-Both are bare JSON arrays (docs/formats.md §1.2, §2.5) with string ``ts`` (µs, 3 decimals: kept exact to the
-ns
-by ``eventscan``), ``M`` metadata naming each pid/tid lane, ``X`` slices, ``C`` counters and ``s``/``f`` flow
-pairs. Which table a slice belongs to is decided by its lane (process name), not by its own fields:
+Both are bare JSON arrays (docs/formats.md §1.2, §2.5) with string ``ts`` (µs, 3 decimals: kept exact
+to the ns by ``eventscan``), ``M`` metadata naming each pid/tid lane, ``X`` slices, ``C`` counters and
+``s``/``f`` flow pairs. Which table a slice belongs to is decided by its lane (process name), not by
+its own fields:
 
 =====================  ==========================================================================
 process name           becomes

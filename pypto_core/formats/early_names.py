@@ -1,8 +1,8 @@
 """Process names found before the scan: torch_npu names its host process after all of that process's events.
 
 A trace_view.json is written process by process, and the ``process_name`` metadata event of the host
-("Python") process comes after its slices (docs/formats.md §2.5; in the samples, after the first 1,496 of
-10,476
+("Python") process comes after its slices (docs/formats.md §2.5; in the samples, after the first 1,496
+of 10,476
 events). The streaming reader must know a slice's process to send it to its table, so without help it would
 keep every host slice of a big trace in memory until the name turns up. A byte search for the metadata
 events over the file (a few GB/s, from the page cache the scan then reads again) finds the

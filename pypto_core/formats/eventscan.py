@@ -137,6 +137,7 @@ def _prefetch(chunks: Iterator[bytes], depth: int = 3) -> Iterator[bytes]:
 
 
 _WS = b" \t\r\n"
+_WS_SLICE = 4096
 
 
 class _Buffer:
@@ -190,9 +191,11 @@ class _Buffer:
         """Skip whitespace (and a UTF-8 BOM at the start); False if the input ended."""
         while True:
             n = self.size
-            if self.pos < n and self.byte(self.pos) in _WS:  # a run of blanks: skipped by bytes.lstrip (C)
-                rest = self.slice(self.pos, n)
-                self.pos += len(rest) - len(rest.lstrip(_WS))
+            # A run of blanks is skipped by bytes.lstrip (C), a small slice at a time: slicing the rest of
+            # the window copied up to READ_CHUNK bytes per run (7% of a Kineto read's CPU time).
+            while self.pos < n and self.byte(self.pos) in _WS:
+                part = self.slice(self.pos, min(n, self.pos + _WS_SLICE))
+                self.pos += len(part) - len(part.lstrip(_WS))
             if self.pos < n:
                 if self.offset(self.pos) == 0 and self.slice(0, 3) == b"\xef\xbb\xbf":
                     self.pos = 3

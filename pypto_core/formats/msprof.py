@@ -1,7 +1,7 @@
 """msprof ``PROF_*`` folders → saved profiles (one per device).
 
-Two layouts (docs/formats.md §1.1): CANN ≥8.0 ``mindstudio_profiler_output/{module}_{ts}.csv|json`` (large
-outputs
+Two layouts (docs/formats.md §1.1): CANN ≥8.0 ``mindstudio_profiler_output/{module}_{ts}.csv|json``
+(large outputs
 sliced: ``op_summary_slice_0_{ts}.csv``, ``_slice_1_`` ...; read in slice order and concatenated) with the
 DB export ``msprof_{ts}.db`` beside it; CANN ≤7.0 ``device_N/summary/*.csv`` and ``device_N/timeline/*.json``.
 op_summary is kernel_details under its original column names, so the same kernel reader serves both.

@@ -2,8 +2,7 @@
 
 The unfused RMSNorm is 6-8 tiny vector kernels per call (Cast, Pow, ReduceMean, Add, Rsqrt, Mul, Mul, Cast;
 docs/domain.md §7); ``npu_rms_norm`` is one, and ``npu_add_rms_norm`` / ``npu_add_layer_norm`` also absorb the
-residual
-add in front of the post-attention norm (the torchair Llama recipe, docs/domain.md §5).
+residual add in front of the post-attention norm (the torchair Llama recipe, docs/domain.md §5).
 """
 
 from __future__ import annotations

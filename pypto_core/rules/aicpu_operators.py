@@ -1,5 +1,5 @@
-"""``aicpu_operators``: operators that fell back to the AI CPU (advisor ``aicpu_analysis``, docs/formats.md
-§4.3).
+"""``aicpu_operators``: operators that fell back to the AI CPU (advisor ``aicpu_analysis``,
+docs/formats.md §4.3).
 
 An op runs on the AI CPU when no AI Core kernel supports its dtype or shape (double, int64 indices,
 dynamic output sizes such as NonZero); it is typically an order of magnitude slower and stalls the stream.

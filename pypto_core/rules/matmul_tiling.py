@@ -1,8 +1,8 @@
 """``matmul_tiling``: MatMuls far below the roofline bound for their shape, with alignment evidence.
 
 Achieved efficiency = roofline bound time / measured time (the bound is compute or memory, whichever is
-slower for that shape, docs/domain.md §8 #1: comparing with peak TFLOPS alone would condemn every decode
-GEMV).
+slower for that shape, docs/domain.md §8 #1: comparing with peak TFLOPS alone would condemn every
+decode GEMV).
 Alignment evidence (docs/domain.md §2.3, §3.3): inner axis % 256 elements (advisor), inner axis bytes % 512
 (CANN fusion-pass docs), K/N % 16 (cube fractal), and a ``MIX_AIC`` task type on a plain MatMul.
 """

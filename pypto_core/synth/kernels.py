@@ -5,8 +5,8 @@ carries the device idle gap before it (its host launch gap). Kernels that belong
 anti-patterns carry that rule's id in ``rule``, in both the planted and the fixed variant, so that each rule's
 cost is the difference of two sums that share nothing with the other rules (see ``plan.py``).
 
-Op types, kernel names and aclnn APIs are the ones real Ascend profiles show (docs/domain.md §3.1, and
-HF-eager
+Op types, kernel names and aclnn APIs are the ones real Ascend profiles show (docs/domain.md §3.1,
+and HF-eager
 profiles on 910B: ``aclnnPowTensorScalar_PowsAiCore_Pows``, ``aclnnMean_ReduceMeanAiCore_ReduceMean``,
 ``aclnnSilu_SiluAiCore_Swish``, ``aclnnInplaceCopy_TransposeAiCore_Transpose``, ``aclnnCat_ConcatD_ConcatD``).
 """
