@@ -137,7 +137,7 @@ def _prefetch(chunks: Iterator[bytes], depth: int = 3) -> Iterator[bytes]:
 
 
 _WS = b" \t\r\n"
-_WS_SLICE = 4096
+_WS_SLICE = 64 * 1024
 
 
 class _Buffer:
@@ -191,7 +191,7 @@ class _Buffer:
         """Skip whitespace (and a UTF-8 BOM at the start); False if the input ended."""
         while True:
             n = self.size
-            # A run of blanks is skipped by bytes.lstrip (C), a small slice at a time: slicing the rest of
+            # A run of blanks is skipped by bytes.lstrip (C), 64 KiB at a time: slicing the rest of
             # the window copied up to READ_CHUNK bytes per run (7% of a Kineto read's CPU time).
             while self.pos < n and self.byte(self.pos) in _WS:
                 part = self.slice(self.pos, min(n, self.pos + _WS_SLICE))
