@@ -14,3 +14,10 @@ class InputError(PyptoError):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
+
+
+class UnknownSku(PyptoError, KeyError):
+    """A device name no spelling of which is known (also a KeyError, as a lookup of a missing key is)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

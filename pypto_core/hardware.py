@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from pypto_core.errors import UnknownSku
+
 if TYPE_CHECKING:  # pragma: no cover
     from pypto_core.profile import Profile
 
@@ -218,7 +220,7 @@ def get_sku(name: str, overrides: dict[str, float] | None = None) -> SkuSpec:
     """
     key = normalize_sku_name(name)
     if key is None:
-        raise KeyError(f"unknown SKU {name!r}; known: {', '.join(SKUS)}")
+        raise UnknownSku(f"unknown SKU {name!r}; known: {', '.join(SKUS)}")
     spec = SKUS[key]
     if not overrides:
         return spec

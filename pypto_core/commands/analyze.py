@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pypto_core.formats import open_profiles  # lazily: the readers are heavy
-    from pypto_core.hardware import normalize_sku_name
+    from pypto_core.hardware import get_sku
     from pypto_core.rules import diagnose_columns, diagnose_group
 
     from pypto_core.i18n import LANGUAGES, normalize_language
@@ -36,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
     language = normalize_language(args.lang)
     if language is None:
         raise PyptoError(f"unknown language {args.lang!r}; choose one of {', '.join(LANGUAGES)}")
-    if args.sku and normalize_sku_name(args.sku) is None:
-        raise PyptoError(f"unknown SKU {args.sku!r}")
+    if args.sku:
+        get_sku(args.sku)  # an unknown name is refused before any reading, with the names known
     config = None
     if args.config:
         try:

@@ -30,7 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pypto_core.compare import compare_profiles, to_csv, to_markdown
+    from pypto_core.hardware import get_sku
 
+    if args.sku:
+        get_sku(args.sku)  # an unknown name is refused before any reading, with the names known
     result = compare_profiles(load_any(args.base), load_any(args.new), sku=args.sku,
                               with_findings=not args.no_findings)
     if args.format == "md":

@@ -11,6 +11,7 @@ import pytest
 
 from pypto_core.compare import ProfileComparer, compare_profiles, regression, to_csv, to_markdown
 from pypto_core.formats import open_profile
+from pypto_core.hardware import SKUS
 from pypto_core.rules import diagnose
 from pypto_core.synth import synthesize
 from tests.paths import SAMPLES
@@ -180,3 +181,13 @@ def test_compare_command_json_shape(runs, tmp_path: Path) -> None:
             "ai_core_utilization"} <= names
     assert {"op_type", "base_us", "new_us", "delta_us", "base_count", "new_count"} <= set(data["ops"][0])
     assert {f["rule"]: f["status"] for f in data["findings"]}["kv_cache_layout"] == "fixed"
+
+
+@pytest.mark.parametrize("command", ["compare", "analyze"])
+def test_an_unknown_sku_is_one_line_naming_the_known_ones(runs, tmp_path: Path, command: str) -> None:
+    a = runs["planted"].save(tmp_path / "a")
+    args = [str(a), str(a)] if command == "compare" else [str(a)]
+    out = subprocess.run([sys.executable, "-m", "pypto_core", command, *args, "--sku", "bogus"],
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip() == f"pypto: unknown SKU 'bogus'; known: {', '.join(SKUS)}"
