@@ -99,6 +99,11 @@ def test_reference_in_chinese_and_the_yaml_download(make_user) -> None:
     assert schema["paths"]["/api/projects/"]["get"]["summary"] == str(SUMMARIES["projects_list"])
 
 
+def test_the_schema_is_for_signed_in_users_only(client, make_user) -> None:
+    assert client.get("/api/schema/").status_code in (401, 403)
+    assert _client(make_user).get("/api/schema/").status_code == 200
+
+
 def test_favicon_is_the_apps_own_file(make_user) -> None:
     client = _client(make_user)
     html = client.get("/").content.decode()
