@@ -88,9 +88,9 @@ class SkuSpec:
         return self.hbm_gbps * 1e9
 
 
-# docs/domain.md §2.2: 910B2 24/48 @1.8 GHz 353.9 T; 910B3 20/40 @1.8 GHz 294.9 T; 910B4 20/40 @1.5 GHz 245.8
-# T with
-# the INI-derived 0.96 TB/s; 1.6 TB/s is the common 910B1-B3 figure [3P]; 310P3 8 cores ~70 T, ~204 GB/s per chip.
+# docs/domain.md §2.2: 910B2 24/48 @1.8 GHz 353.9 T; 910B3 20/40 @1.8 GHz 294.9 T; 910B4 20/40 @1.5 GHz 245.8 T
+# with the INI-derived 0.96 TB/s; 1.6 TB/s is the common 910B1-B3 figure [3P]; 310P3 8 cores ~70 T (1070 MHz,
+# as pypto_core.hardware derives it), ~204 GB/s per chip.
 SKUS: dict[str, SkuSpec] = {
     "910B2": SkuSpec("910B2", "Ascend910B2", ai_cores=24, vector_cores=48, freq_mhz=1800, fp16_tflops=353.9,
                      hbm_gbps=1600.0, hbm_gib=64),
@@ -98,7 +98,7 @@ SKUS: dict[str, SkuSpec] = {
                      hbm_gbps=1600.0, hbm_gib=64),
     "910B4": SkuSpec("910B4", "Ascend910B4", ai_cores=20, vector_cores=40, freq_mhz=1500, fp16_tflops=245.8,
                      hbm_gbps=960.0, hbm_gib=32),
-    "310P3": SkuSpec("310P3", "Ascend310P3", ai_cores=8, vector_cores=7, freq_mhz=1080, fp16_tflops=70.0,
+    "310P3": SkuSpec("310P3", "Ascend310P3", ai_cores=8, vector_cores=7, freq_mhz=1070, fp16_tflops=70.0,
                      hbm_gbps=204.0, hbm_gib=24, coupled=True),
 }
 
