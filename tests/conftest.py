@@ -7,6 +7,7 @@ assertion.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -38,6 +39,13 @@ def database_url() -> str:
     return f"postgres://{auth}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
 
 
+def _die_with_parent() -> None:
+    """In the worker's child before exec: SIGKILL it when the test session dies (Linux). A session killed
+    mid-run used to leave its workers consuming the next run's broker with the old code."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+
+
 @dataclass
 class Worker:
     """A ``celery -A pypto_web worker`` process in its own process group."""
@@ -59,6 +67,7 @@ class Worker:
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", *beat,
              "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h"],
             cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         log.close()
         wait_until(lambda: b" ready." in self.log_path.read_bytes() or self.proc.poll() is not None,
