@@ -32,6 +32,7 @@ def findings_report(*, profile: Profile, language: str = DEFAULT_LANGUAGE) -> di
         "profile": report.get("profile", {k: v for k, v in profile.summary.items() if k != "report"}),
         "findings": [finding_in_language(f, language) for f in findings_of_profile(profile=profile)],
         "estimated_combined_speedup": report.get("estimated_combined_speedup", 1.0),
+        "combined_speedup_bound": report.get("combined_speedup_bound", "estimate"),
         "warnings": report.get("warnings", profile.summary.get("warnings", [])),
     }
 

@@ -17,8 +17,10 @@ syncs, the data loader), tasks launched from a graph (no host issue constraint, 
 A replay with no change reproduces the recorded run exactly; a step ends when both its host work and its
 device tasks are done. The combined gain replays all changes together, so overlapping savings are never
 counted twice and a kernel made faster in a host-bound run saves nothing. Collectives joining ranks are not
-replayed across ranks: a collective's wait is a change of that rank's own task (what the other ranks'
-arrival would remove).
+replayed across ranks: a change is taken to apply on every rank alike (data-parallel ranks run one
+program), so the peers arrive earlier by as much as this rank does and a collective keeps its wait. The wait
+itself goes only with a fix on the late ranks: it is reported apart (``Finding.peer_wait_us``), never
+replayed as a saving of this rank.
 
 Memory: a few int64 arrays per task; time: a handful of sorts plus one vectorised pass per iteration
 (cross-stream waits and syncs are settled by iterating to a fixed point, at most ``MAX_ITERATIONS``).

@@ -85,7 +85,10 @@ def _headline(report: Report, language: str = DEFAULT_LANGUAGE) -> list[tuple[st
         rows.append((t(msg("AI Core utilization")), f"{100 * float(p['ai_core_utilization']):.1f}%"))
     how = (msg("replay of every finding's change") if p.get("combined_speedup_source") == "replay"
            else msg("each saved ns counted once"))
-    rows.append((t(msg("estimated combined speedup")), f"{report.estimated_combined_speedup:.3f}x ({t(how)})"))
+    bound = (" " + t(msg("an upper bound: some findings assume their whole cause goes"))
+             if report.combined_speedup_bound == "upper_bound" else "")
+    rows.append((t(msg("estimated combined speedup")),
+                 f"{report.estimated_combined_speedup:.3f}x ({t(how)}){bound}"))
     return rows
 
 
@@ -130,8 +133,17 @@ def _evidence_key(row: dict[str, Any]) -> str:
 
 
 def _saving(f: Any) -> Message:
-    return msg("estimated saving: {us:.1f} µs, speedup {speedup:.3f}x", us=f.estimated_saving_us,
-               speedup=f.estimated_speedup)
+    if getattr(f, "peer_wait_us", 0):
+        return msg("estimated saving{at_most}: {us:.1f} µs, speedup {speedup:.3f}x; wait for other ranks "
+                   "{peer:.1f} µs, which only a fix on the late ranks removes (not counted here)",
+                   at_most=_at_most(f), us=f.estimated_saving_us, speedup=f.estimated_speedup,
+                   peer=f.peer_wait_us)
+    return msg("estimated saving{at_most}: {us:.1f} µs, speedup {speedup:.3f}x", at_most=_at_most(f),
+               us=f.estimated_saving_us, speedup=f.estimated_speedup)
+
+
+def _at_most(f: Any) -> Message | str:
+    return msg(" (at most)") if getattr(f, "saving_bound", "estimate") == "upper_bound" else ""
 
 
 def _replayed(f: Any, language: str = DEFAULT_LANGUAGE) -> str:

@@ -51,6 +51,7 @@ def _facts(profile: Profile, data: dict[str, Any] | None) -> dict[str, Any]:
         "tokens_per_s": decode.get("tokens_per_s"),
         "tokens": decode.get("tokens"),
         "speedup": (s.get("report") or {}).get("estimated_combined_speedup"),
+        "speedup_bound": (s.get("report") or {}).get("combined_speedup_bound", "estimate"),
         "warnings": list(dict.fromkeys((s.get("report") or {}).get("warnings") or s.get("warnings") or [])),
     }
 

@@ -17,7 +17,7 @@ SAVING_MODEL = msg("Kernel time scales with 1/frequency: at the rated clock the 
 
 
 @rule("aicore_frequency", title=msg("AI Core frequency drops"), saving_model=SAVING_MODEL,
-      needs=("counters.*",), vendors=("ascend",))
+      needs=("counters.*",), vendors=("ascend",), saving_bound="upper_bound")
 def match(ctx: RuleContext) -> None:
     counters = ctx.profile.counters
     if not counters.num_rows:

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from pypto_core.attribution import COMM_CODE
+from pypto_core import collective_wait
 from pypto_core.intervals import clip_to_length
 from pypto_core.replay import kernel_change
 from pypto_core.rules._bucket_rule import bucket_share
@@ -20,10 +21,11 @@ from pypto_core.rules.context import RuleContext
 from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = msg("Waiting collectives: if every rank arrived together the not-overlapped time would shrink to "
-                "its transfer share; saving = not-overlapped time x waiting share. Transfer-bound: "
-                "overlapping the collectives with compute hides them up to the compute that is not yet "
-                "overlapped; saving = min(not-overlapped, compute - overlapped).")
+SAVING_MODEL = msg("Overlapping the collectives with compute hides their transfer up to the compute that is not "
+                   "yet overlapped: saving = min(not-overlapped transfer, compute - overlapped), an upper bound. "
+                   "Where the collectives mostly wait for other ranks, that wait (not-overlapped time x waiting "
+                   "share) is reported apart as the wait for other ranks: only a fix on the late ranks removes it, "
+                   "so it is not counted in this profile's saving.")
 
 _LIB = {"ascend": "HCCL", "nvidia": "NCCL", "amd": "RCCL"}
 _OVERLAP_ADVICE = {
@@ -36,23 +38,9 @@ _OVERLAP_ADVICE = {
 }
 
 
-def _collective_figures(ctx: RuleContext) -> dict[str, float]:
-    comm = ctx.profile.communication
-    if not comm.num_rows:
-        return {}
-
-    def total(col: str) -> float:
-        return float(pc.sum(pc.fill_null(comm[col], 0)).as_py() or 0) if col in comm.column_names else 0.0
-
-    out = {name: total(f"{name}_ns") for name in ("elapse", "transit", "wait", "synchronization", "idle")}
-    out["size_bytes"] = total("size_bytes")
-    out["collectives"] = float(comm.num_rows)
-    return out
-
-
 @rule("communication_not_overlapped", title=msg("Communication not overlapped with compute"),
       saving_model=SAVING_MODEL, needs=("kernels.name", "communication.*", "steps.*"),
-      explains="communication_not_overlapped")
+      explains="communication_not_overlapped", saving_bound="upper_bound")
 def match(ctx: RuleContext) -> None:
     if bucket_share(ctx, "communication_not_overlapped") is None:
         return
@@ -62,11 +50,11 @@ def match(ctx: RuleContext) -> None:
     total = ctx.total_ns
     exposed = float(ctx.bucket_ns("communication_not_overlapped"))
     b = a.run
-    figures = _collective_figures(ctx)
+    figures = collective_wait.collective_figures(ctx.profile.communication)
     elapse = figures.get("elapse", 0.0)
     transit = figures.get("transit", 0.0)
     # per communication.json, Elapse = Transit + Wait + Idle: what is not transit is not moving data
-    waiting_share = (elapse - transit) / elapse if elapse > 0 and transit >= 0 else None
+    waiting_share = collective_wait.waiting_share(figures)
     lib = _LIB.get(ctx.vendor, msg("the collective library"))
     evidence = {"communication_not_overlapped_us": us(exposed), "share_of_step": share(exposed, total),
                 "communication_overlapped_us": us(b.communication_overlapped_ns), "compute_us": us(b.buckets["compute"]),
@@ -87,7 +75,10 @@ def match(ctx: RuleContext) -> None:
         evidence["waiting_share"] = round(waiting_share, 6)
         if wait_ratio is not None:
             evidence["wait_time_ratio"] = round(wait_ratio, 6)
-        saving = exposed * waiting_share
+        # The wait is set by the peers: this rank can hide only its own transfer behind compute.
+        peer_wait = exposed * waiting_share
+        saving = min(exposed - peer_wait, max(b.buckets["compute"] - b.communication_overlapped_ns, 0))
+        evidence["wait_for_other_ranks_us"] = us(peer_wait)
         moved = (msg("the collectives move data {pct:.1f}% of their time", pct=100 * transit / elapse)
                  if transit > 0 else msg("communication.json records no transfer time for the collectives"))
         title = msg("Communication not overlapped is {pct:.0f}% of the step, and {moved}",
@@ -114,6 +105,7 @@ def match(ctx: RuleContext) -> None:
                           "are not moving data: {parts}. {cause}", ms=us(exposed) / 1e3, lib=lib, parts=parts,
                           cause=cause)
     else:
+        peer_wait = 0.0
         saving = min(exposed, max(b.buckets["compute"] - b.communication_overlapped_ns, 0))
         known = "" if waiting_share is not None else msg(
             " The profile has no per-collective wait figures, so transfer and waiting cannot be told apart here.")
@@ -129,8 +121,8 @@ def match(ctx: RuleContext) -> None:
         ops=column_strings(g, "name", is_comm, limit=10) or
         [str(v) for v in pc.unique(pc.fill_null(ctx.profile.communication["name"], "")).to_pylist()[:10] if v],
         evidence=evidence, kernels=comm_kernels, saving_ns=np.zeros(len(comm_kernels)), covered_ns=exposed,
-        saving_model=SAVING_MODEL, intervals=clip_to_length(s, e, saving),
-        # the collectives lose their waiting (or the part compute can hide): this rank's tasks shortened
-        change=kernel_change(comm_kernels, g.dur[comm_kernels] * waiting_share if waiting else saving, g.dur),
+        saving_model=SAVING_MODEL, intervals=clip_to_length(s, e, saving), peer_wait_ns=peer_wait,
+        # the collectives lose the part compute can hide: this rank's tasks shortened
+        change=kernel_change(comm_kernels, saving, g.dur),
         details={"vendor": ctx.vendor, "library": str(lib)},
     )

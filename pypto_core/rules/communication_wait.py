@@ -6,16 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from pypto_core.intervals import clip_to_length
-from pypto_core.replay import Change, kernel_change
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.i18n import msg
 from pypto_core.rules.registry import rule
 
-SAVING_MODEL = msg("If the ranks arrive together the wait disappears and the transfer remains: saving = the wait "
-                "time of the collectives, at most their time not overlapped with compute (an upper bound: the "
-                "late rank's own work is not free).")
+SAVING_MODEL = msg("The wait ends only when the other ranks arrive together: it is reported as the wait for "
+                   "other ranks (the wait time of the collectives, at most their time not overlapped with "
+                   "compute), which a fix on the late ranks removes; this profile's own saving is none.")
 
 
 @rule("communication_wait", title=msg("Collectives waiting for other ranks"), saving_model=SAVING_MODEL,
@@ -53,21 +51,13 @@ def match(ctx: RuleContext) -> None:
                   "synchronization_time_us": us(sync), "wait_share": share(waiting, elapse),
                   "threshold": cfg["wait_share_above"]},
         kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=elapse, saving_model=SAVING_MODEL,
-        intervals=_exposed_wait(ctx, waiting), change=_comm_shortened(ctx, waiting / elapse),
+        peer_wait_ns=_exposed_wait(ctx, waiting),
     )
 
 
-def _exposed_wait(ctx: RuleContext, waiting: float) -> tuple[np.ndarray, np.ndarray]:
+def _exposed_wait(ctx: RuleContext, waiting: float) -> float:
     """The wait that lengthens the step: at most the attribution's communication not overlapped."""
     a = ctx.graph.attribution
     if a is None:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    s, e = a.intervals("communication_not_overlapped")
-    return clip_to_length(s, e, waiting)
-
-
-def _comm_shortened(ctx: RuleContext, share_waiting: float) -> Change:
-    """Every collective task of this rank loses the waiting share of its time."""
-    g = ctx.graph
-    comm = np.nonzero(g.is_role("communication"))[0]
-    return kernel_change(comm, g.dur[comm] * min(share_waiting, 1.0), g.dur)
+        return waiting
+    return min(waiting, float(ctx.bucket_ns("communication_not_overlapped")))

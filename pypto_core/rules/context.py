@@ -22,6 +22,7 @@ from pypto_core.replay import Change
 from pypto_core.rules._flagged_ops import flagged_ops
 from pypto_core.rules.config import RuleConfig
 from pypto_core.rules.finding import Finding
+from pypto_core.rules.registry import RULES
 
 
 def severity_for(saving_share: float, time_share: float) -> str:
@@ -91,12 +92,15 @@ class RuleContext:
              kernels: np.ndarray, saving_ns: np.ndarray | float, saving_model: Message | str,
              remedies: list[str] | tuple[str, ...] = (), details: dict[str, Any] | None = None,
              covered_ns: float | None = None, extra_saving_ns: float = 0.0, severity: str | None = None,
-             intervals: tuple[np.ndarray, np.ndarray] | None = None, change: Change | None = None) -> Finding:
+             intervals: tuple[np.ndarray, np.ndarray] | None = None, change: Change | None = None,
+             peer_wait_ns: float = 0.0) -> Finding:
         """Record one finding. ``kernels``: the row indices it covers; ``saving_ns``: per kernel (or one
         total spread over them by duration); ``covered_ns``: time it covers (default: their durations);
         ``intervals``: pieces of wall time the fix removes, whose length adds to the saving; ``change``: what
-        the fix does to the run for the replay (default: the kernels shortened by their savings). The text is
-        a ``Message`` (pypto_core.i18n): the finding keeps its English rendering and its template."""
+        the fix does to the run for the replay (default: the kernels shortened by their savings);
+        ``peer_wait_ns``: time this rank waits for other ranks, which only they can remove (reported, never
+        saved here). The text is a ``Message`` (pypto_core.i18n): the finding keeps its English rendering and
+        its template."""
         g = self.graph
         kernels = np.asarray(kernels, np.int64)
         dur = g.dur[kernels].astype(np.float64)
@@ -114,6 +118,9 @@ class RuleContext:
         time_share = min(covered / total_ns, 1.0)
         saving = min(saving, 0.999 * total_ns)
         speedup = total_ns / (total_ns - saving)
+        peer_wait = min(max(float(peer_wait_ns), 0.0), float(total_ns))
+        # a wait the other ranks cause ranks the finding (the job loses it) but is not this rank's saving
+        weight = max(saving, peer_wait) / total_ns
         # the English text is rendered from the stored form, so every language renders the same numbers
         text = {k: _plain(as_message(m).to_dict()) for k, m in
                 (("title", title), ("description", description), ("saving_model", saving_model))}
@@ -123,10 +130,11 @@ class RuleContext:
             listed = flagged_ops(g, kernels)
             details["ops"], details["op_groups"] = listed["groups"], listed["group_count"]
         finding = Finding(
-            rule=self.rule_id, severity=severity or severity_for(saving / total_ns, time_share),
+            rule=self.rule_id, severity=severity or severity_for(weight, time_share),
             title=render_stored(text["title"]) or "", description=render_stored(text["description"]) or "",
             ops=ops, evidence=_plain(evidence), time_share=round(time_share, 6),
             estimated_saving_us=round(saving / 1e3, 3), estimated_speedup=round(speedup, 4),
+            saving_bound=_declared_bound(self.rule_id), peer_wait_us=round(peer_wait / 1e3, 3),
             remedies=list(remedies), saving_model=render_stored(text["saving_model"]) or "",
             details=_plain(details), messages=text,
         )
@@ -135,6 +143,11 @@ class RuleContext:
             change = Change(kernels=kernels, saving_ns=per)
         self.coverage.append(Coverage(kernels, per, extra_saving_ns, intervals, change))
         return finding
+
+
+def _declared_bound(rule_id: str) -> str:
+    declared = RULES.get(rule_id)
+    return declared.saving_bound if declared is not None else "estimate"
 
 
 def _plain(value: Any) -> Any:

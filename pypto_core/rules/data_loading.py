@@ -15,7 +15,8 @@ SAVING_MODEL = msg("A loader that keeps batches ready (more workers, prefetching
 
 
 @rule("data_loading", title=msg("Device idle waiting for the data loader"), saving_model=SAVING_MODEL,
-      needs=HOST_CALL_NEEDS, workloads=("training", "inference_other", "unknown"), explains="data_loading")
+      needs=HOST_CALL_NEEDS, workloads=("training", "inference_other", "unknown"), explains="data_loading",
+      saving_bound="upper_bound")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "data_loading")
     if found is None:

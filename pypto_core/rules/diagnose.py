@@ -152,7 +152,10 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
         if replay.linked_share >= REPLAY_MIN_LINKED:
             combined, summary["combined_speedup_source"] = replayed, "replay"
     findings = _ranked(ctx.findings, graph)
-    report = Report(profile=summary, findings=findings, estimated_combined_speedup=combined, warnings=warnings)
+    bound = ("upper_bound" if any(f.saving_bound == "upper_bound" and f.estimated_saving_us > 0 for f in findings)
+             else "estimate")
+    report = Report(profile=summary, findings=findings, estimated_combined_speedup=combined,
+                    combined_speedup_bound=bound, warnings=warnings)
     if what_if is not None:
         report.what_if = _what_if(ctx, replay, graph, what_if)
     report.profile["analysis_s"] = round(time.perf_counter() - started, 3)

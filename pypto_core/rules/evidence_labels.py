@@ -95,6 +95,7 @@ EVIDENCE_LABELS: dict[str, Message] = {
     "wait_share": msg("Wait share"),
     "wait_time_ratio": msg("Wait time ratio"),
     "waiting_share": msg("Share spent waiting for peers"),
+    "wait_for_other_ranks_us": msg("Wait for other ranks (µs)"),
     "synchronization_time_us": msg("Synchronisation time (µs)"),
     "size_mb": msg("Data size (MB)"),
     # ranks

@@ -23,6 +23,11 @@ class Finding:
     time_share: float = 0.0  # share of device time the finding covers, 0..1
     estimated_saving_us: float = 0.0  # per profile (or per step where stated in evidence)
     estimated_speedup: float = 1.0
+    # "estimate" or "upper_bound" (the whole cause gone; a real fix gets part of it): the rule's declaration
+    saving_bound: str = "estimate"
+    # Time this rank spends waiting for other ranks, which goes only if they arrive together: a fix on the
+    # other ranks (slow_rank), so it is never part of this profile's estimated saving or combined speedup.
+    peer_wait_us: float = 0.0
     remedies: list[str] = field(default_factory=list)  # artifact file names
     saving_model: str = ""  # the explicit model behind estimated_saving_us, in words
     details: dict[str, Any] = field(default_factory=dict)  # structured data for remedies (shapes, op names)
@@ -60,6 +65,8 @@ class Report:
     profile: dict[str, Any]
     findings: list[Finding] = field(default_factory=list)
     estimated_combined_speedup: float = 1.0
+    # "upper_bound" when a finding counted in the combined speedup is an upper bound, else "estimate"
+    combined_speedup_bound: str = "estimate"
     warnings: list[str] = field(default_factory=list)
     schema_version: int = REPORT_SCHEMA_VERSION
     what_if: dict[str, Any] | None = None  # the replay of the findings asked for (analyze --what-if)
@@ -70,6 +77,7 @@ class Report:
             "profile": self.profile,
             "findings": [f.to_dict() for f in self.findings],
             "estimated_combined_speedup": self.estimated_combined_speedup,
+            "combined_speedup_bound": self.combined_speedup_bound,
             "warnings": list(self.warnings),
             **({"what_if": self.what_if} if self.what_if is not None else {}),
         }

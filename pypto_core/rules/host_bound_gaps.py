@@ -32,7 +32,8 @@ _ADVICE = {
 _GENERIC = msg("Launch fewer, larger kernels (fuse small ops, compile the step) and keep Python work out of the step.")
 
 
-@rule("host_bound_gaps", title=msg("Device idle waiting for the host"), saving_model=SAVING_MODEL, explains="host_launch_bound")
+@rule("host_bound_gaps", title=msg("Device idle waiting for the host"), saving_model=SAVING_MODEL,
+      explains="host_launch_bound", saving_bound="upper_bound")
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     a = g.attribution

@@ -18,7 +18,8 @@ SAVING_MODEL = msg("Host copies from pinned memory run asynchronously and overla
                 "(an upper bound).")
 
 
-@rule("memcpy_bound", title=msg("Copies on the critical path"), saving_model=SAVING_MODEL, explains="memcpy")
+@rule("memcpy_bound", title=msg("Copies on the critical path"), saving_model=SAVING_MODEL, explains="memcpy",
+      saving_bound="upper_bound")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "memcpy")
     if found is None:

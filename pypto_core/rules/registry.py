@@ -35,6 +35,9 @@ class Rule:
     vendors: tuple[str, ...] = ()  # device vendors it applies to (pypto_core.workload.VENDORS); () = all
     workloads: tuple[str, ...] = ()  # workloads it applies to (WORKLOADS); () = all, unknown included
     explains: str = "compute"  # the attribution bucket its findings explain (findings of the dominant come first)
+    # "estimate": what the fix is expected to save; "upper_bound": the most it can save (the whole cause gone:
+    # every gap closed, every copy hidden), so the page and the reports say "up to"
+    saving_bound: str = "estimate"
 
     def applies_to(self, vendor: str, workload: str) -> bool:
         return ((not self.vendors or vendor in self.vendors)
@@ -47,11 +50,13 @@ class Rule:
 
 
 RULES: dict[str, Rule] = {}
+SAVING_BOUNDS = ("estimate", "upper_bound")
 
 
 def rule(id: str, *, title: Message, saving_model: Message, remedies: tuple[str, ...] = (),
          needs: tuple[str, ...] = (), scope: str = "profile", vendors: tuple[str, ...] = (),
-         workloads: tuple[str, ...] = (), explains: str = "compute") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+         workloads: tuple[str, ...] = (), explains: str = "compute",
+         saving_bound: str = "estimate") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``match(ctx)`` as rule ``id``; ``vendors`` and ``workloads`` say where its advice holds."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -59,11 +64,13 @@ def rule(id: str, *, title: Message, saving_model: Message, remedies: tuple[str,
             table, _, column = need.partition(".")
             if table not in TABLE_NAMES or not column:
                 raise ValueError(f"rule {id!r}: needs names table.column or table.*, not {need!r}")
+        if saving_bound not in SAVING_BOUNDS:
+            raise ValueError(f"rule {id!r}: saving_bound is one of {SAVING_BOUNDS}, not {saving_bound!r}")
         if id in RULES and RULES[id].module != func.__module__:
             raise ValueError(f"rule id {id!r} registered twice ({RULES[id].module}, {func.__module__})")
         RULES[id] = Rule(id=id, title=title, match=func, saving_model=saving_model, remedies=tuple(remedies),
                          needs=tuple(needs), scope=scope, module=func.__module__, vendors=tuple(vendors),
-                         workloads=tuple(workloads), explains=explains)
+                         workloads=tuple(workloads), explains=explains, saving_bound=saving_bound)
         return func
 
     return decorate

@@ -45,7 +45,7 @@ def sync_calls(ctx: RuleContext) -> dict[str, dict[str, float]]:
 
 
 @rule("sync_stall", title=msg("Device idle while the host synchronises"), saving_model=SAVING_MODEL,
-      needs=HOST_CALL_NEEDS, explains="sync_wait")
+      needs=HOST_CALL_NEEDS, explains="sync_wait", saving_bound="upper_bound")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "sync_wait")
     if found is None:

@@ -78,6 +78,15 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
         alone = f["details"].get("replayed_alone_us")
         if alone is not None:
             assert float(nums[3]) == pytest.approx(alone, abs=0.05)
+        assert ("estimated saving, at most" in hint) == (f["saving_bound"] == "upper_bound"), rule
+    # the wait for other ranks: the API's figure, shown beside the finding, never in its saving
+    waits = {}
+    for article in page.split('<article class="finding" data-rule="')[1:]:
+        wait = re.search(r'<p class="hint peer-wait">Wait for other ranks: ([\d.,]+) µs', article.split("</article>")[0])
+        if wait:
+            waits[article.split('"')[0]] = wait.group(1)
+    assert waits == {f["rule"]: floatformat(f["peer_wait_us"], 1) for f in api["findings"] if f["peer_wait_us"]}
+    assert ('id="speedup-bound"' in page) == (api["combined_speedup_bound"] == "upper_bound")
 
     metrics = dict(re.findall(r'<tr><td class="mono">([a-z0-9_]+)</td><td class="num">([^<]+)</td></tr>', page))
     shown_metrics = {k: v for k, v in metrics.items() if k in prof["metrics"]}

@@ -100,6 +100,7 @@ class Facts:
     kernels: list[Kernel] = field(default_factory=list)  # Ascend device tasks with their core type
     comm_elapse: float = 0.0
     comm_wait: float = 0.0
+    comm_transit: float = 0.0
     compile_calls: list[Interval] = field(default_factory=list)
     host_present: bool = False
     syncs: list[Interval] = field(default_factory=list)
@@ -182,6 +183,7 @@ def _read_communication_json(path: Path, facts: Facts) -> None:
                 t = info.get("Communication Time Info", {})
                 facts.comm_elapse += 1e3 * float(t.get("Elapse Time(ms)", 0))
                 facts.comm_wait += 1e3 * float(t.get("Wait Time(ms)", 0))
+                facts.comm_transit += 1e3 * float(t.get("Transit Time(ms)", 0))
 
 
 def _trace_events(path: Path) -> list[dict]:
@@ -277,8 +279,10 @@ def _read_ascend_db(folder: Path, facts: Facts) -> None:
         facts.step_rows.append({"computing": row[0], "comm_no": row[1], "free": row[2]})
         tables = {n for (n,) in adb.execute("select name from sqlite_master where type = 'table'")}
         if "CommAnalyzerTime" in tables:  # level0 runs analyse no communication
-            elapse, wait = adb.execute("select sum(elapse_time), sum(wait_time) from CommAnalyzerTime").fetchone()
+            elapse, wait, transit = adb.execute("select sum(elapse_time), sum(wait_time), sum(transit_time) "
+                                                "from CommAnalyzerTime").fetchone()
             facts.comm_elapse, facts.comm_wait = 1e3 * (elapse or 0), 1e3 * (wait or 0)
+            facts.comm_transit = 1e3 * (transit or 0)
 
 
 def _read_kineto(path: Path, facts: Facts) -> None:
