@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from pypto_core.attribution import ATTRIBUTION_COLUMNS, TimeAttribution, attribute, kernel_codes
 from pypto_core.framework_ops import FRAMEWORK_OPS_COLUMNS, FrameworkOps, framework_ops
 from pypto_core.hardware import SkuSpec, resolve_sku
+from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg, render
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
 from pypto_core.profile import Profile, merge_columns
 from pypto_core.sequences import PATTERNS, ChainMatch, match_chains
@@ -44,6 +45,31 @@ METRICS: dict[str, tuple[str, bool]] = {
     "critical_path_ms": ("ms", False),
     "critical_path_host_share": ("share", False),
 }
+
+# Each metric in words (the ids stay in the JSON): what the profile page and the comparison show.
+METRIC_LABELS: dict[str, Message] = {
+    "per_token_latency_ms": msg("Per-token latency, p50 (ms)"),
+    "per_token_latency_p90_ms": msg("Per-token latency, p90 (ms)"),
+    "tokens_per_s": msg("Tokens per second"),
+    "prefill_ms": msg("Prefill time (ms)"),
+    "attention_hbm_time_share": msg("Share of time in memory-bound attention"),
+    "matmul_ai_core_utilization": msg("MatMul AI Core utilization"),
+    "kv_cache_noncontiguous_share": msg("KV cache non-contiguous share (proxy)"),
+    "norm_launch_overhead_share": msg("Share of time in unfused norm chains"),
+    "hbm_bandwidth_utilization": msg("HBM bandwidth utilization"),
+    "ai_core_utilization": msg("AI Core utilization"),
+    "device_idle_share": msg("Device idle share"),
+    "compute_share": msg("Compute share of the step"),
+    "communication_not_overlapped_share": msg("Communication not overlapped, share of the step"),
+    "critical_path_ms": msg("Critical path (ms)"),
+    "critical_path_host_share": msg("Host share of the critical path"),
+}
+
+
+def metric_label(name: str, language: str = DEFAULT_LANGUAGE) -> str:
+    """``tokens_per_s`` -> "Tokens per second" (or its translation); an unknown id: itself."""
+    label = METRIC_LABELS.get(name)
+    return render(label, language) if label is not None else name
 
 # What the call graph reads, with the attribution, framework ops and workload it builds (a
 # ``profile.ColumnSet``): times, lanes, kinds and shapes of the tasks, the data-movement ratios, the steps,

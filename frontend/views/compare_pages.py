@@ -11,6 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils import translation
 from django.utils.html import format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -21,6 +22,8 @@ from analysis import services as analysis_services
 from analysis.models import JobStatus
 from frontend import charts
 from frontend import selectors as frontend_selectors
+from pypto_core.graph import metric_label
+from pypto_core.i18n import normalize_language
 from pypto_core.kernel_names import readable
 from profiles import selectors, services
 from profiles.models import Profile, ProfileStatus
@@ -103,7 +106,7 @@ def compare_profile_search(request: HttpRequest, project_id: int) -> JsonRespons
 ALIGNED_ROWS = 300  # rows of the aligned table on the page (the exports have them all)
 
 
-def _metric_rows(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _metric_rows(metrics: list[dict[str, Any]], language: str) -> list[dict[str, Any]]:
     rows = []
     for m in metrics:
         if m.get("base") is None and m.get("new") is None:
@@ -111,7 +114,8 @@ def _metric_rows(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
         noise = m.get("noise") or {}
         verdict = noise.get("verdict") or ("noise" if m.get("significant") is False and m.get("delta") else (
             "better" if m.get("better") is True else "worse" if m.get("better") is False else "same"))
-        rows.append({**m, "verdict": verdict, "is_share": m.get("unit") == "share", "noise": noise})
+        rows.append({**m, "verdict": verdict, "is_share": m.get("unit") == "share", "noise": noise,
+                     "label": metric_label(str(m.get("name")), language)})
     return rows
 
 
@@ -140,10 +144,11 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     result = comparison.result or {}
     done = comparison.status == JobStatus.DONE
     unit = _("µs per token") if result.get("normalisation") == "per_token" else "µs"
+    language = normalize_language(translation.get_language()) or "en"
     context: dict[str, Any] = {
         "comparison": comparison, "project": comparison.project, "result": result, "done": done,
         "finished": comparison.status in (JobStatus.DONE, JobStatus.FAILED), "unit": unit,
-        "metrics": _metric_rows(result.get("metrics", [])) if done else [],
+        "metrics": _metric_rows(result.get("metrics", []), language) if done else [],
         "ops": _readable_ops(result.get("ops", [])[:60]), "blocks": _readable_blocks(result.get("blocks", [])),
         "findings": result.get("findings", []),
         "aligned": _aligned_rows(result.get("aligned") or []) if done else [],

@@ -17,6 +17,7 @@ from analysis import selectors as analysis_selectors
 from frontend import charts
 from profiles import selectors
 from profiles.models import Profile, ProfileStatus
+from pypto_core.graph import metric_label
 from pypto_core.i18n import normalize_language
 from pypto_core.rules.evidence_labels import evidence_rows
 
@@ -133,7 +134,8 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
     }
     if data is not None:
         out["analysis"].update({
-            "metrics": sorted((k, v) for k, v in (data.get("metrics") or {}).items() if v is not None),
+            "metrics": [(k, metric_label(k, language), v) for k, v in
+                        sorted((data.get("metrics") or {}).items()) if v is not None],
             "has_decode": bool(data.get("decode", {}).get("steps")),
             "has_roofline": bool(data.get("roofline", {}).get("points")),
         })

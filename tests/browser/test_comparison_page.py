@@ -79,5 +79,6 @@ def test_npu_against_gpu_comparison_page_in_english_and_chinese(browser_page, ma
     assert "按模型执行的算子对齐" in page.locator("#aligned h2").inner_text()
     assert page.locator("#aligned-table td.by-framework_op").first.inner_text() == "框架侧算子"
     assert any("单值" in t for t in page.locator("#metrics-table tbody td.noise").all_inner_texts())
+    assert "设备空闲占比" in page.locator('#metrics-table td[data-metric="device_idle_share"]').inner_text()
     page.screenshot(path=str(ARTIFACTS / "comparison_zh-hans.png"), full_page=True)
     assert not page.errors and not page.dialogs

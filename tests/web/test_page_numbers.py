@@ -88,7 +88,7 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
     assert waits == {f["rule"]: floatformat(f["peer_wait_us"], 1) for f in api["findings"] if f["peer_wait_us"]}
     assert ('id="speedup-bound"' in page) == (api["combined_speedup_bound"] == "upper_bound")
 
-    metrics = dict(re.findall(r'<tr><td class="mono">([a-z0-9_]+)</td><td class="num">([^<]+)</td></tr>', page))
+    metrics = dict(re.findall(r'<tr data-metric="([a-z0-9_]+)"><td>.*?</td><td class="num">([^<]+)</td></tr>', page))
     shown_metrics = {k: v for k, v in metrics.items() if k in prof["metrics"]}
     assert shown_metrics, "the metrics table is on the page"
     for k, v in shown_metrics.items():

@@ -151,7 +151,8 @@ def test_comparison_page_and_exports(client, world) -> None:
     comparison_run(comparison_id=cid)
     html = client.get(f"/comparisons/{cid}/").content.decode()
     assert_inert(html)
-    assert 'id="metrics-table"' in html and "per_token_latency_ms" in html
+    assert 'id="metrics-table"' in html and 'data-metric="per_token_latency_ms"' in html
+    assert "Per-token latency, p50 (ms)" in html  # the metric in words, its id beside it
     # the noise test per metric (issue 22): a column, and the per-step medians behind the latency verdict
     assert 'id="noise-col"' in html and "medians of 4 / 4 steps" in html
     assert 'id="aligned-table"' in html and 'id="summary-table"' in html
