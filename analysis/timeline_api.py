@@ -86,13 +86,13 @@ def _build_answer(kind: str, state: page_builds.BuildState) -> Response | None:
     when there is nothing to build (no parsed tables)."""
     trace = kind == PageBuild.Kind.TRACE
     if state.status == page_builds.FAILED:
-        lead = _("The chrome trace could not be exported:") if trace else \
+        lead = _("The Chrome trace could not be exported:") if trace else \
             _("The page data and timeline index could not be built:")
         return Response({"status": state.status, "code": "build_failed", "detail": f"{lead} {state.error}"},
                         status=409)
     if not state.preparing:
         return None
-    detail = _("The chrome trace is being exported by a worker; try again in a few seconds.") if trace else \
+    detail = _("The Chrome trace is being exported by a worker; try again in a few seconds.") if trace else \
         _("The page data and timeline index are being built by a worker; try again in a few seconds.")
     return Response({"status": state.status, "detail": detail}, status=202,
                     headers={"Retry-After": RETRY_AFTER_S})
