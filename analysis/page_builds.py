@@ -99,15 +99,21 @@ def build_request(*, profile: Profile, kind: str, stale: bool = False) -> BuildS
     if finished and not stale and _output_ready(profile, kind, row):
         return BuildState(READY)  # finished between the caller's look and this one
     now = timezone.now()
-    expired = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
-    again = ~Q(source=source) | Q(status=JobStatus.DONE) | (Q(status__in=_LIVE) & expired)
-    queued = PageBuild.objects.filter(pk=row.pk).filter(again).update(
+    lost = row.status in _LIVE and (row.lease_until is None or row.lease_until < now)  # message or worker
+    if row.source == source and row.status != JobStatus.DONE and not lost:
+        return BuildState(row.status, row.error if row.status == JobStatus.FAILED else "")
+    # Conditional on the row as read: of the requests that saw it so, one queues it; a request that read it
+    # before a worker changed it (finished it, say) changes nothing and reports the row as it is now.
+    queued = PageBuild.objects.filter(pk=row.pk, source=row.source, status=row.status,
+                                      lease_until=row.lease_until).update(
         source=source, status=JobStatus.QUEUED, lease_until=_queue_lease(), error="", requested_at=now,
         started_at=None, finished_at=None)
     if queued:
         _send_after_commit(row.pk)
         return BuildState(QUEUED)
     row.refresh_from_db()
+    if row.status == JobStatus.DONE and _output_ready(profile, kind, row):
+        return BuildState(READY)
     return BuildState(row.status, row.error if row.status == JobStatus.FAILED else "")
 
 
