@@ -124,9 +124,8 @@ def timeline_index_cached(*, profile: Profile) -> Any:
 def timeline_index(*, profile: Profile) -> Any:
     """The profile's open ``TimelineIndex``, fetched from storage to the local cache on first use; raises
     ``ViewsMissing`` when storage has none or one built by an older version (a worker builds it again)."""
-    from pypto_core.timeline import TimelineIndex
-
     from analysis.services import _fetch_folder
+    from pypto_core.timeline import TimelineIndex
 
     index = timeline_index_cached(profile=profile)
     if index is not None:
@@ -175,9 +174,8 @@ def trace_name(profile: Profile) -> str:
 def trace_export(*, profile: Profile, workdir: Path) -> int:
     """Export the chrome trace of the profile's primary rank into storage (``trace_name``); returns the
     event count."""
-    from pypto_core.timeline import export_chrome_trace
-
     from analysis.services import load_saved_profile
+    from pypto_core.timeline import export_chrome_trace
 
     core = load_saved_profile(profile, workdir / "tables")
     local = workdir / "trace.json"

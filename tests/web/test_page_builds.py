@@ -15,7 +15,6 @@ import json
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.core.files.storage import default_storage
 
 from tests.conftest import wait_until
@@ -31,8 +30,8 @@ def _heavy(*args: Any, **kwargs: Any) -> None:
 
 def _no_heavy_work_here(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Building in this process fails the test; returns the list of build ids sent to the broker."""
-    import pypto_core.timeline as timeline
     from analysis import page_builds, pagedata
+    from pypto_core import timeline
 
     for name in ("trace_export", "views_rebuild", "views_build"):
         monkeypatch.setattr(pagedata, name, _heavy)
@@ -162,7 +161,8 @@ def test_queueing_rules_one_build_per_parse(make_user, tmp_path, settings, monke
     PageBuild.objects.filter(pk=row.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
     assert ask().status == "queued" and len(sent) == 2  # no worker took it in time: sent again, once
     assert ask().status == "queued" and len(sent) == 2
-    PageBuild.objects.filter(pk=row.pk).update(status="running", lease_until=timezone.now() + timedelta(hours=1))
+    live = timezone.now() + timedelta(hours=1)
+    PageBuild.objects.filter(pk=row.pk).update(status="running", lease_until=live)
     assert ask().status == "running" and len(sent) == 2
     PageBuild.objects.filter(pk=row.pk).update(status="failed", error="r.zip: bad table", lease_until=None)
     assert ask() == page_builds.BuildState("failed", "r.zip: bad table") and len(sent) == 2
@@ -175,7 +175,6 @@ def test_queueing_rules_one_build_per_parse(make_user, tmp_path, settings, monke
 def test_failed_export_is_a_clear_message_without_server_paths(client, make_user, tmp_path, settings,
                                                                monkeypatch) -> None:
     from analysis import page_builds
-    from analysis.models import PageBuild
     from analysis.services import storage_delete_prefix
 
     settings.PYPTO_WORK_DIR = tmp_path / "work"
