@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from django.core.files.storage import default_storage
-from django.utils.translation import get_language, gettext as _
+from django.utils.translation import get_language, gettext as _, gettext_lazy
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import APIException, NotFound, ValidationError
@@ -69,12 +69,13 @@ def _lane_list(request: Request) -> list[int] | None:
 _BUILD_STATES = [page_builds.READY, page_builds.QUEUED, page_builds.RUNNING, page_builds.FAILED,
                  page_builds.ABSENT]
 _PREPARING = inline_serializer("BuildPreparing", {
-    "status": serializers.ChoiceField([page_builds.QUEUED, page_builds.RUNNING],
-                                      help_text="queued or running: ask again after Retry-After seconds"),
+    "status": serializers.ChoiceField(
+        [page_builds.QUEUED, page_builds.RUNNING],
+        help_text=gettext_lazy("queued or running: ask again after Retry-After seconds")),
     "detail": serializers.CharField()})
 _FAILED = inline_serializer("BuildFailed", {
     "status": serializers.ChoiceField([page_builds.FAILED]), "code": serializers.CharField(),
-    "detail": serializers.CharField(help_text="why the build failed")})
+    "detail": serializers.CharField(help_text=gettext_lazy("why the build failed"))})
 _STATE = inline_serializer("BuildState", {
     "status": serializers.ChoiceField(_BUILD_STATES), "error": serializers.CharField()})
 _BUILT_RESPONSES: dict[Any, Any] = {200: dict, 202: _PREPARING, 409: _FAILED}

@@ -197,5 +197,8 @@ def test_failed_export_is_a_clear_message_without_server_paths(client, make_user
         for folder in (str(settings.MEDIA_ROOT), str(settings.PYPTO_WORK_DIR), str(tmp_path)):
             assert folder not in text
     assert len(sent) == 1  # a failed export is not tried again on every refresh
+    client.post("/language/", {"language": "zh-hans", "next": "/"})
+    assert "trace 导出失败" in client.get(f"/profiles/{p.pk}/trace/").content.decode()
+    assert client.get(f"/api/profiles/{p.pk}/trace/").json()["detail"].startswith("Chrome trace 导出失败")
     state = client.get(f"/api/profiles/{p.pk}/builds/").json()["trace"]
     assert state["status"] == "failed" and "internal error" in state["error"]

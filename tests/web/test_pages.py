@@ -255,6 +255,10 @@ def test_views_missing_are_built_by_a_worker_while_the_page_shows_it(client, wor
     assert client.get(f"/api/profiles/{p.pk}/timeline/").status_code == 202
     assert client.get(f"/api/profiles/{p.pk}/pagedata/").status_code == 202
     assert PageBuild.objects.filter(profile=p).count() == 1  # one build however many pages asked
+    client.post("/language/", {"language": "zh-hans", "next": "/"})
+    assert "工作进程正在准备图表和表格" in client.get(f"/profiles/{p.pk}/").content.decode()
+    assert "工作进程正在准备时间线" in client.get(f"/profiles/{p.pk}/timeline/").content.decode()
+    client.post("/language/", {"language": "en", "next": "/"})
     build_run(build_id=PageBuild.objects.get(profile=p, kind="views").pk)
     assert client.get(f"/api/profiles/{p.pk}/builds/").json()["views"] == {"status": "ready", "error": ""}
     html = client.get(f"/profiles/{p.pk}/").content.decode()
