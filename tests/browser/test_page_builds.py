@@ -29,7 +29,8 @@ def test_being_prepared_shows_then_resolves(worker, browser_page, make_user, tmp
     first = page.goto(f"{page.base}/profiles/{profile.pk}/")
     assert 'id="views-preparing"' in first.text()  # the page as the server rendered it: being prepared
     assert page.locator("#findings .finding").count() >= 4  # and what it already has
-    page.wait_for_selector("#op-types-chart", timeout=WAIT_MS)  # reloaded by itself once the worker built them
+    # the page reloads itself once the worker built them
+    page.wait_for_selector("#op-types-chart", timeout=WAIT_MS)
     charts_ready(page)
     assert page.locator("#views-preparing").count() == 0
     page.screenshot(path=str(ARTIFACTS / "7-views-prepared.png"), full_page=True)

@@ -6,7 +6,9 @@
   document.querySelectorAll("[data-builds-url]").forEach(function (el) {
     var kind = el.dataset.kind;
     function show(when) {
-      el.querySelectorAll("[data-when]").forEach(function (part) { part.hidden = part.dataset.when !== when; });
+      el.querySelectorAll("[data-when]").forEach(function (part) {
+        part.hidden = part.dataset.when !== when;
+      });
     }
     function poll() {
       fetch(el.dataset.buildsUrl, {headers: {"Accept": "application/json"}, credentials: "same-origin"})
