@@ -163,3 +163,30 @@ class TimelineLayout(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "profile"], name="one_timeline_layout_per_user")]
+
+
+class PageBuild(models.Model):
+    """What a worker builds for the pages of one parse of a profile, on demand (analysis/page_builds.py): the
+    page views (page data and timeline index) of a profile analysed before they existed, or the chrome-trace
+    export. One row per profile and kind: a request that finds the output missing queues its build with one
+    conditional UPDATE, so a storm of refreshes queues one build; the row says why a build failed."""
+
+    class Kind(models.TextChoices):
+        VIEWS = "views", _("Page data and timeline index")
+        TRACE = "trace", _("Chrome trace")
+
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="page_builds")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    source = models.CharField(max_length=500)  # the parse (Profile.parquet_prefix) this build is of
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    # Queued: until then no request queues it again (a lost message is sent again after it). Running: the
+    # worker's claim, outliving the task's hard time limit, so only a dead worker's build is taken over.
+    lease_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)  # how many times a worker started it
+    error = models.TextField(blank=True, default="")  # the reason a build failed, as the user may read it
+    requested_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["profile", "kind"], name="one_page_build_per_kind")]

@@ -2,9 +2,11 @@
 once per profile at the end of diagnosis and kept in storage beside the Parquet tables.
 
 Storage layout (under the profile's ``parquet_prefix``, so a re-ingest replaces them with the tables):
-``views/pages.json`` (``pypto_core.pagedata.profile_page_data``) and ``views/timeline/`` (the LOD index).
+``views/pages.json`` (``pypto_core.pagedata.profile_page_data``) and ``views/timeline/`` (the LOD index);
+the chrome-trace export, made on demand, is ``exports/trace.json``.
 Web processes copy the index to a local cache folder once (memory-mapped from there) and keep a few open.
-A profile analysed before this existed gets its views built on first use.
+Nothing here is built in a request: the readers answer "absent" (None, ``ViewsMissing``), and a worker builds
+what a page asked for (analysis/page_builds.py calls ``views_rebuild`` and ``trace_export``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.files import File
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
@@ -64,40 +67,44 @@ def views_build(*, profile: Profile, core: Any, workdir: Path) -> dict[str, floa
     return timings
 
 
-def _build_missing(profile: Profile) -> None:
-    """Views of a profile analysed before they existed (or whose build failed): build them now."""
-    from analysis.services import _workdir, load_saved_profile
+class ViewsMissing(Exception):
+    """The profile's timeline index is not in storage, or was built by an older version (``stale``)."""
 
-    workdir = _workdir(profile.pk, "views")
-    try:
-        core = load_saved_profile(profile, workdir / "tables")
-        views_build(profile=profile, core=core, workdir=workdir)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    def __init__(self, profile_id: int, *, stale: bool = False) -> None:
+        super().__init__(f"the views of profile {profile_id} are {'out of date' if stale else 'not built'}")
+        self.stale = stale
 
 
-def page_data(*, profile: Profile, build: bool = True) -> dict[str, Any] | None:
-    """The stored page data of a ready profile, or None when it has no parsed tables."""
+def views_rebuild(*, profile: Profile, workdir: Path) -> dict[str, float]:
+    """The views of a profile analysed before they existed (or whose build failed), from its saved tables."""
+    from analysis.services import load_saved_profile
+
+    core = load_saved_profile(profile, workdir / "tables")
+    return views_build(profile=profile, core=core, workdir=workdir)
+
+
+def views_stored(*, profile: Profile) -> bool:
+    """Whether both views (page data and the timeline index) are in storage."""
+    prefix = _views_prefix(profile)
+    return bool(profile.parquet_prefix) and default_storage.exists(f"{prefix}/pages.json") \
+        and default_storage.exists(f"{prefix}/timeline/timeline.json")
+
+
+def page_data(*, profile: Profile) -> dict[str, Any] | None:
+    """The stored page data of a ready profile, or None when it has none (no parsed tables, or not built)."""
     if not profile.parquet_prefix:
         return None
-    name = f"{_views_prefix(profile)}/pages.json"
-    if not default_storage.exists(name):
-        if not build:
-            return None
-        try:
-            _build_missing(profile)
-        except Exception:  # a page must still render; the log says why
-            log.exception("building the views of profile %s failed", profile.pk)
-            return None
-    with default_storage.open(name, "rb") as fh:
-        return json.loads(fh.read())
+    try:
+        with default_storage.open(f"{_views_prefix(profile)}/pages.json", "rb") as fh:
+            return json.loads(fh.read())
+    except FileNotFoundError:
+        return None
 
 
-def timeline_index(*, profile: Profile) -> Any:
-    """The profile's open ``TimelineIndex`` (fetched to the local cache, or built, on first use)."""
+def timeline_index_cached(*, profile: Profile) -> Any:
+    """The profile's ``TimelineIndex`` if this process holds it open or has it in its local cache, else None
+    (a local copy built by an older version is dropped, so the next ``timeline_index`` fetches it again)."""
     from pypto_core.timeline import TimelineIndex
-
-    from analysis.services import _fetch_folder
 
     local = _cache_dir(profile) / "timeline"
     key = str(local)
@@ -106,32 +113,49 @@ def timeline_index(*, profile: Profile) -> Any:
             _indexes.move_to_end(key)
             return _indexes[key]
     if not local.exists():
-        prefix = f"{_views_prefix(profile)}/timeline"
-        if not default_storage.exists(f"{prefix}/timeline.json"):
-            _build_missing(profile)
-        tmp = Path(tempfile.mkdtemp(prefix="tl-", dir=_ensure(local.parent)))
+        return None
+    try:
+        return _keep_open(key, TimelineIndex.open(local))
+    except ValueError:  # built by an older version of the index
+        shutil.rmtree(local, ignore_errors=True)
+        return None
+
+
+def timeline_index(*, profile: Profile) -> Any:
+    """The profile's open ``TimelineIndex``, fetched from storage to the local cache on first use; raises
+    ``ViewsMissing`` when storage has none or one built by an older version (a worker builds it again)."""
+    from analysis.services import _fetch_folder
+    from pypto_core.timeline import TimelineIndex
+
+    index = timeline_index_cached(profile=profile)
+    if index is not None:
+        return index
+    local = _cache_dir(profile) / "timeline"
+    prefix = f"{_views_prefix(profile)}/timeline"
+    if not profile.parquet_prefix or not default_storage.exists(f"{prefix}/timeline.json"):
+        raise ViewsMissing(profile.pk)
+    tmp = Path(tempfile.mkdtemp(prefix="tl-", dir=_ensure(local.parent)))
+    try:
         _fetch_folder(prefix, tmp / "timeline")
         try:
             (tmp / "timeline").rename(local)
         except OSError:  # another request fetched it first
             pass
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
     try:
         index = TimelineIndex.open(local)
-    except ValueError:  # built by an older version of the index: rebuild it once, from the saved tables
-        log.info("timeline index of profile %s is out of date: rebuilding", profile.pk)
+    except ValueError:  # built by an older version of the index: a worker builds it again
+        log.info("timeline index of profile %s is out of date", profile.pk)
         shutil.rmtree(local, ignore_errors=True)
-        _build_missing(profile)
-        tmp = Path(tempfile.mkdtemp(prefix="tl-", dir=_ensure(local.parent)))
-        _fetch_folder(f"{_views_prefix(profile)}/timeline", tmp / "timeline")
-        try:
-            (tmp / "timeline").rename(local)
-        except OSError:
-            pass
-        shutil.rmtree(tmp, ignore_errors=True)
-        index = TimelineIndex.open(local)
+        raise ViewsMissing(profile.pk, stale=True) from None
+    return _keep_open(str(local), index)
+
+
+def _keep_open(key: str, index: Any) -> Any:
     with _lock:
         _indexes[key] = index
+        _indexes.move_to_end(key)
         while len(_indexes) > _OPEN_INDEXES:
             _indexes.popitem(last=False)
     return index
@@ -142,22 +166,23 @@ def _ensure(path: Path) -> Path:
     return path
 
 
-def chrome_trace_path(*, profile: Profile) -> Path:
-    """A chrome-trace file of the profile's primary rank, exported once per parse into the local cache."""
+def trace_name(profile: Profile) -> str:
+    """Where the chrome-trace export of the profile's current parse lives in storage."""
+    return f"{profile.parquet_prefix}/exports/trace.json"
+
+
+def trace_export(*, profile: Profile, workdir: Path) -> int:
+    """Export the chrome trace of the profile's primary rank into storage (``trace_name``); returns the
+    event count."""
+    from analysis.services import load_saved_profile
     from pypto_core.timeline import export_chrome_trace
 
-    from analysis.services import _workdir, load_saved_profile
-
-    target = _cache_dir(profile) / "trace.json"
-    if target.exists():
-        return target
-    workdir = _workdir(profile.pk, "trace")
-    try:
-        core = load_saved_profile(profile, workdir / "tables")
-        tmp = workdir / "trace.json"
-        export_chrome_trace(core, tmp)
-        _ensure(target.parent)
-        shutil.move(str(tmp), str(target))
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return target
+    core = load_saved_profile(profile, workdir / "tables")
+    local = workdir / "trace.json"
+    count = export_chrome_trace(core, local)
+    name = trace_name(profile)
+    if default_storage.exists(name):  # the exact name: storage would save beside it under another one
+        default_storage.delete(name)
+    with open(local, "rb") as fh:
+        default_storage.save(name, File(fh, name="trace.json"))
+    return int(count)

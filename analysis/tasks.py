@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from analysis import services
+from analysis import page_builds, services
 
 _RETRY = {
     "autoretry_for": services.TRANSIENT_ERRORS,
@@ -60,6 +60,12 @@ def remedies(self, run_id: int) -> None:  # type: ignore[no-untyped-def]
         artifact_services.remedies_run(run_id=run_id)
     except artifact_services.ProfileBusy as exc:
         raise self.retry(exc=exc, countdown=_NOT_READY_COUNTDOWN_S, max_retries=_NOT_READY_MAX_RETRIES)
+
+
+@shared_task(name="analysis.tasks.page_build", **_RETRY)
+def page_build(build_id: int) -> None:
+    """Page views or a chrome-trace export a page asked for (analysis.page_builds); diagnose queue (heavy)."""
+    page_builds.build_run(build_id=build_id)
 
 
 @shared_task(name="analysis.tasks.sweep", ignore_result=True)

@@ -1,22 +1,26 @@
 """API views of the timeline (window, event, search), the chrome-trace download, page data, and comparison
-exports. Thin: membership check through the selectors, then one call into analysis.pagedata or the engine."""
+exports. Thin: membership check through the selectors, then one call into analysis.page_builds, pagedata or
+the engine. Nothing is built here: while a worker builds the page views or the trace, these routes answer
+202 with the build's state (409 once it failed)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from django.utils.translation import get_language, gettext as _
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django.core.files.storage import default_storage
+from django.utils.translation import get_language, gettext as _, gettext_lazy
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analysis import pagedata, selectors
+from analysis import page_builds, selectors
 from analysis.cluster import cluster_data
-from analysis.models import JobStatus
+from analysis.models import JobStatus, PageBuild
 from analysis.timeline_layout import lanes_with_layout, timeline_layout_get, timeline_layout_set
 from profiles.api import attachment_response
 from profiles.models import Profile, ProfileStatus
@@ -62,16 +66,63 @@ def _lane_list(request: Request) -> list[int] | None:
         raise ValidationError({"lanes": _("comma-separated lane ids")}) from None
 
 
-class TimelineWindowView(APIView):
+_BUILD_STATES = [page_builds.READY, page_builds.QUEUED, page_builds.RUNNING, page_builds.FAILED,
+                 page_builds.ABSENT]
+_PREPARING = inline_serializer("BuildPreparing", {
+    "status": serializers.ChoiceField(
+        [page_builds.QUEUED, page_builds.RUNNING],
+        help_text=gettext_lazy("queued or running: ask again after Retry-After seconds")),
+    "detail": serializers.CharField()})
+_FAILED = inline_serializer("BuildFailed", {
+    "status": serializers.ChoiceField([page_builds.FAILED]), "code": serializers.CharField(),
+    "detail": serializers.CharField(help_text=gettext_lazy("why the build failed"))})
+_STATE = inline_serializer("BuildState", {
+    "status": serializers.ChoiceField(_BUILD_STATES), "error": serializers.CharField()})
+_BUILT_RESPONSES: dict[Any, Any] = {200: dict, 202: _PREPARING, 409: _FAILED}
+RETRY_AFTER_S = "3"
+
+
+def _build_answer(kind: str, state: page_builds.BuildState) -> Response | None:
+    """202 while a worker builds the output (``Retry-After``), 409 once its build failed (the reason); None
+    when there is nothing to build (no parsed tables)."""
+    trace = kind == PageBuild.Kind.TRACE
+    if state.status == page_builds.FAILED:
+        lead = _("The Chrome trace could not be exported:") if trace else \
+            _("The page data and timeline index could not be built:")
+        return Response({"status": state.status, "code": "build_failed", "detail": f"{lead} {state.error}"},
+                        status=409)
+    if not state.preparing:
+        return None
+    detail = _("The Chrome trace is being exported by a worker; try again in a few seconds.") if trace else \
+        _("The page data and timeline index are being built by a worker; try again in a few seconds.")
+    return Response({"status": state.status, "detail": detail}, status=202,
+                    headers={"Retry-After": RETRY_AFTER_S})
+
+
+class _BuiltView(APIView):
+    """A route that reads what a worker builds: ``page_builds.NotPrepared`` becomes the build's state."""
+
+    kind = PageBuild.Kind.VIEWS
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, page_builds.NotPrepared):
+            answer = _build_answer(self.kind, exc.state)
+            if answer is not None:
+                return answer
+            exc = NotReady(_("The profile has no parsed tables."))
+        return super().handle_exception(exc)
+
+
+class TimelineWindowView(_BuiltView):
     """One window (``TimelineIndex.window``); ``lanes`` limits the tracks to those lanes, and the lanes say
     ``hidden`` as this user left them (``analysis.timeline_layout``), named in the page's language."""
 
     @extend_schema(parameters=[OpenApiParameter("start_ns", int), OpenApiParameter("end_ns", int),
                                OpenApiParameter("width_px", int), OpenApiParameter("lanes", str)],
-                   responses={200: dict})
+                   responses=_BUILT_RESPONSES)
     def get(self, request: Request, profile_id: int) -> Response:
         profile = _ready_profile(request, profile_id)
-        index = pagedata.timeline_index(profile=profile)
+        index = page_builds.timeline_index_or_build(profile=profile)
         answer = index.window(_int(request, "start_ns"), _int(request, "end_ns"),
                               _int(request, "width_px", 1000) or 1000, lanes=_lane_list(request))
         layout = timeline_layout_get(user=request.user, profile=profile)
@@ -98,64 +149,87 @@ class TimelineLayoutView(APIView):
             raise ValidationError({"layout": str(exc)}) from None
 
 
-class TimelineRunView(APIView):
+class TimelineRunView(_BuiltView):
     """A merged run's members (``TimelineIndex.run``): count, busy time, top names by count and by time."""
 
     @extend_schema(parameters=[OpenApiParameter("lane", int), OpenApiParameter("depth", int),
                                OpenApiParameter("start_ns", int), OpenApiParameter("end_ns", int)],
-                   responses={200: dict})
+                   responses=_BUILT_RESPONSES)
     def get(self, request: Request, profile_id: int) -> Response:
         profile = _ready_profile(request, profile_id)
         args = {k: _int(request, k) for k in ("lane", "depth", "start_ns", "end_ns")}
         missing = [k for k, v in args.items() if v is None]
         if missing:
             raise ValidationError({k: _("required") for k in missing})
+        index = page_builds.timeline_index_or_build(profile=profile)
         try:
-            return Response(pagedata.timeline_index(profile=profile).run(**args, language=_language(request)))
+            return Response(index.run(**args, language=_language(request)))
         except KeyError as exc:
             raise NotFound(str(exc)) from None
 
 
-class TimelineCriticalView(APIView):
+class TimelineCriticalView(_BuiltView):
     """The critical path of each step in a window (``TimelineIndex.critical``, from the replay's graph)."""
 
     @extend_schema(parameters=[OpenApiParameter("start_ns", int), OpenApiParameter("end_ns", int),
-                               OpenApiParameter("width_px", int)], responses={200: dict})
+                               OpenApiParameter("width_px", int)], responses=_BUILT_RESPONSES)
     def get(self, request: Request, profile_id: int) -> Response:
         profile = _ready_profile(request, profile_id)
-        return Response(pagedata.timeline_index(profile=profile).critical(
+        index = page_builds.timeline_index_or_build(profile=profile)
+        return Response(index.critical(
             _int(request, "start_ns"), _int(request, "end_ns"), _int(request, "width_px", 1000) or 1000))
 
 
-class TimelineEventView(APIView):
-    @extend_schema(parameters=[OpenApiParameter("lane", int), OpenApiParameter("idx", int)], responses={200: dict})
+class TimelineEventView(_BuiltView):
+    @extend_schema(parameters=[OpenApiParameter("lane", int), OpenApiParameter("idx", int)],
+                   responses=_BUILT_RESPONSES)
     def get(self, request: Request, profile_id: int) -> Response:
         profile = _ready_profile(request, profile_id)
         idx = _int(request, "idx")
         if idx is None:
             raise ValidationError({"idx": _("required")})
+        index = page_builds.timeline_index_or_build(profile=profile)
         try:
-            return Response(pagedata.timeline_index(profile=profile).event(_int(request, "lane"), idx,
-                                                                           language=_language(request)))
+            return Response(index.event(_int(request, "lane"), idx, language=_language(request)))
         except KeyError as exc:
             raise NotFound(str(exc)) from None
 
 
-class TimelineSearchView(APIView):
-    @extend_schema(parameters=[OpenApiParameter("q", str), OpenApiParameter("limit", int)], responses={200: dict})
+class TimelineSearchView(_BuiltView):
+    @extend_schema(parameters=[OpenApiParameter("q", str), OpenApiParameter("limit", int)],
+                   responses=_BUILT_RESPONSES)
     def get(self, request: Request, profile_id: int) -> Response:
         profile = _ready_profile(request, profile_id)
         limit = max(0, min(_int(request, "limit", 100) or 0, 1000))
-        return Response(pagedata.timeline_index(profile=profile).search(request.query_params.get("q", "")[:200],
-                                                                        limit))
+        index = page_builds.timeline_index_or_build(profile=profile)
+        return Response(index.search(request.query_params.get("q", "")[:200], limit))
 
 
-class TraceDownloadView(APIView):
-    @extend_schema(responses={(200, "application/octet-stream"): bytes})
+class TraceDownloadView(_BuiltView):
+    """The chrome trace, exported by a worker on the first request: 202 with its state until it exists."""
+
+    kind = PageBuild.Kind.TRACE
+
+    @extend_schema(responses={(200, "application/octet-stream"): bytes, 202: _PREPARING, 409: _FAILED})
     def get(self, request: Request, profile_id: int) -> Any:
         profile = _ready_profile(request, profile_id)
-        path = pagedata.chrome_trace_path(profile=profile)
-        return attachment_response(open(path, "rb"), f"profile-{profile.pk}.trace.json")
+        name = page_builds.trace_or_build(profile=profile)
+        return attachment_response(default_storage.open(name, "rb"), f"profile-{profile.pk}.trace.json")
+
+
+class BuildsView(APIView):
+    """Where the worker-built outputs of a ready profile stand; starts no build (keeps an asked-for one
+    alive). The pages poll it while they show "being prepared"."""
+
+    @extend_schema(responses={200: inline_serializer("ProfileBuilds", {"views": _STATE, "trace": _STATE})})
+    def get(self, request: Request, profile_id: int) -> Response:
+        profile = _ready_profile(request, profile_id)
+        return Response({kind: _state_dict(page_builds.prepared(profile=profile, kind=kind, request=False))
+                         for kind in (PageBuild.Kind.VIEWS.value, PageBuild.Kind.TRACE.value)})
+
+
+def _state_dict(state: page_builds.BuildState) -> dict[str, str]:
+    return {"status": state.status, "error": state.error}
 
 
 class ClusterView(APIView):
@@ -171,15 +245,16 @@ class ClusterView(APIView):
         return Response(data)
 
 
-class PageDataView(APIView):
-    """The profile page's charts and tables as JSON (``pypto_core.pagedata``)."""
+class PageDataView(_BuiltView):
+    """The profile page's charts and tables as JSON (``pypto_core.pagedata``); 202 while a worker builds
+    them."""
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses=_BUILT_RESPONSES)
     def get(self, request: Request, profile_id: int) -> Response:
         profile = _ready_profile(request, profile_id)
-        data = pagedata.page_data(profile=profile)
+        data, state = page_builds.page_data_or_build(profile=profile)
         if data is None:
-            raise NotFound("No page data for this profile.")
+            raise page_builds.NotPrepared(state)
         return Response(data)
 
 

@@ -29,6 +29,7 @@ urlpatterns = [
     path("profiles/<int:profile_id>/timeline/layout/", timeline_api.TimelineLayoutView.as_view(),
          name="api-timeline-layout"),
     path("profiles/<int:profile_id>/trace/", timeline_api.TraceDownloadView.as_view(), name="api-profile-trace"),
+    path("profiles/<int:profile_id>/builds/", timeline_api.BuildsView.as_view(), name="api-profile-builds"),
     path("profiles/<int:profile_id>/cluster/", timeline_api.ClusterView.as_view(), name="api-profile-cluster"),
     path("profiles/<int:profile_id>/pagedata/", timeline_api.PageDataView.as_view(), name="api-profile-pagedata"),
     path("comparisons/<int:comparison_id>/export/", timeline_api.ComparisonExportView.as_view(),

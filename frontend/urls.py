@@ -24,6 +24,7 @@ urlpatterns = [
     path("profiles/<int:profile_id>/delete/", profiles.profile_delete, name="profile-delete"),
     # issue 7: timeline and comparison pages
     path("profiles/<int:profile_id>/timeline/", profile_pages.profile_timeline, name="profile-timeline"),
+    path("profiles/<int:profile_id>/trace/", profile_pages.profile_trace, name="profile-trace"),
     path("profiles/<int:profile_id>/cluster/", profile_pages.profile_cluster, name="profile-cluster"),
     path("projects/<int:project_id>/compare/", compare_pages.compare_new, name="compare-new"),
     path("projects/<int:project_id>/compare/profiles/", compare_pages.compare_profile_search,

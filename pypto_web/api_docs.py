@@ -57,7 +57,8 @@ SUMMARIES = {
                                     "zh-Hans) picks the language of their text, never their ids or numbers."),
     "profiles_model_file_create": _("Attach the model's source file (multipart); the remedies are made again "
                                     "as diffs against it."),
-    "profiles_pagedata_retrieve": _("The profile page's charts and tables as JSON."),
+    "profiles_pagedata_retrieve": _("The profile page's charts and tables as JSON (202 while a worker builds "
+                                    "them)."),
     "profiles_timeline_retrieve": _("The timeline between start_ns and end_ns, summarised for width_px "
                                     "pixels."),
     "profiles_timeline_event_retrieve": _("The details of one timeline slice (lane and index)."),
@@ -69,7 +70,11 @@ SUMMARIES = {
     "profiles_timeline_layout_update": _("Save your lane layout of this timeline."),
     "profiles_cluster_retrieve": _("Every rank on one axis: step rows, per-rank breakdowns, links and the "
                                    "slowest link and rank."),
-    "profiles_trace_retrieve": _("The profile as a Chrome trace JSON file, for Perfetto."),
+    "profiles_trace_retrieve": _("The profile as a Chrome trace JSON file, for Perfetto. A worker exports it on "
+                                 "the first request: 202 with its state until the file exists, 409 if the "
+                                 "export failed."),
+    "profiles_builds_retrieve": _("Where the page views and the Chrome trace a worker builds stand: ready, "
+                                  "queued, running, failed (with the reason) or absent."),
     "profiles_verify_create": _("Run the workload again on an agent with the remedies of the chosen findings, "
                                 "then compare (202: the capture job)."),
     "profiles_what_if_create": _("Replay the run with the given findings fixed together (what-if)."),

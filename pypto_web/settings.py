@@ -228,6 +228,8 @@ PYPTO_CAPTURE_AGENT_STALE_S = env_int("PYPTO_CAPTURE_AGENT_STALE_S", 300)
 CELERY_TASK_ROUTES = {
     "analysis.tasks.ingest*": {"queue": "ingest"},
     "analysis.tasks.diagnose*": {"queue": "diagnose"},
+    # page views and trace exports load a whole rank, as diagnose does (analysis/page_builds.py)
+    "analysis.tasks.page_build": {"queue": "diagnose"},
 }
 # Every queue declared: a bare `celery -A pypto_web worker` (as every Celery guide starts one) consumes all
 # three; the compose file keeps separate pools with -Q.

@@ -1,5 +1,7 @@
-"""The analysis part of the profile page (summary numbers, charts, top ops, findings with remedies) and the
-timeline page. The profile page itself is frontend/views/profiles.py; it adds ``profile_analysis_context``."""
+"""The analysis part of the profile page (summary numbers, charts, top ops, findings with remedies), the
+timeline page and the trace download page. The profile page itself is frontend/views/profiles.py; it adds
+``profile_analysis_context``. What a worker builds for them (analysis/page_builds.py) is asked for here and
+shown as "being prepared" meanwhile; the pages poll its state (static/frontend/js/preparing.js)."""
 
 from __future__ import annotations
 
@@ -7,13 +9,15 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from analysis import pagedata
+from analysis import page_builds
 from analysis import selectors as analysis_selectors
+from analysis.models import PageBuild
 from frontend import charts
 from profiles import selectors
 from profiles.models import Profile, ProfileStatus
@@ -112,7 +116,7 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
 
     if profile.status != ProfileStatus.READY:
         return {"analysis": None}
-    data = pagedata.page_data(profile=profile)
+    data, views = page_builds.page_data_or_build(profile=profile)
     findings = list(analysis_selectors.findings_of_profile(profile=profile))
     artifacts = list(analysis_selectors.artifacts_of_profile(profile=profile))
     by_finding: dict[int | None, list[Any]] = {}
@@ -128,6 +132,7 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
             "loose_artifacts": by_finding.get(None, []),
             "has_artifacts": bool(artifacts),
             "has_data": data is not None,
+            "views": views,  # being prepared by a worker, or why that failed, while there is no data
             "verify": verify_targets(profile=profile),  # "Verify on agent" (issue 21)
             "time": _time_breakdown(((profile.summary or {}).get("report") or {}).get("profile") or {}),
         }
@@ -150,9 +155,25 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
 def profile_timeline(request: HttpRequest, profile_id: int) -> HttpResponse:
     profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
     ready = profile.status == ProfileStatus.READY
+    views = page_builds.prepared(profile=profile, kind=PageBuild.Kind.VIEWS, request=True) if ready else None
     return render(request, "frontend/profile_timeline.html", {
-        "profile": profile, "project": profile.project, "ready": ready,
+        "profile": profile, "project": profile.project, "ready": ready, "views": views,
+        "timeline_ready": views is not None and views.status == page_builds.READY,
         "cluster_url": _cluster_url(profile) if ready else None,
+    })
+
+
+@login_required
+def profile_trace(request: HttpRequest, profile_id: int) -> HttpResponse:
+    """The "download trace" button: the file when it is exported, else a page that shows the export being
+    prepared by a worker (asked for now) and starts the download once it is ready, or why it failed."""
+    profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+    ready = profile.status == ProfileStatus.READY
+    trace = page_builds.prepared(profile=profile, kind=PageBuild.Kind.TRACE, request=True) if ready else None
+    if trace is not None and trace.status == page_builds.READY:
+        return redirect(reverse("api-profile-trace", args=[profile.pk]))
+    return render(request, "frontend/profile_trace.html", {
+        "profile": profile, "project": profile.project, "ready": ready, "trace": trace,
     })
 
 

@@ -178,8 +178,8 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
         "() => document.querySelector('.tl-ev-name') && document.querySelector('.tl-ev-name').textContent")
     assert page.inner_text(".tl-ev-name") == bar["name"]
     page.screenshot(path=str(ARTIFACTS / "2-timeline.png"), full_page=True)
-    with page.expect_download() as dl:
-        page.click("#perfetto")
+    with page.expect_download(timeout=WAIT_MS) as dl:
+        page.click("#perfetto")  # the export page: a worker exports the trace, then the download starts
     assert dl.value.suggested_filename.endswith(".json")
 
     after_id = upload(page, project.pk, demo_archives[1], "llama after")

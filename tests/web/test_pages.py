@@ -108,7 +108,7 @@ def test_profile_page_numbers_charts_table_findings(client, world) -> None:
     assert links
     res = client.get(links[0])
     assert res.status_code == 200 and res["Content-Disposition"].startswith("attachment")
-    assert f'href="/profiles/{p.pk}/timeline/"' in html and f'href="/api/profiles/{p.pk}/trace/"' in html
+    assert f'href="/profiles/{p.pk}/timeline/"' in html and f'href="/profiles/{p.pk}/trace/"' in html
 
 
 def test_dashboard_history_findings_comparisons(client, world) -> None:
@@ -202,6 +202,14 @@ def test_timeline_page_and_api(client, world) -> None:
     event = client.get(f"/api/profiles/{p.pk}/timeline/event/", {"lane": m["lane"], "idx": m["idx"]}).json()
     assert event["name"] == HOSTILE[1]
     assert client.get(f"/api/profiles/{p.pk}/timeline/event/", {"idx": 10**9}).status_code == 404
+    # the trace is exported by a worker (here: the build run in this process), never in the request
+    from analysis.models import PageBuild
+    from analysis.page_builds import build_run
+
+    pending = client.get(f"/api/profiles/{p.pk}/trace/")
+    assert pending.status_code == 202 and pending.json()["status"] == "queued", pending.content[:300]
+    assert pending["Retry-After"]
+    build_run(build_id=PageBuild.objects.get(profile=p, kind="trace").pk)
     trace = client.get(f"/api/profiles/{p.pk}/trace/")
     assert trace.status_code == 200 and trace["Content-Disposition"].startswith("attachment")
     body = b"".join(trace.streaming_content)
@@ -218,7 +226,8 @@ def test_non_members_get_404_everywhere(client, world) -> None:
                 f"/projects/{world['project'].pk}/compare/", f"/comparisons/{c.pk}/",
                 f"/api/profiles/{p.pk}/timeline/", f"/api/profiles/{p.pk}/timeline/search/?q=a",
                 f"/api/profiles/{p.pk}/timeline/event/?idx=0", f"/api/profiles/{p.pk}/trace/",
-                f"/api/profiles/{p.pk}/pagedata/", f"/api/comparisons/{c.pk}/export/?format=md"):
+                f"/api/profiles/{p.pk}/pagedata/", f"/api/comparisons/{c.pk}/export/?format=md",
+                f"/profiles/{p.pk}/trace/", f"/api/profiles/{p.pk}/builds/"):
         assert client.get(url).status_code == 404, url
     # viewers read but cannot start comparisons
     client.force_login(world["viewer"])
@@ -226,17 +235,36 @@ def test_non_members_get_404_everywhere(client, world) -> None:
     assert res.status_code in (403, 404)
 
 
-def test_views_built_on_first_use_when_missing(client, world) -> None:
-    """A profile analysed before page data existed gets it built on the first visit."""
+def test_views_missing_are_built_by_a_worker_while_the_page_shows_it(client, world) -> None:
+    """A profile analysed before page data existed: its page renders what it has and says the views are
+    being prepared (the build is queued, not run in the request); once a worker built them, the charts."""
+    from analysis.models import PageBuild
+    from analysis.page_builds import build_run
     from analysis.services import storage_delete_prefix
 
     p = world["after"]
     storage_delete_prefix(f"{p.parquet_prefix}/views")
-    assert not default_storage.exists(f"{p.parquet_prefix}/views/pages.json")
     client.force_login(world["owner"])
     html = client.get(f"/profiles/{p.pk}/").content.decode()
-    assert "chart-op-types" in _json_scripts(html)
-    assert default_storage.exists(f"{p.parquet_prefix}/views/pages.json")
+    assert 'id="views-preparing"' in html and f'data-builds-url="/api/profiles/{p.pk}/builds/"' in html
+    assert "chart-op-types" not in _json_scripts(html) and 'id="findings"' in html  # what it has
+    assert "frontend/js/preparing.js" in html
+    assert not default_storage.exists(f"{p.parquet_prefix}/views/pages.json")
+    assert client.get(f"/api/profiles/{p.pk}/builds/").json()["views"]["status"] == "queued"
+    timeline = client.get(f"/profiles/{p.pk}/timeline/").content.decode()
+    assert 'id="views-preparing"' in timeline and "timeline.js" not in timeline
+    assert client.get(f"/api/profiles/{p.pk}/timeline/").status_code == 202
+    assert client.get(f"/api/profiles/{p.pk}/pagedata/").status_code == 202
+    assert PageBuild.objects.filter(profile=p).count() == 1  # one build however many pages asked
+    client.post("/language/", {"language": "zh-hans", "next": "/"})
+    assert "工作进程正在准备图表和表格" in client.get(f"/profiles/{p.pk}/").content.decode()
+    assert "工作进程正在准备时间线" in client.get(f"/profiles/{p.pk}/timeline/").content.decode()
+    client.post("/language/", {"language": "en", "next": "/"})
+    build_run(build_id=PageBuild.objects.get(profile=p, kind="views").pk)
+    assert client.get(f"/api/profiles/{p.pk}/builds/").json()["views"] == {"status": "ready", "error": ""}
+    html = client.get(f"/profiles/{p.pk}/").content.decode()
+    assert "chart-op-types" in _json_scripts(html) and 'id="views-preparing"' not in html
+    assert client.get(f"/api/profiles/{p.pk}/timeline/").status_code == 200
 
 
 def test_language_switch_chinese(client, world) -> None:
