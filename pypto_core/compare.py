@@ -41,6 +41,7 @@ from pypto_core.kernel_names import readable
 from pypto_core.profile import Profile, merge_columns
 from pypto_core.report_render import md_cell
 from pypto_core.rules.finding import Report
+from pypto_core.rules.registry import discover, rule_blocks
 
 COMPARE_SCHEMA_VERSION = 1
 # The tables a comparison reads (through OperatorCallGraph): a saved profile can be loaded with only these
@@ -67,15 +68,10 @@ ALIGN_LEVELS: tuple[str, ...] = ("framework_op", "op_type", "name")
 ALIGNED_KERNELS = 8  # kernels listed per side of an aligned row (the rest counted)
 MD_CELL_MAX = 200  # characters of one Markdown table cell
 
-# Which model block each rule's measured saving comes from (the blocks the rule's ops serve).
-RULE_BLOCKS: dict[str, tuple[str, ...]] = {
-    "matmul_tiling": ("matmul",),
-    "attention_memory_bound": ("attention",),
-    "kv_cache_layout": ("kv_layout", "kv_update"),
-    "norm_launch_overhead": ("norm",),
-    "unfused_rope": ("rope",),
-    "unfused_swiglu": ("ffn_activation",),
-}
+# The model blocks ``kernel_blocks`` sorts kernels into; a rule's measured saving comes from the blocks it
+# declares (``@rule(blocks=...)``, ``rules.registry.rule_blocks``).
+BLOCKS: tuple[str, ...] = ("attention", "kv_layout", "kv_update", "norm", "rope", "matmul", "ffn_activation",
+                           "lm_head", "communication", "other")
 
 
 @dataclass
@@ -526,7 +522,7 @@ class ProfileComparer:
             row: dict[str, Any] = {"rule": rule, "status": status, "title": f.get("title", ""),
                                    **_title_message(f), "estimated_saving_us": f.get("estimated_saving_us"),
                                    "measured_saving_us": None}
-            blocks = RULE_BLOCKS.get(rule)
+            blocks = rule_blocks(rule)
             if blocks:
                 measured = self._measured_saving_us(blocks)
                 row["measured_saving_us"] = measured
@@ -544,8 +540,6 @@ class ProfileComparer:
 
 def _applies(rule_id: str, side: _Side) -> bool:
     """Whether ``rule_id`` can fire on this side's vendor and workload (an unknown rule: assume it can)."""
-    from pypto_core.rules.registry import discover
-
     rule = discover().get(rule_id)
     return rule is None or rule.applies_to(side.graph.vendor, side.graph.workload.kind)
 

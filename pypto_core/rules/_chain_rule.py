@@ -13,7 +13,7 @@ from pypto_core.rules.context import RuleContext
 def report_chain(ctx: RuleContext, chain: str, saving_model: Message, *, title: Message, description: Message,
                  fused_api: str) -> None:
     g = ctx.graph
-    cfg = ctx.config.section(ctx.rule_id)
+    cfg = ctx.thresholds
     ids = g.chain_id(chain)
     members = ids >= 0
     if not members.any():

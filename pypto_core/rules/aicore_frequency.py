@@ -7,17 +7,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.i18n import msg
 from pypto_core.rules._util import share
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Kernel time scales with 1/frequency: at the rated clock the busy time shrinks by the mean drop "
                 "ratio; saving = device busy time x drop ratio.")
 
 
 @rule("aicore_frequency", title=msg("AI Core frequency drops"), saving_model=SAVING_MODEL,
-      needs=("counters.*",), vendors=("ascend",))
+      thresholds={"drop_ratio_above": Threshold(0.05, "advisor freq_analysis: sum(max-f)/(max*n) >= 0.05")},
+      blocks=(), remedies=(), needs=("counters.*",), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     counters = ctx.profile.counters
     if not counters.num_rows:

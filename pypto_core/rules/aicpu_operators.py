@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.i18n import msg
 from pypto_core.rules._util import column_strings, op_type_time, us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Each AI_CPU task over the duration threshold is assumed to run on the AI Core "
                 "`aicore_speedup` times faster (configured, [INFERRED]): saving = time x (1 - 1/speedup).")
 
 
 @rule("aicpu_operators", title=msg("Operators falling back to the AI CPU"), saving_model=SAVING_MODEL,
-      needs=("kernels.name", "kernels.op_type"), vendors=("ascend",))
+      thresholds={
+          "min_dur_us": Threshold(20.0, "advisor aicpu_analysis: AI_CPU tasks > 20 us (docs/formats.md §4.3)"),
+          "aicore_speedup": Threshold(10.0, "[INFERRED] an AI Core kernel of the same op; the saving model says "
+                                            "so"),
+      },
+      blocks=(), remedies=(), needs=("kernels.name", "kernels.op_type"), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
-    cfg = ctx.config.section("aicpu_operators")
+    cfg = ctx.thresholds
     mask = g.is_role("aicpu") & (g.dur > cfg["min_dur_us"] * 1e3)
     if not mask.any():
         return

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from pypto_core.rules._fusion import chain_savings
-from pypto_core.rules._util import op_type_time, share, shape_strings, us
-from pypto_core.rules.context import RuleContext
 from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules._fusion import FUSED_LAUNCH_GAP, chain_savings
+from pypto_core.rules._util import min_time_share, op_type_time, share, shape_strings, us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import Threshold, rule
 from pypto_core.workload import LLM_WORKLOADS
 
 SAVING_MODEL = msg("Each unfused chain is replaced by one fused attention kernel that reads Q, K, V (the KV heads "
@@ -25,12 +25,25 @@ SAVING_MODEL = msg("Each unfused chain is replaced by one fused attention kernel
                 "MTE2-bound fused kernels save the time above the same bandwidth model.")
 
 
-@rule("attention_memory_bound", title=msg("Decode attention bound by data movement"), saving_model=SAVING_MODEL,
-      remedies=("fused_attention_patch.py",), needs=("kernels.input_shapes",), vendors=("ascend",),
-      workloads=LLM_WORKLOADS)
+@rule("attention_memory_bound", title=msg("Decode attention bound by data movement"),
+      saving_model=SAVING_MODEL,
+      thresholds={
+          "mte2_share_above": Threshold(0.70, "docs/domain.md §6 #1: lines up with the advisor's 0.7 vector "
+                                              "rule (FA rule: 0.8)"),
+          "fused_bandwidth_efficiency": Threshold(
+              0.55, "bandwidth a fused IFA/FIA reaches [INFERRED: below docs/domain.md §7's 60-75% for whole "
+                    "decode steps, since attention reads short per-head runs]"),
+          "fused_overhead_us": Threshold(6.0, "fixed cost of one fused attention launch: FIA ~21.6-24 us at "
+                                              "small S (docs/domain.md §3.1, §7) [INFERRED split]"),
+          "fused_cube_efficiency": Threshold(0.50, "[INFERRED] FIA prefill reaches about half the cube peak"),
+          "fused_launch_gap_us": FUSED_LAUNCH_GAP,
+          "min_time_share": min_time_share(0.01),
+      },
+      blocks=("attention",), remedies=("fused_attention_patch.py",), needs=("kernels.input_shapes",),
+      vendors=("ascend",), workloads=LLM_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
-    cfg = ctx.config.section("attention_memory_bound")
+    cfg = ctx.thresholds
     bw = g.sku.hbm_bytes_per_s
     overhead_ns = cfg["fused_overhead_us"] * 1e3
     saving = np.zeros(g.n)
@@ -113,7 +126,6 @@ def match(ctx: RuleContext) -> None:
             "fused_bandwidth_efficiency_pct": round(100 * cfg["fused_bandwidth_efficiency"], 1),
         },
         kernels=idx, saving_ns=saving[idx], covered_ns=covered, saving_model=SAVING_MODEL,
-        remedies=["fused_attention_patch.py"],
         details={"op_types": list(ops), "op_time": ops, "layers": st.get("layers"), "head_dim": st.get("head_dim"),
                  "model": st.get("model_hint"), "unfused": bool(chains), "phases": ["prefill", "decode"] if chains
                  and chains > decode_chains else ["decode"], "example_shapes": shape_strings(g, anchors[:3])},

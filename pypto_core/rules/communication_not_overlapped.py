@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
+from pypto_core.i18n import msg
 from pypto_core.attribution import COMM_CODE
 from pypto_core.intervals import clip_to_length
 from pypto_core.replay import kernel_change
 from pypto_core.rules._bucket_rule import bucket_share
 from pypto_core.rules._util import column_strings, share, us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Waiting collectives: if every rank arrived together the not-overlapped time would shrink to "
                 "its transfer share; saving = not-overlapped time x waiting share. Transfer-bound: "
@@ -51,14 +51,26 @@ def _collective_figures(ctx: RuleContext) -> dict[str, float]:
 
 
 @rule("communication_not_overlapped", title=msg("Communication not overlapped with compute"),
-      saving_model=SAVING_MODEL, needs=("kernels.name", "communication.*", "steps.*"),
+      saving_model=SAVING_MODEL,
+      thresholds={
+          "share_above": Threshold(0.10, "msprof-analyze's cluster analysis ranks steps by Communication(Not "
+                                         "Overlapped); a tenth of the step is where it stops being noise "
+                                         "[INFERRED]"),
+          "waiting_share_above": Threshold(0.50, "communication.json splits a collective into Transit + Wait + "
+                                                 "Idle; above this share of not-transit time the collective is "
+                                                 "mostly waiting for its peers, not moving data [INFERRED]"),
+          "slow_rank_wait_ratio": Threshold(0.20, "MindStudio's Communication Analysis guidance: a rank whose "
+                                                  "Wait Time Ratio (wait / (wait + transit)) is above 0.2 is "
+                                                  "waiting for a slow peer"),
+      },
+      blocks=(), remedies=(), needs=("kernels.name", "communication.*", "steps.*"),
       explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     if bucket_share(ctx, "communication_not_overlapped") is None:
         return
     g = ctx.graph
     a = g.attribution
-    cfg = ctx.config.section("communication_not_overlapped")
+    cfg = ctx.thresholds
     total = ctx.total_ns
     exposed = float(ctx.bucket_ns("communication_not_overlapped"))
     b = a.run

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
+from pypto_core.i18n import msg
 from pypto_core.intervals import clip_to_length
 from pypto_core.replay import Change, kernel_change
-from pypto_core.rules._util import share, us
+from pypto_core.rules._util import min_time_share, share, us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("If the ranks arrive together the wait disappears and the transfer remains: saving = the wait "
                 "time of the collectives, at most their time not overlapped with compute (an upper bound: the "
@@ -19,12 +19,16 @@ SAVING_MODEL = msg("If the ranks arrive together the wait disappears and the tra
 
 
 @rule("communication_wait", title=msg("Collectives waiting for other ranks"), saving_model=SAVING_MODEL,
-      needs=("communication.*",), explains="communication_not_overlapped")
+      thresholds={
+          "wait_share_above": Threshold(0.20, "[INFERRED] a fifth of collective time spent waiting for peers"),
+          "min_time_share": min_time_share(0.02),
+      },
+      blocks=(), remedies=(), needs=("communication.*",), explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     comm = ctx.profile.communication
     if not comm.num_rows:
         return
-    cfg = ctx.config.section("communication_wait")
+    cfg = ctx.thresholds
 
     def total(col: str) -> float:
         return float(pc.sum(pc.fill_null(comm[col], 0)).as_py() or 0)

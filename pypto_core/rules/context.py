@@ -22,6 +22,7 @@ from pypto_core.replay import Change
 from pypto_core.rules._flagged_ops import flagged_ops
 from pypto_core.rules.config import RuleConfig
 from pypto_core.rules.finding import Finding
+from pypto_core.rules.registry import Rule
 
 
 def severity_for(saving_share: float, time_share: float) -> str:
@@ -48,10 +49,19 @@ class RuleContext:
     profile: Profile
     graph: OperatorCallGraph
     config: RuleConfig
-    rule_id: str = ""
+    rule: Rule | None = None  # the rule running now (``diagnose`` sets it before each ``match``)
     group: Any = None  # the ProfileGroup, for group-scope rules (slow ranks)
     findings: list[Finding] = field(default_factory=list)
     coverage: list[Coverage] = field(default_factory=list)
+
+    @property
+    def rule_id(self) -> str:
+        return self.rule.id if self.rule is not None else ""
+
+    @property
+    def thresholds(self) -> dict[str, float]:
+        """The running rule's thresholds: its declared defaults with the project's overrides."""
+        return self.config.section(self.rule_id)
 
     @property
     def sku(self) -> SkuSpec:
@@ -89,15 +99,17 @@ class RuleContext:
 
     def emit(self, *, title: Message | str, description: Message | str, ops: list[str], evidence: dict[str, Any],
              kernels: np.ndarray, saving_ns: np.ndarray | float, saving_model: Message | str,
-             remedies: list[str] | tuple[str, ...] = (), details: dict[str, Any] | None = None,
+             details: dict[str, Any] | None = None,
              covered_ns: float | None = None, extra_saving_ns: float = 0.0, severity: str | None = None,
              intervals: tuple[np.ndarray, np.ndarray] | None = None, change: Change | None = None) -> Finding:
         """Record one finding. ``kernels``: the row indices it covers; ``saving_ns``: per kernel (or one
         total spread over them by duration); ``covered_ns``: time it covers (default: their durations);
         ``intervals``: pieces of wall time the fix removes, whose length adds to the saving; ``change``: what
         the fix does to the run for the replay (default: the kernels shortened by their savings). The text is
-        a ``Message`` (pypto_core.i18n): the finding keeps its English rendering and its template."""
+        a ``Message`` (pypto_core.i18n): the finding keeps its English rendering and its template. The
+        finding offers the remedies its rule declares."""
         g = self.graph
+        remedies = self.rule.remedies if self.rule is not None else ()
         kernels = np.asarray(kernels, np.int64)
         dur = g.dur[kernels].astype(np.float64)
         if np.isscalar(saving_ns) or np.ndim(saving_ns) == 0:

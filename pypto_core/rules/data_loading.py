@@ -3,19 +3,22 @@
 
 from __future__ import annotations
 
+from pypto_core.i18n import msg
 from pypto_core.attribution import DATA_LOADER
 from pypto_core.replay import Change
 from pypto_core.rules._bucket_rule import HOST_CALL_NEEDS, bucket_share, emit_bucket, host_calls
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("A loader that keeps batches ready (more workers, prefetching, pinned memory) hides the wait: "
                 "saving = the device idle time spent in the data loader.")
 
 
 @rule("data_loading", title=msg("Device idle waiting for the data loader"), saving_model=SAVING_MODEL,
-      needs=HOST_CALL_NEEDS, workloads=("training", "inference_other", "unknown"), explains="data_loading")
+      thresholds={"share_above": Threshold(0.05, "[INFERRED] the advisor's dataloader check flags slow "
+                                                 "loaders")},
+      blocks=(), remedies=(), needs=HOST_CALL_NEEDS, workloads=("training", "inference_other", "unknown"),
+      explains="data_loading")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "data_loading")
     if found is None:

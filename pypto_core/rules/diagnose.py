@@ -46,7 +46,7 @@ def _run_rules(ctx: RuleContext, scope: str, warnings: list[str]) -> None:
     for rule in sorted(discover().values(), key=lambda r: r.id):
         if rule.scope != scope or rule.id in ctx.config.disabled or not rule.applies_to(vendor, workload):
             continue
-        ctx.rule_id = rule.id
+        ctx.rule = rule
         try:
             rule.match(ctx)
         except Exception as exc:  # one broken rule must not hide the others' findings

@@ -11,25 +11,31 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.i18n import msg
 from pypto_core.attribution import IDLE_BUCKETS
 from pypto_core.intervals import intersect_intervals, outermost
 from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("With binary kernels (set_compile_mode(jit_compile=False)) the host compile calls disappear: "
                 "saving = the compile calls' time while the device is idle (attribution idle buckets); compile "
                 "time hidden under device work saves nothing.")
 
 
-@rule("dynamic_shape", title=msg("Operators compiled at run time (dynamic shapes)"), saving_model=SAVING_MODEL,
+@rule("dynamic_shape", title=msg("Operators compiled at run time (dynamic shapes)"),
+      saving_model=SAVING_MODEL,
+      thresholds={
+          "min_compile_calls": Threshold(20, "advisor MAX_OP_COMPILE_NUM (docs/formats.md §4.3)"),
+          "min_dynamic_share": Threshold(1.0, "advisor: no static operator at all"),
+      },
+      blocks=(), remedies=(),
       needs=("kernels.op_state", "api_calls.name", "api_calls.start_ns", "api_calls.dur_ns"),
       vendors=("ascend",), explains="host_launch_bound")
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
-    cfg = ctx.config.section("dynamic_shape")
+    cfg = ctx.thresholds
     dynamic_share = None
     if "op_state" in g.kernels.column_names:
         state = pc.utf8_lower(pc.fill_null(pc.cast(g.kernels["op_state"], "string"), ""))

@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from pypto_core.rules._util import op_type_time, share, shape_strings, us
-from pypto_core.rules.context import RuleContext
 from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules._util import min_time_share, op_type_time, share, shape_strings, us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Converting weights once at load time (npu_format_cast(w, 29)) and keeping one dtype removes "
                 "these kernels: saving = their device time plus the launch gap before each.")
 
 
 @rule("format_churn", title=msg("Repeated TransData / Cast format conversions"), saving_model=SAVING_MODEL,
-      needs=("kernels.input_shapes",), vendors=("ascend",))
+      thresholds={
+          "min_time_share": min_time_share(0.02),
+          "min_count_per_token": Threshold(1.0, "[INFERRED] at least one conversion per decoded token: converted "
+                                                "again every step, not once at load time"),
+      },
+      blocks=(), remedies=(), needs=("kernels.input_shapes",), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
-    cfg = ctx.config.section("format_churn")
+    cfg = ctx.thresholds
     mask = g.is_role("transdata", "cast") & ~g.chain_mask("rms_norm")
     if not mask.any():
         return

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.i18n import msg
 from pypto_core.intervals import overlap_ns
 from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Launching the step as a captured graph runs kernels back to back: the host-launch-bound part of "
                 "every gap over `min_gap_us` shrinks to `residual_gap_us`; saving = sum(host-bound gap - residual).")
@@ -32,11 +32,22 @@ _ADVICE = {
 _GENERIC = msg("Launch fewer, larger kernels (fuse small ops, compile the step) and keep Python work out of the step.")
 
 
-@rule("host_bound_gaps", title=msg("Device idle waiting for the host"), saving_model=SAVING_MODEL, explains="host_launch_bound")
+@rule("host_bound_gaps", title=msg("Device idle waiting for the host"), saving_model=SAVING_MODEL,
+      thresholds={
+          "free_share_above": Threshold(0.10, "advisor over_all: free time > 10% (docs/formats.md §4.3)"),
+          # norm_launch_overhead reads this one too: its waiting fused norms shrink to the same residual gap
+          "residual_gap_us": Threshold(1.0, "a graph-mode launch leaves ~1 us between kernels [INFERRED: ACL "
+                                            "graph replays tasks back to back]"),
+          "min_gap_us": Threshold(5.0, "[INFERRED] no source: only host-bound gaps longer than this are "
+                                       "counted and shortened"),
+          "min_kernels": Threshold(50, "[INFERRED] a trimmed excerpt of a few kernels says nothing about free "
+                                       "time"),
+      },
+      blocks=(), remedies=(), needs=(), explains="host_launch_bound")
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     a = g.attribution
-    cfg = ctx.config.section("host_bound_gaps")
+    cfg = ctx.thresholds
     total = ctx.total_ns
     bound = float(ctx.bucket_ns("host_launch_bound"))
     if a is None or g.n < cfg["min_kernels"] or share(bound, total) < cfg["free_share_above"]:

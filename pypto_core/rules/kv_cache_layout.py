@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from pypto_core.rules._util import op_type_time, share, shape_strings, us
-from pypto_core.rules.context import RuleContext
 from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules._util import min_time_share, op_type_time, share, shape_strings, us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import Threshold, rule
 from pypto_core.workload import DECODE_WORKLOADS
 
 # What the noncontiguous share measures (no profiler counts uncoalesced accesses); stored in English.
@@ -24,12 +24,20 @@ SAVING_MODEL = msg("Every per-step copy of a cache-shaped tensor disappears with
                 "update kernel yet, two scatter updates per layer and token (configured cost each) are added back.")
 
 
-@rule("kv_cache_layout", title=msg("KV cache stored in a layout attention does not consume"), saving_model=SAVING_MODEL,
-      remedies=("kv_cache_layout_patch.py",), needs=("kernels.input_shapes",), vendors=("ascend",),
-      workloads=DECODE_WORKLOADS)
+@rule("kv_cache_layout", title=msg("KV cache stored in a layout attention does not consume"),
+      saving_model=SAVING_MODEL,
+      thresholds={
+          "min_copies_per_token": Threshold(1.0, "per-step copies, not a one-off reorder at load time"),
+          "min_time_share": min_time_share(0.005),
+          "scatter_cost_us": Threshold(3.0, "BSND cache update with scatter_update_ costs one write of the new "
+                                            "K/V (docs/domain.md §5); ReshapeAndCacheNdKernel ~3 us "
+                                            "(docs/domain.md §3.1)"),
+      },
+      blocks=("kv_layout", "kv_update"), remedies=("kv_cache_layout_patch.py",), needs=("kernels.input_shapes",),
+      vendors=("ascend",), workloads=DECODE_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
-    cfg = ctx.config.section("kv_cache_layout")
+    cfg = ctx.thresholds
     mask = g.kv_layout_mask
     if not mask.any():
         return
@@ -67,7 +75,6 @@ def match(ctx: RuleContext) -> None:
             "in_place_cache_update_kernels": int(g.is_role("kv_update").sum()),
         },
         kernels=idx, saving_ns=saving, covered_ns=covered, saving_model=SAVING_MODEL,
-        remedies=["kv_cache_layout_patch.py"],
         details={"op_types": list(ops), "op_time": ops, "layers": layers, "head_dim": st.get("head_dim"),
                  "model": st.get("model_hint"), "current_layout_guess": "BNSD", "target_layout": "BSND",
                  "cache_shapes": shape_strings(g, idx[:4])},

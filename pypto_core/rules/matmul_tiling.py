@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from pypto_core.rules._util import column_strings, group_rows, share, shape_strings, us
-from pypto_core.rules.context import RuleContext
 from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules._util import column_strings, group_rows, min_time_share, share, shape_strings, us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Each flagged MatMul is retuned to the roofline efficiency the same profile's aligned MatMuls "
                 "of the same regime (compute- or memory-bound) reach (or the configured target when there are "
@@ -23,7 +23,18 @@ SAVING_MODEL = msg("Each flagged MatMul is retuned to the roofline efficiency th
 
 
 @rule("matmul_tiling", title=msg("MatMul tiling far below the roofline"), saving_model=SAVING_MODEL,
-      remedies=("aoe_tune_ops.json", "aoe_tune.sh"),
+      thresholds={
+          "efficiency_below": Threshold(0.60, "the seed article's target \"< 60% of theoretical peak\"; "
+                                              "Huawei's advisor uses mac_ratio 0.8 (docs/domain.md §3.3)"),
+          "target_efficiency": Threshold(0.82, "what a tuned MatMul reaches when the profile has no aligned peer "
+                                               "to learn from: pypto's measured 6144^3 GEMM went 62% -> 82% of "
+                                               "peak with L2-aware blocking (docs/domain.md §1)"),
+          "min_time_share": min_time_share(0.01),
+          "inner_axis_elements": Threshold(256, "advisor cube affinity (docs/domain.md §3.3)"),
+          "inner_axis_bytes": Threshold(512, "MatMulTransposeWeightFusionPass (docs/domain.md §2.3)"),
+          "fractal": Threshold(16, "cube 16x16x16 (docs/domain.md §2.3)"),
+      },
+      blocks=("matmul",), remedies=("aoe_tune_ops.json", "aoe_tune.sh"),
       needs=("kernels.core_type", "kernels.op_type", "kernels.input_shapes"), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
@@ -33,7 +44,7 @@ def match(ctx: RuleContext) -> None:
         return
     eb = g.element_bytes
     eff = np.divide(g.bound_ns, g.dur, out=np.zeros(g.n), where=g.dur > 0)
-    cfg = ctx.config.section("matmul_tiling")
+    cfg = ctx.thresholds
     inner = int(cfg["inner_axis_elements"])
     k_not_256 = (k % inner) != 0
     n_not_256 = (n % inner) != 0
@@ -117,7 +128,6 @@ def match(ctx: RuleContext) -> None:
             "mix_aic_kernels": int((mix & flagged).sum()),
         },
         kernels=idx, saving_ns=saving[idx], saving_model=SAVING_MODEL,
-        remedies=["aoe_tune_ops.json", "aoe_tune.sh"],
         details={"op_names": column_strings(g, "name", flagged), "op_types": sorted({s["op_type"] for s in shapes}),
                  "shapes": shapes, "sku": g.sku.name, "model": g.structure().get("model_hint")},
     )

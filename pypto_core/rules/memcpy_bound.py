@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.i18n import msg
 from pypto_core.attribution import is_copy_code
 from pypto_core.replay import kernel_change
 from pypto_core.rules._bucket_rule import bucket_share, emit_bucket
 from pypto_core.rules._util import us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Host copies from pinned memory run asynchronously and overlap compute (non_blocking=True); "
                 "device-to-device copies removed by keeping tensors contiguous: saving = the exposed copy time "
                 "(an upper bound).")
 
 
-@rule("memcpy_bound", title=msg("Copies on the critical path"), saving_model=SAVING_MODEL, explains="memcpy")
+@rule("memcpy_bound", title=msg("Copies on the critical path"), saving_model=SAVING_MODEL,
+      thresholds={"share_above": Threshold(0.10, "HTA's temporal breakdown: non-compute time [INFERRED "
+                                                 "threshold]")},
+      blocks=(), remedies=(), needs=(), explains="memcpy")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "memcpy")
     if found is None:

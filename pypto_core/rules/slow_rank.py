@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.i18n import msg
 from pypto_core.attribution import attribute
 from pypto_core.intervals import clip_to_length
 from pypto_core.replay import kernel_change
 from pypto_core.rules._util import us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Every rank waits for the slowest at each collective: balancing brings the slowest rank's "
                 "compute to the mean; saving = max - mean compute time.")
@@ -32,8 +32,9 @@ def _rank_totals(profile) -> dict[str, float]:
             "free": float(a.run.idle_ns)}
 
 
-@rule("slow_rank", title=msg("Slow rank"), saving_model=SAVING_MODEL, scope="group",
-      explains="communication_not_overlapped")
+@rule("slow_rank", title=msg("Slow rank"), saving_model=SAVING_MODEL,
+      thresholds={"gap_above": Threshold(0.05, "advisor slow_rank: max vs mean > 5% (docs/formats.md §4.3)")},
+      blocks=(), remedies=(), needs=(), scope="group", explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     group = ctx.group
     if group is None or group.ranks < 2:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.i18n import msg
 from pypto_core.attribution import SYNC_CALL, matching_calls
 from pypto_core.intervals import overlap_ns
 from pypto_core.replay import Change
 from pypto_core.rules._bucket_rule import HOST_CALL_NEEDS, bucket_share, emit_bucket, host_calls
 from pypto_core.rules._util import us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Removing the host syncs from the step (values kept on the device, syncs moved out of the loop) "
                 "lets the queue run ahead: saving = the device idle time spent inside the syncs (an upper bound).")
@@ -45,7 +45,9 @@ def sync_calls(ctx: RuleContext) -> dict[str, dict[str, float]]:
 
 
 @rule("sync_stall", title=msg("Device idle while the host synchronises"), saving_model=SAVING_MODEL,
-      needs=HOST_CALL_NEEDS, explains="sync_wait")
+      thresholds={"share_above": Threshold(0.05, "[INFERRED] host syncs idling the device a twentieth of the "
+                                                 "step")},
+      blocks=(), remedies=(), needs=HOST_CALL_NEEDS, explains="sync_wait")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "sync_wait")
     if found is None:
