@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import csv
 import io
-from concurrent.futures import ThreadPoolExecutor
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,7 +88,7 @@ class _Side:
     cache: dict[str, Any] = field(default_factory=dict)  # encodings computed once per side
 
     @classmethod
-    def of(cls, profile: Profile, sku: str | None) -> "_Side":
+    def of(cls, profile: Profile, sku: str | None) -> _Side:
         graph = OperatorCallGraph(profile, sku)
         t = graph.tokens
         return cls(profile=profile, graph=graph, metrics=graph.metrics(), tokens=int(len(t.latency_ns)),

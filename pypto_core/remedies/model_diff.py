@@ -14,7 +14,14 @@ from typing import Any
 
 from pypto_core.remedies.artifact import Artifact
 from pypto_core.remedies.context import RemedyContext
-from pypto_core.remedies.header import MAX_NAMES_PER_OP, MAX_OPS_IN_HEADER, comment_block, header_data, header_lines, op_data
+from pypto_core.remedies.header import (
+    MAX_NAMES_PER_OP,
+    MAX_OPS_IN_HEADER,
+    comment_block,
+    header_data,
+    header_lines,
+    op_data,
+)
 from pypto_core.remedies.safe_text import py_literal, safe_filename
 
 _CAUSAL_LM_CLASS = re.compile(r"^class\s+([A-Za-z_][A-Za-z0-9_]*ForCausalLM)\s*[(:]", re.MULTILINE)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from pypto_core.i18n import msg
 from pypto_core.attribution import COMM_CODE
+from pypto_core.i18n import msg
 from pypto_core.intervals import clip_to_length
 from pypto_core.replay import kernel_change
 from pypto_core.rules._bucket_rule import bucket_share

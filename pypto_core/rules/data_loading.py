@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from pypto_core.i18n import msg
 from pypto_core.attribution import DATA_LOADER
+from pypto_core.i18n import msg
 from pypto_core.replay import Change
 from pypto_core.rules._bucket_rule import HOST_CALL_NEEDS, bucket_share, emit_bucket, host_calls
 from pypto_core.rules.context import RuleContext

@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.i18n import msg
 from pypto_core.attribution import IDLE_BUCKETS
+from pypto_core.i18n import msg
 from pypto_core.intervals import intersect_intervals, outermost
 from pypto_core.replay import Change
 from pypto_core.rules._util import share, us

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from pypto_core.i18n import msg
-from pypto_core.rules._util import min_time_share, op_type_time, share, shape_strings, us
+from pypto_core.rules._util import min_time_share, op_type_time, shape_strings, share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 from pypto_core.workload import DECODE_WORKLOADS

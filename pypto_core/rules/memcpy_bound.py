@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pypto_core.i18n import msg
 from pypto_core.attribution import is_copy_code
+from pypto_core.i18n import msg
 from pypto_core.replay import kernel_change
 from pypto_core.rules._bucket_rule import bucket_share, emit_bucket
 from pypto_core.rules._util import us

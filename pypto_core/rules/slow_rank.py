@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pypto_core.i18n import msg
 from pypto_core.attribution import attribute
+from pypto_core.i18n import msg
 from pypto_core.intervals import clip_to_length
 from pypto_core.replay import kernel_change
 from pypto_core.rules._util import us

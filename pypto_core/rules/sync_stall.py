@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pypto_core.i18n import msg
 from pypto_core.attribution import SYNC_CALL, matching_calls
+from pypto_core.i18n import msg
 from pypto_core.intervals import overlap_ns
 from pypto_core.replay import Change
 from pypto_core.rules._bucket_rule import HOST_CALL_NEEDS, bucket_share, emit_bucket, host_calls
