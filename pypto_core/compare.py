@@ -698,7 +698,8 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
     """The comparison ready for a pull request: metrics with their noise test, the overall summary side by
     side, device time aligned by what the model did, op types and findings. Escaped for Markdown."""
     data = result.to_dict() if isinstance(result, ComparisonResult) else result
-    lines = ["| Metric | Unit | Before | After | Δ | Better | Noise test |", "|---|---|---:|---:|---:|:---:|---|"]
+    lines = ["| Metric | Unit | Before | After | Δ | Better | Noise "
+             "test |", "|---|---|---:|---:|---:|:---:|---|"]
     for m in data["metrics"]:
         if m["base"] is None and m["new"] is None:
             continue
@@ -737,7 +738,8 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
                      f"| {b['delta_us']:+,.1f} "
                      f"| {_md_cell(before)} | {_md_cell(after)} |")
     lines += ["", f"**Op types** ({unit}, largest changes)", "",
-              "| Op type | Before | After | Δ | Count before | Count after |", "|---|---:|---:|---:|---:|---:|"]
+              "| Op type | Before | After | Δ | Count before | Count after "
+              "|", "|---|---:|---:|---:|---:|---:|"]
     for o in data["ops"][:20]:
         lines.append(f"| {_md_cell(readable(str(o['op_type'])))} | {o['base_us']:,.1f} | {o['new_us']:,.1f} "
                      f"| {o['delta_us']:+,.1f} | {o['base_count']} | {o['new_count']} |")

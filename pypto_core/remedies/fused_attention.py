@@ -111,5 +111,6 @@ class FusedAttentionOptimizer:
     rule = "attention_memory_bound"
 
     def generate(self, ctx: RemedyContext) -> list[Artifact]:
-        return patch_artifacts(ctx, TEMPLATE, purpose="fused attention patch (IFA/FIA decode, PFA/FA prefill)",
+        return patch_artifacts(ctx, TEMPLATE, purpose="fused attention patch (IFA/FIA decode, PFA/FA "
+                                                      "prefill)",
                                module_name=MODULE_NAME, diff_name=DIFF_NAME, apply_function=APPLY_FUNCTION)

@@ -215,6 +215,7 @@ class KVCacheLayoutOptimizer:
     rule = "kv_cache_layout"
 
     def generate(self, ctx: RemedyContext) -> list[Artifact]:
-        return patch_artifacts(ctx, TEMPLATE, purpose="BSND KV-cache layout patch (scatter_update_ + IFA/PFA BSND)",
+        return patch_artifacts(ctx, TEMPLATE, purpose="BSND KV-cache layout patch (scatter_update_ + IFA/PFA "
+                                                      "BSND)",
                                module_name=MODULE_NAME, diff_name=DIFF_NAME, apply_function=APPLY_FUNCTION,
                                fills={"MAX_CACHE_LEN": max_cache_len(ctx.finding.details)})

@@ -239,7 +239,8 @@ class TilingOptimizer:
                                       self.rule, data))
         shapes = weight_shapes(ops)
         if shapes:
-            artifacts += patch_artifacts(ctx, PATCH_TEMPLATE, purpose="MatMul weight FRACTAL_NZ / padding patch",
+            artifacts += patch_artifacts(ctx, PATCH_TEMPLATE, purpose="MatMul weight FRACTAL_NZ / padding "
+                                                                      "patch",
                                          module_name=PATCH_NAME, diff_name=DIFF_NAME, apply_function=APPLY_FUNCTION,
                                          after_load=True, fills={"WEIGHT_SHAPES": shapes})
         return artifacts

@@ -15,8 +15,8 @@ from pypto_core.rules.registry import Threshold
 
 def min_time_share(value: float) -> Threshold:
     """The reporting floor most rules share: a finding covering less of the run than this is left out."""
-    return Threshold(value, "[INFERRED] no source: below this share of the run a fix is not worth its effort, "
-                            "and the finding would be noise beside the others")
+    return Threshold(value, "[INFERRED] no source: below this share of the run a fix is not worth its "
+                            "effort, and the finding would be noise beside the others")
 
 
 def column_strings(graph: OperatorCallGraph, column: str, mask: np.ndarray, limit: int = 50) -> list[str]:

@@ -12,8 +12,8 @@ from pypto_core.rules._util import share
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("Kernel time scales with 1/frequency: at the rated clock the busy time shrinks by the mean drop "
-                "ratio; saving = device busy time x drop ratio.")
+SAVING_MODEL = msg("Kernel time scales with 1/frequency: at the rated clock the busy time shrinks by the "
+                   "mean drop ratio; saving = device busy time x drop ratio.")
 
 
 @rule("aicore_frequency", title=msg("AI Core frequency drops"), saving_model=SAVING_MODEL,
@@ -37,10 +37,12 @@ def match(ctx: RuleContext) -> None:
     busy = g.compute_mask
     idx = np.nonzero(busy)[0]
     ctx.emit(
-        title=msg("AI Core clock averaged {pct:.0f}% of {rated_mhz:.0f} MHz", pct=100 * (1 - drop), rated_mhz=rated),
-        description=msg("The AI Core frequency fell below its rated clock during the run (power or thermal capping, "
-                     "or a power-saving mode), which slows every kernel. Check the card's power mode and cooling "
-                     "(npu-smi info) before tuning kernels; compare runs only at the same clock."),
+        title=msg("AI Core clock averaged {pct:.0f}% of "
+                  "{rated_mhz:.0f} MHz", pct=100 * (1 - drop), rated_mhz=rated),
+        description=msg("The AI Core frequency fell below its rated clock during the run (power or thermal "
+                        "capping, or a power-saving mode), which slows every kernel. Check the card's power "
+                        "mode and cooling (npu-smi info) before tuning kernels; compare runs only at the "
+                        "same clock."),
         ops=[],
         evidence={"rated_mhz": rated, "min_mhz": float(values.min()), "mean_mhz": round(float(values.mean()), 1),
                   "drop_ratio": round(drop, 4), "threshold": ctx.threshold("drop_ratio_above"),

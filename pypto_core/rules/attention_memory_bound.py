@@ -18,11 +18,12 @@ from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 from pypto_core.workload import LLM_WORKLOADS
 
-SAVING_MODEL = msg("Each unfused chain is replaced by one fused attention kernel that reads Q, K, V (the KV heads "
-                "before any repeat_kv broadcast) and writes the output once: fused time = fixed overhead + "
-                "max(bytes / (peak bandwidth x fused efficiency), FLOPs (half in causal prefill) / (peak x cube "
-                "efficiency)), launched with the short queued gap; saving = chain time + gaps - (fused time + gap). "
-                "MTE2-bound fused kernels save the time above the same bandwidth model.")
+SAVING_MODEL = msg("Each unfused chain is replaced by one fused attention kernel that reads Q, K, V (the KV "
+                   "heads before any repeat_kv broadcast) and writes the output once: fused time = fixed "
+                   "overhead + max(bytes / (peak bandwidth x fused efficiency), FLOPs (half in causal "
+                   "prefill) / (peak x cube efficiency)), launched with the short queued gap; saving = chain "
+                   "time + gaps - (fused time + gap). MTE2-bound fused kernels save the time above the same "
+                   "bandwidth model.")
 
 
 @rule("attention_memory_bound", title=msg("Decode attention bound by data movement"),
@@ -104,16 +105,19 @@ def match(ctx: RuleContext) -> None:
     ctx.emit(
         title=(msg("Unfused attention: {chains} BatchMatMul-Softmax-BatchMatMul chains ({decode} in decode)",
                    chains=chains, decode=decode_chains) if chains else
-               msg("{kernels} fused decode attention kernels bound by data movement", kernels=int(slow_fused.sum()))),
+               msg("{kernels} fused decode attention kernels bound by data "
+                   "movement", kernels=int(slow_fused.sum()))),
         description=(
-            msg("In decode, attention reads the whole KV cache for one new token, so its speed is set by memory "
-            "bandwidth. Computed as separate BatchMatMul, SoftmaxV2 and BatchMatMul kernels (plus repeat_kv "
-            "broadcasts for grouped-query attention) it also writes the attention scores to memory and reads them "
-            "back, and pays a host launch for every step. A fused kernel (torch_npu.npu_fused_infer_attention_score, "
-            "npu_incre_flash_attention for decode, npu_prompt_flash_attention for prefill) streams K and V once.")
+            msg("In decode, attention reads the whole KV cache for one new token, so its speed is set by "
+                "memory bandwidth. Computed as separate BatchMatMul, SoftmaxV2 and BatchMatMul kernels (plus "
+                "repeat_kv broadcasts for grouped-query attention) it also writes the attention scores to "
+                "memory and reads them back, and pays a host launch for every step. A fused kernel "
+                "(torch_npu.npu_fused_infer_attention_score, npu_incre_flash_attention for decode, "
+                "npu_prompt_flash_attention for prefill) streams K and V once.")
             if chains else
-            msg("These fused decode attention kernels spend most of their cycles moving data (MTE2) and still take "
-            "longer than the bandwidth model allows: check the KV layout they are fed and the paged block size.")),
+            msg("These fused decode attention kernels spend most of their cycles moving data (MTE2) and "
+                "still take longer than the bandwidth model allows: check the KV layout they are fed and the "
+                "paged block size.")),
         ops=list(ops),
         evidence={
             "unfused_chains": chains, "unfused_chains_in_decode": decode_chains,

@@ -20,17 +20,19 @@ from pypto_core.rules._util import column_strings, share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("Waiting collectives: if every rank arrived together the not-overlapped time would shrink to "
-                "its transfer share; saving = not-overlapped time x waiting share. Transfer-bound: "
-                "overlapping the collectives with compute hides them up to the compute that is not yet "
-                "overlapped; saving = min(not-overlapped, compute - overlapped).")
+SAVING_MODEL = msg("Waiting collectives: if every rank arrived together the not-overlapped time would shrink "
+                   "to its transfer share; saving = not-overlapped time x waiting share. Transfer-bound: "
+                   "overlapping the collectives with compute hides them up to the compute that is not yet "
+                   "overlapped; saving = min(not-overlapped, compute - overlapped).")
 
 _LIB = {"ascend": "HCCL", "nvidia": "NCCL", "amd": "RCCL"}
 _OVERLAP_ADVICE = {
-    "ascend": msg("Overlap gradient communication with the backward pass (DDP buckets: bucket_cap_mb; MindSpeed "
-               "--overlap-grad-reduce), and check HCCL_BUFFSIZE and the link each collective uses."),
+    "ascend": msg("Overlap gradient communication with the backward pass (DDP buckets: bucket_cap_mb; "
+                  "MindSpeed --overlap-grad-reduce), and check HCCL_BUFFSIZE and the link each collective "
+                  "uses."),
     "nvidia": msg("Overlap gradient communication with the backward pass (DDP bucket_cap_mb, FSDP prefetch), "
-               "and check NCCL's algorithm and protocol (NCCL_ALGO, NCCL_PROTO) and the link (NVLink vs PCIe)."),
+                  "and check NCCL's algorithm and protocol (NCCL_ALGO, NCCL_PROTO) and the link (NVLink vs "
+                  "PCIe)."),
     "amd": msg("Overlap gradient communication with the backward pass (DDP bucket_cap_mb) and check RCCL's "
             "settings and the link (Infinity Fabric vs PCIe)."),
 }
@@ -56,12 +58,13 @@ def _collective_figures(ctx: RuleContext) -> dict[str, float]:
           "share_above": Threshold(0.10, "msprof-analyze's cluster analysis ranks steps by Communication(Not "
                                          "Overlapped); a tenth of the step is where it stops being noise "
                                          "[INFERRED]"),
-          "waiting_share_above": Threshold(0.50, "communication.json splits a collective into Transit + Wait + "
-                                                 "Idle; above this share of not-transit time the collective is "
-                                                 "mostly waiting for its peers, not moving data [INFERRED]"),
-          "slow_rank_wait_ratio": Threshold(0.20, "MindStudio's Communication Analysis guidance: a rank whose "
-                                                  "Wait Time Ratio (wait / (wait + transit)) is above 0.2 is "
-                                                  "waiting for a slow peer"),
+          "waiting_share_above": Threshold(0.50, "communication.json splits a collective into Transit + Wait "
+                                                 "+ Idle; above this share of not-transit time the "
+                                                 "collective is mostly waiting for its peers, not moving "
+                                                 "data [INFERRED]"),
+          "slow_rank_wait_ratio": Threshold(0.20, "MindStudio's Communication Analysis guidance: a rank "
+                                                  "whose Wait Time Ratio (wait / (wait + transit)) is above "
+                                                  "0.2 is waiting for a slow peer"),
       },
       blocks=(), remedies=(), needs=("kernels.name", "communication.*", "steps.*"),
       explains="communication_not_overlapped")
@@ -104,34 +107,36 @@ def match(ctx: RuleContext) -> None:
                  if transit > 0 else msg("communication.json records no transfer time for the collectives"))
         title = msg("Communication not overlapped is {pct:.0f}% of the step, and {moved}",
                     pct=100 * exposed / total, moved=moved)
-        parts = msg("of their {elapse_ms:.1f} ms, Transit is {transit_ms:.1f} ms, notify Wait {wait_ms:.1f} ms "
-                    "and Idle {idle_ms:.1f} ms (communication.json)", elapse_ms=us(elapse) / 1e3,
+        parts = msg("of their {elapse_ms:.1f} ms, Transit is {transit_ms:.1f} ms, notify Wait {wait_ms:.1f} "
+                    "ms and Idle {idle_ms:.1f} ms (communication.json)", elapse_ms=us(elapse) / 1e3,
                     transit_ms=us(transit) / 1e3, wait_ms=us(wait) / 1e3, idle_ms=us(figures["idle"]) / 1e3)
         if wait_ratio is not None and wait_ratio >= cfg["slow_rank_wait_ratio"]:
             cause = msg(
-                "Their Wait is {pct:.0f}% of Wait + Transit, above the {limit:.1f} at which MindStudio flags a "
-                "slow rank: this rank reaches each collective before its peers. The slow rank is the one to fix: "
-                "compare the ranks (their step time split, data loading, host stalls), balance the work, then "
-                "overlap what remains with compute." if transit > 0 else
-                "Their Wait is {pct:.0f}% of the collectives' time (no Transit recorded), above the {limit:.1f} "
-                "at which MindStudio flags a slow rank: this rank reaches each collective before its peers. The "
-                "slow rank is the one to fix: compare the ranks (their step time split, data loading, host "
-                "stalls), balance the work, then overlap what remains with compute.",
+                "Their Wait is {pct:.0f}% of Wait + Transit, above the {limit:.1f} at which MindStudio flags "
+                "a slow rank: this rank reaches each collective before its peers. The slow rank is the one "
+                "to fix: compare the ranks (their step time split, data loading, host stalls), balance the "
+                "work, then overlap what remains with compute." if transit > 0 else
+                "Their Wait is {pct:.0f}% of the collectives' time (no Transit recorded), above the "
+                "{limit:.1f} at which MindStudio flags a slow rank: this rank reaches each collective before "
+                "its peers. The slow rank is the one to fix: compare the ranks (their step time split, data "
+                "loading, host stalls), balance the work, then overlap what remains with compute.",
                 pct=100 * wait_ratio, limit=cfg["slow_rank_wait_ratio"])
         else:
-            cause = msg("Their notify Wait is small, so the time goes before or between the collectives' tasks: "
-                        "check what the communication stream waits for (events from compute, the host's launch), "
-                        "then overlap the collectives with compute.")
-        description = msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside them, and they "
-                          "are not moving data: {parts}. {cause}", ms=us(exposed) / 1e3, lib=lib, parts=parts,
+            cause = msg("Their notify Wait is small, so the time goes before or between the collectives' "
+                        "tasks: check what the communication stream waits for (events from compute, the "
+                        "host's launch), then overlap the collectives with compute.")
+        description = msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside them, and "
+                          "they are not moving data: {parts}. "
+                          "{cause}", ms=us(exposed) / 1e3, lib=lib, parts=parts,
                           cause=cause)
     else:
         saving = min(exposed, max(b.buckets["compute"] - b.communication_overlapped_ns, 0))
         known = "" if waiting_share is not None else msg(
-            " The profile has no per-collective wait figures, so transfer and waiting cannot be told apart here.")
+            " The profile has no per-collective wait figures, so transfer and waiting cannot be told apart "
+            "here.")
         title = msg("Communication not overlapped is {pct:.0f}% of the step", pct=100 * exposed / total)
-        description = msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside them.{known} "
-                          "{advice}", ms=us(exposed) / 1e3, lib=lib, known=known,
+        description = msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside "
+                          "them.{known} {advice}", ms=us(exposed) / 1e3, lib=lib, known=known,
                           advice=_OVERLAP_ADVICE.get(ctx.vendor, msg("Overlap communication with compute.")))
     is_comm = g.task_codes[0] == COMM_CODE
     comm_kernels = np.nonzero(is_comm)[0]

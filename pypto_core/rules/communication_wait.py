@@ -13,14 +13,15 @@ from pypto_core.rules._util import min_time_share, share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("If the ranks arrive together the wait disappears and the transfer remains: saving = the wait "
-                "time of the collectives, at most their time not overlapped with compute (an upper bound: the "
-                "late rank's own work is not free).")
+SAVING_MODEL = msg("If the ranks arrive together the wait disappears and the transfer remains: saving = the "
+                   "wait time of the collectives, at most their time not overlapped with compute (an upper "
+                   "bound: the late rank's own work is not free).")
 
 
 @rule("communication_wait", title=msg("Collectives waiting for other ranks"), saving_model=SAVING_MODEL,
       thresholds={
-          "wait_share_above": Threshold(0.20, "[INFERRED] a fifth of collective time spent waiting for peers"),
+          "wait_share_above": Threshold(0.20, "[INFERRED] a fifth of collective time spent waiting for "
+                                              "peers"),
           "min_time_share": min_time_share(0.02),
       },
       blocks=(), remedies=(), needs=("communication.*",), explains="communication_not_overlapped")
@@ -47,11 +48,12 @@ def match(ctx: RuleContext) -> None:
         return
     names = pc.value_counts(pc.fill_null(comm["name"], "?")).to_pylist()
     ctx.emit(
-        title=msg("Collectives spend {pct:.0f}% of their time waiting for other ranks", pct=100 * waiting / elapse),
-        description=msg("Most of the collective communication time is waiting: this rank reached the collective "
-                     "before its peers. The cause is on the other ranks (uneven work, a slow card or host, data "
-                     "skew): compare ranks (slow_rank) and balance the work; overlapping communication with "
-                     "compute hides what remains."),
+        title=msg("Collectives spend {pct:.0f}% of their time waiting for other "
+                  "ranks", pct=100 * waiting / elapse),
+        description=msg("Most of the collective communication time is waiting: this rank reached the "
+                        "collective before its peers. The cause is on the other ranks (uneven work, a slow "
+                        "card or host, data skew): compare ranks (slow_rank) and balance the work; "
+                        "overlapping communication with compute hides what remains."),
         ops=[n["values"] for n in names[:10]],
         evidence={"collectives": comm.num_rows, "communication_time_us": us(elapse), "wait_time_us": us(wait),
                   "synchronization_time_us": us(sync), "wait_share": share(waiting, elapse),

@@ -19,9 +19,9 @@ from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("With binary kernels (set_compile_mode(jit_compile=False)) the host compile calls disappear: "
-                "saving = the compile calls' time while the device is idle (attribution idle buckets); compile "
-                "time hidden under device work saves nothing.")
+SAVING_MODEL = msg("With binary kernels (set_compile_mode(jit_compile=False)) the host compile calls "
+                   "disappear: saving = the compile calls' time while the device is idle (attribution idle "
+                   "buckets); compile time hidden under device work saves nothing.")
 
 
 @rule("dynamic_shape", title=msg("Operators compiled at run time (dynamic shapes)"),
@@ -68,11 +68,13 @@ def match(ctx: RuleContext) -> None:
     ctx.emit(
         title=(msg("No operator runs as a static (precompiled) kernel") if all_dynamic
                else msg("{calls} operator compilations during the run", calls=compile_calls)),
-        description=msg("Every operator in this profile was dispatched as a dynamic-shape op, and/or the host compiled "
-                     "operators while the model ran. Online compilation stalls the device and dynamic kernels skip "
-                     "shape-specialised tiling. Call torch_npu.npu.set_compile_mode(jit_compile=False) to use the "
-                     "prebuilt binary kernels (the default on A2/A3 in recent torch_npu), keep "
-                     "ACL_OP_COMPILER_CACHE_MODE=enable, and pad varying sequence lengths to a few buckets."),
+        description=msg("Every operator in this profile was dispatched as a dynamic-shape op, and/or the "
+                        "host compiled operators while the model ran. Online compilation stalls the device "
+                        "and dynamic kernels skip shape-specialised tiling. Call "
+                        "torch_npu.npu.set_compile_mode(jit_compile=False) to use the prebuilt binary "
+                        "kernels (the default on A2/A3 in recent torch_npu), keep "
+                        "ACL_OP_COMPILER_CACHE_MODE=enable, and pad varying sequence lengths to a few "
+                        "buckets."),
         ops=[],
         evidence={"dynamic_op_share": round(dynamic_share, 4) if dynamic_share is not None else None,
                   "compile_api_calls": compile_calls, "compile_time_us": us(compile_ns),

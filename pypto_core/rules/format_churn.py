@@ -13,15 +13,15 @@ from pypto_core.rules._util import min_time_share, op_type_time, shape_strings, 
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("Converting weights once at load time (npu_format_cast(w, 29)) and keeping one dtype removes "
-                "these kernels: saving = their device time plus the launch gap before each.")
+SAVING_MODEL = msg("Converting weights once at load time (npu_format_cast(w, 29)) and keeping one dtype "
+                   "removes these kernels: saving = their device time plus the launch gap before each.")
 
 
 @rule("format_churn", title=msg("Repeated TransData / Cast format conversions"), saving_model=SAVING_MODEL,
       thresholds={
           "min_time_share": min_time_share(0.02),
-          "min_count_per_token": Threshold(1.0, "[INFERRED] at least one conversion per decoded token: converted "
-                                                "again every step, not once at load time"),
+          "min_count_per_token": Threshold(1.0, "[INFERRED] at least one conversion per decoded token: "
+                                                "converted again every step, not once at load time"),
       },
       blocks=(), remedies=(), needs=("kernels.input_shapes",), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
@@ -38,9 +38,10 @@ def match(ctx: RuleContext) -> None:
     ctx.emit(
         title=msg("{conversions} TransData/Cast conversions take {pct:.1f}% of the run", conversions=len(idx),
                   pct=100 * g.dur[idx].sum() / ctx.total_ns),
-        description=msg("The same tensors are converted between memory formats (ND <-> FRACTAL_NZ) or dtypes every "
-                     "step. Convert weights once after loading with torch_npu.npu_format_cast(weight, 29) "
-                     "(FRACTAL_NZ) and keep activations in one dtype, so the conversions leave the hot loop."),
+        description=msg("The same tensors are converted between memory formats (ND <-> FRACTAL_NZ) or dtypes "
+                        "every step. Convert weights once after loading with "
+                        "torch_npu.npu_format_cast(weight, 29) (FRACTAL_NZ) and keep activations in one "
+                        "dtype, so the conversions leave the hot loop."),
         ops=list(ops),
         evidence={"conversions": len(idx), "per_token": round(len(idx) / ctx.tokens, 2),
                   "conversion_time_us": us(g.dur[idx].sum()), "time_share": share(g.dur[idx].sum(), ctx.total_ns)},

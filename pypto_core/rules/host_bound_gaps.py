@@ -18,18 +18,21 @@ from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("Launching the step as a captured graph runs kernels back to back: the host-launch-bound part of "
-                "every gap over `min_gap_us` shrinks to `residual_gap_us`; saving = sum(host-bound gap - residual).")
+SAVING_MODEL = msg("Launching the step as a captured graph runs kernels back to back: the host-launch-bound "
+                   "part of every gap over `min_gap_us` shrinks to `residual_gap_us`; saving = "
+                   "sum(host-bound gap - residual).")
 
 _ADVICE = {
-    "ascend": msg("Capture the step as a graph (TorchAir torch.compile with the npu backend, or vLLM-Ascend ACL graph), "
-               "set TASK_QUEUE_ENABLE=2 and CPU_AFFINITY_CONF=2, and fuse small ops to launch fewer kernels."),
+    "ascend": msg("Capture the step as a graph (TorchAir torch.compile with the npu backend, or vLLM-Ascend "
+                  "ACL graph), set TASK_QUEUE_ENABLE=2 and CPU_AFFINITY_CONF=2, and fuse small ops to launch "
+                  "fewer kernels."),
     "nvidia": msg("Capture the step with CUDA Graphs (torch.compile(mode=\"reduce-overhead\") or "
                "torch.cuda.CUDAGraph), let torch.compile fuse small ops, and keep Python work out of the step."),
     "amd": msg("Capture the step with HIP graphs (torch.compile(mode=\"reduce-overhead\") on ROCm), let "
             "torch.compile fuse small ops, and keep Python work out of the step."),
 }
-_GENERIC = msg("Launch fewer, larger kernels (fuse small ops, compile the step) and keep Python work out of the step.")
+_GENERIC = msg("Launch fewer, larger kernels (fuse small ops, compile the step) and keep Python work out of "
+               "the step.")
 
 
 @rule("host_bound_gaps", title=msg("Device idle waiting for the host"), saving_model=SAVING_MODEL,
@@ -40,8 +43,8 @@ _GENERIC = msg("Launch fewer, larger kernels (fuse small ops, compile the step) 
                                             "graph replays tasks back to back]"),
           "min_gap_us": Threshold(5.0, "[INFERRED] no source: only host-bound gaps longer than this are "
                                        "counted and shortened"),
-          "min_kernels": Threshold(50, "[INFERRED] a trimmed excerpt of a few kernels says nothing about free "
-                                       "time"),
+          "min_kernels": Threshold(50, "[INFERRED] a trimmed excerpt of a few kernels says nothing about "
+                                       "free time"),
       },
       blocks=(), remedies=(), needs=(), explains="host_launch_bound")
 def match(ctx: RuleContext) -> None:
@@ -62,9 +65,10 @@ def match(ctx: RuleContext) -> None:
     decode = msg(" This dominates eager-mode decode, where kernels are short.") if ctx.workload in (
         "llm_decode", "llm_serving") else ""
     ctx.emit(
-        title=msg("The device is idle {pct:.0f}% of the run while the host issues work", pct=100 * bound / total),
-        description=msg("Between kernels the device sits idle while the host (Python, the framework, the launch "
-                        "path) prepares the next one.{decode} {advice}", decode=decode,
+        title=msg("The device is idle {pct:.0f}% of the run while the host issues "
+                  "work", pct=100 * bound / total),
+        description=msg("Between kernels the device sits idle while the host (Python, the framework, the "
+                        "launch path) prepares the next one.{decode} {advice}", decode=decode,
                         advice=_ADVICE.get(ctx.vendor, _GENERIC)),
         ops=[],
         evidence={"host_launch_bound_us": us(bound), "host_launch_bound_share": share(bound, total),

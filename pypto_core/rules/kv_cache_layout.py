@@ -20,8 +20,9 @@ from pypto_core.workload import DECODE_WORKLOADS
 # What the noncontiguous share measures (no profiler counts uncoalesced accesses); stored in English.
 PROXY = msg("time of copies of cache-shaped tensors (docs/domain.md §6 #4)")
 SAVING_MODEL = msg("Every per-step copy of a cache-shaped tensor disappears with a pre-allocated BSND cache, "
-                "saving its device time and the launch gap before it; if the profile has no in-place cache "
-                "update kernel yet, two scatter updates per layer and token (configured cost each) are added back.")
+                   "saving its device time and the launch gap before it; if the profile has no in-place "
+                   "cache update kernel yet, two scatter updates per layer and token (configured cost each) "
+                   "are added back.")
 
 
 @rule("kv_cache_layout", title=msg("KV cache stored in a layout attention does not consume"),
@@ -29,8 +30,8 @@ SAVING_MODEL = msg("Every per-step copy of a cache-shaped tensor disappears with
       thresholds={
           "min_copies_per_token": Threshold(1.0, "per-step copies, not a one-off reorder at load time"),
           "min_time_share": min_time_share(0.005),
-          "scatter_cost_us": Threshold(3.0, "BSND cache update with scatter_update_ costs one write of the new "
-                                            "K/V (docs/domain.md §5); ReshapeAndCacheNdKernel ~3 us "
+          "scatter_cost_us": Threshold(3.0, "BSND cache update with scatter_update_ costs one write of the "
+                                            "new K/V (docs/domain.md §5); ReshapeAndCacheNdKernel ~3 us "
                                             "(docs/domain.md §3.1)"),
       },
       blocks=("kv_layout", "kv_update"), remedies=("kv_cache_layout_patch.py",), needs=("kernels.input_shapes",),

@@ -17,18 +17,19 @@ from pypto_core.rules._util import column_strings, group_rows, min_time_share, s
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("Each flagged MatMul is retuned to the roofline efficiency the same profile's aligned MatMuls "
-                "of the same regime (compute- or memory-bound) reach (or the configured target when there are "
-                "none): saving = measured time - bound time / target efficiency, summed over flagged kernels.")
+SAVING_MODEL = msg("Each flagged MatMul is retuned to the roofline efficiency the same profile's aligned "
+                   "MatMuls of the same regime (compute- or memory-bound) reach (or the configured target "
+                   "when there are none): saving = measured time - bound time / target efficiency, summed "
+                   "over flagged kernels.")
 
 
 @rule("matmul_tiling", title=msg("MatMul tiling far below the roofline"), saving_model=SAVING_MODEL,
       thresholds={
           "efficiency_below": Threshold(0.60, "the seed article's target \"< 60% of theoretical peak\"; "
                                               "Huawei's advisor uses mac_ratio 0.8 (docs/domain.md §3.3)"),
-          "target_efficiency": Threshold(0.82, "what a tuned MatMul reaches when the profile has no aligned peer "
-                                               "to learn from: pypto's measured 6144^3 GEMM went 62% -> 82% of "
-                                               "peak with L2-aware blocking (docs/domain.md §1)"),
+          "target_efficiency": Threshold(0.82, "what a tuned MatMul reaches when the profile has no aligned "
+                                               "peer to learn from: pypto's measured 6144^3 GEMM went 62% -> "
+                                               "82% of peak with L2-aware blocking (docs/domain.md §1)"),
           "min_time_share": min_time_share(0.01),
           "inner_axis_elements": Threshold(256, "advisor cube affinity (docs/domain.md §3.3)"),
           "inner_axis_bytes": Threshold(512, "MatMulTransposeWeightFusionPass (docs/domain.md §2.3)"),
@@ -109,11 +110,12 @@ def match(ctx: RuleContext) -> None:
         title=msg("{shapes} MatMul shape(s) run at {pct:.0f}% of their roofline bound", shapes=len(shapes),
                   pct=100 * mean_eff),
         description=msg(
-            "Matrix multiplications whose shapes do not fit the cube unit's tiles (inner axis not a multiple of "
-            "{inner} elements / 512 bytes, or K/N not a multiple of 16) are split into inefficient tiles and "
-            "padded on the fly, so they take much longer than the hardware limit for their size. The hottest is "
-            "{op} M={m} K={k} N={n} at {pct:.0f}% of its bound. Tune their tiling with AOE (operator tuning, "
-            "job_type=2) or pad the weights to aligned sizes once at load time.", inner=inner, op=top["op_type"],
+            "Matrix multiplications whose shapes do not fit the cube unit's tiles (inner axis not a multiple "
+            "of {inner} elements / 512 bytes, or K/N not a multiple of 16) are split into inefficient tiles "
+            "and padded on the fly, so they take much longer than the hardware limit for their size. The "
+            "hottest is {op} M={m} K={k} N={n} at {pct:.0f}% of its bound. Tune their tiling with AOE "
+            "(operator tuning, job_type=2) or pad the weights to aligned "
+            "sizes once at load time.", inner=inner, op=top["op_type"],
             m=top["m"], k=top["k"], n=top["n"], pct=top["roofline_efficiency_pct"]),
         ops=sorted({s["op_type"] for s in shapes}),
         evidence={

@@ -17,9 +17,10 @@ from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 from pypto_core.workload import LLM_WORKLOADS
 
-SAVING_MODEL = msg("Each unfused chain becomes one npu_rms_norm / npu_add_rms_norm kernel of the configured fused "
-                "time, launched with the short queued gap: saving = chain time + gaps - (fused time + that gap). "
-                "Fused norms waiting on the host save the gap above the residual graph-mode gap.")
+SAVING_MODEL = msg("Each unfused chain becomes one npu_rms_norm / npu_add_rms_norm kernel of the configured "
+                   "fused time, launched with the short queued gap: saving = chain time + gaps - (fused time "
+                   "+ that gap). Fused norms waiting on the host save the gap above the residual graph-mode "
+                   "gap.")
 
 
 @rule("norm_launch_overhead", title=msg("Norm launch overhead outweighs its compute"),
@@ -30,8 +31,8 @@ SAVING_MODEL = msg("Each unfused chain becomes one npu_rms_norm / npu_add_rms_no
           "min_chains_per_token": Threshold(1.0, "[INFERRED] at least one unfused chain per decoded token: a "
                                                  "pattern of every step, not a one-off"),
           "min_time_share": min_time_share(0.005),
-          "gap_over_compute": Threshold(2.0, "fused norm kernels: flagged when their launch gaps outweigh their "
-                                             "own time by this factor [INFERRED]"),
+          "gap_over_compute": Threshold(2.0, "fused norm kernels: flagged when their launch gaps outweigh "
+                                             "their own time by this factor [INFERRED]"),
           "fused_gap_min_share": Threshold(0.05, "[INFERRED] no source: the waiting fused norms' gaps count "
                                                  "only above this share of the run"),
       },
@@ -71,16 +72,18 @@ def match(ctx: RuleContext) -> None:
     ctx.emit(
         title=(msg("Unfused RMSNorm: {per_step:.0f} chains of tiny kernels per step",
                    per_step=chains / max(len(g.tokens.decode_step), 1)) if chains
-               else msg("{kernels} norm kernels wait on the host longer than they run", kernels=int(waiting.sum()))),
+               else msg("{kernels} norm kernels wait on the host longer than "
+                        "they run", kernels=int(waiting.sum()))),
         description=(
-            msg("RMSNorm computed as separate Cast, Pow, ReduceMean, Add, Rsqrt and Mul kernels launches six to eight "
-            "tiny vector kernels per norm, and in eager mode the device idles between them while the host "
-            "launches the next one. torch_npu.npu_rms_norm (or npu_add_rms_norm, which also fuses the residual "
-            "add) does the same work in one kernel; TASK_QUEUE_ENABLE=2 and graph mode shorten the remaining gaps.")
+            msg("RMSNorm computed as separate Cast, Pow, ReduceMean, Add, Rsqrt and Mul kernels launches six "
+                "to eight tiny vector kernels per norm, and in eager mode the device idles between them "
+                "while the host launches the next one. torch_npu.npu_rms_norm (or npu_add_rms_norm, which "
+                "also fuses the residual add) does the same work in one kernel; TASK_QUEUE_ENABLE=2 and "
+                "graph mode shorten the remaining gaps.")
             if chains else
-            msg("The norm kernels themselves are fused, but the device waits for the host before each one much longer "
-            "than the kernel runs: the run is host-bound here. Use TASK_QUEUE_ENABLE=2, CPU_AFFINITY_CONF=2 "
-            "or graph mode.")),
+            msg("The norm kernels themselves are fused, but the device waits for the host before each one "
+                "much longer than the kernel runs: the run is host-bound here. Use TASK_QUEUE_ENABLE=2, "
+                "CPU_AFFINITY_CONF=2 or graph mode.")),
         ops=list(ops),
         evidence={
             "unfused_chains": chains, "chains_per_token": round(chains / ctx.tokens, 2),

@@ -60,8 +60,9 @@ def match(ctx: RuleContext) -> None:
     ctx.emit(
         title=msg("Rank {rank} is the slow rank: {kind} time spread {pct:.0f}% above the mean",
                   rank=ranks[slow], kind=RANK_TIME_KINDS[kind], pct=100 * gap),
-        description=msg("One rank takes noticeably longer than the others, and every collective waits for it. Look at "
-                     "that rank's own findings, its host (CPU binding, other processes) and its share of the data."),
+        description=msg("One rank takes noticeably longer than the others, and every collective waits for "
+                        "it. Look at that rank's own findings, its host (CPU binding, other processes) and "
+                        "its share of the data."),
         ops=[],
         evidence={"kind": kind, **{f"{k}_gap_vs_mean": round(v, 4) for k, v in gaps.items()}, "gap_vs_mean": round(float(gap), 4), "threshold": ctx.threshold("gap_above"),
                   "slow_rank": ranks[slow], **{f"rank_{r}_{kind}_us": us(v) for r, v in zip(ranks, vals)}},

@@ -18,8 +18,9 @@ from pypto_core.rules._util import us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("Removing the host syncs from the step (values kept on the device, syncs moved out of the loop) "
-                "lets the queue run ahead: saving = the device idle time spent inside the syncs (an upper bound).")
+SAVING_MODEL = msg("Removing the host syncs from the step (values kept on the device, syncs moved out of the "
+                   "loop) lets the queue run ahead: saving = the device idle time spent inside the syncs (an "
+                   "upper bound).")
 
 _ADVICE = {
     "ascend": msg("Avoid torch.npu.synchronize(), .item(), .cpu() and .tolist() inside the step; keep "
@@ -56,10 +57,13 @@ def match(ctx: RuleContext) -> None:
     stall = ctx.bucket_ns("sync_wait")
     names = ", ".join(list(calls)[:3]) or msg("synchronising calls")
     emit_bucket(ctx, "sync_wait",
-                title=msg("The device idles {pct:.0f}% of the step while the host synchronises", pct=100 * found),
-                description=msg("The host blocks in {names} while the device has nothing queued: each sync drains "
-                                "the launch queue, so the device waits for the host to issue again. {advice}",
-                                names=names, advice=_ADVICE.get(ctx.vendor, msg("Keep host syncs out of the step."))),
+                title=msg("The device idles {pct:.0f}% of the step while the host "
+                          "synchronises", pct=100 * found),
+                description=msg("The host blocks in {names} while the device has nothing queued: each sync "
+                                "drains the launch queue, so the device waits for the host to issue again. "
+                                "{advice}",
+                                names=names, advice=_ADVICE.get(ctx.vendor, msg("Keep host syncs out of the "
+                                                                                "step."))),
                 saving_ns=stall, saving_model=SAVING_MODEL, ops=list(calls),
                 evidence={"sync_calls": calls, "stall_us_total": us(stall)},
                 change=Change(host_removed=host_calls(ctx, SYNC_CALL, "sync_wait")))

@@ -11,8 +11,8 @@ from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 from pypto_core.workload import LLM_WORKLOADS
 
-SAVING_MODEL = msg("Each chain becomes one fused kernel of the configured time, launched with the short queued gap: "
-                "saving = chain time + gaps - (fused time + that gap).")
+SAVING_MODEL = msg("Each chain becomes one fused kernel of the configured time, launched with the short "
+                   "queued gap: saving = chain time + gaps - (fused time + that gap).")
 
 
 @rule("unfused_rope", title=msg("Unfused rotary position embedding"), saving_model=SAVING_MODEL,
@@ -23,8 +23,9 @@ SAVING_MODEL = msg("Each chain becomes one fused kernel of the configured time, 
 def match(ctx: RuleContext) -> None:
     report_chain(ctx, "rope", SAVING_MODEL,
                  title=msg("Unfused RoPE: {n:.0f} Slice-Neg-Concat-Mul-Add chains per token"),
-                 description=msg("Rotary position embedding is computed with separate slice, negate, concatenate, "
-                              "multiply and add kernels. torch_npu.npu_rotary_mul or npu_apply_rotary_pos_emb does it "
-                              "in one kernel (use a BSND layout: npu_rotary_mul refuses BNSD when B*N > 8*S, which "
-                              "is always true in decode)."),
+                 description=msg("Rotary position embedding is computed with separate slice, negate, "
+                                 "concatenate, multiply and add kernels. torch_npu.npu_rotary_mul or "
+                                 "npu_apply_rotary_pos_emb does it in one kernel (use a BSND layout: "
+                                 "npu_rotary_mul refuses BNSD when B*N > 8*S, which is always true in "
+                                 "decode)."),
                  fused_api="torch_npu.npu_apply_rotary_pos_emb")

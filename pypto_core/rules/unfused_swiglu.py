@@ -11,8 +11,8 @@ from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 from pypto_core.workload import LLM_WORKLOADS
 
-SAVING_MODEL = msg("Each chain becomes one fused kernel of the configured time, launched with the short queued gap: "
-                "saving = chain time + gaps - (fused time + that gap).")
+SAVING_MODEL = msg("Each chain becomes one fused kernel of the configured time, launched with the short "
+                   "queued gap: saving = chain time + gaps - (fused time + that gap).")
 
 
 @rule("unfused_swiglu", title=msg("Unfused SwiGLU activation"), saving_model=SAVING_MODEL,
@@ -22,6 +22,7 @@ SAVING_MODEL = msg("Each chain becomes one fused kernel of the configured time, 
       blocks=("ffn_activation",), remedies=(), needs=(), vendors=("ascend",), workloads=LLM_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     report_chain(ctx, "swiglu", SAVING_MODEL, title=msg("Unfused SwiGLU: {n:.0f} Silu-Mul chains per token"),
-                 description=msg("The FFN activation runs as a Swish/Silu kernel followed by an elementwise multiply, "
-                              "writing the intermediate to memory in between. torch_npu.npu_swiglu fuses them."),
+                 description=msg("The FFN activation runs as a Swish/Silu kernel followed by an elementwise "
+                                 "multiply, writing the intermediate to memory in between. "
+                                 "torch_npu.npu_swiglu fuses them."),
                  fused_api="torch_npu.npu_swiglu")
