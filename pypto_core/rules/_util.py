@@ -45,7 +45,8 @@ def op_type_time(graph: OperatorCallGraph, mask: np.ndarray, limit: int = 20) ->
     names = enc.dictionary.to_pylist()
     t = np.bincount(codes, weights=graph.dur[idx].astype(np.float64), minlength=len(names))
     c = np.bincount(codes, minlength=len(names))
-    return {names[i]: {"count": int(c[i]), "total_us": round(float(t[i]) / 1e3, 3)} for i in np.argsort(-t)[:limit]}
+    return {names[i]: {"count": int(c[i]), "total_us": round(float(t[i]) / 1e3, 3)}
+            for i in np.argsort(-t)[:limit]}
 
 
 def shape_strings(graph: OperatorCallGraph, idx: np.ndarray, column: str = "input_shapes") -> list[str]:

@@ -44,7 +44,8 @@ def match(ctx: RuleContext) -> None:
                         "mode and cooling (npu-smi info) before tuning kernels; compare runs only at the "
                         "same clock."),
         ops=[],
-        evidence={"rated_mhz": rated, "min_mhz": float(values.min()), "mean_mhz": round(float(values.mean()), 1),
+        evidence={"rated_mhz": rated, "min_mhz": float(values.min()),
+                  "mean_mhz": round(float(values.mean()), 1),
                   "drop_ratio": round(drop, 4), "threshold": ctx.threshold("drop_ratio_above"),
                   "samples": int(len(values)), "busy_share": share(g.dur[idx].sum(), ctx.total_ns)},
         kernels=idx, saving_ns=g.dur[idx] * drop, saving_model=SAVING_MODEL,

@@ -64,9 +64,12 @@ def match(ctx: RuleContext) -> None:
         bvocab = np.array([v.startswith(("broadcastto", "expand", "tile")) for v in vocab] + [False])
         bcast = bvocab[codes[idx]]
         n_chains = len(uniq)
-        q = np.bincount(inv, weights=np.where(is_mm & (side < 0), g.slot_bytes(0)[idx], 0.0), minlength=n_chains)
-        k = np.bincount(inv, weights=np.where(is_mm & (side < 0), g.slot_bytes(1)[idx], 0.0), minlength=n_chains)
-        v = np.bincount(inv, weights=np.where(is_mm & (side > 0), g.slot_bytes(1)[idx], 0.0), minlength=n_chains)
+        q = np.bincount(inv, weights=np.where(is_mm & (side < 0), g.slot_bytes(0)[idx], 0.0),
+                        minlength=n_chains)
+        k = np.bincount(inv, weights=np.where(is_mm & (side < 0), g.slot_bytes(1)[idx], 0.0),
+                        minlength=n_chains)
+        v = np.bincount(inv, weights=np.where(is_mm & (side > 0), g.slot_bytes(1)[idx], 0.0),
+                        minlength=n_chains)
         o = np.bincount(inv, weights=np.where(is_mm & (side > 0), g.slot_bytes(0, outputs=True)[idx], 0.0),
                         minlength=n_chains)
         kv_bcast = np.bincount(inv, weights=np.where(bcast, g.slot_bytes(0)[idx], 0.0), minlength=n_chains)
@@ -74,8 +77,9 @@ def match(ctx: RuleContext) -> None:
         flops = np.bincount(inv, weights=np.where(is_mm, g.flops[idx], 0.0), minlength=n_chains)
         in_decode = np.bincount(inv, weights=g.decode_kernel_mask[idx].astype(float), minlength=n_chains) > 0
         flops = np.where(in_decode, flops, 0.5 * flops)  # FIA skips the masked half of causal prefill
-        fused_ns = overhead_ns + np.maximum((q + kv + o) / (bw * cfg["fused_bandwidth_efficiency"]),
-                                            flops / (g.sku.peak_flops_per_s() * cfg["fused_cube_efficiency"])) * 1e9
+        fused_ns = overhead_ns + np.maximum(
+            (q + kv + o) / (bw * cfg["fused_bandwidth_efficiency"]),
+            flops / (g.sku.peak_flops_per_s() * cfg["fused_cube_efficiency"])) * 1e9
         saving[idx], chains = chain_savings(g, idx, ids[idx], fused_ns, cfg["fused_launch_gap_us"] * 1e3)
         decode_chains = int(in_decode.sum())
     # 2) fused decode kernels, MTE2-bound and slower than the bandwidth model
@@ -124,13 +128,16 @@ def match(ctx: RuleContext) -> None:
             "chains_per_token": round(decode_chains / ctx.tokens, 2),
             "mte2_bound_fused_kernels": int(slow_fused.sum()),
             "mte2_share": move, "mte2_threshold": cfg["mte2_share_above"],
-            "attention_time_us": us(g.dur[idx].sum()), "attention_launch_gap_us": us(g.gap_before_ns[idx].sum()),
-            "achieved_bandwidth_gbps": round(float(g.bytes_moved[idx].sum() / dur_s / 1e9), 1) if dur_s else 0.0,
+            "attention_time_us": us(g.dur[idx].sum()),
+            "attention_launch_gap_us": us(g.gap_before_ns[idx].sum()),
+            "achieved_bandwidth_gbps": (round(float(g.bytes_moved[idx].sum() / dur_s / 1e9), 1) if dur_s
+                                        else 0.0),
             "peak_bandwidth_gbps": g.sku.hbm_gbps.value,
             "fused_bandwidth_efficiency_pct": round(100 * cfg["fused_bandwidth_efficiency"], 1),
         },
         kernels=idx, saving_ns=saving[idx], covered_ns=covered, saving_model=SAVING_MODEL,
-        details={"op_types": list(ops), "op_time": ops, "layers": st.get("layers"), "head_dim": st.get("head_dim"),
-                 "model": st.get("model_hint"), "unfused": bool(chains), "phases": ["prefill", "decode"] if chains
-                 and chains > decode_chains else ["decode"], "example_shapes": shape_strings(g, anchors[:3])},
+        details={"op_types": list(ops), "op_time": ops, "layers": st.get("layers"),
+                 "head_dim": st.get("head_dim"), "model": st.get("model_hint"), "unfused": bool(chains),
+                 "phases": ["prefill", "decode"] if chains and chains > decode_chains else ["decode"],
+                 "example_shapes": shape_strings(g, anchors[:3])},
     )

@@ -84,11 +84,13 @@ def match(ctx: RuleContext) -> None:
     waiting_share = (elapse - transit) / elapse if elapse > 0 and transit >= 0 else None
     lib = _LIB.get(ctx.vendor, msg("the collective library"))
     evidence = {"communication_not_overlapped_us": us(exposed), "share_of_step": share(exposed, total),
-                "communication_overlapped_us": us(b.communication_overlapped_ns), "compute_us": us(b.buckets["compute"]),
-                "threshold_share": cfg["share_above"], "ranks_in_profile": ctx.group.ranks if ctx.group else 1}
+                "communication_overlapped_us": us(b.communication_overlapped_ns),
+                "compute_us": us(b.buckets["compute"]), "threshold_share": cfg["share_above"],
+                "ranks_in_profile": ctx.group.ranks if ctx.group else 1}
     if figures:
         evidence.update({"collectives": int(figures["collectives"]), "collective_time_us": us(elapse),
-                         "transit_us": us(transit), "wait_us": us(figures["wait"]), "idle_us": us(figures["idle"]),
+                         "transit_us": us(transit), "wait_us": us(figures["wait"]),
+                         "idle_us": us(figures["idle"]),
                          "size_mb": round(figures["size_bytes"] / 1e6, 3)})
         if transit > 0 and figures["size_bytes"] > 0:
             evidence["achieved_bandwidth_gbps"] = round(figures["size_bytes"] / transit, 3)  # bytes/ns = GB/s
@@ -144,7 +146,8 @@ def match(ctx: RuleContext) -> None:
     ctx.emit(
         title=title, description=description,
         ops=column_strings(g, "name", is_comm, limit=10) or
-        [str(v) for v in pc.unique(pc.fill_null(ctx.profile.communication["name"], "")).to_pylist()[:10] if v],
+        [str(v) for v in pc.unique(pc.fill_null(ctx.profile.communication["name"], "")).to_pylist()[:10]
+         if v],
         evidence=evidence, kernels=comm_kernels, saving_ns=np.zeros(len(comm_kernels)), covered_ns=exposed,
         saving_model=SAVING_MODEL, intervals=clip_to_length(s, e, saving),
         # the collectives lose their waiting (or the part compute can hide): this rank's tasks shortened

@@ -26,7 +26,8 @@ from pypto_core.rules.registry import Rule
 
 
 def severity_for(saving_share: float, time_share: float) -> str:
-    # [INFERRED] a fix worth >= 10% of the run is high, >= 3% medium; the advisor ranks by "income ratio" alike
+    # [INFERRED] a fix worth >= 10% of the run is high, >= 3% medium; the advisor ranks by "income ratio"
+    # alike
     if saving_share >= 0.10:
         return "high"
     if saving_share >= 0.03 or time_share >= 0.10:
@@ -97,9 +98,9 @@ class RuleContext:
         """Decode steps in the run (1 if the run has no decode tokens), for per-token counts."""
         return max(int(len(self.graph.tokens.latency_ns)), 1)
 
-    def emit(self, *, title: Message | str, description: Message | str, ops: list[str], evidence: dict[str, Any],
-             kernels: np.ndarray, saving_ns: np.ndarray | float, saving_model: Message | str,
-             details: dict[str, Any] | None = None,
+    def emit(self, *, title: Message | str, description: Message | str, ops: list[str],
+             evidence: dict[str, Any], kernels: np.ndarray, saving_ns: np.ndarray | float,
+             saving_model: Message | str, details: dict[str, Any] | None = None,
              covered_ns: float | None = None, extra_saving_ns: float = 0.0, severity: str | None = None,
              intervals: tuple[np.ndarray, np.ndarray] | None = None, change: Change | None = None) -> Finding:
         """Record one finding. ``kernels``: the row indices it covers; ``saving_ns``: per kernel (or one

@@ -50,8 +50,10 @@ def match(ctx: RuleContext) -> None:
     if api.num_rows:
         is_compile = pc.match_substring_regex(pc.fill_null(pc.cast(api["name"], pa.string()), ""),
                                              r"(?i)compile")
-        cs = pc.filter(pc.fill_null(api["start_ns"], 0), is_compile).to_numpy(zero_copy_only=False).astype(np.int64)
-        cd = pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile).to_numpy(zero_copy_only=False).astype(np.int64)
+        cs = (pc.filter(pc.fill_null(api["start_ns"], 0), is_compile).to_numpy(zero_copy_only=False)
+              .astype(np.int64))
+        cd = (pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile).to_numpy(zero_copy_only=False)
+              .astype(np.int64))
         # One compilation is one outermost call: CANN records opCompile inside aclopCompileAndExecute, and the
         # advisor counts the outer call against its threshold of 20.
         top = outermost(cs, cs + cd)

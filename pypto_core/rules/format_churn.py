@@ -32,7 +32,8 @@ def match(ctx: RuleContext) -> None:
         return
     idx = np.nonzero(mask)[0]
     slot = (g.dur + g.gap_before_ns).astype(np.float64)[idx]
-    if len(idx) / ctx.tokens < cfg["min_count_per_token"] or share(g.dur[idx].sum(), ctx.total_ns) < cfg["min_time_share"]:
+    if (len(idx) / ctx.tokens < cfg["min_count_per_token"]
+            or share(g.dur[idx].sum(), ctx.total_ns) < cfg["min_time_share"]):
         return
     ops = op_type_time(g, mask)
     ctx.emit(
@@ -44,7 +45,8 @@ def match(ctx: RuleContext) -> None:
                         "dtype, so the conversions leave the hot loop."),
         ops=list(ops),
         evidence={"conversions": len(idx), "per_token": round(len(idx) / ctx.tokens, 2),
-                  "conversion_time_us": us(g.dur[idx].sum()), "time_share": share(g.dur[idx].sum(), ctx.total_ns)},
+                  "conversion_time_us": us(g.dur[idx].sum()),
+                  "time_share": share(g.dur[idx].sum(), ctx.total_ns)},
         kernels=idx, saving_ns=slot, covered_ns=float(slot.sum()), saving_model=SAVING_MODEL,
         details={"op_types": list(ops), "op_time": ops, "example_shapes": shape_strings(g, idx[:4])},
     )

@@ -27,9 +27,10 @@ _ADVICE = {
                   "ACL graph), set TASK_QUEUE_ENABLE=2 and CPU_AFFINITY_CONF=2, and fuse small ops to launch "
                   "fewer kernels."),
     "nvidia": msg("Capture the step with CUDA Graphs (torch.compile(mode=\"reduce-overhead\") or "
-               "torch.cuda.CUDAGraph), let torch.compile fuse small ops, and keep Python work out of the step."),
+                  "torch.cuda.CUDAGraph), let torch.compile fuse small ops, and keep Python work out of the "
+                  "step."),
     "amd": msg("Capture the step with HIP graphs (torch.compile(mode=\"reduce-overhead\") on ROCm), let "
-            "torch.compile fuse small ops, and keep Python work out of the step."),
+               "torch.compile fuse small ops, and keep Python work out of the step."),
 }
 _GENERIC = msg("Launch fewer, larger kernels (fuse small ops, compile the step) and keep Python work out of "
                "the step.")
@@ -79,7 +80,8 @@ def match(ctx: RuleContext) -> None:
         kernels=idx, saving_ns=np.zeros(len(idx)), covered_ns=bound, saving_model=SAVING_MODEL,
         intervals=(g.start[idx] - saving.astype(np.int64), g.start[idx]),
         # graph mode: every task is issued by the graph, so the host's issuing time (framework ops and the
-        # Python between them, host_launch_bound and idle_other) goes and every such gap shrinks to the residual
+        # Python between them, host_launch_bound and idle_other) goes and every such gap shrinks to the
+        # residual
         change=_graph_mode(ctx, a, int(cfg["residual_gap_us"] * 1e3), cfg["min_gap_us"] * 1e3),
         details={"env": {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}, "graph_mode": True}
         if ctx.vendor == "ascend" else {"graph_mode": True},

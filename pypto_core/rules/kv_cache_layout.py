@@ -34,8 +34,8 @@ SAVING_MODEL = msg("Every per-step copy of a cache-shaped tensor disappears with
                                             "new K/V (docs/domain.md §5); ReshapeAndCacheNdKernel ~3 us "
                                             "(docs/domain.md §3.1)"),
       },
-      blocks=("kv_layout", "kv_update"), remedies=("kv_cache_layout_patch.py",), needs=("kernels.input_shapes",),
-      vendors=("ascend",), workloads=DECODE_WORKLOADS)
+      blocks=("kv_layout", "kv_update"), remedies=("kv_cache_layout_patch.py",),
+      needs=("kernels.input_shapes",), vendors=("ascend",), workloads=DECODE_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.thresholds
@@ -61,17 +61,19 @@ def match(ctx: RuleContext) -> None:
         title=msg("{per_token:.0f} KV-cache layout copies per token around attention", per_token=per_token),
         description=msg(
             "Every decode step copies cache-shaped tensors (Transpose / TensorMove / ConcatD) because the KV "
-            "cache is kept in a layout the attention kernel does not read directly (typically BNSD grown with "
-            "torch.cat, as Hugging Face eager code does). Keep a pre-allocated BSND cache (batch, max_seq, "
-            "kv_heads, head_dim), write new keys and values in place with torch_npu.scatter_update_, and call "
-            "the fused attention with input_layout=\"BSND\". The share reported is a proxy: the time of these "
-            "copies, not a measured count of uncoalesced memory accesses, which no profiler exposes."),
+            "cache is kept in a layout the attention kernel does not read directly (typically BNSD grown "
+            "with torch.cat, as Hugging Face eager code does). Keep a pre-allocated BSND cache (batch, "
+            "max_seq, kv_heads, head_dim), write new keys and values in place with "
+            "torch_npu.scatter_update_, and call the fused attention with input_layout=\"BSND\". The share "
+            "reported is a proxy: the time of these copies, not a measured count of uncoalesced memory "
+            "accesses, which no profiler exposes."),
         ops=list(ops),
         evidence={
             "layout_copies": int(len(idx)), "copies_per_token": round(per_token, 2),
             "copy_time_us": us(lay_time), "copy_launch_gap_us": us(g.gap_before_ns[idx].sum()),
             "layout_tax_vs_attention": round(lay_time / att_time, 4) if att_time else None,
-            "kv_cache_noncontiguous_share": round(lay_time / (lay_time + att_time), 4) if lay_time + att_time else 0.0,
+            "kv_cache_noncontiguous_share": (round(lay_time / (lay_time + att_time), 4)
+                                             if lay_time + att_time else 0.0),
             "proxy": PROXY.template,
             "in_place_cache_update_kernels": int(g.is_role("kv_update").sum()),
         },

@@ -92,7 +92,8 @@ def match(ctx: RuleContext) -> None:
         if mix[row]:
             reasons.append("runs as MIX_AIC (the op_summary signature of an unaligned inner axis)")
         shapes.append({
-            "op_type": str(g.kernels["op_type"][int(row)].as_py() or vocab[op_codes[row]]), "input_shapes": raw[gi],
+            "op_type": str(g.kernels["op_type"][int(row)].as_py() or vocab[op_codes[row]]),
+            "input_shapes": raw[gi],
             "batch": int(batch[row]), "m": int(m[row]), "k": kk, "n": nn, "dtype_bytes": int(eb[row]),
             "count": int(group_count[gi]), "total_us": us(group_time[gi]),
             "roofline_efficiency_pct": round(100 * group_bound[gi] / max(group_time[gi], 1), 2),
@@ -130,6 +131,7 @@ def match(ctx: RuleContext) -> None:
             "mix_aic_kernels": int((mix & flagged).sum()),
         },
         kernels=idx, saving_ns=saving[idx], saving_model=SAVING_MODEL,
-        details={"op_names": column_strings(g, "name", flagged), "op_types": sorted({s["op_type"] for s in shapes}),
+        details={"op_names": column_strings(g, "name", flagged),
+                 "op_types": sorted({s["op_type"] for s in shapes}),
                  "shapes": shapes, "sku": g.sku.name, "model": g.structure().get("model_hint")},
     )

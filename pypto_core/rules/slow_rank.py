@@ -64,7 +64,8 @@ def match(ctx: RuleContext) -> None:
                         "it. Look at that rank's own findings, its host (CPU binding, other processes) and "
                         "its share of the data."),
         ops=[],
-        evidence={"kind": kind, **{f"{k}_gap_vs_mean": round(v, 4) for k, v in gaps.items()}, "gap_vs_mean": round(float(gap), 4), "threshold": ctx.threshold("gap_above"),
+        evidence={"kind": kind, **{f"{k}_gap_vs_mean": round(v, 4) for k, v in gaps.items()},
+                  "gap_vs_mean": round(float(gap), 4), "threshold": ctx.threshold("gap_above"),
                   "slow_rank": ranks[slow], **{f"rank_{r}_{kind}_us": us(v) for r, v in zip(ranks, vals)}},
         kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=float(vals.max()),
         intervals=_waiting_for_peers(ctx, saving), saving_model=SAVING_MODEL,
