@@ -52,16 +52,18 @@ def verdict_of(result: dict[str, Any], rule: str, *, base_ops: list[str] | None 
     elif row.get("status") == "fixed":
         verdict, reason = "fixed", "no longer found in the new run"
     elif base_ops and new_ops and not set(base_ops) & set(new_ops):
-        verdict, reason = "fixed", "its kernels are gone; the rule now flags other kernels: " + ", ".join(other)
+        verdict = "fixed"
+        reason = "its kernels are gone; the rule now flags other kernels: " + ", ".join(other)
     elif measured is not None and measured < 0:
         verdict, reason = "worse", "still found, and its kernels took longer"
     else:
         verdict, reason = "persisting", "still found in the new run"
     blocks = _blocks_of(result, rule)
+    messages = (row or {}).get("messages")  # the title in any language
     return {
         "rule": rule, "verdict": verdict, "reason": reason,
         "title": (row or {}).get("title", ""),
-        **({"messages": row["messages"]} if (row or {}).get("messages") else {}),  # the title in any language
+        **({"messages": messages} if messages else {}),
         "estimated_saving_us": (row or {}).get("estimated_saving_us"),
         "measured_saving_us": measured,
         "noise": noise_verdict(result),

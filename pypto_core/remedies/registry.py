@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Iterable
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from pypto_core.remedies.artifact import Artifact
 from pypto_core.remedies.context import RemedyContext, profile_meta_dict
@@ -18,7 +18,7 @@ from pypto_core.rules.registry import discover
 
 
 class RemedyGenerator(Protocol):
-    rule: ClassVar[str]
+    rule: str  # the id of the rule it serves (a class attribute)
 
     def generate(self, ctx: RemedyContext) -> list[Artifact]: ...
 
@@ -55,7 +55,8 @@ def generate_artifacts(report_or_findings: Report | Iterable[Finding], *, profil
                        model_source: str | None = None, model_filename: str | None = None) -> list[Artifact]:
     """Every artifact for every finding that has a generator, with names unique across the analysis.
 
-    ``profile_meta`` is a ``ProfileMeta`` or a dict; for a ``Report`` it defaults to the report's profile block.
+    ``profile_meta`` is a ``ProfileMeta`` or a dict; for a ``Report`` it defaults to the report's profile
+    block.
     ``model_source`` is the user's model file (text), for the unified diffs; without it no diff is made.
     """
     if isinstance(report_or_findings, Report):

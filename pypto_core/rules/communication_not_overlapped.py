@@ -69,10 +69,10 @@ def _collective_figures(ctx: RuleContext) -> dict[str, float]:
       blocks=(), remedies=(), needs=("kernels.name", "communication.*", "steps.*"),
       explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
-    if bucket_share(ctx, "communication_not_overlapped") is None:
-        return
     g = ctx.graph
     a = g.attribution
+    if a is None or bucket_share(ctx, "communication_not_overlapped") is None:
+        return
     cfg = ctx.thresholds
     total = ctx.total_ns
     exposed = float(ctx.bucket_ns("communication_not_overlapped"))
@@ -94,17 +94,19 @@ def match(ctx: RuleContext) -> None:
                          "size_mb": round(figures["size_bytes"] / 1e6, 3)})
         if transit > 0 and figures["size_bytes"] > 0:
             evidence["achieved_bandwidth_gbps"] = round(figures["size_bytes"] / transit, 3)  # bytes/ns = GB/s
-    waiting = waiting_share is not None and waiting_share >= cfg["waiting_share_above"]
-    if waiting:
+    # the share of their time the collectives wait, when it is above the threshold
+    waiting = (waiting_share if waiting_share is not None and waiting_share >= cfg["waiting_share_above"]
+               else None)
+    if waiting is not None:
         wait = figures["wait"]
         # MindStudio's Wait Time Ratio: notify wait over wait + transit; above its threshold a peer is late
         # without Transit figures (not recorded) the ratio would read 1.0 for nothing: the Wait share of the
         # collectives' time stands in for it
         wait_ratio = wait / (wait + transit) if transit > 0 else (wait / elapse if elapse > 0 else None)
-        evidence["waiting_share"] = round(waiting_share, 6)
+        evidence["waiting_share"] = round(waiting, 6)
         if wait_ratio is not None:
             evidence["wait_time_ratio"] = round(wait_ratio, 6)
-        saving = exposed * waiting_share
+        saving = exposed * waiting
         moved = (msg("the collectives move data {pct:.1f}% of their time", pct=100 * transit / elapse)
                  if transit > 0 else msg("communication.json records no transfer time for the collectives"))
         title = msg("Communication not overlapped is {pct:.0f}% of the step, and {moved}",
@@ -151,6 +153,7 @@ def match(ctx: RuleContext) -> None:
         evidence=evidence, kernels=comm_kernels, saving_ns=np.zeros(len(comm_kernels)), covered_ns=exposed,
         saving_model=SAVING_MODEL, intervals=clip_to_length(s, e, saving),
         # the collectives lose their waiting (or the part compute can hide): this rank's tasks shortened
-        change=kernel_change(comm_kernels, g.dur[comm_kernels] * waiting_share if waiting else saving, g.dur),
+        change=kernel_change(comm_kernels, g.dur[comm_kernels] * waiting if waiting is not None else saving,
+                             g.dur),
         details={"vendor": ctx.vendor, "library": str(lib)},
     )

@@ -21,7 +21,8 @@ SAVING_MODEL = msg("A loader that keeps batches ready (more workers, prefetching
       explains="data_loading")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "data_loading")
-    if found is None:
+    a = ctx.graph.attribution
+    if found is None or a is None:
         return
     pin = "pin_memory=True" if ctx.vendor in ("ascend", "nvidia", "amd") else "prefetching"
     emit_bucket(ctx, "data_loading",
@@ -32,5 +33,5 @@ def match(ctx: RuleContext) -> None:
                                 "persistent_workers=True, prefetch_factor and {pin}, and move decoding or "
                                 "augmentation off the critical path.", pin=pin),
                 saving_ns=ctx.bucket_ns("data_loading"), saving_model=SAVING_MODEL,
-                evidence={"steps": len(ctx.graph.attribution.steps)},
+                evidence={"steps": len(a.steps)},
                 change=Change(host_removed=host_calls(ctx, DATA_LOADER, "data_loading")))

@@ -37,7 +37,9 @@ class Finding:
 
     def localized(self, language: str) -> Finding:
         """The same finding with its text in ``language``; ids and numbers are untouched."""
-        return replace(self, **localized_text(self.messages, language, self.to_dict()))
+        text = localized_text(self.messages, language, self.to_dict())
+        return replace(self, title=text["title"], description=text["description"],
+                       saving_model=text["saving_model"])
 
 
 # The finding fields whose text is rendered from ``Finding.messages``.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.attribution import TimeAttribution
 from pypto_core.i18n import msg
 from pypto_core.intervals import overlap_ns
 from pypto_core.replay import Change
@@ -88,7 +89,7 @@ def match(ctx: RuleContext) -> None:
     )
 
 
-def _graph_mode(ctx: RuleContext, a, residual_ns: int, min_gap_ns: float) -> Change:
+def _graph_mode(ctx: RuleContext, a: TimeAttribution, residual_ns: int, min_gap_ns: float) -> Change:
     g = ctx.graph
     ls, le = a.intervals("host_launch_bound", "idle_other")
     launch_gap = overlap_ns(ls, le, g.start - g.gap_before_ns, g.start)

@@ -23,10 +23,10 @@ SAVING_MODEL = msg("Host copies from pinned memory run asynchronously and overla
                                                  "threshold]")},
       blocks=(), remedies=(), needs=(), explains="memcpy")
 def match(ctx: RuleContext) -> None:
-    found = bucket_share(ctx, "memcpy")
-    if found is None:
-        return
     g = ctx.graph
+    found = bucket_share(ctx, "memcpy")
+    if found is None or g.attribution is None:
+        return
     b = g.attribution.run
     copies = np.nonzero(is_copy_code(g.task_codes[0]))[0]
     split = {k: us(v) for k, v in b.memcpy_split.items() if v}

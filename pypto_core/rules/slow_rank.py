@@ -9,6 +9,7 @@ import numpy as np
 from pypto_core.attribution import attribute
 from pypto_core.i18n import msg
 from pypto_core.intervals import clip_to_length
+from pypto_core.profile import Profile
 from pypto_core.replay import kernel_change
 from pypto_core.rules._util import us
 from pypto_core.rules.context import RuleContext
@@ -21,7 +22,7 @@ SAVING_MODEL = msg("Every rank waits for the slowest at each collective: balanci
 RANK_TIME_KINDS = {"computing": msg("computing"), "communication": msg("communication"), "free": msg("free")}
 
 
-def _rank_totals(profile) -> dict[str, float]:
+def _rank_totals(profile: Profile) -> dict[str, float]:
     """Compute, communication not overlapped and idle time of one rank, from its time attribution (the
     same numbers the rank's breakdown shows)."""
     a = attribute(profile)

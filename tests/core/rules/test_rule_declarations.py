@@ -1,5 +1,6 @@
-"""A rule is one place: its module's ``@rule(...)`` declares its thresholds (each with its evidence), the model
-blocks a comparison measures it on, the remedy files it offers, the columns it reads and where it applies.
+"""A rule is one place: its module's ``@rule(...)`` declares its thresholds (each with its evidence), the
+model blocks a comparison measures it on, the remedy files it offers, the columns it reads and where it
+applies.
 
 These tests check that every registered rule declares all of that with values the rest of the engine
 understands, that the rest of the engine reads the declarations (config, compare, fix verdicts, remedies,
@@ -54,7 +55,7 @@ def test_every_rule_declares_its_facts() -> None:
         assert r.thresholds, f"{r.id} declares no threshold"
         for name, t in r.thresholds.items():
             assert isinstance(t, Threshold) and isinstance(t.value, (int, float)), (r.id, name)
-            assert len(t.evidence.split()) >= 3, f"{r.id}.{name}: the evidence says where the value comes from"
+            assert len(t.evidence.split()) >= 3, f"{r.id}.{name}: the evidence says where the value is from"
         assert set(r.blocks) <= set(BLOCKS), r.id
         assert all(re.fullmatch(r"[\w.]+\.(py|json|sh)", f) for f in r.remedies), r.id
         assert set(r.vendors) <= set(VENDORS) and set(r.workloads) <= set(WORKLOADS), r.id
@@ -69,7 +70,7 @@ def test_threshold_evidence_cites_sections_that_exist() -> None:
                 sections = _sections(DOCS / doc)
                 for ref in re.findall(r"§([\d.]+)", refs):
                     cited += 1
-                    assert ref.rstrip(".") in sections, f"{r.id}.{name} cites docs/{doc} §{ref}, not a section"
+                    assert ref.rstrip(".") in sections, f"{r.id}.{name}: docs/{doc} has no §{ref}"
     assert cited >= 15  # most thresholds name their source
 
 
@@ -179,7 +180,8 @@ def per_rule_tables(source: str, ids: set[str]) -> Iterator[tuple[int, list[str]
 
 
 def test_the_table_finder_finds_a_per_rule_table() -> None:
-    source = 'BLOCKS = {"matmul_tiling": ("matmul",), "unfused_rope": ("rope",)}\nOTHER = {"matmul_tiling": 1}\n'
+    source = ('BLOCKS = {"matmul_tiling": ("matmul",), "unfused_rope": ("rope",)}\n'
+              'OTHER = {"matmul_tiling": 1}\n')
     assert list(per_rule_tables(source, _rule_ids())) == [(1, ["matmul_tiling", "unfused_rope"])]
 
 
