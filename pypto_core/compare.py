@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import csv
 import io
-from concurrent.futures import ThreadPoolExecutor
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ from pypto_core.kernel_names import readable
 from pypto_core.profile import Profile, merge_columns
 from pypto_core.report_render import md_cell
 from pypto_core.rules.finding import Report
+from pypto_core.rules.registry import discover, rule_blocks
 
 COMPARE_SCHEMA_VERSION = 1
 # The tables a comparison reads (through OperatorCallGraph): a saved profile can be loaded with only these
@@ -67,15 +68,10 @@ ALIGN_LEVELS: tuple[str, ...] = ("framework_op", "op_type", "name")
 ALIGNED_KERNELS = 8  # kernels listed per side of an aligned row (the rest counted)
 MD_CELL_MAX = 200  # characters of one Markdown table cell
 
-# Which model block each rule's measured saving comes from (the blocks the rule's ops serve).
-RULE_BLOCKS: dict[str, tuple[str, ...]] = {
-    "matmul_tiling": ("matmul",),
-    "attention_memory_bound": ("attention",),
-    "kv_cache_layout": ("kv_layout", "kv_update"),
-    "norm_launch_overhead": ("norm",),
-    "unfused_rope": ("rope",),
-    "unfused_swiglu": ("ffn_activation",),
-}
+# The model blocks ``kernel_blocks`` sorts kernels into; a rule's measured saving comes from the blocks it
+# declares (``@rule(blocks=...)``, ``rules.registry.rule_blocks``).
+BLOCKS: tuple[str, ...] = ("attention", "kv_layout", "kv_update", "norm", "rope", "matmul", "ffn_activation",
+                           "lm_head", "communication", "other")
 
 
 @dataclass
@@ -92,7 +88,7 @@ class _Side:
     cache: dict[str, Any] = field(default_factory=dict)  # encodings computed once per side
 
     @classmethod
-    def of(cls, profile: Profile, sku: str | None) -> "_Side":
+    def of(cls, profile: Profile, sku: str | None) -> _Side:
         graph = OperatorCallGraph(profile, sku)
         t = graph.tokens
         return cls(profile=profile, graph=graph, metrics=graph.metrics(), tokens=int(len(t.latency_ns)),
@@ -124,6 +120,8 @@ def kernel_blocks(graph: OperatorCallGraph) -> np.ndarray:
 
 
 _Codes = tuple[np.ndarray, list[str]]  # an integer code per kernel, and the text of each code
+# per kernel: a key code into (aligned_by, key) labels, those labels, a readable-name code, the names
+_AlignmentKeys = tuple[np.ndarray, list[tuple[str, str]], np.ndarray, list[str]]
 
 
 def _encode(values: np.ndarray | pa.Array | pa.ChunkedArray) -> _Codes:
@@ -281,7 +279,8 @@ class ProfileComparer:
             nm, nse = _median_se(self.new.token_latency_ms)
             noise = NOISE_Z * math.hypot(bse, nse)
             spread = {"base_median_ms": bm, "new_median_ms": nm, "noise_ms": noise,
-                      "base_steps": len(self.base.token_latency_ms), "new_steps": len(self.new.token_latency_ms)}
+                      "base_steps": len(self.base.token_latency_ms),
+                      "new_steps": len(self.new.token_latency_ms)}
             return abs(nm - bm) > noise, spread
         scale = max(abs(bv), abs(nv))
         return (abs(nv - bv) > SINGLE_VALUE_REL_TOLERANCE * scale) if scale else False, None
@@ -337,7 +336,8 @@ class ProfileComparer:
         return rows
 
     def _block_ops(self, side: _Side, block: str) -> list[str]:
-        block_codes, block_labels = side.cache.get("blocks") or side.cache.setdefault("blocks", _encode(side.block))
+        block_codes, block_labels = (side.cache.get("blocks")
+                                     or side.cache.setdefault("blocks", _encode(side.block)))
         if block not in block_labels:
             return []
         mask = side.scope_mask(self.per_token) & (block_codes == block_labels.index(block))
@@ -389,9 +389,9 @@ class ProfileComparer:
             return inside, float(len(w_start))
         return np.ones(g.n, bool), 1.0
 
-    def _alignment_keys(self, side: _Side) -> tuple[np.ndarray, list[tuple[str, str]], np.ndarray, list[str]]:
+    def _alignment_keys(self, side: _Side) -> _AlignmentKeys:
         """Per kernel: a key code into (aligned_by, key) labels, and a readable-name code into names."""
-        cached = side.cache.get("alignment_keys")
+        cached: _AlignmentKeys | None = side.cache.get("alignment_keys")
         if cached is not None:
             return cached
         g, k = side.graph, side.profile.kernels
@@ -414,9 +414,9 @@ class ProfileComparer:
                   + [("name", v) for v in names])
         nf, no = len(fw.op_names), len(op_labels)
         keys = np.where(fw.op >= 0, fw.op, np.where(has_op, nf + op_codes, nf + no + name_codes))
-        cached = (keys.astype(np.int64), labels, name_codes, names)
-        side.cache["alignment_keys"] = cached
-        return cached
+        computed = (keys.astype(np.int64), labels, name_codes, names)
+        side.cache["alignment_keys"] = computed
+        return computed
 
     def _aligned_side(self, side: _Side, unit: str) -> dict[tuple[str, str], dict[str, Any]]:
         scope, per = self._aligned_scope(side, unit)
@@ -458,8 +458,8 @@ class ProfileComparer:
             sp, sinv = np.unique(k[has_scope] * sw + scopes[has_scope], return_inverse=True)
             st = np.bincount(sinv.reshape(-1), weights=d[has_scope], minlength=len(sp))
             for j in np.argsort(st, kind="stable"):  # largest last, so it wins
-                code, sc = divmod(int(sp[j]), sw)
-                out[labels[code]]["module"] = fw.scope_names[sc]
+                label_code, sc = divmod(int(sp[j]), sw)
+                out[labels[label_code]]["module"] = fw.scope_names[sc]
         return out
 
     def _aligned(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -498,7 +498,8 @@ class ProfileComparer:
         return float(side.graph.dur[mask].sum() + side.gap_ns[mask].sum())
 
     def _measured_saving_us(self, blocks: tuple[str, ...]) -> float:
-        """What the fix saved, on the baseline's scale (the same scope as the rules' estimates: the whole run).
+        """What the fix saved, on the baseline's scale (the same scope as the rules' estimates: the whole
+        run).
 
         Decode time is compared per token and scaled by the baseline's token count, so a rerun that decoded a
         different number of tokens is still compared fairly; the rest of the run (prefill) is compared as is.
@@ -506,7 +507,8 @@ class ProfileComparer:
         b, n = self.base, self.new
         if not self.per_token:
             every_b, every_n = np.ones(b.graph.n, bool), np.ones(n.graph.n, bool)
-            return (self._block_time_ns(b, blocks, every_b) - self._block_time_ns(n, blocks, every_n)) / 1000.0
+            return (self._block_time_ns(b, blocks, every_b)
+                    - self._block_time_ns(n, blocks, every_n)) / 1000.0
         b_dec, n_dec = b.graph.decode_kernel_mask, n.graph.decode_kernel_mask
         decode = (self._block_time_ns(b, blocks, b_dec) / b.tokens
                   - self._block_time_ns(n, blocks, n_dec) / n.tokens) * b.tokens
@@ -522,11 +524,12 @@ class ProfileComparer:
         for rule, f in base.items():
             # A rule that cannot fire on the other side (its vendor or workload) proves nothing there: an NPU
             # finding absent from a GPU run is not fixed, it does not apply
-            status = ("persisting" if rule in new else "fixed") if _applies(rule, self.new) else "not_applicable"
+            status = (("persisting" if rule in new else "fixed") if _applies(rule, self.new)
+                      else "not_applicable")
             row: dict[str, Any] = {"rule": rule, "status": status, "title": f.get("title", ""),
                                    **_title_message(f), "estimated_saving_us": f.get("estimated_saving_us"),
                                    "measured_saving_us": None}
-            blocks = RULE_BLOCKS.get(rule)
+            blocks = rule_blocks(rule)
             if blocks:
                 measured = self._measured_saving_us(blocks)
                 row["measured_saving_us"] = measured
@@ -544,8 +547,6 @@ class ProfileComparer:
 
 def _applies(rule_id: str, side: _Side) -> bool:
     """Whether ``rule_id`` can fire on this side's vendor and workload (an unknown rule: assume it can)."""
-    from pypto_core.rules.registry import discover
-
     rule = discover().get(rule_id)
     return rule is None or rule.applies_to(side.graph.vendor, side.graph.workload.kind)
 
@@ -560,7 +561,8 @@ def _verdict(row: dict[str, Any]) -> str:
         return "n/a"
     if row.get("significant") is False and row.get("delta"):
         return "noise"
-    return {True: "better", False: "worse"}.get(row.get("better"), "same")
+    words: dict[Any, str] = {True: "better", False: "worse"}
+    return words.get(row.get("better"), "same")
 
 
 def _title_message(finding: dict[str, Any]) -> dict[str, Any]:
@@ -628,8 +630,9 @@ def _rank_row(rank: int | None, tb: dict[str, Any], steps: int) -> dict[str, Any
     n = max(steps, 1)
     idle = sum(tb.get(b, 0) for b in ("sync_wait", "data_loading", "host_launch_bound", "idle_other"))
     row: dict[str, Any] = {"rank": rank, "steps": steps, "wall_ms": wall / 1e6 / n}
-    for key, ns in (("compute", tb.get("compute", 0)), ("communication_not_overlapped",
-                    tb.get("communication_not_overlapped", 0)), ("memcpy", tb.get("memcpy", 0)), ("idle", idle)):
+    for key, ns in (("compute", tb.get("compute", 0)),
+                    ("communication_not_overlapped", tb.get("communication_not_overlapped", 0)),
+                    ("memcpy", tb.get("memcpy", 0)), ("idle", idle)):
         row[f"{key}_ms"] = ns / 1e6 / n
         row[f"{key}_share"] = ns / wall if wall else None
     return row
@@ -704,7 +707,8 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
     """The comparison ready for a pull request: metrics with their noise test, the overall summary side by
     side, device time aligned by what the model did, op types and findings. Escaped for Markdown."""
     data = result.to_dict() if isinstance(result, ComparisonResult) else result
-    lines = ["| Metric | Unit | Before | After | Δ | Better | Noise test |", "|---|---|---:|---:|---:|:---:|---|"]
+    lines = ["| Metric | Unit | Before | After | Δ | Better | Noise "
+             "test |", "|---|---|---:|---:|---:|:---:|---|"]
     for m in data["metrics"]:
         if m["base"] is None and m["new"] is None:
             continue
@@ -714,8 +718,8 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
         better = {True: "✅", False: "❌", None: "—"}[m["better"]]
         verdict = (m.get("noise") or {}).get("verdict") or _verdict(m)
         noise = "n/a" if verdict == "n/a" else f"{_noise_text(m)} → {verdict}"
-        lines.append(f"| {m['name']} | {m['unit']} | {_fmt(m['base'], m['unit'])} | {_fmt(m['new'], m['unit'])} "
-                     f"| {delta} | {better} | {_md_cell(noise)} |")
+        lines.append(f"| {m['name']} | {m['unit']} | {_fmt(m['base'], m['unit'])} "
+                     f"| {_fmt(m['new'], m['unit'])} | {delta} | {better} | {_md_cell(noise)} |")
     lines += _summary_markdown(data.get("summary") or {})
     aligned = data.get("aligned") or []
     if aligned:
@@ -743,7 +747,8 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
                      f"| {b['delta_us']:+,.1f} "
                      f"| {_md_cell(before)} | {_md_cell(after)} |")
     lines += ["", f"**Op types** ({unit}, largest changes)", "",
-              "| Op type | Before | After | Δ | Count before | Count after |", "|---|---:|---:|---:|---:|---:|"]
+              "| Op type | Before | After | Δ | Count before | Count after "
+              "|", "|---|---:|---:|---:|---:|---:|"]
     for o in data["ops"][:20]:
         lines.append(f"| {_md_cell(readable(str(o['op_type'])))} | {o['base_us']:,.1f} | {o['new_us']:,.1f} "
                      f"| {o['delta_us']:+,.1f} | {o['base_count']} | {o['new_count']} |")
@@ -799,9 +804,10 @@ def to_csv(result: ComparisonResult | dict[str, Any]) -> str:
                 "verdict", "aligned_by", "module", "base_kernels", "new_kernels"])
     for m in data["metrics"]:
         noise = m.get("noise") or {}
-        w.writerow(["metric", m["name"], m["unit"], m["base"], m["new"], m["delta"], m["delta_pct"], m["better"],
-                    m.get("significant"), "", "", noise.get("method", ""), noise.get("threshold", ""),
-                    noise.get("base_samples", ""), noise.get("new_samples", ""), noise.get("verdict", "")])
+        w.writerow(["metric", m["name"], m["unit"], m["base"], m["new"], m["delta"], m["delta_pct"],
+                    m["better"], m.get("significant"), "", "", noise.get("method", ""),
+                    noise.get("threshold", ""), noise.get("base_samples", ""), noise.get("new_samples", ""),
+                    noise.get("verdict", "")])
     for section, key in (("block", "block"), ("op_type", "op_type")):
         for o in data["blocks" if section == "block" else "ops"]:
             w.writerow([section, csv_safe(o[key]), "us", o["base_us"], o["new_us"], o["delta_us"], "", "", "",

@@ -5,8 +5,8 @@ test's verdict.
 * fixed: the rule no longer finds it in the new run, or the rule now flags only other kernels (the
   unfused RMSNorm chain gone, the fused norms that replaced it still waiting on a slow host: a different
   finding, named beside the verdict);
-* worse: it is still found on the same kernels, and its kernels (the blocks ``compare.RULE_BLOCKS``
-  measures) took longer;
+* worse: it is still found on the same kernels, and its kernels (the model blocks the rule declares,
+  ``@rule(blocks=...)``, which the comparison measures) took longer;
 * persisting: it is still found on the same kernels otherwise.
 
 The noise verdict is the headline metric's (per-token latency, else the critical path) from the same
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pypto_core.compare import RULE_BLOCKS
+from pypto_core.rules.registry import rule_blocks
 
 VERDICTS = ("fixed", "persisting", "worse")
 NOISE_METRICS = ("per_token_latency_ms", "critical_path_ms")
@@ -52,16 +52,18 @@ def verdict_of(result: dict[str, Any], rule: str, *, base_ops: list[str] | None 
     elif row.get("status") == "fixed":
         verdict, reason = "fixed", "no longer found in the new run"
     elif base_ops and new_ops and not set(base_ops) & set(new_ops):
-        verdict, reason = "fixed", "its kernels are gone; the rule now flags other kernels: " + ", ".join(other)
+        verdict = "fixed"
+        reason = "its kernels are gone; the rule now flags other kernels: " + ", ".join(other)
     elif measured is not None and measured < 0:
         verdict, reason = "worse", "still found, and its kernels took longer"
     else:
         verdict, reason = "persisting", "still found in the new run"
     blocks = _blocks_of(result, rule)
+    messages = (row or {}).get("messages")  # the title in any language
     return {
         "rule": rule, "verdict": verdict, "reason": reason,
         "title": (row or {}).get("title", ""),
-        **({"messages": row["messages"]} if (row or {}).get("messages") else {}),  # the title in any language
+        **({"messages": messages} if messages else {}),
         "estimated_saving_us": (row or {}).get("estimated_saving_us"),
         "measured_saving_us": measured,
         "noise": noise_verdict(result),
@@ -72,7 +74,7 @@ def verdict_of(result: dict[str, Any], rule: str, *, base_ops: list[str] | None 
 
 
 def _blocks_of(result: dict[str, Any], rule: str) -> list[dict[str, Any]]:
-    wanted = RULE_BLOCKS.get(rule, ())
+    wanted = rule_blocks(rule)
     return [{"block": b.get("block"), "base_us": b.get("base_us"), "new_us": b.get("new_us"),
              "base_op_types": b.get("base_op_types", []), "new_op_types": b.get("new_op_types", [])}
             for b in result.get("blocks") or [] if b.get("block") in wanted]

@@ -24,7 +24,8 @@ class Artifact:
     kind: str  # config | script | patch | diff
     content: bytes
     rule: str  # the finding's rule id
-    header: dict[str, Any] = field(default_factory=dict)  # what it was made for: finding, profile, ops, shapes
+    # what it was made for: finding, profile, ops, shapes
+    header: dict[str, Any] = field(default_factory=dict)
     schema_version: int = ARTIFACT_SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -49,5 +50,6 @@ class Artifact:
 
     def to_dict(self) -> dict[str, Any]:
         """Metadata only (the API lists this; the content is downloaded separately)."""
-        return {"name": self.name, "kind": self.kind, "rule": self.rule, "size": self.size, "sha256": self.sha256,
-                "media_type": self.media_type, "header": self.header, "schema_version": self.schema_version}
+        return {"name": self.name, "kind": self.kind, "rule": self.rule, "size": self.size,
+                "sha256": self.sha256, "media_type": self.media_type, "header": self.header,
+                "schema_version": self.schema_version}

@@ -1,4 +1,5 @@
-"""What a remedy generator is given: one finding, the profile it came from, and the user's model file if any."""
+"""What a remedy generator is given: one finding, the profile it came from, and the user's model file if
+any."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ class FlaggedOp:
     input_dtypes: tuple[str, ...] = ()
     input_formats: tuple[str, ...] = ()
     total_us: float = 0.0
-    shared_names: tuple[str, ...] = ()  # names unflagged kernels carry too (tuning by them touches other shapes)
+    # names unflagged kernels carry too (tuning by them touches other shapes)
+    shared_names: tuple[str, ...] = ()
     output_shapes: tuple[tuple[int, ...], ...] = ()
     output_dtypes: tuple[str, ...] = ()
     output_formats: tuple[str, ...] = ()

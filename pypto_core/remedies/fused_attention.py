@@ -1,4 +1,5 @@
-"""``attention_memory_bound`` remedy: route Hugging Face attention through torch_npu's fused attention kernels.
+"""``attention_memory_bound`` remedy: route Hugging Face attention through torch_npu's fused attention
+kernels.
 
 Unfused attention is BatchMatMul + SoftmaxV2 + BatchMatMul with the score matrix going through HBM; the fused
 kernels keep it on chip (docs/domain.md §8.2): ``npu_incre_flash_attention`` /
@@ -18,6 +19,7 @@ MODULE_NAME = "fused_attention_patch.py"
 DIFF_NAME = "fused_attention_patch.diff"
 APPLY_FUNCTION = "apply_fused_attention"
 
+# The generated file's text, kept byte for byte (tests/core/remedies/golden): its own long lines stay.
 TEMPLATE = '''\
 """Fused attention for Hugging Face decoder models on Ascend NPUs (torch_npu).
 
@@ -103,7 +105,7 @@ def apply_fused_attention(model, decode="incre", prefill="prompt"):
     else:
         model.config._attn_implementation = name
     return name
-'''
+'''  # noqa: E501
 
 
 @register
@@ -111,5 +113,6 @@ class FusedAttentionOptimizer:
     rule = "attention_memory_bound"
 
     def generate(self, ctx: RemedyContext) -> list[Artifact]:
-        return patch_artifacts(ctx, TEMPLATE, purpose="fused attention patch (IFA/FIA decode, PFA/FA prefill)",
+        return patch_artifacts(ctx, TEMPLATE, purpose="fused attention patch (IFA/FIA decode, PFA/FA "
+                                                      "prefill)",
                                module_name=MODULE_NAME, diff_name=DIFF_NAME, apply_function=APPLY_FUNCTION)

@@ -81,7 +81,8 @@ def op_lines(op: FlaggedOp) -> list[str]:
     names = [comment_text(n, 160) for n in op.names[:MAX_NAMES_PER_OP]]
     if names:
         more = len(op.names) - len(names)
-        out += wrapped("names: " + ", ".join(names) + (f" and {more} more" if more > 0 else ""), indent="    ")
+        out += wrapped("names: " + ", ".join(names) + (f" and {more} more" if more > 0 else ""),
+                       indent="    ")
     return out
 
 
@@ -97,17 +98,19 @@ def header_lines(ctx: RemedyContext, purpose: str) -> list[str]:
                      + f" ({f.severity}): {f.title}")
     details = ", ".join(f"{k} {comment_text(meta[k], 120)}" for k in _PROFILE_KEYS if meta.get(k) is not None)
     pid = data["profile"].get("id")
-    lines += wrapped(f"Profile: {data['profile']['name'] or 'unnamed'}" + (f" #{pid}" if pid is not None else "")
-                     + f" ({details or 'no metadata'})")
+    lines += wrapped(f"Profile: {data['profile']['name'] or 'unnamed'}"
+                     + (f" #{pid}" if pid is not None else "") + f" ({details or 'no metadata'})")
     if meta.get("simulated"):
         lines.append("NOTE: the profile is SIMULATED (pypto synth); shapes and op names are synthetic.")
     ops = ctx.flagged_ops()
     if ops:
-        lines.append(f"Flagged ops ({data['op_groups']} group(s) of op type, input shapes, dtypes and formats):")
+        lines.append(f"Flagged ops ({data['op_groups']} group(s) of op type, input shapes, dtypes and "
+                     "formats):")
     for op in ops[:MAX_OPS_IN_HEADER]:
         lines += op_lines(op)
     if data["op_groups"] > MAX_OPS_IN_HEADER:
-        lines.append(f"  ... and {data['op_groups'] - MAX_OPS_IN_HEADER} more groups (the finding lists them)")
+        lines.append(f"  ... and {data['op_groups'] - MAX_OPS_IN_HEADER} more groups (the finding lists "
+                     "them)")
     lines.append(f"Estimated saving: {f.estimated_saving_us:.1f} us, speedup x{f.estimated_speedup:.3f}")
     if f.saving_model:
         lines += wrapped(f"Saving model: {f.saving_model}", indent="  ")

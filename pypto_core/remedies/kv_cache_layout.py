@@ -22,6 +22,7 @@ APPLY_FUNCTION = "apply_kv_cache_layout_optimization"
 DEFAULT_MAX_CACHE_LEN = 4096  # tokens; raised to cover the longest sequence the profile saw
 _CACHE_LEN_STEP = 1024
 
+# The generated file's text, kept byte for byte (tests/core/remedies/golden): its own long lines stay.
 TEMPLATE = '''\
 """BSND KV cache for Hugging Face Llama/Qwen2/Qwen3/Mistral attention on Ascend NPUs (torch_npu).
 
@@ -196,7 +197,7 @@ def apply_kv_cache_layout_optimization(model, max_cache_len=PYPTO_DEFAULT_MAX_CA
     if not patched:
         raise RuntimeError("kv_cache_layout_patch: no Llama-style attention module (q/k/v/o_proj) found")
     return patched
-'''
+'''  # noqa: E501
 
 
 def max_cache_len(details: dict[str, Any]) -> int:
@@ -215,6 +216,7 @@ class KVCacheLayoutOptimizer:
     rule = "kv_cache_layout"
 
     def generate(self, ctx: RemedyContext) -> list[Artifact]:
-        return patch_artifacts(ctx, TEMPLATE, purpose="BSND KV-cache layout patch (scatter_update_ + IFA/PFA BSND)",
+        return patch_artifacts(ctx, TEMPLATE, purpose="BSND KV-cache layout patch (scatter_update_ + IFA/PFA "
+                                                      "BSND)",
                                module_name=MODULE_NAME, diff_name=DIFF_NAME, apply_function=APPLY_FUNCTION,
                                fills={"MAX_CACHE_LEN": max_cache_len(ctx.finding.details)})

@@ -1,19 +1,24 @@
-"""Rule id -> remedy generator, found by registration (no hand-kept list), and ``generate_artifacts``."""
+"""Rule id -> remedy generator, found by registration (no hand-kept list), and ``generate_artifacts``.
+
+A generator names the rule it serves (``rule = "..."``); the files a finding offers are the rule's own
+declaration (``@rule(remedies=...)``), so a generator for a rule that declares none is refused.
+"""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
 from collections.abc import Iterable
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from pypto_core.remedies.artifact import Artifact
 from pypto_core.remedies.context import RemedyContext, profile_meta_dict
 from pypto_core.rules.finding import Finding, Report
+from pypto_core.rules.registry import discover
 
 
 class RemedyGenerator(Protocol):
-    rule: ClassVar[str]
+    rule: str  # the id of the rule it serves (a class attribute)
 
     def generate(self, ctx: RemedyContext) -> list[Artifact]: ...
 
@@ -30,12 +35,19 @@ def register(cls: type[RemedyGenerator]) -> type[RemedyGenerator]:
 
 
 def generators() -> dict[str, type[RemedyGenerator]]:
-    """Every generator module in this package, imported once so that its ``@register`` runs."""
+    """Every generator module in this package, imported once so that its ``@register`` runs; each serves a
+    registered rule that declares the files it offers."""
     import pypto_core.remedies as package
 
     for module in pkgutil.iter_modules(package.__path__):
         if module.name not in _NOT_GENERATORS:
             importlib.import_module(f"{package.__name__}.{module.name}")
+    rules = discover()
+    for rule_id, cls in _GENERATORS.items():
+        declared = rules.get(rule_id)
+        if declared is None or not declared.remedies:
+            raise ValueError(f"remedy generator {cls.__name__} serves {rule_id!r}, but no registered rule of "
+                             "that id declares remedies (@rule(remedies=...))")
     return dict(_GENERATORS)
 
 
@@ -43,7 +55,8 @@ def generate_artifacts(report_or_findings: Report | Iterable[Finding], *, profil
                        model_source: str | None = None, model_filename: str | None = None) -> list[Artifact]:
     """Every artifact for every finding that has a generator, with names unique across the analysis.
 
-    ``profile_meta`` is a ``ProfileMeta`` or a dict; for a ``Report`` it defaults to the report's profile block.
+    ``profile_meta`` is a ``ProfileMeta`` or a dict; for a ``Report`` it defaults to the report's profile
+    block.
     ``model_source`` is the user's model file (text), for the unified diffs; without it no diff is made.
     """
     if isinstance(report_or_findings, Report):

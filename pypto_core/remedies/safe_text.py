@@ -19,13 +19,15 @@ _SAFE_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
 def comment_text(value: Any, limit: int = MAX_COMMENT_CHARS) -> str:
-    """One printable line: control characters and line separators (\\n, \\r, \\x0b, \\x85, \\u2028...) become '?'."""
+    """One printable line: control characters and line separators (\\n, \\r, \\x0b, \\x85, \\u2028...)
+    become '?'."""
     text = "".join(ch if ch.isprintable() else "?" for ch in str(value))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def py_literal(value: Any) -> str:
-    """``repr`` of str/int/float/bool/None or lists, tuples and dicts of them; proven to parse back unchanged."""
+    """``repr`` of str/int/float/bool/None or lists, tuples and dicts of them; proven to parse back
+    unchanged."""
     _check_plain(value)
     text = repr(value)
     if ast.literal_eval(text) != value:

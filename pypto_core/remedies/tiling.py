@@ -1,21 +1,20 @@
 """``matmul_tiling`` remedy: an AOE operator-tuning bundle, plus a FRACTAL_NZ / padding patch for the weights.
 
 AOE is the real operator tuner (docs/domain.md §4.1; ``ACL_OP_TUNER_CONFIG`` and ``op_tuning_runner`` do not
-exist):
-run the workload once with ``torch_npu.npu.set_aoe(dump_path)`` so the operator graphs are dumped, then
-``aoe --job_type=2 --model_path=<dump> --tune_ops_file=<json>``; the tuned tilings land in ``TUNE_BANK_PATH``,
-which must be exported the same way when serving. ``--tune_ops_file`` is JSON with ``tune_ops_name`` and
-``tune_ops_type`` (whole-word match; AOE tunes the union): the file names exactly the kernels of the flagged
-shapes, so the rest of the model is left alone; only a flagged group the profile gives no kernel names for
-falls back to its op type (which tunes every op of that type, and the header says so). Where the flagged MatMuls have 2-D weight shapes,
-a patch converts those weights to FRACTAL_NZ once (``npu_format_cast(w, 29)``, docs/domain.md §4.4) and can
-pad a
-misaligned inner axis to 256 elements.
+exist): run the workload once with ``torch_npu.npu.set_aoe(dump_path)`` so the operator graphs are dumped,
+then ``aoe --job_type=2 --model_path=<dump> --tune_ops_file=<json>``; the tuned tilings land in
+``TUNE_BANK_PATH``, which must be exported the same way when serving. ``--tune_ops_file`` is JSON with
+``tune_ops_name`` and ``tune_ops_type`` (whole-word match; AOE tunes the union): the file names exactly the
+kernels of the flagged shapes, so the rest of the model is left alone; only a flagged group the profile gives
+no kernel names for falls back to its op type (which tunes every op of that type, and the header says so).
+Where the flagged MatMuls have 2-D weight shapes, a patch converts those weights to FRACTAL_NZ once
+(``npu_format_cast(w, 29)``, docs/domain.md §4.4) and can pad a misaligned inner axis to 256 elements.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pypto_core.remedies.artifact import Artifact
 from pypto_core.remedies.context import FlaggedOp, RemedyContext
@@ -31,6 +30,7 @@ DIFF_NAME = "matmul_weight_format_patch.diff"
 APPLY_FUNCTION = "apply_matmul_weight_format"
 INNER_AXIS_ALIGN = 256  # elements: the advisor's cube affinity rule; 512 B for fp16 (docs/domain.md §2.3)
 
+# The generated file's text, kept byte for byte (tests/core/remedies/golden): its own long lines stay.
 SCRIPT_TEMPLATE = '''\
 #!/usr/bin/env bash
 __HEADER__#
@@ -97,8 +97,9 @@ aoe --job_type=2 --model_path="$dump_dir" --tune_ops_file="$tune_ops_file"
 
 echo "done: tuned tilings are in TUNE_BANK_PATH=$TUNE_BANK_PATH"
 echo "serve with: export TUNE_BANK_PATH=$TUNE_BANK_PATH, then re-profile and run pypto compare OLD NEW"
-'''
+'''  # noqa: E501
 
+# The generated file's text, kept byte for byte (tests/core/remedies/golden): its own long lines stay.
 PATCH_TEMPLATE = '''\
 """MatMul weight layout for Ascend NPUs: FRACTAL_NZ weights, optionally an inner axis padded to 256 elements.
 
@@ -152,7 +153,7 @@ def apply_matmul_weight_format(model, to_fractal_nz=True, pad_inner_axis=False):
             module.weight.data = torch_npu.npu_format_cast(module.weight.data, ACL_FORMAT_FRACTAL_NZ)
         changed.append(name)
     return changed
-'''
+'''  # noqa: E501
 
 
 def tune_ops_config(ops: list[FlaggedOp]) -> dict[str, list[str]]:
@@ -160,7 +161,8 @@ def tune_ops_config(ops: list[FlaggedOp]) -> dict[str, list[str]]:
     an op type only for a flagged group whose kernels the profile does not name. A name that kernels of
     other shapes share (torch_npu names every MatMulV2 alike) is left out: those shapes go by single-op."""
     names = list(dict.fromkeys(n for op in ops for n in op.exclusive_names))
-    types = list(dict.fromkeys(op.op_type for op in ops if op.op_type and not op.names and not op.input_shapes))
+    types = list(dict.fromkeys(op.op_type for op in ops
+                               if op.op_type and not op.names and not op.input_shapes))
     config: dict[str, list[str]] = {}
     if names:
         config["tune_ops_name"] = names
@@ -179,34 +181,37 @@ def _ir_dtype(name: str) -> str:
     return _IR_DTYPES.get(key, key)
 
 
-def _descs(shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, ...], formats: tuple[str, ...]) -> list[dict]:
+def _descs(shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, ...],
+           formats: tuple[str, ...]) -> list[dict[str, Any]]:
     return [{"format": formats[i] if i < len(formats) and formats[i] else "ND", "shape": list(shape),
              "type": _ir_dtype(dtypes[i]) if i < len(dtypes) and dtypes[i] else "float16"}
             for i, shape in enumerate(shapes)]
 
 
-def singleop_config(ops: list[FlaggedOp]) -> list[dict]:
+def singleop_config(ops: list[FlaggedOp]) -> list[dict[str, Any]]:
     """``aoe --singleop`` input (Ascend-IR single-op JSON, docs/domain.md §4.1): one operator per flagged
-    shape,
-    with the inputs' and outputs' shapes, dtypes and formats as the profile recorded them."""
+    shape, with the inputs' and outputs' shapes, dtypes and formats as the profile recorded them."""
     out = []
     for op in ops:
         if not op.op_type or not op.input_shapes or not all(op.input_shapes):
             continue
-        entry: dict = {"op": op.op_type, "input_desc": _descs(op.input_shapes, op.input_dtypes, op.input_formats)}
+        entry: dict[str, Any] = {"op": op.op_type,
+                                 "input_desc": _descs(op.input_shapes, op.input_dtypes, op.input_formats)}
         if op.output_shapes:
             entry["output_desc"] = _descs(op.output_shapes, op.output_dtypes, op.output_formats)
         x1, x2 = (op.input_shapes + ((), ()))[:2]
         if op.op_type.startswith("MatMul") and len(x1) == 2 and len(x2) == 2:
             # [INFERRED] the MatMulV2 IR attributes, from which axis of x2 meets x1's inner axis
             entry["attr"] = [{"name": "transpose_x1", "type": "bool", "value": False},
-                             {"name": "transpose_x2", "type": "bool", "value": x2[0] != x1[1] and x2[1] == x1[1]}]
+                             {"name": "transpose_x2", "type": "bool",
+                              "value": x2[0] != x1[1] and x2[1] == x1[1]}]
         out.append(entry)
     return out
 
 
 def weight_shapes(ops: list[FlaggedOp]) -> list[tuple[int, int]]:
-    """(K, N) of each flagged MatMul whose second input is a 2-D weight (activations of BatchMatMul are not)."""
+    """(K, N) of each flagged MatMul whose second input is a 2-D weight (activations of BatchMatMul are
+    not)."""
     shapes: list[tuple[int, int]] = []
     for op in ops:
         if len(op.input_shapes) >= 2 and len(op.input_shapes[1]) == 2 and all(op.input_shapes[1]):
@@ -235,11 +240,13 @@ class TilingOptimizer:
         artifacts = [Artifact(CONFIG_NAME, "config", config_text.encode(), self.rule, data),
                      Artifact(SCRIPT_NAME, "script", script.encode(), self.rule, data)]
         if singleop:
-            artifacts.append(Artifact(SINGLEOP_NAME, "config", (json.dumps(singleop, indent=2) + "\n").encode(),
-                                      self.rule, data))
+            singleop_text = json.dumps(singleop, indent=2) + "\n"
+            artifacts.append(Artifact(SINGLEOP_NAME, "config", singleop_text.encode(), self.rule, data))
         shapes = weight_shapes(ops)
         if shapes:
-            artifacts += patch_artifacts(ctx, PATCH_TEMPLATE, purpose="MatMul weight FRACTAL_NZ / padding patch",
-                                         module_name=PATCH_NAME, diff_name=DIFF_NAME, apply_function=APPLY_FUNCTION,
-                                         after_load=True, fills={"WEIGHT_SHAPES": shapes})
+            artifacts += patch_artifacts(ctx, PATCH_TEMPLATE,
+                                         purpose="MatMul weight FRACTAL_NZ / padding patch",
+                                         module_name=PATCH_NAME, diff_name=DIFF_NAME,
+                                         apply_function=APPLY_FUNCTION, after_load=True,
+                                         fills={"WEIGHT_SHAPES": shapes})
         return artifacts

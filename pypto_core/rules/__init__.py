@@ -1,8 +1,9 @@
 """The anti-pattern rules: ``diagnose(profile, config=None, sku=None) -> Report``.
 
-One module per rule (registered with ``@rule`` in ``registry.py``, found by scanning this package);
-thresholds live in ``config.py``; the combined speedup follows Amdahl over the union of what the findings
-cover, never a product of per-finding factors.
+One module per rule, whose ``@rule(...)`` (``registry.py``) declares everything about it: thresholds with
+their evidence, compare blocks, remedies, the columns it reads (modules are found by scanning this package);
+``config.py`` applies a project's overrides to the declared thresholds. The combined speedup follows Amdahl
+over the union of what the findings cover, never a product of per-finding factors.
 """
 
 from pypto_core.rules.diagnose import diagnose, diagnose_columns, diagnose_group

@@ -13,7 +13,7 @@ from pypto_core.rules.context import RuleContext
 def report_chain(ctx: RuleContext, chain: str, saving_model: Message, *, title: Message, description: Message,
                  fused_api: str) -> None:
     g = ctx.graph
-    cfg = ctx.config.section(ctx.rule_id)
+    cfg = ctx.thresholds
     ids = g.chain_id(chain)
     members = ids >= 0
     if not members.any():
@@ -28,7 +28,8 @@ def report_chain(ctx: RuleContext, chain: str, saving_model: Message, *, title: 
     ctx.emit(
         title=title.bind(n=len(uniq) / ctx.tokens), description=description, ops=list(ops),
         evidence={"chains": len(uniq), "chains_per_token": round(len(uniq) / ctx.tokens, 2),
-                  "chain_time_us": us(g.dur[idx].sum()), "chain_launch_gap_us": us(g.gap_before_ns[idx].sum()),
+                  "chain_time_us": us(g.dur[idx].sum()),
+                  "chain_launch_gap_us": us(g.gap_before_ns[idx].sum()),
                   "kernels_per_chain": round(len(idx) / len(uniq), 2), "fused_us_assumed": cfg["fused_us"]},
         kernels=idx, saving_ns=saving, covered_ns=float(slot.sum()), saving_model=saving_model,
         details={"op_types": list(ops), "op_time": ops, "fused_api": fused_api},

@@ -10,6 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from pypto_core.graph import OperatorCallGraph
+from pypto_core.rules.registry import Threshold
+
+# ``fused_launch_gap_us`` of every fusion rule (each rule declares it, so a project can set it per rule).
+FUSED_LAUNCH_GAP = Threshold(1.5, "launch gap of the one fused kernel: once the host issues far fewer "
+                                  "launches it runs ahead of the device, so the gap is a queued one "
+                                  "[INFERRED]")
 
 
 def chain_savings(graph: OperatorCallGraph, idx: np.ndarray, chain_of_idx: np.ndarray,

@@ -10,6 +10,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.graph import OperatorCallGraph
+from pypto_core.rules.registry import Threshold
+
+
+def min_time_share(value: float) -> Threshold:
+    """The reporting floor most rules share: a finding covering less of the run than this is left out."""
+    return Threshold(value, "[INFERRED] no source: below this share of the run a fix is not worth its "
+                            "effort, and the finding would be noise beside the others")
 
 
 def column_strings(graph: OperatorCallGraph, column: str, mask: np.ndarray, limit: int = 50) -> list[str]:
@@ -38,7 +45,8 @@ def op_type_time(graph: OperatorCallGraph, mask: np.ndarray, limit: int = 20) ->
     names = enc.dictionary.to_pylist()
     t = np.bincount(codes, weights=graph.dur[idx].astype(np.float64), minlength=len(names))
     c = np.bincount(codes, minlength=len(names))
-    return {names[i]: {"count": int(c[i]), "total_us": round(float(t[i]) / 1e3, 3)} for i in np.argsort(-t)[:limit]}
+    return {names[i]: {"count": int(c[i]), "total_us": round(float(t[i]) / 1e3, 3)}
+            for i in np.argsort(-t)[:limit]}
 
 
 def shape_strings(graph: OperatorCallGraph, idx: np.ndarray, column: str = "input_shapes") -> list[str]:

@@ -7,17 +7,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.i18n import msg
 from pypto_core.rules._util import share
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("Kernel time scales with 1/frequency: at the rated clock the busy time shrinks by the mean drop "
-                "ratio; saving = device busy time x drop ratio.")
+SAVING_MODEL = msg("Kernel time scales with 1/frequency: at the rated clock the busy time shrinks by the "
+                   "mean drop ratio; saving = device busy time x drop ratio.")
 
 
 @rule("aicore_frequency", title=msg("AI Core frequency drops"), saving_model=SAVING_MODEL,
-      needs=("counters.*",), vendors=("ascend",), saving_bound="upper_bound")
+      thresholds={"drop_ratio_above": Threshold(0.05, "advisor freq_analysis: sum(max-f)/(max*n) >= 0.05")},
+      blocks=(), remedies=(), needs=("counters.*",), vendors=("ascend",), saving_bound="upper_bound")
 def match(ctx: RuleContext) -> None:
     counters = ctx.profile.counters
     if not counters.num_rows:
@@ -36,12 +37,15 @@ def match(ctx: RuleContext) -> None:
     busy = g.compute_mask
     idx = np.nonzero(busy)[0]
     ctx.emit(
-        title=msg("AI Core clock averaged {pct:.0f}% of {rated_mhz:.0f} MHz", pct=100 * (1 - drop), rated_mhz=rated),
-        description=msg("The AI Core frequency fell below its rated clock during the run (power or thermal capping, "
-                     "or a power-saving mode), which slows every kernel. Check the card's power mode and cooling "
-                     "(npu-smi info) before tuning kernels; compare runs only at the same clock."),
+        title=msg("AI Core clock averaged {pct:.0f}% of "
+                  "{rated_mhz:.0f} MHz", pct=100 * (1 - drop), rated_mhz=rated),
+        description=msg("The AI Core frequency fell below its rated clock during the run (power or thermal "
+                        "capping, or a power-saving mode), which slows every kernel. Check the card's power "
+                        "mode and cooling (npu-smi info) before tuning kernels; compare runs only at the "
+                        "same clock."),
         ops=[],
-        evidence={"rated_mhz": rated, "min_mhz": float(values.min()), "mean_mhz": round(float(values.mean()), 1),
+        evidence={"rated_mhz": rated, "min_mhz": float(values.min()),
+                  "mean_mhz": round(float(values.mean()), 1),
                   "drop_ratio": round(drop, 4), "threshold": ctx.threshold("drop_ratio_above"),
                   "samples": int(len(values)), "busy_share": share(g.dur[idx].sum(), ctx.total_ns)},
         kernels=idx, saving_ns=g.dur[idx] * drop, saving_model=SAVING_MODEL,

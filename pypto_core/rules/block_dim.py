@@ -6,20 +6,25 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from pypto_core.rules._util import op_type_time, share, us
-from pypto_core.rules.context import RuleContext
 from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules._util import min_time_share, op_type_time, share, us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("Work spreads evenly over blocks: a kernel with b blocks on C cores uses ceil(b/C) waves at "
-                "b / (waves x C) occupancy; retiling to fill every core saves time x (1 - occupancy).")
+SAVING_MODEL = msg("Work spreads evenly over blocks: a kernel with b blocks on C cores uses ceil(b/C) waves "
+                   "at b / (waves x C) occupancy; retiling to fill every core saves time x (1 - occupancy).")
 
 
 @rule("block_dim", title=msg("Kernels that leave AI Cores idle (Block Dim)"), saving_model=SAVING_MODEL,
-      needs=("kernels.block_dim", "kernels.core_type"), vendors=("ascend",))
+      thresholds={
+          "min_dur_us": Threshold(20.0, "advisor operator checks look at ops > 20 us"),
+          "min_time_share": min_time_share(0.02),
+          "max_fill": Threshold(0.8, "pypto matmul guide: at least 0.8 x coreNum tasks (docs/domain.md §1)"),
+      },
+      blocks=(), remedies=(), needs=("kernels.block_dim", "kernels.core_type"), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
-    cfg = ctx.config.section("block_dim")
+    cfg = ctx.thresholds
     if "block_dim" not in g.kernels.column_names:
         return
     block = pc.fill_null(g.kernels["block_dim"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -41,9 +46,10 @@ def match(ctx: RuleContext) -> None:
         title=msg("{kernels} long kernels fill only {pct:.0f}% of the cores", kernels=len(idx),
                   pct=100 * np.average(occupancy[idx], weights=g.dur[idx])),
         description=msg("These kernels run with fewer blocks than the {sku}'s {ai_cores} AI Cores "
-                     "({vector_cores} vector cores), so part of the chip idles while they run. Larger "
-                     "batches, a different split of the work (AOE tuning for cube ops) or fusing them into a bigger "
-                     "kernel fills the cores.", sku=g.sku.name, ai_cores=int(g.sku.ai_cores.value),
+                        "({vector_cores} vector cores), so part of the chip idles while they run. Larger "
+                        "batches, a different split of the work (AOE tuning for cube ops) or fusing them "
+                        "into a bigger kernel fills the "
+                        "cores.", sku=g.sku.name, ai_cores=int(g.sku.ai_cores.value),
                         vector_cores=int(g.sku.vector_cores.value)),
         ops=list(ops),
         evidence={"kernels": len(idx), "time_us": us(g.dur[idx].sum()),

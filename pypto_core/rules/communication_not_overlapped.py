@@ -11,15 +11,15 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from pypto_core.attribution import COMM_CODE
 from pypto_core import collective_wait
+from pypto_core.attribution import COMM_CODE
+from pypto_core.i18n import msg
 from pypto_core.intervals import clip_to_length
 from pypto_core.replay import kernel_change
 from pypto_core.rules._bucket_rule import bucket_share
 from pypto_core.rules._util import column_strings, share, us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Overlapping the collectives with compute hides their transfer up to the compute that is not "
                    "yet overlapped: saving = min(not-overlapped transfer, compute - overlapped), an upper bound. "
@@ -29,24 +29,39 @@ SAVING_MODEL = msg("Overlapping the collectives with compute hides their transfe
 
 _LIB = {"ascend": "HCCL", "nvidia": "NCCL", "amd": "RCCL"}
 _OVERLAP_ADVICE = {
-    "ascend": msg("Overlap gradient communication with the backward pass (DDP buckets: bucket_cap_mb; MindSpeed "
-               "--overlap-grad-reduce), and check HCCL_BUFFSIZE and the link each collective uses."),
+    "ascend": msg("Overlap gradient communication with the backward pass (DDP buckets: bucket_cap_mb; "
+                  "MindSpeed --overlap-grad-reduce), and check HCCL_BUFFSIZE and the link each collective "
+                  "uses."),
     "nvidia": msg("Overlap gradient communication with the backward pass (DDP bucket_cap_mb, FSDP prefetch), "
-               "and check NCCL's algorithm and protocol (NCCL_ALGO, NCCL_PROTO) and the link (NVLink vs PCIe)."),
+                  "and check NCCL's algorithm and protocol (NCCL_ALGO, NCCL_PROTO) and the link (NVLink vs "
+                  "PCIe)."),
     "amd": msg("Overlap gradient communication with the backward pass (DDP bucket_cap_mb) and check RCCL's "
             "settings and the link (Infinity Fabric vs PCIe)."),
 }
 
 
 @rule("communication_not_overlapped", title=msg("Communication not overlapped with compute"),
-      saving_model=SAVING_MODEL, needs=("kernels.name", "communication.*", "steps.*"),
+      saving_model=SAVING_MODEL,
+      thresholds={
+          "share_above": Threshold(0.10, "msprof-analyze's cluster analysis ranks steps by Communication(Not "
+                                         "Overlapped); a tenth of the step is where it stops being noise "
+                                         "[INFERRED]"),
+          "waiting_share_above": Threshold(0.50, "communication.json splits a collective into Transit + Wait "
+                                                 "+ Idle; above this share of not-transit time the "
+                                                 "collective is mostly waiting for its peers, not moving "
+                                                 "data [INFERRED]"),
+          "slow_rank_wait_ratio": Threshold(0.20, "MindStudio's Communication Analysis guidance: a rank "
+                                                  "whose Wait Time Ratio (wait / (wait + transit)) is above "
+                                                  "0.2 is waiting for a slow peer"),
+      },
+      blocks=(), remedies=(), needs=("kernels.name", "communication.*", "steps.*"),
       explains="communication_not_overlapped", saving_bound="upper_bound")
 def match(ctx: RuleContext) -> None:
-    if bucket_share(ctx, "communication_not_overlapped") is None:
-        return
     g = ctx.graph
     a = g.attribution
-    cfg = ctx.config.section("communication_not_overlapped")
+    if a is None or bucket_share(ctx, "communication_not_overlapped") is None:
+        return
+    cfg = ctx.thresholds
     total = ctx.total_ns
     exposed = float(ctx.bucket_ns("communication_not_overlapped"))
     b = a.run
@@ -57,61 +72,67 @@ def match(ctx: RuleContext) -> None:
     waiting_share = collective_wait.waiting_share(figures)
     lib = _LIB.get(ctx.vendor, msg("the collective library"))
     evidence = {"communication_not_overlapped_us": us(exposed), "share_of_step": share(exposed, total),
-                "communication_overlapped_us": us(b.communication_overlapped_ns), "compute_us": us(b.buckets["compute"]),
-                "threshold_share": cfg["share_above"], "ranks_in_profile": ctx.group.ranks if ctx.group else 1}
+                "communication_overlapped_us": us(b.communication_overlapped_ns),
+                "compute_us": us(b.buckets["compute"]), "threshold_share": cfg["share_above"],
+                "ranks_in_profile": ctx.group.ranks if ctx.group else 1}
     if figures:
         evidence.update({"collectives": int(figures["collectives"]), "collective_time_us": us(elapse),
-                         "transit_us": us(transit), "wait_us": us(figures["wait"]), "idle_us": us(figures["idle"]),
+                         "transit_us": us(transit), "wait_us": us(figures["wait"]),
+                         "idle_us": us(figures["idle"]),
                          "size_mb": round(figures["size_bytes"] / 1e6, 3)})
         if transit > 0 and figures["size_bytes"] > 0:
             evidence["achieved_bandwidth_gbps"] = round(figures["size_bytes"] / transit, 3)  # bytes/ns = GB/s
-    waiting = waiting_share is not None and waiting_share >= cfg["waiting_share_above"]
-    if waiting:
+    # the share of their time the collectives wait, when it is above the threshold
+    waiting = (waiting_share if waiting_share is not None and waiting_share >= cfg["waiting_share_above"]
+               else None)
+    if waiting is not None:
         wait = figures["wait"]
         # MindStudio's Wait Time Ratio: notify wait over wait + transit; above its threshold a peer is late
         # without Transit figures (not recorded) the ratio would read 1.0 for nothing: the Wait share of the
         # collectives' time stands in for it
         wait_ratio = wait / (wait + transit) if transit > 0 else (wait / elapse if elapse > 0 else None)
-        evidence["waiting_share"] = round(waiting_share, 6)
+        evidence["waiting_share"] = round(waiting, 6)
         if wait_ratio is not None:
             evidence["wait_time_ratio"] = round(wait_ratio, 6)
         # The wait is set by the peers: this rank can hide only its own transfer behind compute.
-        peer_wait = exposed * waiting_share
+        peer_wait = exposed * waiting
         saving = min(exposed - peer_wait, max(b.buckets["compute"] - b.communication_overlapped_ns, 0))
         evidence["wait_for_other_ranks_us"] = us(peer_wait)
         moved = (msg("the collectives move data {pct:.1f}% of their time", pct=100 * transit / elapse)
                  if transit > 0 else msg("communication.json records no transfer time for the collectives"))
         title = msg("Communication not overlapped is {pct:.0f}% of the step, and {moved}",
                     pct=100 * exposed / total, moved=moved)
-        parts = msg("of their {elapse_ms:.1f} ms, Transit is {transit_ms:.1f} ms, notify Wait {wait_ms:.1f} ms "
-                    "and Idle {idle_ms:.1f} ms (communication.json)", elapse_ms=us(elapse) / 1e3,
+        parts = msg("of their {elapse_ms:.1f} ms, Transit is {transit_ms:.1f} ms, notify Wait {wait_ms:.1f} "
+                    "ms and Idle {idle_ms:.1f} ms (communication.json)", elapse_ms=us(elapse) / 1e3,
                     transit_ms=us(transit) / 1e3, wait_ms=us(wait) / 1e3, idle_ms=us(figures["idle"]) / 1e3)
         if wait_ratio is not None and wait_ratio >= cfg["slow_rank_wait_ratio"]:
             cause = msg(
-                "Their Wait is {pct:.0f}% of Wait + Transit, above the {limit:.1f} at which MindStudio flags a "
-                "slow rank: this rank reaches each collective before its peers. The slow rank is the one to fix: "
-                "compare the ranks (their step time split, data loading, host stalls), balance the work, then "
-                "overlap what remains with compute." if transit > 0 else
-                "Their Wait is {pct:.0f}% of the collectives' time (no Transit recorded), above the {limit:.1f} "
-                "at which MindStudio flags a slow rank: this rank reaches each collective before its peers. The "
-                "slow rank is the one to fix: compare the ranks (their step time split, data loading, host "
-                "stalls), balance the work, then overlap what remains with compute.",
+                "Their Wait is {pct:.0f}% of Wait + Transit, above the {limit:.1f} at which MindStudio flags "
+                "a slow rank: this rank reaches each collective before its peers. The slow rank is the one "
+                "to fix: compare the ranks (their step time split, data loading, host stalls), balance the "
+                "work, then overlap what remains with compute." if transit > 0 else
+                "Their Wait is {pct:.0f}% of the collectives' time (no Transit recorded), above the "
+                "{limit:.1f} at which MindStudio flags a slow rank: this rank reaches each collective before "
+                "its peers. The slow rank is the one to fix: compare the ranks (their step time split, data "
+                "loading, host stalls), balance the work, then overlap what remains with compute.",
                 pct=100 * wait_ratio, limit=cfg["slow_rank_wait_ratio"])
         else:
-            cause = msg("Their notify Wait is small, so the time goes before or between the collectives' tasks: "
-                        "check what the communication stream waits for (events from compute, the host's launch), "
-                        "then overlap the collectives with compute.")
-        description = msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside them, and they "
-                          "are not moving data: {parts}. {cause}", ms=us(exposed) / 1e3, lib=lib, parts=parts,
+            cause = msg("Their notify Wait is small, so the time goes before or between the collectives' "
+                        "tasks: check what the communication stream waits for (events from compute, the "
+                        "host's launch), then overlap the collectives with compute.")
+        description = msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside them, and "
+                          "they are not moving data: {parts}. "
+                          "{cause}", ms=us(exposed) / 1e3, lib=lib, parts=parts,
                           cause=cause)
     else:
         peer_wait = 0.0
         saving = min(exposed, max(b.buckets["compute"] - b.communication_overlapped_ns, 0))
         known = "" if waiting_share is not None else msg(
-            " The profile has no per-collective wait figures, so transfer and waiting cannot be told apart here.")
+            " The profile has no per-collective wait figures, so transfer and waiting cannot be told apart "
+            "here.")
         title = msg("Communication not overlapped is {pct:.0f}% of the step", pct=100 * exposed / total)
-        description = msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside them.{known} "
-                          "{advice}", ms=us(exposed) / 1e3, lib=lib, known=known,
+        description = msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside "
+                          "them.{known} {advice}", ms=us(exposed) / 1e3, lib=lib, known=known,
                           advice=_OVERLAP_ADVICE.get(ctx.vendor, msg("Overlap communication with compute.")))
     is_comm = g.task_codes[0] == COMM_CODE
     comm_kernels = np.nonzero(is_comm)[0]
@@ -119,7 +140,8 @@ def match(ctx: RuleContext) -> None:
     ctx.emit(
         title=title, description=description,
         ops=column_strings(g, "name", is_comm, limit=10) or
-        [str(v) for v in pc.unique(pc.fill_null(ctx.profile.communication["name"], "")).to_pylist()[:10] if v],
+        [str(v) for v in pc.unique(pc.fill_null(ctx.profile.communication["name"], "")).to_pylist()[:10]
+         if v],
         evidence=evidence, kernels=comm_kernels, saving_ns=np.zeros(len(comm_kernels)), covered_ns=exposed,
         saving_model=SAVING_MODEL, intervals=clip_to_length(s, e, saving), peer_wait_ns=peer_wait,
         # the collectives lose the part compute can hide: this rank's tasks shortened

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from pypto_core.rules._util import share, us
-from pypto_core.rules.context import RuleContext
 from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules._util import min_time_share, share, us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("The wait ends only when the other ranks arrive together: it is reported as the wait for "
                    "other ranks (the wait time of the collectives, at most their time not overlapped with "
@@ -17,12 +17,17 @@ SAVING_MODEL = msg("The wait ends only when the other ranks arrive together: it 
 
 
 @rule("communication_wait", title=msg("Collectives waiting for other ranks"), saving_model=SAVING_MODEL,
-      needs=("communication.*",), explains="communication_not_overlapped")
+      thresholds={
+          "wait_share_above": Threshold(0.20, "[INFERRED] a fifth of collective time spent waiting for "
+                                              "peers"),
+          "min_time_share": min_time_share(0.02),
+      },
+      blocks=(), remedies=(), needs=("communication.*",), explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     comm = ctx.profile.communication
     if not comm.num_rows:
         return
-    cfg = ctx.config.section("communication_wait")
+    cfg = ctx.thresholds
 
     def total(col: str) -> float:
         return float(pc.sum(pc.fill_null(comm[col], 0)).as_py() or 0)
@@ -41,11 +46,12 @@ def match(ctx: RuleContext) -> None:
         return
     names = pc.value_counts(pc.fill_null(comm["name"], "?")).to_pylist()
     ctx.emit(
-        title=msg("Collectives spend {pct:.0f}% of their time waiting for other ranks", pct=100 * waiting / elapse),
-        description=msg("Most of the collective communication time is waiting: this rank reached the collective "
-                     "before its peers. The cause is on the other ranks (uneven work, a slow card or host, data "
-                     "skew): compare ranks (slow_rank) and balance the work; overlapping communication with "
-                     "compute hides what remains."),
+        title=msg("Collectives spend {pct:.0f}% of their time waiting for other "
+                  "ranks", pct=100 * waiting / elapse),
+        description=msg("Most of the collective communication time is waiting: this rank reached the "
+                        "collective before its peers. The cause is on the other ranks (uneven work, a slow "
+                        "card or host, data skew): compare ranks (slow_rank) and balance the work; "
+                        "overlapping communication with compute hides what remains."),
         ops=[n["values"] for n in names[:10]],
         evidence={"collectives": comm.num_rows, "communication_time_us": us(elapse), "wait_time_us": us(wait),
                   "synchronization_time_us": us(sync), "wait_share": share(waiting, elapse),
@@ -57,7 +63,6 @@ def match(ctx: RuleContext) -> None:
 
 def _exposed_wait(ctx: RuleContext, waiting: float) -> float:
     """The wait that lengthens the step: at most the attribution's communication not overlapped."""
-    a = ctx.graph.attribution
-    if a is None:
+    if ctx.graph.attribution is None:
         return waiting
     return min(waiting, float(ctx.bucket_ns("communication_not_overlapped")))

@@ -22,11 +22,12 @@ from pypto_core.replay import Change
 from pypto_core.rules._flagged_ops import flagged_ops
 from pypto_core.rules.config import RuleConfig
 from pypto_core.rules.finding import Finding
-from pypto_core.rules.registry import RULES
+from pypto_core.rules.registry import Rule
 
 
 def severity_for(saving_share: float, time_share: float) -> str:
-    # [INFERRED] a fix worth >= 10% of the run is high, >= 3% medium; the advisor ranks by "income ratio" alike
+    # [INFERRED] a fix worth >= 10% of the run is high, >= 3% medium; the advisor ranks by "income ratio"
+    # alike
     if saving_share >= 0.10:
         return "high"
     if saving_share >= 0.03 or time_share >= 0.10:
@@ -49,10 +50,19 @@ class RuleContext:
     profile: Profile
     graph: OperatorCallGraph
     config: RuleConfig
-    rule_id: str = ""
+    rule: Rule | None = None  # the rule running now (``diagnose`` sets it before each ``match``)
     group: Any = None  # the ProfileGroup, for group-scope rules (slow ranks)
     findings: list[Finding] = field(default_factory=list)
     coverage: list[Coverage] = field(default_factory=list)
+
+    @property
+    def rule_id(self) -> str:
+        return self.rule.id if self.rule is not None else ""
+
+    @property
+    def thresholds(self) -> dict[str, float]:
+        """The running rule's thresholds: its declared defaults with the project's overrides."""
+        return self.config.section(self.rule_id)
 
     @property
     def sku(self) -> SkuSpec:
@@ -88,9 +98,9 @@ class RuleContext:
         """Decode steps in the run (1 if the run has no decode tokens), for per-token counts."""
         return max(int(len(self.graph.tokens.latency_ns)), 1)
 
-    def emit(self, *, title: Message | str, description: Message | str, ops: list[str], evidence: dict[str, Any],
-             kernels: np.ndarray, saving_ns: np.ndarray | float, saving_model: Message | str,
-             remedies: list[str] | tuple[str, ...] = (), details: dict[str, Any] | None = None,
+    def emit(self, *, title: Message | str, description: Message | str, ops: list[str],
+             evidence: dict[str, Any], kernels: np.ndarray, saving_ns: np.ndarray | float,
+             saving_model: Message | str, details: dict[str, Any] | None = None,
              covered_ns: float | None = None, extra_saving_ns: float = 0.0, severity: str | None = None,
              intervals: tuple[np.ndarray, np.ndarray] | None = None, change: Change | None = None,
              peer_wait_ns: float = 0.0) -> Finding:
@@ -100,8 +110,9 @@ class RuleContext:
         the fix does to the run for the replay (default: the kernels shortened by their savings);
         ``peer_wait_ns``: time this rank waits for other ranks, which only they can remove (reported, never
         saved here). The text is a ``Message`` (pypto_core.i18n): the finding keeps its English rendering and
-        its template."""
+        its template. The finding offers the remedies its rule declares."""
         g = self.graph
+        remedies = self.rule.remedies if self.rule is not None else ()
         kernels = np.asarray(kernels, np.int64)
         dur = g.dur[kernels].astype(np.float64)
         if np.isscalar(saving_ns) or np.ndim(saving_ns) == 0:
@@ -134,7 +145,8 @@ class RuleContext:
             title=render_stored(text["title"]) or "", description=render_stored(text["description"]) or "",
             ops=ops, evidence=_plain(evidence), time_share=round(time_share, 6),
             estimated_saving_us=round(saving / 1e3, 3), estimated_speedup=round(speedup, 4),
-            saving_bound=_declared_bound(self.rule_id), peer_wait_us=round(peer_wait / 1e3, 3),
+            saving_bound=self.rule.saving_bound if self.rule is not None else "estimate",
+            peer_wait_us=round(peer_wait / 1e3, 3),
             remedies=list(remedies), saving_model=render_stored(text["saving_model"]) or "",
             details=_plain(details), messages=text,
         )
@@ -143,11 +155,6 @@ class RuleContext:
             change = Change(kernels=kernels, saving_ns=per)
         self.coverage.append(Coverage(kernels, per, extra_saving_ns, intervals, change))
         return finding
-
-
-def _declared_bound(rule_id: str) -> str:
-    declared = RULES.get(rule_id)
-    return declared.saving_bound if declared is not None else "estimate"
 
 
 def _plain(value: Any) -> Any:

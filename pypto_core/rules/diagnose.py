@@ -46,7 +46,7 @@ def _run_rules(ctx: RuleContext, scope: str, warnings: list[str]) -> None:
     for rule in sorted(discover().values(), key=lambda r: r.id):
         if rule.scope != scope or rule.id in ctx.config.disabled or not rule.applies_to(vendor, workload):
             continue
-        ctx.rule_id = rule.id
+        ctx.rule = rule
         try:
             rule.match(ctx)
         except Exception as exc:  # one broken rule must not hide the others' findings
@@ -152,8 +152,8 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
         if replay.linked_share >= REPLAY_MIN_LINKED:
             combined, summary["combined_speedup_source"] = replayed, "replay"
     findings = _ranked(ctx.findings, graph)
-    bound = ("upper_bound" if any(f.saving_bound == "upper_bound" and f.estimated_saving_us > 0 for f in findings)
-             else "estimate")
+    upper = any(f.saving_bound == "upper_bound" and f.estimated_saving_us > 0 for f in findings)
+    bound = "upper_bound" if upper else "estimate"
     report = Report(profile=summary, findings=findings, estimated_combined_speedup=combined,
                     combined_speedup_bound=bound, warnings=warnings)
     if what_if is not None:
@@ -186,9 +186,11 @@ def _replay_findings(ctx: RuleContext, replay: Replay) -> float:
     return round(replay.run(Change.merge(changes)).speedup, 4)
 
 
-def _what_if(ctx: RuleContext, replay: Replay | None, graph: OperatorCallGraph, rules: list[str]) -> dict[str, Any]:
+def _what_if(ctx: RuleContext, replay: Replay | None, graph: OperatorCallGraph,
+             rules: list[str]) -> dict[str, Any]:
     """The run replayed with the changes of the listed rules' findings (unknown or absent rules are named)."""
-    chosen = [c.change for f, c in zip(ctx.findings, ctx.coverage) if f.rule in rules and c.change is not None]
+    chosen = [c.change for f, c in zip(ctx.findings, ctx.coverage)
+              if f.rule in rules and c.change is not None]
     found = sorted({f.rule for f in ctx.findings if f.rule in rules})
     out: dict[str, Any] = {"rules": found, "not_found": sorted(set(rules) - set(found)), "duration_ns": None,
                            "per_token_ms": None, "speedup": 1.0}
@@ -196,7 +198,8 @@ def _what_if(ctx: RuleContext, replay: Replay | None, graph: OperatorCallGraph, 
         out["note"] = "this profile has no device tasks to replay"
         return out
     res = replay.run(Change.merge(chosen))
-    out.update({"duration_ns": res.duration_ns, "original_ns": res.original_ns, "speedup": round(res.speedup, 4)})
+    out.update({"duration_ns": res.duration_ns, "original_ns": res.original_ns,
+                "speedup": round(res.speedup, 4)})
     decode = graph.tokens.decode_step
     if graph.workload.has_decode() and len(decode) == len(res.step_ns) and decode.any():
         out["per_token_ms"] = round(float(np.median(res.step_ns[decode])) / 1e6, 6)

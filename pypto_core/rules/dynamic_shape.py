@@ -12,24 +12,30 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.attribution import IDLE_BUCKETS
+from pypto_core.i18n import msg
 from pypto_core.intervals import intersect_intervals, outermost
 from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("With binary kernels (set_compile_mode(jit_compile=False)) the host compile calls disappear: "
-                "saving = the compile calls' time while the device is idle (attribution idle buckets); compile "
-                "time hidden under device work saves nothing.")
+SAVING_MODEL = msg("With binary kernels (set_compile_mode(jit_compile=False)) the host compile calls "
+                   "disappear: saving = the compile calls' time while the device is idle (attribution idle "
+                   "buckets); compile time hidden under device work saves nothing.")
 
 
-@rule("dynamic_shape", title=msg("Operators compiled at run time (dynamic shapes)"), saving_model=SAVING_MODEL,
+@rule("dynamic_shape", title=msg("Operators compiled at run time (dynamic shapes)"),
+      saving_model=SAVING_MODEL,
+      thresholds={
+          "min_compile_calls": Threshold(20, "advisor MAX_OP_COMPILE_NUM (docs/formats.md §4.3)"),
+          "min_dynamic_share": Threshold(1.0, "advisor: no static operator at all"),
+      },
+      blocks=(), remedies=(),
       needs=("kernels.op_state", "api_calls.name", "api_calls.start_ns", "api_calls.dur_ns"),
       vendors=("ascend",), explains="host_launch_bound")
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
-    cfg = ctx.config.section("dynamic_shape")
+    cfg = ctx.thresholds
     dynamic_share = None
     if "op_state" in g.kernels.column_names:
         state = pc.utf8_lower(pc.fill_null(pc.cast(g.kernels["op_state"], "string"), ""))
@@ -44,8 +50,10 @@ def match(ctx: RuleContext) -> None:
     if api.num_rows:
         is_compile = pc.match_substring_regex(pc.fill_null(pc.cast(api["name"], pa.string()), ""),
                                              r"(?i)compile")
-        cs = pc.filter(pc.fill_null(api["start_ns"], 0), is_compile).to_numpy(zero_copy_only=False).astype(np.int64)
-        cd = pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile).to_numpy(zero_copy_only=False).astype(np.int64)
+        cs = (pc.filter(pc.fill_null(api["start_ns"], 0), is_compile).to_numpy(zero_copy_only=False)
+              .astype(np.int64))
+        cd = (pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile).to_numpy(zero_copy_only=False)
+              .astype(np.int64))
         # One compilation is one outermost call: CANN records opCompile inside aclopCompileAndExecute, and the
         # advisor counts the outer call against its threshold of 20.
         top = outermost(cs, cs + cd)
@@ -62,11 +70,13 @@ def match(ctx: RuleContext) -> None:
     ctx.emit(
         title=(msg("No operator runs as a static (precompiled) kernel") if all_dynamic
                else msg("{calls} operator compilations during the run", calls=compile_calls)),
-        description=msg("Every operator in this profile was dispatched as a dynamic-shape op, and/or the host compiled "
-                     "operators while the model ran. Online compilation stalls the device and dynamic kernels skip "
-                     "shape-specialised tiling. Call torch_npu.npu.set_compile_mode(jit_compile=False) to use the "
-                     "prebuilt binary kernels (the default on A2/A3 in recent torch_npu), keep "
-                     "ACL_OP_COMPILER_CACHE_MODE=enable, and pad varying sequence lengths to a few buckets."),
+        description=msg("Every operator in this profile was dispatched as a dynamic-shape op, and/or the "
+                        "host compiled operators while the model ran. Online compilation stalls the device "
+                        "and dynamic kernels skip shape-specialised tiling. Call "
+                        "torch_npu.npu.set_compile_mode(jit_compile=False) to use the prebuilt binary "
+                        "kernels (the default on A2/A3 in recent torch_npu), keep "
+                        "ACL_OP_COMPILER_CACHE_MODE=enable, and pad varying sequence lengths to a few "
+                        "buckets."),
         ops=[],
         evidence={"dynamic_op_share": round(dynamic_share, 4) if dynamic_share is not None else None,
                   "compile_api_calls": compile_calls, "compile_time_us": us(compile_ns),

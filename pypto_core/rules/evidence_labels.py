@@ -143,7 +143,8 @@ _TEXT_VALUES: dict[str, Message] = {
 
 
 def evidence_label(key: str, language: str = DEFAULT_LANGUAGE) -> str:
-    """``flagged_time_us`` -> "Time of the flagged kernels (µs)" (or its translation); an unknown key: itself."""
+    """``flagged_time_us`` -> "Time of the flagged kernels (µs)" (or its translation); an unknown key:
+    itself."""
     label = EVIDENCE_LABELS.get(key)
     if label is not None:
         return render(label, language)
@@ -164,6 +165,7 @@ def evidence_value(value: Any, language: str = DEFAULT_LANGUAGE) -> Any:
 
 
 def evidence_rows(evidence: dict[str, Any], language: str = DEFAULT_LANGUAGE) -> list[dict[str, Any]]:
-    """``[{"key", "label", "value"}]`` in key order: what a page or a report prints for a finding's evidence."""
+    """``[{"key", "label", "value"}]`` in key order: what a page or a report prints for a finding's
+    evidence."""
     return [{"key": k, "label": evidence_label(k, language), "value": evidence_value(v, language)}
             for k, v in sorted(evidence.items())]

@@ -14,12 +14,15 @@ SEVERITIES = ("high", "medium", "low")
 
 @dataclass
 class Finding:
-    rule: str  # fixed ids for the seed's four: matmul_tiling, attention_memory_bound, kv_cache_layout, norm_launch_overhead
+    # the rule's id; fixed for the seed's four: matmul_tiling, attention_memory_bound, kv_cache_layout,
+    # norm_launch_overhead
+    rule: str
     severity: str  # high | medium | low
     title: str
     description: str
     ops: list[str] = field(default_factory=list)  # op types or names involved
-    evidence: dict[str, Any] = field(default_factory=dict)  # numbers with units in the key, e.g. "mte2_ratio_pct"
+    # numbers with units in the key, e.g. "mte2_ratio_pct"
+    evidence: dict[str, Any] = field(default_factory=dict)
     time_share: float = 0.0  # share of device time the finding covers, 0..1
     estimated_saving_us: float = 0.0  # per profile (or per step where stated in evidence)
     estimated_speedup: float = 1.0
@@ -39,14 +42,17 @@ class Finding:
 
     def localized(self, language: str) -> Finding:
         """The same finding with its text in ``language``; ids and numbers are untouched."""
-        return replace(self, **localized_text(self.messages, language, self.to_dict()))
+        text = localized_text(self.messages, language, self.to_dict())
+        return replace(self, title=text["title"], description=text["description"],
+                       saving_model=text["saving_model"])
 
 
 # The finding fields whose text is rendered from ``Finding.messages``.
 TEXT_FIELDS = ("title", "description", "saving_model")
 
 
-def localized_text(messages: dict[str, Any] | None, language: str, fallback: dict[str, Any]) -> dict[str, str]:
+def localized_text(messages: dict[str, Any] | None, language: str,
+                   fallback: dict[str, Any]) -> dict[str, str]:
     """{field: text in ``language``} for the text fields; a field without a stored message keeps its text."""
     out = {}
     for name in TEXT_FIELDS:

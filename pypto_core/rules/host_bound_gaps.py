@@ -11,33 +11,48 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.attribution import TimeAttribution
+from pypto_core.i18n import msg
 from pypto_core.intervals import overlap_ns
 from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("Launching the step as a captured graph runs kernels back to back: the host-launch-bound part of "
-                "every gap over `min_gap_us` shrinks to `residual_gap_us`; saving = sum(host-bound gap - residual).")
+SAVING_MODEL = msg("Launching the step as a captured graph runs kernels back to back: the host-launch-bound "
+                   "part of every gap over `min_gap_us` shrinks to `residual_gap_us`; saving = "
+                   "sum(host-bound gap - residual).")
 
 _ADVICE = {
-    "ascend": msg("Capture the step as a graph (TorchAir torch.compile with the npu backend, or vLLM-Ascend ACL graph), "
-               "set TASK_QUEUE_ENABLE=2 and CPU_AFFINITY_CONF=2, and fuse small ops to launch fewer kernels."),
+    "ascend": msg("Capture the step as a graph (TorchAir torch.compile with the npu backend, or vLLM-Ascend "
+                  "ACL graph), set TASK_QUEUE_ENABLE=2 and CPU_AFFINITY_CONF=2, and fuse small ops to launch "
+                  "fewer kernels."),
     "nvidia": msg("Capture the step with CUDA Graphs (torch.compile(mode=\"reduce-overhead\") or "
-               "torch.cuda.CUDAGraph), let torch.compile fuse small ops, and keep Python work out of the step."),
+                  "torch.cuda.CUDAGraph), let torch.compile fuse small ops, and keep Python work out of the "
+                  "step."),
     "amd": msg("Capture the step with HIP graphs (torch.compile(mode=\"reduce-overhead\") on ROCm), let "
-            "torch.compile fuse small ops, and keep Python work out of the step."),
+               "torch.compile fuse small ops, and keep Python work out of the step."),
 }
-_GENERIC = msg("Launch fewer, larger kernels (fuse small ops, compile the step) and keep Python work out of the step.")
+_GENERIC = msg("Launch fewer, larger kernels (fuse small ops, compile the step) and keep Python work out of "
+               "the step.")
 
 
 @rule("host_bound_gaps", title=msg("Device idle waiting for the host"), saving_model=SAVING_MODEL,
-      explains="host_launch_bound", saving_bound="upper_bound")
+      thresholds={
+          "free_share_above": Threshold(0.10, "advisor over_all: free time > 10% (docs/formats.md §4.3)"),
+          # norm_launch_overhead reads this one too: its waiting fused norms shrink to the same residual gap
+          "residual_gap_us": Threshold(1.0, "a graph-mode launch leaves ~1 us between kernels [INFERRED: ACL "
+                                            "graph replays tasks back to back]"),
+          "min_gap_us": Threshold(5.0, "[INFERRED] no source: only host-bound gaps longer than this are "
+                                       "counted and shortened"),
+          "min_kernels": Threshold(50, "[INFERRED] a trimmed excerpt of a few kernels says nothing about "
+                                       "free time"),
+      },
+      blocks=(), remedies=(), needs=(), explains="host_launch_bound", saving_bound="upper_bound")
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     a = g.attribution
-    cfg = ctx.config.section("host_bound_gaps")
+    cfg = ctx.thresholds
     total = ctx.total_ns
     bound = float(ctx.bucket_ns("host_launch_bound"))
     if a is None or g.n < cfg["min_kernels"] or share(bound, total) < cfg["free_share_above"]:
@@ -52,9 +67,10 @@ def match(ctx: RuleContext) -> None:
     decode = msg(" This dominates eager-mode decode, where kernels are short.") if ctx.workload in (
         "llm_decode", "llm_serving") else ""
     ctx.emit(
-        title=msg("The device is idle {pct:.0f}% of the run while the host issues work", pct=100 * bound / total),
-        description=msg("Between kernels the device sits idle while the host (Python, the framework, the launch "
-                        "path) prepares the next one.{decode} {advice}", decode=decode,
+        title=msg("The device is idle {pct:.0f}% of the run while the host issues "
+                  "work", pct=100 * bound / total),
+        description=msg("Between kernels the device sits idle while the host (Python, the framework, the "
+                        "launch path) prepares the next one.{decode} {advice}", decode=decode,
                         advice=_ADVICE.get(ctx.vendor, _GENERIC)),
         ops=[],
         evidence={"host_launch_bound_us": us(bound), "host_launch_bound_share": share(bound, total),
@@ -65,14 +81,15 @@ def match(ctx: RuleContext) -> None:
         kernels=idx, saving_ns=np.zeros(len(idx)), covered_ns=bound, saving_model=SAVING_MODEL,
         intervals=(g.start[idx] - saving.astype(np.int64), g.start[idx]),
         # graph mode: every task is issued by the graph, so the host's issuing time (framework ops and the
-        # Python between them, host_launch_bound and idle_other) goes and every such gap shrinks to the residual
+        # Python between them, host_launch_bound and idle_other) goes and every such gap shrinks to the
+        # residual
         change=_graph_mode(ctx, a, int(cfg["residual_gap_us"] * 1e3), cfg["min_gap_us"] * 1e3),
         details={"env": {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}, "graph_mode": True}
         if ctx.vendor == "ascend" else {"graph_mode": True},
     )
 
 
-def _graph_mode(ctx: RuleContext, a, residual_ns: int, min_gap_ns: float) -> Change:
+def _graph_mode(ctx: RuleContext, a: TimeAttribution, residual_ns: int, min_gap_ns: float) -> Change:
     g = ctx.graph
     ls, le = a.intervals("host_launch_bound", "idle_other")
     launch_gap = overlap_ns(ls, le, g.start - g.gap_before_ns, g.start)

@@ -10,23 +10,38 @@ from __future__ import annotations
 
 import numpy as np
 
-from pypto_core.rules._fusion import chain_savings
-from pypto_core.rules._util import op_type_time, share, us
-from pypto_core.rules.context import RuleContext
 from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules._fusion import FUSED_LAUNCH_GAP, chain_savings
+from pypto_core.rules._util import min_time_share, op_type_time, share, us
+from pypto_core.rules.context import RuleContext
+from pypto_core.rules.registry import Threshold, rule
 from pypto_core.workload import LLM_WORKLOADS
 
-SAVING_MODEL = msg("Each unfused chain becomes one npu_rms_norm / npu_add_rms_norm kernel of the configured fused "
-                "time, launched with the short queued gap: saving = chain time + gaps - (fused time + that gap). "
-                "Fused norms waiting on the host save the gap above the residual graph-mode gap.")
+SAVING_MODEL = msg("Each unfused chain becomes one npu_rms_norm / npu_add_rms_norm kernel of the configured "
+                   "fused time, launched with the short queued gap: saving = chain time + gaps - (fused time "
+                   "+ that gap). Fused norms waiting on the host save the gap above the residual graph-mode "
+                   "gap.")
 
 
-@rule("norm_launch_overhead", title=msg("Norm launch overhead outweighs its compute"), saving_model=SAVING_MODEL,
-      remedies=("norm_fusion_patch.py",), vendors=("ascend",), workloads=LLM_WORKLOADS)
+@rule("norm_launch_overhead", title=msg("Norm launch overhead outweighs its compute"),
+      saving_model=SAVING_MODEL,
+      thresholds={
+          "fused_norm_us": Threshold(3.3, "AddRmsNorm 3.3 us (docs/domain.md §0 #10, §7: fused 2-5 us)"),
+          "fused_launch_gap_us": FUSED_LAUNCH_GAP,
+          "min_chains_per_token": Threshold(1.0, "[INFERRED] at least one unfused chain per decoded token: a "
+                                                 "pattern of every step, not a one-off"),
+          "min_time_share": min_time_share(0.005),
+          "gap_over_compute": Threshold(2.0, "fused norm kernels: flagged when their launch gaps outweigh "
+                                             "their own time by this factor [INFERRED]"),
+          "fused_gap_min_share": Threshold(0.05, "[INFERRED] no source: the waiting fused norms' gaps count "
+                                                 "only above this share of the run"),
+      },
+      # the fused norms' gaps shrink to host_bound_gaps' residual_gap_us (the same graph-mode launch)
+      blocks=("norm",), remedies=("norm_fusion_patch.py",), needs=(), vendors=("ascend",),
+      workloads=LLM_WORKLOADS)
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
-    cfg = ctx.config.section("norm_launch_overhead")
+    cfg = ctx.thresholds
     slot = (g.dur + g.gap_before_ns).astype(np.float64)
     saving = np.zeros(g.n)
     chain_ids = g.chain_id("rms_norm")
@@ -57,16 +72,18 @@ def match(ctx: RuleContext) -> None:
     ctx.emit(
         title=(msg("Unfused RMSNorm: {per_step:.0f} chains of tiny kernels per step",
                    per_step=chains / max(len(g.tokens.decode_step), 1)) if chains
-               else msg("{kernels} norm kernels wait on the host longer than they run", kernels=int(waiting.sum()))),
+               else msg("{kernels} norm kernels wait on the host longer than "
+                        "they run", kernels=int(waiting.sum()))),
         description=(
-            msg("RMSNorm computed as separate Cast, Pow, ReduceMean, Add, Rsqrt and Mul kernels launches six to eight "
-            "tiny vector kernels per norm, and in eager mode the device idles between them while the host "
-            "launches the next one. torch_npu.npu_rms_norm (or npu_add_rms_norm, which also fuses the residual "
-            "add) does the same work in one kernel; TASK_QUEUE_ENABLE=2 and graph mode shorten the remaining gaps.")
+            msg("RMSNorm computed as separate Cast, Pow, ReduceMean, Add, Rsqrt and Mul kernels launches six "
+                "to eight tiny vector kernels per norm, and in eager mode the device idles between them "
+                "while the host launches the next one. torch_npu.npu_rms_norm (or npu_add_rms_norm, which "
+                "also fuses the residual add) does the same work in one kernel; TASK_QUEUE_ENABLE=2 and "
+                "graph mode shorten the remaining gaps.")
             if chains else
-            msg("The norm kernels themselves are fused, but the device waits for the host before each one much longer "
-            "than the kernel runs: the run is host-bound here. Use TASK_QUEUE_ENABLE=2, CPU_AFFINITY_CONF=2 "
-            "or graph mode.")),
+            msg("The norm kernels themselves are fused, but the device waits for the host before each one "
+                "much longer than the kernel runs: the run is host-bound here. Use TASK_QUEUE_ENABLE=2, "
+                "CPU_AFFINITY_CONF=2 or graph mode.")),
         ops=list(ops),
         evidence={
             "unfused_chains": chains, "chains_per_token": round(chains / ctx.tokens, 2),
@@ -78,7 +95,6 @@ def match(ctx: RuleContext) -> None:
             "fused_norm_us_assumed": cfg["fused_norm_us"],
         },
         kernels=idx, saving_ns=saving[idx], covered_ns=covered, saving_model=SAVING_MODEL,
-        remedies=["norm_fusion_patch.py"],
         details={"op_types": list(ops), "op_time": ops, "norm_type": "rms_norm", "layers": st.get("layers"),
                  "model": st.get("model_hint"), "hidden": st.get("hidden"),
                  "fused_api": "torch_npu.npu_rms_norm / torch_npu.npu_add_rms_norm",

@@ -7,12 +7,13 @@ from __future__ import annotations
 import numpy as np
 
 from pypto_core.attribution import attribute
+from pypto_core.i18n import msg
 from pypto_core.intervals import clip_to_length
+from pypto_core.profile import Profile
 from pypto_core.replay import kernel_change
 from pypto_core.rules._util import us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Every rank waits for the slowest at each collective: balancing brings the slowest rank's "
                 "compute to the mean; saving = max - mean compute time.")
@@ -21,7 +22,7 @@ SAVING_MODEL = msg("Every rank waits for the slowest at each collective: balanci
 RANK_TIME_KINDS = {"computing": msg("computing"), "communication": msg("communication"), "free": msg("free")}
 
 
-def _rank_totals(profile) -> dict[str, float]:
+def _rank_totals(profile: Profile) -> dict[str, float]:
     """Compute, communication not overlapped and idle time of one rank, from its time attribution (the
     same numbers the rank's breakdown shows)."""
     a = attribute(profile)
@@ -32,8 +33,9 @@ def _rank_totals(profile) -> dict[str, float]:
             "free": float(a.run.idle_ns)}
 
 
-@rule("slow_rank", title=msg("Slow rank"), saving_model=SAVING_MODEL, scope="group",
-      explains="communication_not_overlapped")
+@rule("slow_rank", title=msg("Slow rank"), saving_model=SAVING_MODEL,
+      thresholds={"gap_above": Threshold(0.05, "advisor slow_rank: max vs mean > 5% (docs/formats.md §4.3)")},
+      blocks=(), remedies=(), needs=(), scope="group", explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     group = ctx.group
     if group is None or group.ranks < 2:
@@ -59,10 +61,12 @@ def match(ctx: RuleContext) -> None:
     ctx.emit(
         title=msg("Rank {rank} is the slow rank: {kind} time spread {pct:.0f}% above the mean",
                   rank=ranks[slow], kind=RANK_TIME_KINDS[kind], pct=100 * gap),
-        description=msg("One rank takes noticeably longer than the others, and every collective waits for it. Look at "
-                     "that rank's own findings, its host (CPU binding, other processes) and its share of the data."),
+        description=msg("One rank takes noticeably longer than the others, and every collective waits for "
+                        "it. Look at that rank's own findings, its host (CPU binding, other processes) and "
+                        "its share of the data."),
         ops=[],
-        evidence={"kind": kind, **{f"{k}_gap_vs_mean": round(v, 4) for k, v in gaps.items()}, "gap_vs_mean": round(float(gap), 4), "threshold": ctx.threshold("gap_above"),
+        evidence={"kind": kind, **{f"{k}_gap_vs_mean": round(v, 4) for k, v in gaps.items()},
+                  "gap_vs_mean": round(float(gap), 4), "threshold": ctx.threshold("gap_above"),
                   "slow_rank": ranks[slow], **{f"rank_{r}_{kind}_us": us(v) for r, v in zip(ranks, vals)}},
         kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=float(vals.max()),
         intervals=_waiting_for_peers(ctx, saving), saving_model=SAVING_MODEL,

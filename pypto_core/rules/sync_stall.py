@@ -10,16 +10,17 @@ from __future__ import annotations
 import numpy as np
 
 from pypto_core.attribution import SYNC_CALL, matching_calls
+from pypto_core.i18n import msg
 from pypto_core.intervals import overlap_ns
 from pypto_core.replay import Change
 from pypto_core.rules._bucket_rule import HOST_CALL_NEEDS, bucket_share, emit_bucket, host_calls
 from pypto_core.rules._util import us
 from pypto_core.rules.context import RuleContext
-from pypto_core.i18n import msg
-from pypto_core.rules.registry import rule
+from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("Removing the host syncs from the step (values kept on the device, syncs moved out of the loop) "
-                "lets the queue run ahead: saving = the device idle time spent inside the syncs (an upper bound).")
+SAVING_MODEL = msg("Removing the host syncs from the step (values kept on the device, syncs moved out of the "
+                   "loop) lets the queue run ahead: saving = the device idle time spent inside the syncs (an "
+                   "upper bound).")
 
 _ADVICE = {
     "ascend": msg("Avoid torch.npu.synchronize(), .item(), .cpu() and .tolist() inside the step; keep "
@@ -45,7 +46,9 @@ def sync_calls(ctx: RuleContext) -> dict[str, dict[str, float]]:
 
 
 @rule("sync_stall", title=msg("Device idle while the host synchronises"), saving_model=SAVING_MODEL,
-      needs=HOST_CALL_NEEDS, explains="sync_wait", saving_bound="upper_bound")
+      thresholds={"share_above": Threshold(0.05, "[INFERRED] host syncs idling the device a twentieth of the "
+                                                 "step")},
+      blocks=(), remedies=(), needs=HOST_CALL_NEEDS, explains="sync_wait", saving_bound="upper_bound")
 def match(ctx: RuleContext) -> None:
     found = bucket_share(ctx, "sync_wait")
     if found is None:
@@ -54,10 +57,13 @@ def match(ctx: RuleContext) -> None:
     stall = ctx.bucket_ns("sync_wait")
     names = ", ".join(list(calls)[:3]) or msg("synchronising calls")
     emit_bucket(ctx, "sync_wait",
-                title=msg("The device idles {pct:.0f}% of the step while the host synchronises", pct=100 * found),
-                description=msg("The host blocks in {names} while the device has nothing queued: each sync drains "
-                                "the launch queue, so the device waits for the host to issue again. {advice}",
-                                names=names, advice=_ADVICE.get(ctx.vendor, msg("Keep host syncs out of the step."))),
+                title=msg("The device idles {pct:.0f}% of the step while the host "
+                          "synchronises", pct=100 * found),
+                description=msg("The host blocks in {names} while the device has nothing queued: each sync "
+                                "drains the launch queue, so the device waits for the host to issue again. "
+                                "{advice}",
+                                names=names, advice=_ADVICE.get(ctx.vendor, msg("Keep host syncs out of the "
+                                                                                "step."))),
                 saving_ns=stall, saving_model=SAVING_MODEL, ops=list(calls),
                 evidence={"sync_calls": calls, "stall_us_total": us(stall)},
                 change=Change(host_removed=host_calls(ctx, SYNC_CALL, "sync_wait")))

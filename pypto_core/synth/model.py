@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# The four anti-patterns of the seed, with their fixed ids (docs/contract.md). Each is planted by default and
-# removed by ``RunConfig.fixed``.
-RULES: tuple[str, ...] = ("matmul_tiling", "attention_memory_bound", "kv_cache_layout", "norm_launch_overhead")
-
-# What each rule's fixed version uses (the remedies' output), for docs and the CLI help.
+# The anti-patterns the simulator plants: the seed's four, each under the fixed id of the rule that finds it
+# (docs/contract.md), with what the fixed run's kernels use instead (the remedies' output), for docs and the
+# CLI help. Each is planted by default and removed by ``RunConfig.fixed``. This is the simulator's own table
+# (how ``kernels`` writes each pattern); what a rule is lives in its module (pypto_core/rules), and
+# tests/core/rules/test_rule_declarations.py checks that every id here is a registered rule.
 FIXES: dict[str, str] = {
     "matmul_tiling": "weights padded to multiples of 256 elements, tuned MatMul at good efficiency",
     "attention_memory_bound": "FusedInferAttentionScore instead of BatchMatMulV2 + SoftmaxV2 + BatchMatMulV2",
     "kv_cache_layout": "BSND cache updated in place (ScatterUpdate), no Transpose/ConcatD/TensorMove",
     "norm_launch_overhead": "RmsNorm / AddRmsNorm instead of Cast-Pows-ReduceMean-Add-Rsqrt-Mul-Cast-Mul chains",
 }
+RULES: tuple[str, ...] = tuple(FIXES)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from pypto_core import formats
+from pypto_core.i18n import msg
 from pypto_core.profile import Profile, ProfileGroup
 from pypto_core.rules import diagnose_columns, diagnose_group
 from pypto_core.rules.registry import discover, rule
@@ -70,7 +71,8 @@ def test_needs_name_real_tables_and_columns() -> None:
         for table, columns in r.columns().items():
             assert columns is None or all(columns), (r.id, table)
     with pytest.raises(ValueError, match="table.column"):
-        rule("bad_needs", title="t", saving_model="m", needs=("kernel.name",))(lambda ctx: None)
+        rule("bad_needs", title=msg("t"), saving_model=msg("m"), thresholds={}, blocks=(), remedies=(),
+             needs=("kernel.name",))(lambda ctx: None)
 
 
 def _comparison(base: Path, new: Path, **load: Any) -> dict[str, Any]:
