@@ -31,8 +31,8 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from profiles import selectors, services

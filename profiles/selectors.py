@@ -8,7 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 from django.http import Http404
 
-from profiles.models import Invitation, Membership, Profile, Project, UploadSession, WRITE_ROLES
+from profiles.models import WRITE_ROLES, Invitation, Membership, Profile, Project, UploadSession
 
 User = AbstractBaseUser | AnonymousUser
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
+from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
-from typing import IO, Any, Iterable
+from typing import IO, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model

@@ -92,7 +92,7 @@ class Breakdown:
     memcpy_pageable_ns: int = 0
     communication_overlapped_ns: int = 0
 
-    def add(self, other: "Breakdown") -> None:
+    def add(self, other: Breakdown) -> None:
         self.wall_ns += other.wall_ns
         for target, source in ((self.buckets, other.buckets), (self.compute_split, other.compute_split),
                                (self.memcpy_split, other.memcpy_split)):
@@ -206,7 +206,7 @@ def _classify_task(core_type: str, name: str) -> tuple[int, bool]:
     return COMPUTE_KINDS.index(_CORE_KIND.get(core_type, "other")), False
 
 
-def host_classes(profile: "Profile") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def host_classes(profile: Profile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, class) of host intervals: 0 sync, 1 data loading, 2 busy; step markers left out."""
     starts, ends, classes = [], [], []
     for table in (profile.host_ops, profile.api_calls):
@@ -226,7 +226,7 @@ def host_classes(profile: "Profile") -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.concatenate(starts), np.concatenate(ends), np.concatenate(classes)
 
 
-def matching_calls(profile: "Profile", pattern: re.Pattern[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def matching_calls(profile: Profile, pattern: re.Pattern[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(starts, ends, names) of the host calls (runtime API calls and framework ops) whose name, less
     torch_npu's ``Level@`` prefix, matches ``pattern``; each distinct name is tested once."""
     starts, ends, names = [], [], []
@@ -261,7 +261,7 @@ def _host_class(name: str) -> int:
 
 
 # -- windows -----------------------------------------------------------------------------------------------
-def step_windows(profile: "Profile", k_start: np.ndarray, k_end: np.ndarray
+def step_windows(profile: Profile, k_start: np.ndarray, k_end: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, list[int | None]]:
     """The steps as non-overlapping [start, end) windows (a step is cut where the next one begins); the
     device span as one window when the profile has no usable steps."""
@@ -283,7 +283,7 @@ def step_windows(profile: "Profile", k_start: np.ndarray, k_end: np.ndarray
 
 
 # -- the sweep -------------------------------------------------------------------------------------------
-def attribute(profile: "Profile", codes: tuple[np.ndarray, np.ndarray] | None = None) -> TimeAttribution | None:
+def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = None) -> TimeAttribution | None:
     """The time attribution of one rank (see the module docstring); None when the profile has neither
     device tasks nor step_trace figures. ``codes``: ``kernel_codes`` of its kernels, when already known."""
     k = profile.kernels
@@ -350,7 +350,7 @@ def attribute(profile: "Profile", codes: tuple[np.ndarray, np.ndarray] | None = 
 MIN_TASK_COVERAGE = 0.5
 
 
-def _unless_incomplete(timeline: TimeAttribution, profile: "Profile") -> TimeAttribution:
+def _unless_incomplete(timeline: TimeAttribution, profile: Profile) -> TimeAttribution:
     recorded = _from_step_trace(profile)
     if recorded is None:
         return timeline
@@ -404,7 +404,7 @@ def _merged(s: np.ndarray, e: np.ndarray, code: np.ndarray) -> tuple[np.ndarray,
     return s[first], e[last], code[first]
 
 
-def _from_step_trace(profile: "Profile") -> TimeAttribution | None:
+def _from_step_trace(profile: Profile) -> TimeAttribution | None:
     """A rank with no device tasks but torch_npu's step_trace_time: its own figures, idle unsplit."""
     steps = profile.steps
     if not steps.num_rows or "computing_ns" not in steps.column_names:
@@ -427,7 +427,7 @@ def _from_step_trace(profile: "Profile") -> TimeAttribution | None:
     return TimeAttribution(run=run, steps=out, source="step_trace_time")
 
 
-def attribute_group(group: "ProfileGroup") -> list[tuple[int | None, TimeAttribution | None]]:
+def attribute_group(group: ProfileGroup) -> list[tuple[int | None, TimeAttribution | None]]:
     """(rank, attribution) for every rank of a group, lowest rank first."""
     ranked = sorted(group.profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0))
     return [(p.meta.rank, attribute(p)) for p in ranked]

@@ -258,7 +258,7 @@ def normalize_sku_name(text: str | None) -> str | None:
     return None
 
 
-def detect_sku(profile: "Profile") -> str | None:
+def detect_sku(profile: Profile) -> str | None:
     """The SKU the profile says it ran on (meta.device, then device strings in meta.extra), else None."""
     meta = profile.meta
     candidates: list[str] = []
@@ -275,7 +275,7 @@ def detect_sku(profile: "Profile") -> str | None:
     return None
 
 
-def resolve_sku(profile: "Profile", sku: "str | SkuSpec | None" = None,
+def resolve_sku(profile: Profile, sku: str | SkuSpec | None = None,
                 overrides: dict[str, float] | None = None) -> tuple[SkuSpec, str]:
     """The spec to use and how it was chosen: ``given``, ``detected``, ``default`` (an Ascend profile that
     does not name its part: 910B3) or ``unknown`` (a GPU/CPU device without figures here)."""

@@ -16,7 +16,8 @@ Every string here comes from the uploaded profile and is untrusted: the web laye
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc

@@ -68,7 +68,7 @@ class Change:
     residual_gap_ns: int = 1_000
 
     @staticmethod
-    def merge(changes: list["Change"]) -> "Change":
+    def merge(changes: list[Change]) -> Change:
         if not changes:
             return Change()
         host = [c.host_removed for c in changes if c.host_removed is not None and len(c.host_removed[0])]
@@ -99,7 +99,7 @@ class ReplayResult:
 class Replay:
     """The dependency graph of one rank's main device, built once; ``run(change)`` re-times it."""
 
-    def __init__(self, profile: "Profile", attribution: TimeAttribution) -> None:
+    def __init__(self, profile: Profile, attribution: TimeAttribution) -> None:
         k = profile.kernels
         self.windows = np.array([[s.start_ns, s.end_ns] for s in attribution.steps], np.int64).reshape(-1, 2)
         start = pc.fill_null(k["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -280,7 +280,7 @@ class Replay:
             new_e, extra = updated, shorter
         return self._steps(new_e, host)
 
-    def _sync_shortening(self, new_e: np.ndarray, base: "_Shift", before: np.ndarray) -> np.ndarray:
+    def _sync_shortening(self, new_e: np.ndarray, base: _Shift, before: np.ndarray) -> np.ndarray:
         """Per sync call (in time order), the host time it no longer waits: it returns when its task's new
         end (plus the lag it had) has passed, on a host already moved by the earlier syncs (``before``: their
         shortening up to it, from the previous iteration)."""
@@ -297,7 +297,7 @@ class Replay:
         out[ok] = np.clip(new_se - ret, 0, se - ss)[ok]
         return out
 
-    def _steps(self, new_e: np.ndarray, host: "_Shift") -> ReplayResult:
+    def _steps(self, new_e: np.ndarray, host: _Shift) -> ReplayResult:
         """Each step ends when its host work (shifted) and its tasks (their new ends, less what already ran
         past the step's end in the recording) are done; the run spans the first step's start to the last end."""
         w = self.windows

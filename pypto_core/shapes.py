@@ -46,7 +46,7 @@ class Shapes:
     dims: np.ndarray  # int64 values
 
     @classmethod
-    def from_column(cls, column: pa.ChunkedArray | pa.Array) -> "Shapes":
+    def from_column(cls, column: pa.ChunkedArray | pa.Array) -> Shapes:
         arr = _as_list_array(column, pa.list_(pa.list_(pa.int64())))
         if len(arr) == 0:
             return cls(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64))

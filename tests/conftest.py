@@ -12,9 +12,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ class Worker:
     queues: str = WORKER_QUEUES  # "": no -Q, the worker consumes what the settings declare
     beat: bool = False  # with the embedded beat (-B), as `make run` starts it: the recovery sweep runs
 
-    def start(self) -> "Worker":
+    def start(self) -> Worker:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         beat = ["-B", "-s", str(self.log_path.with_suffix(".beat"))] if self.beat else []

@@ -13,8 +13,9 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pypto_core import __version__
 from pypto_core.capture import host

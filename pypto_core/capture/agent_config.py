@@ -37,10 +37,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from pypto_core.errors import InputError
 

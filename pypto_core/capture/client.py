@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import random
-import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pypto_core.errors import PyptoError
 
@@ -109,7 +109,7 @@ class ApiClient:
         while True:
             try:
                 response = self._send(method, url, data, all_headers, timeout_s or self.timeout_s)
-            except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError, OSError) as exc:
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
                 if not retry or not self._may_retry(attempt):
                     raise ConnectionLost(f"{method} {url}: {getattr(exc, 'reason', exc)}") from exc
             else:

@@ -21,8 +21,9 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from pypto_core.capture import backend as backends
 from pypto_core.capture.options import ENV_DIR, ENV_OPTIONS, CaptureOptions, OptionsError, validate_params
@@ -33,7 +34,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # The profiler that is recording in this process: torch allows one at a time, so an inner Profiler
 # (a script that uses the SDK, run by the agent's wrapper) joins the outer one instead of failing.
-_ACTIVE: "Profiler | None" = None
+_ACTIVE: Profiler | None = None
 
 
 class Profiler:
@@ -68,7 +69,7 @@ class Profiler:
 
     # -- recording ---------------------------------------------------------------------------------------
 
-    def start(self) -> "Profiler":
+    def start(self) -> Profiler:
         global _ACTIVE
         if self._open or self._joined is not None:
             raise PyptoError("this Profiler is already recording")
@@ -146,7 +147,7 @@ class Profiler:
             self._open = False
             _ACTIVE = None
 
-    def __enter__(self) -> "Profiler":
+    def __enter__(self) -> Profiler:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

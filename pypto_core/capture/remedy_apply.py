@@ -18,9 +18,10 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any
 
 from pypto_core.capture.agent_config import REMEDY_KINDS, RemedyPolicy, Workload
 from pypto_core.errors import PyptoError

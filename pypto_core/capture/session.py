@@ -44,7 +44,7 @@ class TuningSession(Profiler):
         self.runs: dict[str, Path] = {}
         self._label: str | None = None
 
-    def run(self, label: str) -> "TuningSession":
+    def run(self, label: str) -> TuningSession:
         """Name the next recording (one folder per label under the session's folder)."""
         if self.recording:
             raise PyptoError("a run is already recording")
@@ -53,7 +53,7 @@ class TuningSession(Profiler):
         self._label = label
         return self
 
-    def start(self) -> "TuningSession":
+    def start(self) -> TuningSession:
         label = self._label or f"run{len(self.runs) + 1}"
         self._label = label
         self.output_dir = self.root / label

@@ -12,8 +12,9 @@ import hashlib
 import json
 import os
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pypto_core.capture.client import ApiClient, ApiError
 from pypto_core.errors import InputError, PyptoError

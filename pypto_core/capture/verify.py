@@ -8,7 +8,8 @@ the verdicts (``pypto_core.fix_verdict``) arrive in the job's ``verification`` o
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pypto_core.capture.client import ApiClient, ApiError
 from pypto_core.errors import PyptoError

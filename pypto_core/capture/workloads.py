@@ -17,9 +17,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 from pypto_core.capture.agent_config import Workload
 from pypto_core.capture.options import ENV_DIR, ENV_OPTIONS, CaptureOptions

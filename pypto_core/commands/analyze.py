@@ -29,9 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pypto_core.formats import open_profiles  # lazily: the readers are heavy
     from pypto_core.hardware import normalize_sku_name
-    from pypto_core.rules import diagnose_columns, diagnose_group
-
     from pypto_core.i18n import LANGUAGES, normalize_language
+    from pypto_core.rules import diagnose_columns, diagnose_group
 
     language = normalize_language(args.lang)
     if language is None:

@@ -17,8 +17,8 @@ import os
 import sys
 import threading
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +159,7 @@ def _scan(path: str | os.PathLike[str], header: Sequence[str], spec: _Spec, thre
             reader.close()
 
 
-def _scan_parallel(reader: "_RowPieces", spec: _Spec, threads: int) -> Iterator[tuple[list[list[pa.Array]], str]]:
+def _scan_parallel(reader: _RowPieces, spec: _Spec, threads: int) -> Iterator[tuple[list[list[pa.Array]], str]]:
     """Each piece scanned in a worker thread, results in file order, at most ``_IN_FLIGHT`` pieces ahead."""
     pending: deque[Future[tuple[list[list[pa.Array]], str]]] = deque()
     pieces = iter(reader)
@@ -180,7 +180,7 @@ def _scan_parallel(reader: "_RowPieces", spec: _Spec, threads: int) -> Iterator[
                 f.cancel()
 
 
-def _scan_piece(spec: _Spec, reader: "_RowPieces", piece: "_Piece") -> tuple[list[list[pa.Array]], str]:
+def _scan_piece(spec: _Spec, reader: _RowPieces, piece: _Piece) -> tuple[list[list[pa.Array]], str]:
     """(batches, "") for a piece of whole rows, or (batches before the refused row, why it was refused)."""
     if piece.refused:
         return [], piece.refused

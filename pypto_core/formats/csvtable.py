@@ -140,8 +140,7 @@ def iter_csv_batches(
     )
     try:
         reader = pcsv.open_csv(path, read_options=read_opts, parse_options=parse_opts, convert_options=convert_opts)
-        for batch in reader:
-            yield batch
+        yield from reader
     except pa.ArrowInvalid as exc:
         raise InputError(str(path), f"malformed CSV ({_short(exc)})") from exc
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:

@@ -47,7 +47,7 @@ class Detection:
     kind: str
     path: Path
     found: list[str] = field(default_factory=list)  # the files that decided it, relative to ``path``
-    children: list["Detection"] = field(default_factory=list)
+    children: list[Detection] = field(default_factory=list)
     rank_hint: int | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -29,7 +29,14 @@ from pypto_core.formats.shapes import (
     parse_shapes,
     shape_cell_text,
 )
-from pypto_core.profile import STREAM_ENCODING, TABLE_NAMES, TABLE_SCHEMAS, ProfileMeta, empty_table, save_tables
+from pypto_core.profile import (
+    STREAM_ENCODING,
+    TABLE_NAMES,
+    TABLE_SCHEMAS,
+    ProfileMeta,
+    empty_table,
+    save_tables,
+)
 
 # canonical column -> header names seen across versions (first match wins)
 ALIASES: dict[str, tuple[str, ...]] = {

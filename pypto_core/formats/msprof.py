@@ -25,7 +25,12 @@ from pypto_core.formats.communication_json import read_communication
 from pypto_core.formats.csvtable import ConversionNotes, read_header
 from pypto_core.formats.jsonfile import load_json
 from pypto_core.formats.kernel_csv import kernels_to_parquet
-from pypto_core.formats.saved_folder import FolderFiles, concat_kernel_parts, note_device_ids, write_folder_profile
+from pypto_core.formats.saved_folder import (
+    FolderFiles,
+    concat_kernel_parts,
+    note_device_ids,
+    write_folder_profile,
+)
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import ProfileMeta
 

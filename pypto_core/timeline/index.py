@@ -461,7 +461,7 @@ class TimelineIndex:
         self._cache: OrderedDict[tuple, dict] = OrderedDict()
 
     @classmethod
-    def open(cls, directory: str | os.PathLike[str]) -> "TimelineIndex":
+    def open(cls, directory: str | os.PathLike[str]) -> TimelineIndex:
         path = Path(directory)
         doc = json.loads((path / "timeline.json").read_text(encoding="utf-8"))
         if doc.get("version") != INDEX_VERSION:

@@ -8,8 +8,8 @@ index and the chrome-trace export share the same lane assignment and the same ti
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -38,7 +38,7 @@ class Lane:
     texts: dict | None = None
 
     @classmethod
-    def make(cls, lane_id: int, name: Text, group: Text, kind: str, table: str, sort: int) -> "Lane":
+    def make(cls, lane_id: int, name: Text, group: Text, kind: str, table: str, sort: int) -> Lane:
         lane = cls(lane_id, render(name), render(group), kind, table, sort)
         lane.texts = {"name": _stored(name), "group": _stored(group)}
         return lane

@@ -110,12 +110,12 @@ class Bars:
         return len(self.start)
 
     @classmethod
-    def from_events(cls, row: np.ndarray, start: np.ndarray, end: np.ndarray, index: np.ndarray) -> "Bars":
+    def from_events(cls, row: np.ndarray, start: np.ndarray, end: np.ndarray, index: np.ndarray) -> Bars:
         dur = end - start
         return cls(row.astype(np.int32, copy=False), start, end, np.ones(len(start), np.int64), dur, dur,
                    index.astype(np.int64, copy=False))
 
-    def take(self, keep: np.ndarray) -> "Bars":
+    def take(self, keep: np.ndarray) -> Bars:
         return Bars(self.row[keep], self.start[keep], self.end[keep], self.count[keep], self.busy[keep],
                     self.longest_dur[keep], self.longest[keep])
 

@@ -77,8 +77,8 @@ def wait_ready(page: Any, worker: Any) -> None:
     """The status page polls and reloads itself when the pipeline ends; the analysis section appears."""
     try:
         page.wait_for_selector("#analysis, #error:not([hidden])", timeout=WAIT_MS)
-    except Exception:
-        raise AssertionError("profile did not become ready\nworker log:\n" + worker.tail())
+    except Exception as exc:
+        raise AssertionError("profile did not become ready\nworker log:\n" + worker.tail()) from exc
     assert page.locator("#analysis").count() == 1, page.inner_text("#error") + "\n" + worker.tail()
 
 

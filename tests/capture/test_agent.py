@@ -8,8 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ class AgentProcess:
         self.log, self.env = log, env
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> "AgentProcess":
+    def start(self) -> AgentProcess:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.args, cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)

@@ -129,7 +129,7 @@ def test_two_claimers_racing_get_the_job_once(setup) -> None:
         barrier = threading.Barrier(2)
         got: list[Any] = []
 
-        def claim() -> None:
+        def claim(barrier: threading.Barrier, got: list[Any]) -> None:
             try:
                 barrier.wait()
                 got.append(job_claim_next(agent=agent))
@@ -138,7 +138,7 @@ def test_two_claimers_racing_get_the_job_once(setup) -> None:
             finally:
                 connection.close()
 
-        threads = [threading.Thread(target=claim) for _ in range(2)]
+        threads = [threading.Thread(target=claim, args=(barrier, got)) for _ in range(2)]
         for t in threads:
             t.start()
         for t in threads:

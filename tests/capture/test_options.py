@@ -5,7 +5,12 @@ import json
 import pytest
 
 from pypto_core.capture.options import (
-    ENV_OPTIONS, CaptureOptions, OptionsError, options_from_env, schema_description, validate_params,
+    ENV_OPTIONS,
+    CaptureOptions,
+    OptionsError,
+    options_from_env,
+    schema_description,
+    validate_params,
 )
 
 

@@ -12,7 +12,11 @@ import pytest
 
 from pypto_core.capture.agent_config import RemedyPolicy, Workload, load_config
 from pypto_core.capture.remedy_apply import (
-    ENV_AOE_CONFIG, RemedyRefused, applied_workload, check_remedies, diff_paths,
+    ENV_AOE_CONFIG,
+    RemedyRefused,
+    applied_workload,
+    check_remedies,
+    diff_paths,
 )
 from pypto_core.errors import InputError
 

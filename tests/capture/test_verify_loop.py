@@ -15,13 +15,20 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from tests.capture.test_agent import (  # noqa: F401  (env_for_agent: a fixture)
-    LIMIT_S, AgentProcess, env_for_agent, job_row, registered, runs, wait_job,
+    LIMIT_S,
+    AgentProcess,
+    env_for_agent,
+    job_row,
+    registered,
+    runs,
+    wait_job,
 )
 from tests.conftest import wait_until
 from tests.web.helpers import project_with
@@ -69,8 +76,9 @@ timeout_s = 300
 
 
 @pytest.fixture
+# (env_for_agent: the fixture imported above, which pyflakes takes for a redefinition)
 def loop(transactional_db: None, live_server: Any, make_user, api_for, tmp_path: Path,
-         env_for_agent: dict[str, str]) -> Iterator[dict[str, Any]]:
+         env_for_agent: dict[str, str]) -> Iterator[dict[str, Any]]:  # noqa: F811
     from django.test import Client
 
     owner = make_user("owner")

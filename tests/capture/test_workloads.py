@@ -4,9 +4,9 @@ vLLM needs a GPU or NPU, so the stand-in does what vLLM does: write a profile fo
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -15,12 +15,12 @@ import re
 
 import pytest
 
+from pypto_core import formats  # noqa: E402
 from pypto_core.attribution import BUCKETS, IDLE_BUCKETS, attribute_group
 from pypto_core.rules import diagnose_group
 from tests.core.rules.test_real_samples import UNREADABLE, _samples
 from tests.paths import HAVE_SAMPLES, MISSING_SAMPLES, SAMPLES
 
-from pypto_core import formats  # noqa: E402
 if not HAVE_SAMPLES:  # pragma: no cover - a clone without ../shared
     pytest.skip(MISSING_SAMPLES, allow_module_level=True)
 

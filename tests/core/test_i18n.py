@@ -5,9 +5,9 @@ every real sample."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
-import ast
 from pathlib import Path
 
 import pytest

@@ -11,12 +11,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pypto_core import formats  # noqa: E402
 from pypto_core.attribution import attribute
 from pypto_core.profile import Profile, ProfileMeta
 from pypto_core.replay import Change, Replay
 from tests.paths import HAVE_SAMPLES, MISSING_SAMPLES, REPO, SAMPLES
 
-from pypto_core import formats  # noqa: E402
 T0 = 1_736_408_883_688_177_930
 REAL = ["ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt", "ascend_pt/cnn_8npu_db_level1/rank0_ascend_pt",
         "ascend_pt/timeline_2024", "kineto/a100_nccl_2rank", "kineto/dlrm_8xv100",

@@ -13,8 +13,9 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -98,7 +99,6 @@ def own_broker(n: int) -> str:
 def sending_to(broker: str) -> Iterator[None]:
     """Send this process's tasks (``delay`` after commit) to ``broker`` for the duration."""
     from pypto_web.celery import app
-
     from tests.conftest import purge_broker
 
     purge_broker(broker)

@@ -23,9 +23,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, pytes
 
 
 def test_twenty_browsing_five_uploading(worker, live_server, make_user, tmp_path, settings) -> None:
+    from rest_framework.authtoken.models import Token
+
     from analysis.models import AnalysisRun
     from profiles.models import Profile
-    from rest_framework.authtoken.models import Token
 
     settings.PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_USER = 0  # the load test measures the server, not the limits
     settings.PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_PROJECT = 0

@@ -10,9 +10,9 @@ import io
 import os
 import tarfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 MAX_MEMBERS = 50
 MAX_UNPACKED_BYTES = 40 * 1024**2  # above the 35 MB the Kineto .json.gz sample inflates to

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from django.core.files.base import ContentFile

@@ -9,9 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.web import bad_archives
 from tests.paths import SAMPLES
-from tests.web.helpers import SMALL_CSV, SMALL_RANK, project_with, sha256, stored_archive_sha256, wait_finished, zip_folder
+from tests.web import bad_archives
+from tests.web.helpers import (
+    SMALL_CSV,
+    SMALL_RANK,
+    project_with,
+    sha256,
+    stored_archive_sha256,
+    wait_finished,
+    zip_folder,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 KINETO_GZ = SAMPLES / "kineto" / "trace_diff_pair" / "control.json.gz"

@@ -7,6 +7,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from pypto_core.errors import InputError
 from pypto_core.formats import csvscan, csvtable, kernel_csv
 from pypto_core.formats.kernel_csv import kernel_device_ids, kernels_to_parquet, read_kernels
 from pypto_core.formats.shapes import CELL_TEXT_TYPE
@@ -127,7 +128,7 @@ def test_kernels_to_parquet_removes_its_file_on_bad_input(tmp_path):
     src = tmp_path / "k.csv"
     src.write_text("Name,Start Time(us),Duration(us),Type\n" + "\x00" * 10, encoding="utf-8")
     dest = tmp_path / "k.parquet"
-    with pytest.raises(Exception):
+    with pytest.raises(InputError, match="NUL bytes"):
         kernels_to_parquet(src, dest)
     assert not dest.exists()
 

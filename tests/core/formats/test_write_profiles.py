@@ -4,6 +4,7 @@ the upload pipeline stores, one rank at a time, with the big files never held in
 import json
 import shutil
 import zipfile
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -11,7 +12,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from pypto_core.errors import InputError
-from pypto_core.formats import csvscan, open_profile, open_profiles, parquet_sink, timeline_merge, write_profiles
+from pypto_core.formats import (
+    csvscan,
+    open_profile,
+    open_profiles,
+    parquet_sink,
+    timeline_merge,
+    write_profiles,
+)
 from pypto_core.formats.ascend_pt import write_ascend_pt
 from pypto_core.formats.timeline_merge import repoint_flows
 from pypto_core.profile import TABLE_NAMES, Profile
@@ -170,7 +178,9 @@ def test_msprof_slices_are_read_in_order_as_one_table(tmp_path):
     names = [s.rsplit("/", 1)[-1] for s in b.meta.source_files]
     assert sum(n.startswith(("op_summary_slice_", "msprof_slice_")) for n in names) == 4
     # flows whose two ends fell into different slices are lost; every other one points at the same rows
-    triples = lambda p: set(zip(*(p.flows[c].to_pylist() for c in ("host_index", "kernel_index", "api_index"))))
+    def triples(p: Any) -> set[tuple[int, int, int]]:
+        return set(zip(*(p.flows[c].to_pylist() for c in ("host_index", "kernel_index", "api_index"))))
+
     assert 0 < b.flows.num_rows < a.flows.num_rows
     assert triples(b) <= triples(a)
 

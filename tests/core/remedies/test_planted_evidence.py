@@ -6,8 +6,8 @@ names a path of the machine that made it or cuts a word."""
 from __future__ import annotations
 
 import io
-import re
 import json
+import re
 import zipfile
 
 import pytest

@@ -316,7 +316,7 @@ def _read_kineto(path: Path, facts: Facts) -> None:
     busy = union(facts.device)
     frame = facts.span
     starts = sorted(kernels)
-    for (s0, e0), (s1, _) in zip(busy, busy[1:]):
+    for (_, e0), (s1, _) in zip(busy, busy[1:]):
         if not frame or e0 < frame[0][0] or s1 > frame[0][1]:
             continue
         nxt = next((k for k in starts if k[0] >= s1 - 1e-6), None)

@@ -15,13 +15,12 @@ import sys
 import pyarrow as pa
 import pytest
 
+from pypto_core import formats  # noqa: E402
 from pypto_core.errors import InputError
 from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
 from pypto_core.rules import diagnose_group
 from tests.core.rules.sample_oracle import UNPREDICTED, expected_rules, read_facts
 from tests.paths import REPO, SAMPLES
-
-from pypto_core import formats  # noqa: E402
 
 # Every sample's rules are predicted from its own files by tests/core/rules/sample_oracle.py (the standard
 # library reading step_trace_time, communication.json, kernel_details, the CANN API calls and torch_npu's

@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 
 from pypto_core import formats, synth  # noqa: E402
-
 from pypto_core.rules import diagnose  # noqa: E402
 
 SEED_FOUR = ("matmul_tiling", "attention_memory_bound", "kv_cache_layout", "norm_launch_overhead")
