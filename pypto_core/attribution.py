@@ -341,12 +341,14 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
         steps.append(StepBreakdown(ids[i], int(w_start[i]), int(w_end[i]), b))
         run.add(b)
     timeline = TimeAttribution(run=run, steps=steps, source="timeline", device_id=main,
-                               streams=_stream_busy(w_start, w_end, start, end, stream, codes), segments=segments)
+                               streams=_stream_busy(w_start, w_end, start, end, stream, codes),
+                               segments=segments)
     return _unless_incomplete(timeline, profile)
 
 
 # A task table holding less than this share of the device time the profiler itself recorded in
-# step_trace_time is a part of the run (a trimmed upload, or tasks the export dropped): its own steps say more.
+# step_trace_time is a part of the run (a trimmed upload,
+# or tasks the export dropped): its own steps say more.
 MIN_TASK_COVERAGE = 0.5
 
 
@@ -419,7 +421,8 @@ def _from_step_trace(profile: Profile) -> TimeAttribution | None:
         if comm is None:
             comm = int(r.get("communication_ns") or 0) - int(r.get("overlapped_ns") or 0)
         free = int(r.get("free_ns") or 0) + int(r.get("preparing_ns") or 0)
-        b = Breakdown(wall_ns=compute + int(comm) + free, communication_overlapped_ns=int(r.get("overlapped_ns") or 0))
+        b = Breakdown(wall_ns=compute + int(comm) + free,
+                      communication_overlapped_ns=int(r.get("overlapped_ns") or 0))
         b.buckets.update({"compute": compute, "communication_not_overlapped": int(comm), "idle_other": free})
         b.compute_split["other"] = compute
         out.append(StepBreakdown(r.get("step_id"), int(r.get("start_ns") or 0), int(r.get("end_ns") or 0), b))

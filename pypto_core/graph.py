@@ -62,7 +62,8 @@ VOCAB_MIN = 16000  # LM head output width: 32000 (Llama-2), 128256 (Llama-3), 15
 _MODEL_HINTS: tuple[tuple[int, int, str], ...] = (
     # (vocab, layers, name): docs/domain.md §7 (Llama-2-7B: 32 layers, vocab 32000) and the public model
     # configs
-    (32000, 32, "llama2-7b"), (128256, 32, "llama3-8b"), (152064, 28, "qwen2.5-7b"), (151936, 28, "qwen2.5-7b"),
+    (32000, 32, "llama2-7b"), (128256, 32, "llama3-8b"), (152064, 28, "qwen2.5-7b"),
+    (151936, 28, "qwen2.5-7b"),
 )
 
 
@@ -126,7 +127,8 @@ class OperatorCallGraph:
         """The time attribution every finding and page number stands on (pypto_core.attribution)."""
         return attribute(self.profile, self.task_codes)
 
-    _SHAPE_CACHES = ("input_shapes", "output_shapes", "bytes_moved", "element_bytes", "mkn", "flops", "bound_ns")
+    _SHAPE_CACHES = ("input_shapes", "output_shapes", "bytes_moved", "element_bytes", "mkn", "flops",
+                     "bound_ns")
 
     def drop_shapes(self) -> None:
         """Forget the per-kernel shape arrays (the largest caches); they are rebuilt if asked for again."""
@@ -397,7 +399,8 @@ class OperatorCallGraph:
     @cached_property
     def _structure(self) -> dict[str, Any]:
         _, m, k, n = self.mkn
-        out: dict[str, Any] = {"layers": None, "hidden": None, "vocab": None, "head_dim": None, "model_hint": None}
+        out: dict[str, Any] = {"layers": None, "hidden": None, "vocab": None, "head_dim": None,
+                               "model_hint": None}
         mm = self.is_role("matmul") & ~self.lm_head_mask
         if mm.any():
             vals, counts = np.unique(k[mm & (k > 0)], return_counts=True)
@@ -447,7 +450,8 @@ class OperatorCallGraph:
             return empty
         kcorr = self.kernels["correlation_id"]
         if kcorr.null_count < len(kcorr) and host["correlation_id"].null_count < host.num_rows:
-            h = pa.table({"host_index": pa.array(np.arange(host.num_rows)), "correlation_id": host["correlation_id"]})
+            h = pa.table({"host_index": pa.array(np.arange(host.num_rows)),
+                          "correlation_id": host["correlation_id"]})
             kt = pa.table({"kernel_index": pa.array(np.arange(self.n)), "correlation_id": kcorr})
             joined = kt.join(h, "correlation_id", join_type="inner")
             if joined.num_rows:
@@ -518,7 +522,8 @@ class OperatorCallGraph:
             move = np.ones(self.n) if mf is None else np.where(mf >= 0, mf, 1.0)
             out["attention_hbm_time_share"] = float((self.dur[att] * move[att]).sum() / device_time)
             norm = w & (self.is_role("norm") | self.chain_mask("rms_norm"))
-            out["norm_launch_overhead_share"] = float((self.dur[norm] + self.gap_before_ns[norm]).sum() / span)
+            out["norm_launch_overhead_share"] = float((self.dur[norm]
+                                                       + self.gap_before_ns[norm]).sum() / span)
         if wl.has_decode():
             layout = w & self.kv_layout_mask
             lay_t = float(self.dur[layout].sum())
@@ -527,11 +532,12 @@ class OperatorCallGraph:
         if self.sku.known:
             mm = w & self.is_role("matmul") & (self.flops > 0)
             if mm.any():
-                out["matmul_ai_core_utilization"] = float(min(self.bound_ns[mm].sum() / max(self.dur[mm].sum(), 1),
-                                                              1.0))
+                bound_share = self.bound_ns[mm].sum() / max(self.dur[mm].sum(), 1)
+                out["matmul_ai_core_utilization"] = float(min(bound_share, 1.0))
             moved = float(self.bytes_moved[busy_mask].sum())
             if moved > 0:  # no tensor shapes (Kineto without record_shapes): the profile cannot say
-                out["hbm_bandwidth_utilization"] = float(min(moved / (span / 1e9) / self.sku.hbm_bytes_per_s, 1.0))
+                out["hbm_bandwidth_utilization"] = float(min(moved / (span / 1e9) / self.sku.hbm_bytes_per_s,
+                                                             1.0))
         return out
 
     @cached_property

@@ -95,8 +95,8 @@ class SkuSpec:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "vendor": self.vendor, "notes": self.notes,
                                "overridden": list(self.overridden)}
-        for key in ("ai_cores", "vector_cores", "clock_mhz", "fp16_tflops", "int8_tops", "hbm_gbps", "hbm_gib",
-                    "l2_mib", "vector_fp16_tflops"):
+        for key in ("ai_cores", "vector_cores", "clock_mhz", "fp16_tflops", "int8_tops", "hbm_gbps",
+                    "hbm_gib", "l2_mib", "vector_fp16_tflops"):
             fig = getattr(self, key)
             if fig is not None:
                 out[key] = {"value": fig.value, "tag": fig.tag, "source": fig.source}
@@ -264,7 +264,8 @@ def detect_sku(profile: Profile) -> str | None:
     candidates: list[str] = []
     if meta.device:
         candidates.append(str(meta.device))
-    for key in ("device", "device_name", "soc_version", "chip", "sku", "deviceProperties", "device_properties"):
+    for key in ("device", "device_name", "soc_version", "chip", "sku", "deviceProperties",
+                "device_properties"):
         value = meta.extra.get(key) if isinstance(meta.extra, dict) else None
         if value is not None:
             candidates.append(str(value))

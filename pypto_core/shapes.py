@@ -41,7 +41,8 @@ def _as_list_array(column: pa.ChunkedArray | pa.Array, empty_type: pa.DataType) 
 class Shapes:
     """Per kernel: a number of slots (tensors); per slot: a number of dims."""
 
-    slot_offsets: np.ndarray  # int64, len = kernels + 1: slots of kernel i are [slot_offsets[i], slot_offsets[i+1])
+    # int64, len = kernels + 1: slots of kernel i are [slot_offsets[i], slot_offsets[i+1])
+    slot_offsets: np.ndarray
     dim_offsets: np.ndarray  # int64, len = slots + 1
     dims: np.ndarray  # int64 values
 

@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pypto_core.profile import Profile
 
 VENDORS: tuple[str, ...] = ("ascend", "nvidia", "amd", "cpu", "unknown")
-WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_prefill", "llm_serving", "training", "inference_other", "unknown")
+WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_prefill", "llm_serving", "training", "inference_other",
+                              "unknown")
 LLM_WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_prefill", "llm_serving")
 DECODE_WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_serving")
 

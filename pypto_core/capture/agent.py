@@ -30,7 +30,8 @@ from pypto_core.errors import PyptoError
 
 log = logging.getLogger("pypto.agent")
 
-AUTH_SCHEME = "Agent"  # Authorization: Agent <token>; distinct from users' "Token" so neither is taken for the other
+# Authorization: Agent <token>; distinct from users' "Token" so neither is taken for the other
+AUTH_SCHEME = "Agent"
 LOG_TAIL_BYTES = 8192
 # Operations/test hook: while this file exists the agent pauses after each uploaded chunk (lets an operator
 # or a test kill it mid-upload at a known point).
@@ -100,14 +101,15 @@ class Agent:
         }
         answer = self._call("POST", "/api/agent/register/", body)
         self.heartbeat_s = float(answer.get("heartbeat_s", self.heartbeat_s))
-        log.info("registered as agent %s of project %s", answer.get("agent", {}).get("id"), answer.get("project"))
+        log.info("registered as agent %s of project %s", answer.get("agent", {}).get("id"),
+                 answer.get("project"))
         return answer
 
     def next_job(self) -> dict[str, Any] | None:
         try:
             response = self.client.request(
-                "POST", "/api/agent/jobs/next/", json_body={"wait_s": self.poll_s}, timeout_s=self.poll_s + 30,
-                ok=(200, 204),
+                "POST", "/api/agent/jobs/next/", json_body={"wait_s": self.poll_s},
+                timeout_s=self.poll_s + 30, ok=(200, 204),
             )
         except ApiError as exc:
             self._check_auth(exc)
@@ -129,7 +131,8 @@ class Agent:
         self.ledger.record(job_id, state="started", workload=job.get("workload"), started_at=time.time())
         workload = self.config.workloads.get(str(job.get("workload")))
         if workload is None:
-            self._finish(job_id, "failed", f"refused: workload {job.get('workload')!r} is not in this agent's config")
+            self._finish(job_id, "failed",
+                         f"refused: workload {job.get('workload')!r} is not in this agent's config")
             return
         try:
             options = validate_params(job.get("params") or {})
@@ -159,11 +162,13 @@ class Agent:
                     target=self._stream_log, args=(job_id, log_path, cancel, tail_stop), daemon=True
                 )
                 tailer.start()
-                ctx = RunContext(workload, dict(job.get("params") or {}), options, output_dir, log_file, cancel)
+                ctx = RunContext(workload, dict(job.get("params") or {}), options, output_dir, log_file,
+                                 cancel)
                 try:
                     if cancel.is_set():
                         raise WorkloadCancelled("cancelled before start")
-                    ctx.workload = applied_workload(workload, remedies, job_dir, self._applied_note(job_id, ctx))
+                    ctx.workload = applied_workload(workload, remedies, job_dir,
+                                                    self._applied_note(job_id, ctx))
                     run_workload(ctx)
                     ctx.note("packing the output")
                     archive = pack_folder(output_dir, job_dir / f"capture-{job_id}.tar.gz")
@@ -196,7 +201,8 @@ class Agent:
         return note
 
     def upload(self, job_id: int, archive: Path) -> None:
-        """Send the packed output; a cancel (told by a refused chunk or a heartbeat) aborts it between chunks."""
+        """Send the packed output; a cancel (told by a refused
+        chunk or a heartbeat) aborts it between chunks."""
         cancel = threading.Event()
         with self._lock:
             self._running[job_id] = cancel  # the heartbeat reports it and sets the event on a cancel
@@ -297,7 +303,8 @@ class Agent:
             return {}
         return answer if isinstance(answer, dict) else {}
 
-    def _stream_log(self, job_id: int, log_path: Path, cancel: threading.Event, stop: threading.Event) -> None:
+    def _stream_log(self, job_id: int, log_path: Path, cancel: threading.Event,
+                    stop: threading.Event) -> None:
         last_size = -1
         while not stop.wait(self.log_interval_s):
             try:
@@ -337,4 +344,5 @@ class Agent:
     def _check_auth(self, exc: ApiError) -> None:
         if exc.status in (401, 403):
             self.stop_event.set()
-            raise TokenRefused(f"{self.client.server}: the agent token was refused ({exc.status}); revoked?") from exc
+            raise TokenRefused(f"{self.client.server}: the agent token was refused ({exc.status}); "
+                               "revoked?") from exc

@@ -18,7 +18,8 @@ BACKENDS = ("npu", "cuda", "cpu")
 
 
 def detect_backend() -> str:
-    """``npu`` when torch_npu imports and sees a device, else ``cuda`` when CUDA is available, else ``cpu``."""
+    """``npu`` when torch_npu imports and sees a device,
+    else ``cuda`` when CUDA is available, else ``cpu``."""
     if importlib.util.find_spec("torch") is None:
         raise PyptoError("capture needs PyTorch: pip install 'pypto[capture]' (or 'pypto[npu]' on Ascend)")
     import torch

@@ -31,7 +31,8 @@ class ApiError(PyptoError):
         self.status = status
         self.body = body
         detail = body.get("detail") if isinstance(body, dict) else None
-        super().__init__(f"{method} {url}: HTTP {status}" + (f": {detail}" if detail else f": {str(body)[:200]}"))
+        super().__init__(f"{method} {url}: HTTP {status}"
+                         + (f": {detail}" if detail else f": {str(body)[:200]}"))
 
 
 class ConnectionLost(PyptoError):
@@ -130,7 +131,8 @@ class ApiClient:
         return self.backoff.attempts == 0 or attempt + 1 < self.backoff.attempts
 
     @staticmethod
-    def _send(method: str, url: str, data: bytes | None, headers: dict[str, str], timeout_s: float) -> Response:
+    def _send(method: str, url: str, data: bytes | None, headers: dict[str, str],
+              timeout_s: float) -> Response:
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 (server URL is the user's)

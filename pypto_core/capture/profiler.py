@@ -57,7 +57,8 @@ class Profiler:
         self.options = validate_params(base)
         env_dir = os.environ.get(ENV_DIR)
         chosen = output_dir if output_dir is not None else env_dir
-        self.output_dir = Path(chosen) if chosen else Path.cwd() / "pypto_captures" / time.strftime("%Y%m%d-%H%M%S")
+        self.output_dir = (Path(chosen) if chosen
+                           else Path.cwd() / "pypto_captures" / time.strftime("%Y%m%d-%H%M%S"))
         self.backend = backend
         self.worker_name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         self._prof: Any = None

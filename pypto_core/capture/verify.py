@@ -40,7 +40,8 @@ def verify_findings(client: ApiClient, profile_id: int, finding_ids: list[int], 
         answer = exc.body if isinstance(exc.body, dict) else {}
         reasons = "; ".join(f"{x.get('name')}: {x.get('reason')}" for x in answer.get("left_out") or [])
         raise VerificationFailed(f"verification refused ({answer.get('code', exc.status)}): "
-                                 f"{answer.get('detail') or exc}" + (f" [{reasons}]" if reasons else "")) from exc
+                                 f"{answer.get('detail') or exc}"
+                                 + (f" [{reasons}]" if reasons else "")) from exc
     if not wait:
         return {"job": job, "verification": job.get("verification")}
     deadline = time.monotonic() + limit_s

@@ -23,7 +23,8 @@ __all__ = ["open_profile", "open_profiles", "write_profiles", "detect_format"]
 
 
 def open_profile(path: str | os.PathLike[str]) -> Profile:
-    """Read one profile (folder, archive or single file). For several ranks, the lowest rank, with a warning."""
+    """Read one profile (folder, archive or single file).
+    For several ranks, the lowest rank, with a warning."""
     from pypto_core.formats.opener import open_profile as _open
 
     return _open(path)

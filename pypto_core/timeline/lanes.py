@@ -82,7 +82,8 @@ class LaneEvents:
 
 
 # Group order in the viewer, top to bottom (host above device, as Perfetto and MindStudio Insight show it).
-_SORT = {"steps": 0, "host_ops": 1, "api_calls": 2, "kernels": 3, "communication": 4, "counters": 5, "memory": 6}
+_SORT = {"steps": 0, "host_ops": 1, "api_calls": 2, "kernels": 3, "communication": 4, "counters": 5,
+         "memory": 6}
 
 
 def _int_column(table: pa.Table, name: str, fill: int) -> np.ndarray:
@@ -193,7 +194,8 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
             start = start - base
             return lane, start, start + np.maximum(dur, 0)
 
-        sources.append(SliceTable(table_name, first_lane, len(key_names), table.num_rows, interner.add(names), load))
+        sources.append(SliceTable(table_name, first_lane, len(key_names), table.num_rows, interner.add(names),
+                                  load))
 
     steps = profile.steps
     if steps.num_rows:
@@ -226,7 +228,8 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
 
     kernels = profile.kernels
     if kernels.num_rows:
-        pairs, inverse = _group_pairs(_int_column(kernels, "device_id", -1), _int_column(kernels, "stream_id", -1))
+        pairs, inverse = _group_pairs(_int_column(kernels, "device_id", -1),
+                                      _int_column(kernels, "stream_id", -1))
         device = _device_heading(profile)
         unrecorded = _unrecorded_stream_name(kernels)
         add("kernels", kernels, kernels["name"], plain(kernels, "dur_ns"), inverse.astype(np.int32),
@@ -303,8 +306,10 @@ def communication_group_name(profile: Profile, group: str) -> Message:
     return msg("{ops} · ranks {ranks} · group {group}", ops=collectives, ranks=listed, group=short)
 
 
-def counter_columns(profile: Profile, base: int, lanes: list[Lane]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Register the counter lanes in ``lanes``; returns lane (int32), time (relative ns) and value per sample."""
+def counter_columns(profile: Profile, base: int,
+                    lanes: list[Lane]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Register the counter lanes in ``lanes``; returns lane
+    (int32), time (relative ns) and value per sample."""
     c_lane, c_t, c_v = [], [], []
     counters = profile.counters
     if counters.num_rows:
@@ -345,7 +350,8 @@ def collect_lanes(profile: Profile) -> LaneEvents:
     for src in sources:
         lane, start, end = src.columns()
         rows = np.flatnonzero(lane >= 0)
-        parts.append((lane[rows] + src.first_lane, start[rows], end[rows], interner.ids(src.slot)[rows], rows))
+        parts.append((lane[rows] + src.first_lane, start[rows], end[rows], interner.ids(src.slot)[rows],
+                      rows))
     if parts:
         lane = np.concatenate([p[0] for p in parts]).astype(np.int32)
         start = np.concatenate([p[1] for p in parts])

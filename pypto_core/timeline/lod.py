@@ -24,9 +24,9 @@ def nesting_depth(lane: np.ndarray | None, start: np.ndarray, end: np.ndarray) -
     skipping rows still busy at its start. Properly nested slices get their stack depth. A slice that starts
     inside another but ends after it (real traces have them: an ``aten::to`` ending just after
     ``ProfilerStep#11`` begins) is not that slice's child: it keeps its times and goes on the next free row,
-    and its own children go below it. So a parent is always above its children, no two slices of a row overlap,
-    and a step bar is never covered. (Perfetto's JSON importer instead drops or truncates mis-nested slices;
-    we keep every slice as measured.) A zero-length event occupies its row for one ns.
+    and its own children go below it. So a parent is always above its children, no two slices of a row
+    overlap, and a step bar is never covered. (Perfetto's JSON importer instead drops or truncates mis-nested
+    slices; we keep every slice as measured.) A zero-length event occupies its row for one ns.
 
     Vectorised: the open-event count is the answer for properly nested runs; it is checked, and only the runs
     of overlapping events where it fails (between two instants when nothing is open) are placed one by one.
@@ -96,7 +96,8 @@ def place_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Bars:
-    """Bars of many rows, sorted by (row, start). ``longest`` is an event index; ``count`` 1 is a lone event."""
+    """Bars of many rows, sorted by (row, start). ``longest``
+    is an event index; ``count`` 1 is a lone event."""
 
     row: np.ndarray  # int32
     start: np.ndarray  # int64
