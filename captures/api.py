@@ -9,7 +9,8 @@ Members (session or ``Token``):
 Agents:
   POST /api/agent/register/  heartbeat/  jobs/next/ (long-poll, ``{"wait_s": N}``)
   POST /api/agent/jobs/{id}/status/  jobs/{id}/log/  jobs/{id}/upload/
-  GET, PUT, DELETE /api/agent/uploads/{uuid}/   POST /api/agent/uploads/{uuid}/complete/   (the resumable protocol)
+  GET, PUT, DELETE /api/agent/uploads/{uuid}/   POST /api/agent/uploads/{uuid}/complete/
+    (the resumable upload protocol)
 """
 
 from __future__ import annotations
@@ -69,9 +70,9 @@ class CaptureJobSerializer(serializers.ModelSerializer):
     class Meta:
         model = CaptureJob
         fields = [
-            "id", "project", "agent", "agent_name", "workload", "params", "status", "cancel_requested", "message",
-            "log_tail", "profile", "profile_url", "created_at", "claimed_at", "finished_at", "updated_at",
-            "remedies", "remedies_left_out", "verification",
+            "id", "project", "agent", "agent_name", "workload", "params", "status", "cancel_requested",
+            "message", "log_tail", "profile", "profile_url", "created_at", "claimed_at", "finished_at",
+            "updated_at", "remedies", "remedies_left_out", "verification",
         ]
         read_only_fields = fields
 
@@ -99,7 +100,8 @@ def agent_job_data(job: CaptureJob) -> dict[str, Any]:
     """What an agent is told about a job: never more than the workload's name and the params."""
     return {"id": job.pk, "workload": job.workload, "params": job.params, "created_at": job.created_at,
             # what a verification job asks the host to apply; the agent's own config decides
-            "remedies": [{k: r.get(k) for k in ("kind", "name", "content", "sha256", "rule")} for r in job.remedies]}
+            "remedies": [{k: r.get(k) for k in ("kind", "name", "content", "sha256", "rule")}
+                         for r in job.remedies]}
 
 
 # --- members --------------------------------------------------------------------------------------------
@@ -117,7 +119,8 @@ class ProjectAgentsView(APIView):
         data = AgentCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            agent, token = services.agent_create(project=project, user=request.user, name=data.validated_data["name"])
+            agent, token = services.agent_create(project=project, user=request.user,
+                                                 name=data.validated_data["name"])
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc
         return Response({**AgentSerializer(agent).data, "token": token}, status=status.HTTP_201_CREATED)
@@ -134,7 +137,8 @@ class ProjectCapturesView(APIView):
     @extend_schema(responses=CaptureJobSerializer(many=True))
     def get(self, request: Request, project_id: int) -> Response:
         project = profile_selectors.project_get_for_user(user=request.user, project_id=project_id)
-        return Response(CaptureJobSerializer(selectors.jobs_of_project(project=project)[:200], many=True).data)
+        return Response(CaptureJobSerializer(selectors.jobs_of_project(project=project)[:200],
+                                             many=True).data)
 
     @extend_schema(request=CaptureCreateSerializer, responses={201: CaptureJobSerializer})
     def post(self, request: Request, project_id: int) -> Response:
@@ -154,7 +158,8 @@ class ProjectCapturesView(APIView):
 class CaptureDetailView(APIView):
     @extend_schema(responses=CaptureJobSerializer)
     def get(self, request: Request, job_id: int) -> Response:
-        return Response(CaptureJobSerializer(selectors.job_get_for_user(user=request.user, job_id=job_id)).data)
+        job = selectors.job_get_for_user(user=request.user, job_id=job_id)
+        return Response(CaptureJobSerializer(job).data)
 
 
 class CaptureCancelView(APIView):
@@ -176,10 +181,12 @@ class AgentView(APIView):
         return self.request.auth  # type: ignore[return-value]
 
     def own_job(self, job_id: int) -> CaptureJob:
-        return get_object_or_404(CaptureJob.objects.select_related("upload", "created_by"), pk=job_id, agent=self.agent)
+        return get_object_or_404(CaptureJob.objects.select_related("upload", "created_by"), pk=job_id,
+                                 agent=self.agent)
 
     def own_upload_job(self, upload_id: Any) -> CaptureJob:
-        job = CaptureJob.objects.select_related("upload", "created_by").filter(upload_id=upload_id, agent=self.agent).first()
+        job = (CaptureJob.objects.select_related("upload", "created_by")
+               .filter(upload_id=upload_id, agent=self.agent).first())
         if job is None or job.upload is None:
             raise Http404("No such upload")
         return job
@@ -187,7 +194,8 @@ class AgentView(APIView):
 
 def _job_answer(job: CaptureJob, code: int = status.HTTP_200_OK, detail: str | None = None) -> Response:
     # cancel: stop working on it (asked by a user, or the job ended on the server, e.g. failed by jobs_expire)
-    body: dict[str, Any] = {"status": job.status, "cancel": job.cancel_requested or job.status in FINAL_STATUSES}
+    body: dict[str, Any] = {"status": job.status,
+                            "cancel": job.cancel_requested or job.status in FINAL_STATUSES}
     if detail:
         body["detail"] = detail
     return Response(body, status=code)
@@ -216,7 +224,8 @@ class AgentRegisterView(AgentView):
 class AgentHeartbeatView(AgentView):
     @FREE_FORM
     def post(self, request: Request) -> Response:
-        return Response({"cancel": services.agent_heartbeat(agent=self.agent, running=request.data.get("running", []))})
+        return Response({"cancel": services.agent_heartbeat(agent=self.agent,
+                                                            running=request.data.get("running", []))})
 
 
 class AgentNextJobView(AgentView):
@@ -250,7 +259,8 @@ class AgentJobStatusView(AgentView):
 class AgentJobLogView(AgentView):
     @FREE_FORM
     def post(self, request: Request, job_id: int) -> Response:
-        job = services.job_append_log(agent=self.agent, job=self.own_job(job_id), tail=str(request.data.get("tail", "")))
+        job = services.job_append_log(agent=self.agent, job=self.own_job(job_id),
+                                      tail=str(request.data.get("tail", "")))
         return _job_answer(job)
 
 
@@ -295,9 +305,11 @@ class AgentUploadView(AgentView):
             offset = _chunk_offset(request)
             length = int(request.headers.get("Content-Length", ""))
         except ValueError as exc:
-            raise ValidationError({"chunk": "Content-Range (or Upload-Offset) and Content-Length are required"}) from exc
+            raise ValidationError({"chunk": "Content-Range (or Upload-Offset) and Content-Length are "
+                                            "required"}) from exc
         try:
-            session = services.job_upload_append(job=job, offset=offset, stream=request._request, length=length)
+            session = services.job_upload_append(job=job, offset=offset, stream=request._request,
+                                                 length=length)
         except PermissionDenied as exc:
             return _job_answer(job, status.HTTP_409_CONFLICT, str(exc))
         except DjangoValidationError as exc:

@@ -9,4 +9,5 @@ class AgentTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):  # type: ignore[no-untyped-def]
         return {"type": "apiKey", "in": "header", "name": "Authorization",
-                "description": "`Agent <token>`: a capture agent's own token, shown once when it is registered"}
+                "description": "`Agent <token>`: a capture agent's own token, shown once when it is "
+                               "registered"}

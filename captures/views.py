@@ -28,7 +28,8 @@ def agents_page(request: HttpRequest, project_id: int) -> HttpResponse:
     new_token = None
     if request.method == "POST":
         try:
-            agent, new_token = services.agent_create(project=project, user=request.user, name=request.POST.get("name", ""))
+            agent, new_token = services.agent_create(project=project, user=request.user,
+                                                     name=request.POST.get("name", ""))
         except (ValidationError, PermissionDenied) as exc:
             messages.error(request, _errors(exc) if isinstance(exc, ValidationError) else str(exc))
         else:
@@ -101,7 +102,8 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "captures/job.html", {
         "status_labels": dict(JobStatus.choices),  # job.js shows the live status in the page's language
         "verification": verification_of_job(job=job),  # a verification job: its findings, remedies, verdicts
-        "job": job, "project": job.project, "can_write": profile_selectors.can_write(user=request.user, project=job.project),
+        "job": job, "project": job.project,
+        "can_write": profile_selectors.can_write(user=request.user, project=job.project),
     })
 
 
@@ -117,7 +119,8 @@ def profile_verify(request: HttpRequest, profile_id: int) -> HttpResponse:
     agent_id, _sep, workload = request.POST.get("target", "").partition(":")
     try:
         job = verification_create(user=request.user, profile=profile, finding_ids=ids,
-                                  agent_id=int(agent_id) if agent_id.isdigit() else None, workload=workload or None)
+                                  agent_id=int(agent_id) if agent_id.isdigit() else None,
+                                  workload=workload or None)
     except VerificationRefused as exc:
         reasons = "; ".join(f"{item['name']}: {item['reason']}" for item in exc.left_out)
         messages.error(request, exc.detail + (f" ({reasons})" if reasons else ""))

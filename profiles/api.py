@@ -10,7 +10,8 @@ Chunked, resumable upload (for multi-GB archives):
    ``Upload-Offset: N`` (where the chunk starts) -> 200 ``{"offset": N + len}``. A chunk that does not start
    at the current offset gets 409 ``{"offset": current}``: the client continues from there.
 3. To resume after a broken connection: ``GET /api/uploads/{upload_id}/`` -> ``{"offset", "size", ...}``.
-4. ``POST /api/uploads/{upload_id}/complete/`` -> 201 with the profile (same shape as ``GET /api/profiles/{id}/``).
+4. ``POST /api/uploads/{upload_id}/complete/`` -> 201 with the profile (same shape as ``GET
+/api/profiles/{id}/``).
    If ``sha256`` was given at step 1, the assembled file must match it.
 """
 
@@ -53,7 +54,8 @@ def _drf_error(exc: DjangoValidationError) -> ValidationError:
 
 @contextmanager
 def _service_errors() -> Iterator[None]:
-    """A service's Django ``ValidationError`` answered as the API's own (400, or an upload refusal's status)."""
+    """A service's Django ``ValidationError`` answered as
+    the API's own (400, or an upload refusal's status)."""
     try:
         yield
     except DjangoValidationError as exc:
@@ -94,7 +96,8 @@ class ProfileSerializer(serializers.ModelSerializer):
         return obj.error or None
 
     def get_regression(self, obj: Profile) -> dict[str, Any] | None:
-        """The automatic comparison with the project's baseline: ``{"comparison", "is_regression", "lines", ...}``."""
+        """The automatic comparison with the project's baseline:
+        ``{"comparison", "is_regression", "lines", ...}``."""
         from analysis.regressions import regression_of_profile
 
         known = self.context.get("regressions")  # a list view fetched them all at once
@@ -133,9 +136,11 @@ class UploadFormSerializer(serializers.Serializer):
     file = serializers.FileField()
     name = serializers.CharField(required=False, allow_blank=True, default="")
     sku = serializers.CharField(required=False, allow_blank=True, default="")
-    tags = serializers.CharField(required=False, allow_blank=True, default="", help_text=gettext_lazy("comma-separated"))
+    tags = serializers.CharField(required=False, allow_blank=True, default="",
+                                 help_text=gettext_lazy("comma-separated"))
     model_file = serializers.FileField(required=False, allow_null=True, default=None,
-                                       help_text=gettext_lazy("optional: your model's .py file, for diffs against it"))
+                                       help_text=gettext_lazy("optional: your model's .py file, for diffs "
+                                                              "against it"))
 
 
 class ModelFileSerializer(serializers.Serializer):
@@ -147,7 +152,8 @@ class UploadStartSerializer(serializers.Serializer):
     size = serializers.IntegerField(min_value=1)
     name = serializers.CharField(required=False, allow_blank=True, default="")
     sku = serializers.CharField(required=False, allow_blank=True, default="")
-    tags = serializers.JSONField(required=False, default=list, help_text=gettext_lazy("a list, or a comma-separated string"))
+    tags = serializers.JSONField(required=False, default=list,
+                                 help_text=gettext_lazy("a list, or a comma-separated string"))
     sha256 = serializers.CharField(required=False, allow_blank=True, default="")
 
 
@@ -210,7 +216,8 @@ class ProjectListView(APIView):
         serializer.is_valid(raise_exception=True)
         with _service_errors():
             project = services.project_create(user=request.user, **serializer.validated_data)
-        return Response(ProjectSerializer(project, context={"request": request}).data, status=status.HTTP_201_CREATED)
+        return Response(ProjectSerializer(project, context={"request": request}).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class ProjectDetailView(APIView):
@@ -221,12 +228,15 @@ class ProjectDetailView(APIView):
 
 
 class BaselineSerializer(serializers.Serializer):
-    profile = serializers.IntegerField(required=False, allow_null=True, help_text=gettext_lazy("a profile id; null unpins"))
-    threshold_pct = serializers.FloatField(required=False, help_text=gettext_lazy("regression threshold in percent"))
+    profile = serializers.IntegerField(required=False, allow_null=True,
+                                       help_text=gettext_lazy("a profile id; null unpins"))
+    threshold_pct = serializers.FloatField(required=False,
+                                           help_text=gettext_lazy("regression threshold in percent"))
 
 
 class ProjectBaselineView(APIView):
-    """``POST {"profile": id|null, "threshold_pct": float}``: pin the baseline new profiles are compared with."""
+    """``POST {"profile": id|null, "threshold_pct": float}``:
+    pin the baseline new profiles are compared with."""
 
     @extend_schema(request=BaselineSerializer, responses={200: ProjectSerializer})
     def post(self, request: Request, project_id: int) -> Response:
@@ -262,8 +272,10 @@ class ProjectInvitationsView(APIView):
         serializer = InvitationCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         with _service_errors():
-            invitation = services.invitation_create(project=project, invited_by=request.user, **serializer.validated_data)
-        return Response(InvitationSerializer(invitation, context={"request": request}).data, status=status.HTTP_201_CREATED)
+            invitation = services.invitation_create(project=project, invited_by=request.user,
+                                                    **serializer.validated_data)
+        return Response(InvitationSerializer(invitation, context={"request": request}).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class MyInvitationsView(APIView):
@@ -321,7 +333,8 @@ class UploadStartView(APIView):
         serializer = UploadStartSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         with _service_errors():
-            session = services.upload_session_start(project=project, user=request.user, **serializer.validated_data)
+            session = services.upload_session_start(project=project, user=request.user,
+                                                    **serializer.validated_data)
         return Response(upload_session_data(session), status=status.HTTP_201_CREATED)
 
 
@@ -396,7 +409,8 @@ class ProfileRerunView(APIView):
 
 
 class ProfileModelFileView(APIView):
-    """``POST`` multipart ``file``: attach the model file; the remedies are made again with diffs against it."""
+    """``POST`` multipart ``file``: attach the model file;
+    the remedies are made again with diffs against it."""
 
     parser_classes = [MultiPartParser, FormParser]
 
@@ -412,7 +426,8 @@ class ProfileModelFileView(APIView):
                                                      filename=upload.name)
         return Response(
             {"profile": profile.pk, "model_file": profile.model_file.name.rsplit("/", 1)[-1],
-             "run": run.pk if run else None, "artifacts_url": reverse("api-profile-artifacts", args=[profile.pk])},
+             "run": run.pk if run else None,
+             "artifacts_url": reverse("api-profile-artifacts", args=[profile.pk])},
             status=status.HTTP_202_ACCEPTED,
         )
 
@@ -428,7 +443,8 @@ class ProfileArchiveView(APIView):
 
 def attachment_response(fileobj: Any, filename: str) -> FileResponse:
     """A download that browsers save, never render (no sniffing, attachment disposition)."""
-    response = FileResponse(fileobj, as_attachment=True, filename=filename, content_type="application/octet-stream")
+    response = FileResponse(fileobj, as_attachment=True, filename=filename,
+                            content_type="application/octet-stream")
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response

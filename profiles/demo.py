@@ -35,7 +35,8 @@ def load_demo_profiles(project: Project) -> int:
     with tempfile.TemporaryDirectory(prefix="pypto-demo-") as tmp:
         before_dir, after_dir = demo_pair(Path(tmp) / "pair")
         uploaded = []
-        for label, folder in (("before: all four anti-patterns", before_dir), ("after: all four fixed", after_dir)):
+        for label, folder in (("before: all four anti-patterns", before_dir),
+                              ("after: all four fixed", after_dir)):
             archive = shutil.make_archive(str(Path(tmp) / folder.name), "zip", root_dir=folder.parent,
                                           base_dir=folder.name)
             with open(archive, "rb") as fh:

@@ -71,7 +71,8 @@ def invitation_create(
         raise ValidationError({"username": _("No active user with that username.")})
     if Membership.objects.filter(project=project, user=invitee).exists():
         raise ValidationError({"username": _("That user is already a member.")})
-    existing = Invitation.objects.filter(project=project, user=invitee, status=Invitation.Status.PENDING).first()
+    existing = Invitation.objects.filter(project=project, user=invitee,
+                                         status=Invitation.Status.PENDING).first()
     if existing is not None:
         existing.role = role
         existing.invited_by = invited_by
@@ -80,7 +81,8 @@ def invitation_create(
     return Invitation.objects.create(project=project, user=invitee, role=role, invited_by=invited_by)
 
 
-def _invitation_answer(*, invitation: Invitation, user: AbstractBaseUser, status: str, not_yours: str) -> None:
+def _invitation_answer(*, invitation: Invitation, user: AbstractBaseUser, status: str,
+                       not_yours: str) -> None:
     """Mark ``user``'s own pending invitation answered; anyone else's, or one already answered, is refused."""
     if invitation.user_id != user.pk or invitation.status != Invitation.Status.PENDING:
         raise PermissionDenied(not_yours)
@@ -137,7 +139,8 @@ def project_baseline_set(
         else:
             profile = Profile.objects.filter(pk=profile_id, project=project).first()
             if profile is None:
-                raise ValidationError({"profile": _("No profile %(id)s in this project.") % {"id": profile_id}})
+                raise ValidationError({"profile": _("No profile %(id)s in this project.")
+                                       % {"id": profile_id}})
             if profile.status != ProfileStatus.READY:
                 raise ValidationError({"profile": _("%(name)s is %(status)s: pin a ready profile.")
                                        % {"name": profile.name, "status": profile.status}})
@@ -145,7 +148,8 @@ def project_baseline_set(
         fields.append("baseline")
     if threshold_pct is not None:
         if not 0 < threshold_pct <= MAX_REGRESSION_THRESHOLD_PCT:
-            raise ValidationError({"threshold_pct": _("The threshold is a percentage above 0 and at most 1000.")})
+            raise ValidationError({"threshold_pct": _("The threshold is a percentage above 0 and at most "
+                                                      "1000.")})
         project.regression_threshold_pct = float(threshold_pct)
         fields.append("regression_threshold_pct")
     if fields:
@@ -257,7 +261,8 @@ def _storage_save(field: Any, name: str, content: File, filename: str) -> None:
         raise
     except Exception as exc:
         if type(exc).__module__.startswith(("botocore", "urllib3")):
-            raise UploadRefused(_("Storage is unreachable: %(name)s was not stored (%(why)s). Try again later.")
+            raise UploadRefused(_("Storage is unreachable: %(name)s was not stored (%(why)s). Try again "
+                                  "later.")
                                 % {"name": filename, "why": type(exc).__name__}, http_status=503) from exc
         raise
 
@@ -406,7 +411,8 @@ def upload_session_complete(*, session: UploadSession, user: AbstractBaseUser) -
             return Profile.objects.get(pk=locked.profile_id)
         if locked.received != locked.size:
             raise ValidationError(
-                {"upload": _("Received %(got)d of %(size)d bytes.") % {"got": locked.received, "size": locked.size}}
+                {"upload": _("Received %(got)d of %(size)d bytes.")
+                 % {"got": locked.received, "size": locked.size}}
             )
         path = _partial_path(locked)
         with open(path, "rb") as fh:
@@ -512,7 +518,8 @@ def profile_model_file_attach(*, profile: Profile, user: AbstractBaseUser, file:
     name = _check_model_file(file=file, filename=filename)
     old = profile.model_file.name if profile.model_file else ""
     storage = profile.model_file.storage
-    profile.model_file.save(name, file, save=False)  # bytes first: a failed update leaves an orphan, not a hole
+    # bytes first: a failed update leaves an orphan, not a hole
+    profile.model_file.save(name, file, save=False)
     with transaction.atomic():
         Profile.objects.filter(pk=profile.pk).update(model_file=profile.model_file.name)
         profile.refresh_from_db(fields=["status", "model_file"])
