@@ -55,8 +55,8 @@ class Worker:
         log = open(self.log_path, "ab")
         beat = ["-B", "-s", str(self.log_path.with_suffix(".beat"))] if self.beat else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "pypto_web", "worker", *(["-Q", self.queues] if self.queues else []),
-             "-P", "solo",
+            [sys.executable, "-m", "celery", "-A", "pypto_web", "worker",
+             *(["-Q", self.queues] if self.queues else []), "-P", "solo",
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", *beat,
              "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h"],
             cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -97,7 +97,8 @@ def wait_until(predicate: Callable[[], Any], what: str, worker: Worker | None = 
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}" + (f"\nworker log:\n{worker.tail()}" if worker else ""))
+            raise AssertionError(f"gave up waiting for {what}"
+                                 + (f"\nworker log:\n{worker.tail()}" if worker else ""))
         time.sleep(0.2)
 
 
@@ -129,7 +130,8 @@ def purge_broker(url: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def worker(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+def worker(django_db_setup: None, django_db_blocker: Any,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     """One worker for the session, with the small archive limits of tests/web/bad_archives.py."""
     from django.conf import settings
 
@@ -193,9 +195,9 @@ def _reads_samples(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """On a clone without the real samples (no ../shared/samples, no $PYPTO_SAMPLES), a failed test of a module
-    that reads them is reported skipped with one line saying how to get them; with a partial set, one that
-    failed on a missing sample file names the file. Any other failure stays a failure."""
+    """On a clone without the real samples (no ../shared/samples, no $PYPTO_SAMPLES), a failed test of a
+    module that reads them is reported skipped with one line saying how to get them; with a partial set, one
+    that failed on a missing sample file names the file. Any other failure stays a failure."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     if not report.failed:
@@ -207,7 +209,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if missing is not None and SAMPLES in missing.parents:
         # a sample file missing, wherever it was opened (benchmarks and generators read samples as templates);
         # with a partial set (fetch-samples.sh leaves out peer_outputs/ and derived/) the file is named
-        reason = MISSING_SAMPLES if not HAVE_SAMPLES else (f"needs the sample {missing.relative_to(SAMPLES)}, "
+        reason = MISSING_SAMPLES if not HAVE_SAMPLES else ("needs the sample "
+                                                           f"{missing.relative_to(SAMPLES)}, "
                                                            f"not in {SAMPLES.name}/")
     elif not HAVE_SAMPLES and _reads_samples(item):
         reason = MISSING_SAMPLES

@@ -17,7 +17,8 @@ from pypto_core.capture.options import (
 def test_defaults_are_the_light_capture() -> None:
     opts = validate_params({})
     assert opts == CaptureOptions()
-    assert (opts.profiler_level, opts.aic_metrics, opts.l2_cache, opts.scheduled) == ("Level1", "PipeUtilization", False, False)
+    assert (opts.profiler_level, opts.aic_metrics, opts.l2_cache, opts.scheduled) == \
+        ("Level1", "PipeUtilization", False, False)
 
 
 def test_allowed_values_pass_through() -> None:

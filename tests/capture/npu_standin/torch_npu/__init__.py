@@ -30,7 +30,8 @@ _OPS_PACKAGE = Path(__file__).resolve().parents[3] / "core" / "remedies" / "fake
 
 def _load_ops() -> Any:
     spec = importlib.util.spec_from_file_location(
-        "_pypto_fake_torch_npu_ops", _OPS_PACKAGE / "__init__.py", submodule_search_locations=[str(_OPS_PACKAGE)])
+        "_pypto_fake_torch_npu_ops", _OPS_PACKAGE / "__init__.py",
+        submodule_search_locations=[str(_OPS_PACKAGE)])
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
