@@ -293,13 +293,13 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
     dur = np.maximum(pc.fill_null(k["dur_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64), 0)
     device = pc.fill_null(k["device_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
     stream = pc.fill_null(k["stream_id"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    codes, pageable = codes if codes is not None else kernel_codes(k)
+    kinds, pageable = codes if codes is not None else kernel_codes(k)
     # One device per rank: where a file holds several, the busiest is the rank's (the others are listed
     # under their own streams only).
     devices, inverse = np.unique(device, return_inverse=True)
     main = int(devices[np.argmax(np.bincount(inverse, weights=dur.astype(np.float64)))])
     on = (device == main) & (start > 0)
-    start, end, codes, pageable, stream = start[on], start[on] + dur[on], codes[on], pageable[on], stream[on]
+    start, end, kinds, pageable, stream = start[on], start[on] + dur[on], kinds[on], pageable[on], stream[on]
     w_start, w_end, ids = step_windows(profile, start, end)
     if not len(w_start):
         return None
@@ -310,7 +310,7 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
     inside = (win >= 0) & (bounds[:-1] < w_end[np.clip(win, 0, None)])
     seg_code = np.full(len(bounds) - 1, -1, np.int8)
     for code in range(_SYNC):  # device kinds in priority order
-        sel = codes == code
+        sel = kinds == code
         if sel.any():
             seg_code[(seg_code < 0) & coverage(bounds, start[sel], end[sel])] = code
     for cls, code in ((0, _SYNC), (1, _DATA), (2, _HOST)):
@@ -319,8 +319,8 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
             seg_code[(seg_code < 0) & coverage(bounds, h_start[sel], h_end[sel])] = code
     del h_start, h_end, h_class
     seg_code[seg_code < 0] = _IDLE
-    both = coverage(bounds, start[codes < _COMM], end[codes < _COMM])
-    both &= coverage(bounds, start[codes == _COMM], end[codes == _COMM])
+    both = coverage(bounds, start[kinds < _COMM], end[kinds < _COMM])
+    both &= coverage(bounds, start[kinds == _COMM], end[kinds == _COMM])
     paged = coverage(bounds, start[pageable], end[pageable])
     paged &= (seg_code >= _MEMCPY0) & (seg_code < _SYNC)
     nwin = len(w_start)
@@ -341,7 +341,7 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
         steps.append(StepBreakdown(ids[i], int(w_start[i]), int(w_end[i]), b))
         run.add(b)
     timeline = TimeAttribution(run=run, steps=steps, source="timeline", device_id=main,
-                               streams=_stream_busy(w_start, w_end, start, end, stream, codes),
+                               streams=_stream_busy(w_start, w_end, start, end, stream, kinds),
                                segments=segments)
     return _unless_incomplete(timeline, profile)
 

@@ -50,13 +50,15 @@ def align_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     starts = [int(s["start_ns"]) - (off or 0) for r, off in zip(ranks, offsets) if off is not None
               for s in r.get("steps") or [] if _timed(s)]
     base = min(starts) if starts else min(ref_starts.values(), default=0)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r, off in zip(ranks, offsets):
-        steps, cursor = [], 0
+        steps: list[dict[str, Any]] = []
+        cursor = 0
         for s in r.get("steps") or []:
             if off is not None and _timed(s):
                 a, b = int(s["start_ns"]) - off - base, int(s["end_ns"]) - off - base
-                abs_a, abs_b = str(int(s["start_ns"])), str(int(s["end_ns"]))
+                abs_a: str | None = str(int(s["start_ns"]))
+                abs_b: str | None = str(int(s["end_ns"]))
             else:  # no timestamps: at the lowest rank's start of the same step, as long as its breakdown says
                 a = ref_starts.get(s.get("step_id"), cursor + base) - base
                 b = a + int((s.get("time_breakdown") or {}).get("wall_ns") or 0)

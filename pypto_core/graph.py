@@ -220,8 +220,9 @@ class OperatorCallGraph:
         (docs/domain.md §6 #2)."""
         if not self.n:
             return np.zeros(0)
-        return (tensor_bytes(self.input_shapes, self.kernels["input_dtypes"])
-                + tensor_bytes(self.output_shapes, self.kernels["output_dtypes"]))
+        moved: np.ndarray = (tensor_bytes(self.input_shapes, self.kernels["input_dtypes"])
+                             + tensor_bytes(self.output_shapes, self.kernels["output_dtypes"]))
+        return moved
 
     def slot_bytes(self, slot: int, outputs: bool = False) -> np.ndarray:
         """Bytes of input (or output) tensor ``slot`` of every kernel; 0 where the kernel has no such slot."""
@@ -272,7 +273,8 @@ class OperatorCallGraph:
     @cached_property
     def flops(self) -> np.ndarray:
         batch, m, k, n = self.mkn
-        return 2.0 * batch * m * k * n
+        flops: np.ndarray = 2.0 * batch * m * k * n
+        return flops
 
     @cached_property
     def bound_ns(self) -> np.ndarray:
@@ -306,7 +308,8 @@ class OperatorCallGraph:
             return None
         both = np.vstack([x for x in (aic, aiv) if x is not None])
         with np.errstate(all="ignore"):
-            return np.nanmax(np.where(np.isnan(both), -1.0, both), axis=0).clip(min=-1.0)
+            fraction: np.ndarray = np.nanmax(np.where(np.isnan(both), -1.0, both), axis=0).clip(min=-1.0)
+        return fraction
 
     # -- model structure ----------------------------------------------------------------------------
     @cached_property
@@ -315,12 +318,14 @@ class OperatorCallGraph:
         _, _, _, n = self.mkn
         if not self.n or n.max(initial=0) < VOCAB_MIN:
             return np.zeros(self.n, bool)
-        return n == n.max()
+        widest: np.ndarray = n == n.max()
+        return widest
 
     @cached_property
     def attention_mask(self) -> np.ndarray:
         """Fused attention kernels plus the members of unfused BatchMatMul-Softmax-BatchMatMul chains."""
-        return self.is_role("attention") | self.chain_mask("attention")
+        mask: np.ndarray = self.is_role("attention") | self.chain_mask("attention")
+        return mask
 
     @cached_property
     def tokens(self) -> Tokens:
@@ -536,8 +541,8 @@ class OperatorCallGraph:
                 out["matmul_ai_core_utilization"] = float(min(bound_share, 1.0))
             moved = float(self.bytes_moved[busy_mask].sum())
             if moved > 0:  # no tensor shapes (Kineto without record_shapes): the profile cannot say
-                out["hbm_bandwidth_utilization"] = float(min(moved / (span / 1e9) / self.sku.hbm_bytes_per_s,
-                                                             1.0))
+                bytes_per_s = moved / (span / 1e9)
+                out["hbm_bandwidth_utilization"] = float(min(bytes_per_s / self.sku.hbm_bytes_per_s, 1.0))
         return out
 
     @cached_property
@@ -547,7 +552,7 @@ class OperatorCallGraph:
         Cache-shaped [INFERRED, docs/domain.md §6 #4]: a 4-D tensor whose last dim is the attention head dim
         and which holds more than one position (a decode RoPE input holds exactly one).
         """
-        layout = self.is_role("layout") & ~self.chain_mask("rope")
+        layout: np.ndarray = self.is_role("layout") & ~self.chain_mask("rope")
         if not layout.any():
             return layout
         head_dim = self.structure_head_dim
@@ -561,7 +566,8 @@ class OperatorCallGraph:
         many_positions = np.maximum(d1, d2) > 1
         cache_like = four_d & dims_ok & many_positions
         del out_last
-        return layout & cache_like
+        mask: np.ndarray = layout & cache_like
+        return mask
 
     @cached_property
     def structure_head_dim(self) -> int | None:

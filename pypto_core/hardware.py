@@ -270,9 +270,9 @@ def detect_sku(profile: Profile) -> str | None:
         if value is not None:
             candidates.append(str(value))
     for text in candidates:
-        key = normalize_sku_name(text)
-        if key:
-            return key
+        sku = normalize_sku_name(text)
+        if sku:
+            return sku
     return None
 
 

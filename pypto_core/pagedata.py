@@ -119,8 +119,8 @@ def profile_page_data(profile: Profile, sku: str | None = None) -> dict[str, Any
     g_bytes = np.bincount(ginv, weights=bytes_moved, minlength=n_groups)
     g_bound = np.bincount(ginv, weights=bound, minlength=n_groups)
     g_order = np.argsort(-g_sum, kind="stable")
-    top = []
-    points = []
+    top: list[dict[str, Any]] = []
+    points: list[dict[str, Any]] = []
     for i in g_order:
         t, nm, sh, bl = str(uniq[i]).split("\x1f")
         secs = g_sum[i] / 1e9

@@ -353,7 +353,8 @@ def _stream_recurrence(floor: np.ndarray, q: np.ndarray, d: np.ndarray, first: n
     bounds = list(starts) + [n]
     for lo, hi in zip(bounds[:-1], bounds[1:]):  # streams are few
         out[lo:hi] = np.maximum.accumulate(key[lo:hi])
-    return out + c
+    issued: np.ndarray = out + c
+    return issued
 
 
 class _Shift:
@@ -373,7 +374,7 @@ class _Shift:
         return t - np.where(i >= 0, self.cum[ic] + inside, 0)
 
 
-def _issue_times(profile, n: int) -> np.ndarray:
+def _issue_times(profile: Profile, n: int) -> np.ndarray:
     """Per kernel row: when the host call that issued it returned (flows to API calls or host ops, else a
     shared correlation id; the launch is done by then); ``_NEVER`` where the profile does not link it."""
     out = np.full(n, _NEVER, np.int64)

@@ -88,7 +88,8 @@ def match_chains(codes: np.ndarray, vocab: list[str], same_run: np.ndarray,
     req_b = _lut(pattern.require_before, vocab) if pattern.require_before else None
     req_a = _lut(pattern.require_after, vocab) if pattern.require_after else None
 
-    def extend(direction: int, limit: int, allowed: np.ndarray, required: np.ndarray | None):
+    def extend(direction: int, limit: int, allowed: np.ndarray,
+               required: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         length = np.zeros(len(anchors), np.int64)
         alive = np.ones(len(anchors), bool)
         seen_required = np.zeros(len(anchors), bool) if required is not None else np.ones(len(anchors), bool)

@@ -154,7 +154,8 @@ def tensor_bytes(shapes: Shapes, dtypes: pa.ChunkedArray | pa.Array) -> np.ndarr
         return np.zeros(0, np.float64)
     per_slot = shapes.slot_elements().astype(np.float64) * dtype_bytes(dtypes, shapes.slot_offsets)
     cum = np.concatenate([[0.0], np.cumsum(per_slot)])
-    return cum[shapes.slot_offsets[1:]] - cum[shapes.slot_offsets[:-1]]
+    per_kernel: np.ndarray = cum[shapes.slot_offsets[1:]] - cum[shapes.slot_offsets[:-1]]
+    return per_kernel
 
 
 def first_dtype_bytes(dtypes: pa.ChunkedArray | pa.Array, slot_offsets: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -93,13 +94,13 @@ class Agent:
 
     def register(self) -> dict[str, Any]:
         body = {
-            "hostname": self.config.name or host.socket.gethostname(),
+            "hostname": self.config.name or socket.gethostname(),
             "capabilities": self.capabilities(),
             "workloads": self.config.public_workloads(),
             "remedies": self.config.remedies.public(),  # what this host lets a verification job change
             "version": __version__,
         }
-        answer = self._call("POST", "/api/agent/register/", body)
+        answer: dict[str, Any] = self._call("POST", "/api/agent/register/", body)
         self.heartbeat_s = float(answer.get("heartbeat_s", self.heartbeat_s))
         log.info("registered as agent %s of project %s", answer.get("agent", {}).get("id"),
                  answer.get("project"))

@@ -225,17 +225,6 @@ def read_capture(folder: Path) -> Profile:
     folder = Path(folder)
     if not folder.is_dir():
         raise PyptoError(f"{folder}: no capture here")
-    try:
-        from pypto_core.formats import open_profile  # type: ignore[attr-defined]
-    except ImportError:
-        open_profile = None
-    if open_profile is not None:
-        result = open_profile(folder)
-        primary = getattr(result, "primary", None)
-        return primary() if callable(primary) else result
-    traces = sorted(folder.glob("*.pt.trace.json*"), key=lambda p: p.stat().st_mtime)
-    if not traces:
-        raise PyptoError(f"{folder}: no trace written (was any step inside the active window?)")
-    from pypto_core.formats.kineto import read_kineto  # type: ignore[import-not-found]
+    from pypto_core.formats import open_profile  # the readers load on first use, not with the SDK
 
-    return read_kineto(traces[-1])
+    return open_profile(folder)

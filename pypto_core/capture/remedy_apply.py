@@ -49,8 +49,10 @@ class Remedy:
     paths: tuple[str, ...] = ()  # patch: the files it changes, relative to the source root
 
     def describe(self) -> str:
-        what = {"env": lambda: ", ".join(f"{k}={v}" for k, v in self.env),
-                "patch": lambda: ", ".join(self.paths), "aoe": lambda: "operator tuning config"}[self.kind]()
+        if self.kind == "env":
+            what = ", ".join(f"{k}={v}" for k, v in self.env)
+        else:
+            what = ", ".join(self.paths) if self.kind == "patch" else "operator tuning config"
         return f"{self.kind} {self.name} (sha256 {self.sha256[:12]}): {what}"
 
 
@@ -116,9 +118,10 @@ def diff_paths(content: str) -> list[str]:
     lines = content.split("\n")
     for k, line in enumerate(lines):
         m = _DIFF_TARGET.match(line)
-        if not m or k == 0 or not _DIFF_SOURCE.match(lines[k - 1]):
+        source = _DIFF_SOURCE.match(lines[k - 1]) if k else None
+        if not m or source is None:
             continue
-        target = m[1] if m[1] != "/dev/null" else _DIFF_SOURCE.match(lines[k - 1])[1]
+        target = m[1] if m[1] != "/dev/null" else source[1]
         if target.startswith("/"):
             paths.append(target)  # absolute: refused by the caller, never stripped into something relative
             continue

@@ -173,7 +173,8 @@ class ResumableUpload:
         if not self.state_path or not self.state_path.exists():
             return None
         try:
-            return json.loads(self.state_path.read_text(encoding="utf-8"))
+            state: dict[str, Any] | None = json.loads(self.state_path.read_text(encoding="utf-8"))
+            return state
         except (OSError, json.JSONDecodeError):
             return None
 

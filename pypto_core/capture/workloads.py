@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from pypto_core.capture.agent_config import Workload
 from pypto_core.capture.options import ENV_DIR, ENV_OPTIONS, CaptureOptions
@@ -42,7 +42,7 @@ class WorkloadCancelled(PyptoError):
 @dataclass
 class RunContext:
     workload: Workload
-    params: dict  # validated against the whitelist schema
+    params: dict[str, Any]  # validated against the whitelist schema
     options: CaptureOptions
     output_dir: Path
     log: IO[str]  # the job's log file (text, line-buffered)
@@ -154,7 +154,7 @@ def _run_process(ctx: RunContext, command: list[str], env: dict[str, str]) -> No
         raise WorkloadFailed(f"the workload exited with status {proc.returncode}")
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[Any]) -> None:
     for sig, wait_s in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, _KILL_GRACE_S)):
         try:
             os.killpg(proc.pid, sig)

@@ -78,7 +78,7 @@ def write_msprof(root: str | os.PathLike[str],
     summary = base / OUTPUT_DIR if (base / OUTPUT_DIR).is_dir() else base
     legacy = device_dirs(base)
     if module_files(summary, "op_summary", "csv") or module_files(summary, "msprof", "json"):
-        devices = [(None, summary, summary, "device")]
+        devices: list[tuple[int | None, Path, Path, str]] = [(None, summary, summary, "device")]
     elif legacy:
         devices = [(dev, d / "summary", d / "timeline", f"device_{dev}") for dev, d in legacy]
     else:

@@ -181,7 +181,7 @@ def _write_one(found: det.Detection, out: Path, index: int) -> list[tuple[Path, 
         writer = getattr(importlib.import_module(module), name)
         dest = out / f"part_{index}"
         return [(dest, writer(found.path, dest, rank_hint=found.rank_hint))]
-    written = []
+    written: list[tuple[Path, ProfileMeta]] = []
     if found.kind == det.MSPROF:  # streamed too, but one folder per device
         from pypto_core.formats.msprof import write_msprof
 

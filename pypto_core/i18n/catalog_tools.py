@@ -54,7 +54,8 @@ class PoEntry:
 def _unquote(line: str) -> str:
     body = line.strip()
     assert body.startswith('"') and body.endswith('"'), line
-    return ast.literal_eval(body)
+    text: str = ast.literal_eval(body)
+    return text
 
 
 def read_po(path: Path) -> dict[str, PoEntry]:

@@ -14,6 +14,7 @@ profiles on 910B: ``aclnnPowTensorScalar_PowsAiCore_Pows``, ``aclnnMean_ReduceMe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -90,7 +91,11 @@ class Kernel:
     busy: float = 0.96  # aicore_time / Duration
 
 
-def vector_block_dim(nbytes, vector_cores):  # type: ignore[no-untyped-def]  # int or int64 arrays
+@overload
+def vector_block_dim(nbytes: int, vector_cores: int) -> int: ...
+@overload
+def vector_block_dim(nbytes: np.ndarray, vector_cores: int) -> np.ndarray: ...
+def vector_block_dim(nbytes: int | np.ndarray, vector_cores: int) -> int | np.ndarray:
     """Block Dim of a vector kernel moving ``nbytes``: one block per 8 KiB, the whole chip above 256 KiB."""
     if isinstance(nbytes, np.ndarray):
         return np.where(nbytes > 256 << 10, vector_cores,
@@ -196,7 +201,7 @@ class StepBuilder:
                       dur, gap, pipes, "aten::linear", api, rule)
 
     # -- the rule segments -----------------------------------------------------------------------------------
-    def norm(self, rows: int, *, residual: bool, first: bool) -> list[Kernel]:
+    def norm(self, rows: tuple[int, int], *, residual: bool, first: bool) -> list[Kernel]:
         """RMSNorm of [B,S,h] (plus the residual add before it, except for the very first norm)."""
         cfg, h = self.cfg, self.m.hidden
         b, s = rows
@@ -265,7 +270,7 @@ class StepBuilder:
         # HF DynamicCache: BNSD tensors, q/k/v transposed to BNSD every step, cache grown with torch.cat and
         # made contiguous again (docs/domain.md §5, §6.4; the honest proxy of a layout tax).
         g = EAGER_LAUNCH_GAP_US
-        before: list[Kernel] = []
+        before = []
         for heads in (n, nk, nk):
             before.append(self.vector("aclnnInplaceCopy_TransposeAiCore_Transpose", "Transpose",
                                       "aclnnInplaceCopy", "aten::contiguous", (self._t(b, s, heads, d),),

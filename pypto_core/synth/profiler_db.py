@@ -156,9 +156,9 @@ class ProfilerDbWriter:
         self.next_gid = 0
         self.next_pyid = 0
         self.next_acl = ACL_CONNECTION_BASE
-        self._static: dict[int, tuple[KernelTable, list[tuple]]] = {}
+        self._static: dict[int, tuple[KernelTable, list[tuple[int, ...]]]] = {}
 
-    def _static_rows(self, table: KernelTable) -> list[tuple]:
+    def _static_rows(self, table: KernelTable) -> list[tuple[int, ...]]:
         """Per kernel: the string ids that do not change with the step (a decode table serves many steps)."""
         hit = self._static.get(id(table))
         if hit is not None and hit[0] is table:
@@ -167,14 +167,14 @@ class ProfilerDbWriter:
             self._static.clear()
         c, p = self.cann, self.pta
         host_type = HOST_TYPE_NAMES[self.cfg.dtype]
-        out = []
+        texts: list[tuple[Any, ...]] = []  # the host types' ids are given after all the others (file order)
         for k in table.kernels:
-            out.append((c(k.name), c(TASK_TYPE.get(k.core, k.core)), c(k.core), c(k.op_type),
+            texts.append((c(k.name), c(TASK_TYPE.get(k.core, k.core)), c(k.core), c(k.op_type),
                         c(";".join(t.fmt for t in k.inputs)), c(";".join(t.dtype for t in k.inputs)),
                         c(";".join(t.fmt for t in k.outputs)), c(";".join(t.dtype for t in k.outputs)),
                         0 if k.core.startswith("MIX") else NONE_U32, p(k.host_op), _host_types(k, host_type),
                         c(k.api)))
-        out = [row[:10] + (p(row[10]),) + row[11:] for row in out]
+        out: list[tuple[int, ...]] = [row[:10] + (p(row[10]),) + row[11:] for row in texts]
         self._static[id(table)] = (table, out)
         return out
 
@@ -205,6 +205,7 @@ class ProfilerDbWriter:
         conn.executemany("INSERT INTO TASK VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                          [(start[i], end[i], DEVICE_ID, cid[i], gids[i], HOST_PID, static[i][1], static[i][8],
                           STREAM_ID, task[i], NONE_U32) for i in range(n)])
+        rows: list[tuple[Any, ...]]
         if self.variant == "2026":
             dynamic, no = c("dynamic"), c("NO")
             rows = [(s[0], gids[i], block[i], mix[i], s[2], s[3], s[4], s[5], in_ids[i], s[6], s[7],
@@ -216,7 +217,7 @@ class ProfilerDbWriter:
                      out_ids[i], self.na, wait[i]) for i, s in enumerate(static)]
             conn.executemany("INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         pipes = pipe_columns(table, cols, block_arr, coupled=self.coupled, freq_mhz=self.cfg.sku.freq_mhz)
-        pmu: list[tuple] = []
+        pmu: list[tuple[Any, ...]] = []
         for (j, _, factor), mid in zip(self.metrics, self.metric_ids):
             values = pipes[j] if factor == 1.0 else [v * factor for v in pipes[j]]
             pmu.extend(zip(gids, repeat(mid), values))

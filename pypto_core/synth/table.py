@@ -101,7 +101,8 @@ class KernelTable:
         return out
 
     def durations_us(self, cache_len: int) -> np.ndarray:
-        return self.dur_us + self.slope_us * (cache_len - self.base_len)
+        durations: np.ndarray = self.dur_us + self.slope_us * (cache_len - self.base_len)
+        return durations
 
     def shape_cells(self, cache_len: int) -> tuple[list[str], list[str], list[str]]:
         """Input-shape and output-shape cells (quoted for CSV) and host ``Input Dims`` (JSON text)."""
@@ -137,7 +138,7 @@ def _nbytes(k: Kernel) -> int:
 
 def _same_kernel(a: Kernel, b: Kernel) -> bool:
     """Same kernel up to shapes, durations and (for vector kernels, checked apart) Block Dim."""
-    def key(k: Kernel) -> tuple:
+    def key(k: Kernel) -> tuple[object, ...]:
         return (k.name, k.op_type, k.core, k.mix_block_dim, k.gap_us, k.host_op, k.api, k.rule, k.busy,
                 k.pipes, len(k.inputs), len(k.outputs), None if k.core == "AI_VECTOR_CORE" else k.block_dim)
     return key(a) == key(b)

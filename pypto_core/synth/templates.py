@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import re
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,10 @@ SPLIT_PIPE_KINDS = "rd" + "r" * 11 + "rd" + "r" * 9 + "f"
 COUPLED_PIPE_KINDS = "rd" + "r" * 13
 
 
+# A column of values for a template, or a time's (µs, ns remainder) pair of columns.
+Column = list[Any] | tuple[list[Any], list[Any]]
+
+
 def _ph(name: str) -> str:
     """A placeholder for a value that changes from row to row."""
     return f"@@{name}@@"
@@ -47,7 +52,7 @@ def round3(x: np.ndarray) -> np.ndarray:
     alone differs near decimal ties (``x * 1000`` rounds first), and ties are common here (a 3-decimal time
     times a 2-decimal fraction): those few go through Python's round."""
     y = x * 1000
-    out = np.rint(y) / 1000
+    out: np.ndarray = np.rint(y) / 1000
     near = np.flatnonzero(np.abs(y - np.floor(y) - 0.5) < 1e-6)
     if len(near):
         values = x[near].tolist()
@@ -70,7 +75,7 @@ def _event_spec(name: str, quoted: bool) -> str:
     return _TS_SPEC if name.startswith("ts_") else _QUOTED_SPEC.get(name, "%r")
 
 
-def template_key(table: KernelTable) -> tuple:
+def template_key(table: KernelTable) -> tuple[object, ...]:
     """What a ``StepText`` depends on: each kernel's names and tensor types (not its shapes, Block Dim or
     times), so one StepText serves every decode table of a run."""
     return tuple((k.name, k.op_type, k.core, k.host_op, k.api, tuple((t.dtype, t.fmt) for t in k.inputs),
@@ -140,7 +145,7 @@ class StepText:
     def _pipes(self, t_: KernelTable, cols: StepColumns, block: np.ndarray) -> list[list[float] | list[int]]:
         return pipe_columns(t_, cols, block, coupled=self.coupled, freq_mhz=self.freq)
 
-    def _fill(self, fmt: str, order: list[str], columns: dict[str, list],
+    def _fill(self, fmt: str, order: list[str], columns: dict[str, Column],
               mask: np.ndarray | None = None) -> str:
         n = self.n
         width = sum(2 if name.startswith("ts_") or name == "start" else 1 for name in order)
@@ -163,7 +168,7 @@ class StepText:
         n = self.n
         block = table.block_dims(cols.cache_len)
         q, r = np.divmod(cols.start_ns, 1000)
-        columns: dict[str, list] = {
+        columns: dict[str, Column] = {
             "step": [cols.step] * n, "task": cols.task_id.tolist(), "start": (q.tolist(), r.tolist()),
             "dur": (cols.dur_ns / 1000).tolist(), "wait": (cols.wait_ns / 1000).tolist(),
             "in": in_cells, "out": out_cells, "block": block.tolist(), "mix": table.mix_block_dim.tolist()}
@@ -177,13 +182,15 @@ class StepText:
             return q.tolist(), r.tolist()
 
         def us(ns: np.ndarray) -> list[float]:
-            return (ns / 1000).tolist()  # == round(ns / 1000, 3): a 3-decimal value's nearest double
+            # == round(ns / 1000, 3): a 3-decimal value's nearest double
+            out: list[float] = (ns / 1000).tolist()
+            return out
 
         node = cols.launch_start_ns + cols.launch_dur_ns // 2
         end = cols.start_ns + cols.dur_ns
         prev_end = np.concatenate(([cols.prev_end_ns], end[:-1])).astype(np.int64)
         cid = cols.connection_id.tolist()
-        columns: dict[str, list] = {
+        columns: dict[str, Column] = {
             "ts_host": ts(cols.host_start_ns), "dur_host": us(cols.host_dur_ns),
             "ts_launch": ts(cols.launch_start_ns), "dur_launch": us(cols.launch_dur_ns),
             "flow_id": cols.start_ns.tolist(), "ts_dev": ts(cols.start_ns), "dur_dev": us(cols.dur_ns),

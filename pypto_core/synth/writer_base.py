@@ -71,7 +71,7 @@ class StepStreamWriter:
         self.steps: list[StepRecord] = []
         self.prev_end_ns = base_ns
         self.kernel_count = 0
-        self._texts: dict[tuple, StepText] = {}
+        self._texts: dict[tuple[object, ...], StepText] = {}
 
     @property
     def bytes_written(self) -> int:

@@ -24,7 +24,7 @@ CANN_VERSION = "7.0.0"
 
 
 class MsprofLegacyWriter(MsprofWriter):
-    row_prefix: list[str] = []
+    row_prefix = []
     legacy = True
 
     def __init__(self, out_dir: Path, cfg: RunConfig, *, variant: str, base_ns: int,

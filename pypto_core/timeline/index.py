@@ -107,7 +107,7 @@ class _NpyWriter:
 
     def write(self, array: np.ndarray) -> None:
         array = np.ascontiguousarray(array, self.dtype)
-        self._file.write(memoryview(array).cast("B"))
+        self._file.write(array.data.cast("B"))
         self.count += len(array)
 
     def close(self) -> None:
@@ -210,7 +210,8 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
     events = _Columns(tmp / "events", {"start": np.int64, "end": np.int64, "endmax": np.int64,
                                        "name": np.int32, "row": np.int64})
     rows: list[tuple[int, int]] = []  # (lane, depth) per track row
-    lane_spans: list[tuple[int, int, int]] = []  # (first event, event count, first track row) per lane
+    # (first event, event count, events per track row) per lane
+    lane_spans: list[tuple[int, int, np.ndarray]] = []
     breaks = np.zeros(65, np.int64)
     span_end = 0
     slice_lo, slice_hi = None, 0  # the span of the slices, which the first view fits (counters run longer)
@@ -463,7 +464,8 @@ class TimelineIndex:
         self.levels: list[int] = list(doc["levels"])
         self._arrays: dict[str, np.ndarray] = {}
         self._strings: pa.Array | None = None
-        self._cache: OrderedDict[tuple, dict] = OrderedDict()
+        # (start, end, width, lanes) -> the window's answer
+        self._cache: OrderedDict[tuple[int, int, int, tuple[int, ...] | None], dict[str, Any]] = OrderedDict()
 
     @classmethod
     def open(cls, directory: str | os.PathLike[str]) -> TimelineIndex:
@@ -738,7 +740,8 @@ class TimelineIndex:
             "segments": _segments_dict(s, e, kind, lane, idx, depth, step, count),
         }
 
-    def _counter_tracks(self, lane_set: set[int], start: int, end: int, pixel: int, width: int) -> list[dict]:
+    def _counter_tracks(self, lane_set: set[int], start: int, end: int, pixel: int,
+                        width: int) -> list[dict[str, Any]]:
         ranges = {int(k): v for k, v in self.doc["counter_ranges"].items() if int(k) in lane_set}
         if not ranges:
             return []
@@ -766,7 +769,8 @@ class TimelineIndex:
     # -- search and details ----------------------------------------------------------------------------
     def _lane_of_event(self, idx: np.ndarray | int) -> np.ndarray:
         row = np.searchsorted(self._a("events/offsets"), idx, side="right") - 1
-        return self.rows[row, 0]
+        lanes: np.ndarray = self.rows[row, 0]
+        return lanes
 
     def search(self, query: str, limit: int = 100) -> dict[str, Any]:
         """Events whose name contains ``query`` (case-insensitive):
@@ -815,7 +819,8 @@ class TimelineIndex:
         batch_no = int(np.searchsorted(firsts, row, side="right")) - 1
         reader = pa.ipc.open_file(pa.memory_map(str(self.dir / "details" / f"{table}.arrow")))
         batch = reader.get_batch(batch_no)
-        return _js_safe(batch.slice(row - firsts[batch_no], 1).to_pylist()[0])
+        fields: dict[str, Any] = _js_safe(batch.slice(row - firsts[batch_no], 1).to_pylist()[0])
+        return fields
 
     def _links(self, table: str, row: int) -> list[dict[str, Any]]:
         if not (self.dir / "flows" / "host.npy").exists() or table not in ("host_ops", "kernels"):

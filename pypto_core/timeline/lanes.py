@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +36,7 @@ class Lane:
     detail: str = ""  # what the name stands for, in full (an HCCL group's id, a stream left unrecorded)
     # The same three as stored messages (``Message.to_dict``), rendered in the page's language when served;
     # ``name``, ``group`` and ``detail`` stay English (the chrome-trace export, and the group's stable id).
-    texts: dict | None = None
+    texts: dict[str, dict[str, Any] | str] | None = None
 
     @classmethod
     def make(cls, lane_id: int, name: Text, group: Text, kind: str, table: str, sort: int) -> Lane:
@@ -47,10 +48,10 @@ class Lane:
         self.detail = render(detail)
         self.texts = {**(self.texts or {}), "detail": _stored(detail)}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def localized(self, language: str) -> dict:
+    def localized(self, language: str) -> dict[str, Any]:
         """The lane as answers show it: name, group and detail in ``language``, ``group_id`` the English
         heading (stable whatever the language: saved layouts name folded groups by it)."""
         out = {k: v for k, v in asdict(self).items() if k != "texts"}
@@ -60,7 +61,7 @@ class Lane:
         return out
 
 
-def _stored(text: Text) -> dict | str:
+def _stored(text: Text) -> dict[str, Any] | str:
     return text.to_dict() if isinstance(text, Message) else text
 
 
@@ -82,17 +83,18 @@ class LaneEvents:
 
 
 # Group order in the viewer, top to bottom (host above device, as Perfetto and MindStudio Insight show it).
-_SORT = {"steps": 0, "host_ops": 1, "api_calls": 2, "kernels": 3, "communication": 4, "counters": 5,
-         "memory": 6}
+_SORT = {"steps": 0, "host_ops": 1, "api_calls": 2, "kernels": 3, "communication": 4,
+         "counters": 5, "memory": 6}
 
 
 def _int_column(table: pa.Table, name: str, fill: int) -> np.ndarray:
     col = table[name]
     if col.null_count:
         col = pc.fill_null(col, fill)
-    if col.num_chunks == 1:  # no copy for a single chunk without nulls
-        return col.chunk(0).to_numpy().astype(np.int64, copy=False)
-    return col.to_numpy().astype(np.int64, copy=False)
+    # no copy for a single chunk without nulls
+    values = col.chunk(0).to_numpy() if col.num_chunks == 1 else col.to_numpy()
+    as_int: np.ndarray = values.astype(np.int64, copy=False)
+    return as_int
 
 
 def _group_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

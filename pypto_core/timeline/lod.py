@@ -49,7 +49,8 @@ def nesting_depth(lane: np.ndarray | None, start: np.ndarray, end: np.ndarray) -
         for r in np.unique(run[bad]).tolist():
             a, b = int(bounds[r]), int(bounds[r + 1])
             depth[a:b] = place_rows(key_start[a:b], key_end[a:b])
-    return np.minimum(depth, MAX_DEPTH - 1).astype(np.uint8)
+    clipped: np.ndarray = np.minimum(depth, MAX_DEPTH - 1).astype(np.uint8)
+    return clipped
 
 
 def _misplaced(start: np.ndarray, end: np.ndarray, depth: np.ndarray) -> np.ndarray:
