@@ -35,7 +35,7 @@ from captures import selectors, services
 from captures.auth import AgentTokenAuthentication, IsAgent
 from captures.models import FINAL_STATUSES, Agent, CaptureJob
 from profiles import selectors as profile_selectors
-from profiles.api import ProfileSerializer, upload_session_data
+from profiles.api import ProfileSerializer, request_object, upload_session_data
 
 
 def _drf_error(exc: DjangoValidationError) -> ValidationError:
@@ -119,7 +119,8 @@ class ProjectAgentsView(APIView):
         data = AgentCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            agent, token = services.agent_create(project=project, user=request.user,
+            agent, token = services.agent_create(project=project,
+                                                 user=profile_selectors.signed_in(request.user),
                                                  name=data.validated_data["name"])
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc
@@ -130,7 +131,8 @@ class AgentRevokeView(APIView):
     @FREE_FORM
     def post(self, request: Request, agent_id: int) -> Response:
         agent = selectors.agent_get_for_user(user=request.user, agent_id=agent_id)
-        return Response(AgentSerializer(services.agent_revoke(agent=agent, user=request.user)).data)
+        agent = services.agent_revoke(agent=agent, user=profile_selectors.signed_in(request.user))
+        return Response(AgentSerializer(agent).data)
 
 
 class ProjectCapturesView(APIView):
@@ -147,8 +149,9 @@ class ProjectCapturesView(APIView):
         data.is_valid(raise_exception=True)
         try:
             job = services.capture_create(
-                project=project, user=request.user, agent_id=data.validated_data["agent"],
-                workload=data.validated_data["workload"], params=data.validated_data["params"],
+                project=project, user=profile_selectors.signed_in(request.user),
+                agent_id=data.validated_data["agent"], workload=data.validated_data["workload"],
+                params=data.validated_data["params"],
             )
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc
@@ -166,7 +169,8 @@ class CaptureCancelView(APIView):
     @extend_schema(request=None, responses=CaptureJobSerializer)
     def post(self, request: Request, job_id: int) -> Response:
         job = selectors.job_get_for_user(user=request.user, job_id=job_id)
-        return Response(CaptureJobSerializer(services.capture_cancel(job=job, user=request.user)).data)
+        job = services.capture_cancel(job=job, user=profile_selectors.signed_in(request.user))
+        return Response(CaptureJobSerializer(job).data)
 
 
 # --- agents ---------------------------------------------------------------------------------------------
@@ -204,14 +208,15 @@ def _job_answer(job: CaptureJob, code: int = status.HTTP_200_OK, detail: str | N
 class AgentRegisterView(AgentView):
     @FREE_FORM
     def post(self, request: Request) -> Response:
+        body = request_object(request)
         try:
             agent = services.agent_register(
                 agent=self.agent,
-                hostname=str(request.data.get("hostname", "")),
-                capabilities=request.data.get("capabilities") or {},
-                workloads=request.data.get("workloads") or [],
-                version=str(request.data.get("version", "")),
-                remedies=request.data.get("remedies"),
+                hostname=str(body.get("hostname", "")),
+                capabilities=body.get("capabilities") or {},
+                workloads=body.get("workloads") or [],
+                version=str(body.get("version", "")),
+                remedies=body.get("remedies"),
             )
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc
@@ -224,15 +229,17 @@ class AgentRegisterView(AgentView):
 class AgentHeartbeatView(AgentView):
     @FREE_FORM
     def post(self, request: Request) -> Response:
+        body = request_object(request)
         return Response({"cancel": services.agent_heartbeat(agent=self.agent,
-                                                            running=request.data.get("running", []))})
+                                                            running=body.get("running", []))})
 
 
 class AgentNextJobView(AgentView):
     @FREE_FORM
     def post(self, request: Request) -> Response:
+        body = request_object(request)
         try:
-            wait_s = float(request.data.get("wait_s", 0))
+            wait_s = float(body.get("wait_s", 0))
         except (TypeError, ValueError):
             wait_s = 0.0
         job = services.job_claim_next(agent=self.agent, wait_s=wait_s)
@@ -245,10 +252,11 @@ class AgentJobStatusView(AgentView):
     @FREE_FORM
     def post(self, request: Request, job_id: int) -> Response:
         job = self.own_job(job_id)
+        body = request_object(request)
         try:
             job = services.job_report_status(
-                agent=self.agent, job=job, status=str(request.data.get("status", "")),
-                message=str(request.data.get("message", "") or ""),
+                agent=self.agent, job=job, status=str(body.get("status", "")),
+                message=str(body.get("message", "") or ""),
             )
         except PermissionDenied as exc:
             job.refresh_from_db()
@@ -259,8 +267,9 @@ class AgentJobStatusView(AgentView):
 class AgentJobLogView(AgentView):
     @FREE_FORM
     def post(self, request: Request, job_id: int) -> Response:
+        body = request_object(request)
         job = services.job_append_log(agent=self.agent, job=self.own_job(job_id),
-                                      tail=str(request.data.get("tail", "")))
+                                      tail=str(body.get("tail", "")))
         return _job_answer(job)
 
 
@@ -274,14 +283,15 @@ class AgentJobUploadView(AgentView):
     @FREE_FORM
     def post(self, request: Request, job_id: int) -> Response:
         job = self.own_job(job_id)
+        body = request_object(request)
         try:
-            size = int(request.data.get("size", 0))
+            size = int(body.get("size", 0))
         except (TypeError, ValueError) as exc:
             raise ValidationError({"size": "an integer"}) from exc
         try:
             session = services.job_upload_start(
-                agent=self.agent, job=job, filename=str(request.data.get("filename", "")), size=size,
-                sha256=str(request.data.get("sha256", "") or ""),
+                agent=self.agent, job=job, filename=str(body.get("filename", "")), size=size,
+                sha256=str(body.get("sha256", "") or ""),
             )
         except PermissionDenied as exc:
             return _job_answer(job, status.HTTP_409_CONFLICT, str(exc))

@@ -49,7 +49,7 @@ class Agent(models.Model):
                 and timezone.now() - self.last_seen < ONLINE_WINDOW)
 
     def workload_names(self) -> list[str]:
-        return [w.get("name") for w in self.workloads if isinstance(w, dict) and w.get("name")]
+        return [w["name"] for w in self.workloads if isinstance(w, dict) and w.get("name")]
 
 
 class JobStatus(models.TextChoices):

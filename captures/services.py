@@ -17,7 +17,7 @@ from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User as Account
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -52,7 +52,7 @@ def hash_token(token: str) -> str:
 # --- agents ---------------------------------------------------------------------------------------------
 
 
-def agent_create(*, project: Project, user: AbstractBaseUser, name: str) -> tuple[Agent, str]:
+def agent_create(*, project: Project, user: Account, name: str) -> tuple[Agent, str]:
     """Register an agent; returns it and its token (the only time the token is ever available)."""
     profile_services.require_write(user=user, project=project)
     name = (name or "").strip()
@@ -68,7 +68,7 @@ def agent_create(*, project: Project, user: AbstractBaseUser, name: str) -> tupl
     return agent, token
 
 
-def agent_revoke(*, agent: Agent, user: AbstractBaseUser) -> Agent:
+def agent_revoke(*, agent: Agent, user: Account) -> Agent:
     """Revoke the token for good; queued jobs of the agent are cancelled."""
     profile_services.require_write(user=user, project=agent.project)
     with transaction.atomic():
@@ -160,7 +160,7 @@ def agent_heartbeat(*, agent: Agent, running: list[Any]) -> list[int]:
 
 
 def capture_create(
-    *, project: Project, user: AbstractBaseUser, agent_id: int, workload: str, params: dict[str, Any] | None
+    *, project: Project, user: Account, agent_id: int, workload: str, params: dict[str, Any] | None
 ) -> CaptureJob:
     profile_services.require_write(user=user, project=project)
     agent = Agent.objects.filter(project=project, pk=agent_id).first()
@@ -182,7 +182,7 @@ def capture_create(
     )
 
 
-def capture_cancel(*, job: CaptureJob, user: AbstractBaseUser) -> CaptureJob:
+def capture_cancel(*, job: CaptureJob, user: Account) -> CaptureJob:
     """A queued job is cancelled at once; a running one when its agent stops it (told on its next call)."""
     profile_services.require_write(user=user, project=job.project)
     now = timezone.now()
@@ -274,6 +274,7 @@ def jobs_expire(*, project_id: int | None = None, job_id: int | None = None) -> 
             )
             condition = silent
         else:
+            assert job.deadline is not None  # matched by its deadline
             message = (
                 f"no result by the job's deadline, {_utc(job.deadline)} (the workload's timeout plus "
                 f"{settings.PYPTO_CAPTURE_GRACE_S} s); agent {agent.name} is online but the job was still "
@@ -320,7 +321,7 @@ def job_append_log(*, agent: Agent, job: CaptureJob, tail: str) -> CaptureJob:
 # --- the job's upload (the platform's resumable upload, on behalf of whoever asked for the capture) -------
 
 
-def _uploader(job: CaptureJob) -> AbstractBaseUser:
+def _uploader(job: CaptureJob) -> Account:
     if job.created_by is None:
         raise PermissionDenied("the user who asked for this capture no longer exists")
     return job.created_by
@@ -340,7 +341,7 @@ def job_upload_start(
         locked = CaptureJob.objects.select_for_update().get(pk=job.pk)
         upload = locked.upload
         if upload is not None and upload.status == UploadSession.Status.OPEN and upload.size == size:
-            return locked.upload
+            return upload
         session = profile_services.upload_session_start(
             project=locked.project,
             user=_uploader(locked),
@@ -391,6 +392,8 @@ def job_upload_abort(*, agent: Agent, job: CaptureJob) -> bool:
         raise PermissionDenied("not this agent's job")
     with transaction.atomic():
         locked = CaptureJob.objects.select_for_update().get(pk=job.pk)
+        if locked.upload_id is None:
+            return False
         session = UploadSession.objects.select_for_update().filter(
             pk=locked.upload_id, status=UploadSession.Status.OPEN
         ).first()

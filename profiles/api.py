@@ -29,7 +29,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import Throttled, ValidationError
+from rest_framework.exceptions import APIException, Throttled, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -40,16 +40,22 @@ from profiles import selectors, services
 from profiles.models import Invitation, Membership, Profile, Project, Role, UploadSession
 
 
-def _drf_error(exc: DjangoValidationError) -> ValidationError:
+def _drf_error(exc: DjangoValidationError) -> APIException:
     detail: Any = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
     http_status = getattr(exc, "http_status", None)  # services.UploadRefused: 413, 429, 503, 507
     if http_status:
-        from rest_framework.exceptions import APIException
-
         refused = APIException(detail)
         refused.status_code = http_status
-        return refused  # type: ignore[return-value]
+        return refused
     return ValidationError(detail)
+
+
+def request_object(request: Request) -> dict[str, Any]:
+    """The request's body as an object (JSON, or form fields); a JSON list or scalar is a 400, not a crash."""
+    data = request.data
+    if not isinstance(data, dict):
+        raise ValidationError({"detail": "The request body must be a JSON object."})
+    return data
 
 
 @contextmanager
@@ -152,7 +158,8 @@ class UploadStartSerializer(serializers.Serializer):
     size = serializers.IntegerField(min_value=1)
     name = serializers.CharField(required=False, allow_blank=True, default="")
     sku = serializers.CharField(required=False, allow_blank=True, default="")
-    tags = serializers.JSONField(required=False, default=list,
+    # the stubs type JSONField's default as a mapping; DRF takes any JSON value or a callable making one
+    tags = serializers.JSONField(required=False, default=list,  # type: ignore[arg-type]
                                  help_text=gettext_lazy("a list, or a comma-separated string"))
     sha256 = serializers.CharField(required=False, allow_blank=True, default="")
 
@@ -185,12 +192,13 @@ class TokenView(APIView):
 
     @extend_schema(request=None, responses={200: dict})
     def post(self, request: Request) -> Response:
+        body = request_object(request)
         from rest_framework.authtoken.serializers import AuthTokenSerializer
 
         from profiles.auth import token_expires_at, token_for
         from profiles.throttling import login_blocked_for, login_failed, login_succeeded
 
-        username = str(request.data.get("username", ""))[:150]
+        username = str(body.get("username", ""))[:150]
         wait = login_blocked_for(request, username)
         if wait:
             raise Throttled(wait=wait, detail=_("Too many failed logins: try again later."))
@@ -199,7 +207,7 @@ class TokenView(APIView):
             login_failed(request, username)
             raise ValidationError(serializer.errors)
         login_succeeded(request, username)
-        rotate = str(request.data.get("rotate", "")).lower() in ("1", "true", "yes")
+        rotate = str(body.get("rotate", "")).lower() in ("1", "true", "yes")
         token = token_for(serializer.validated_data["user"], rotate=rotate)
         return Response({"token": token.key, "expires": token_expires_at(token).isoformat()})
 
@@ -215,7 +223,8 @@ class ProjectListView(APIView):
         serializer = ProjectSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         with _service_errors():
-            project = services.project_create(user=request.user, **serializer.validated_data)
+            project = services.project_create(user=selectors.signed_in(request.user),
+                                              **serializer.validated_data)
         return Response(ProjectSerializer(project, context={"request": request}).data,
                         status=status.HTTP_201_CREATED)
 
@@ -248,7 +257,8 @@ class ProjectBaselineView(APIView):
         if "profile" in data:
             kwargs["profile_id"] = data["profile"]
         with _service_errors():
-            project = services.project_baseline_set(project=project, user=request.user, **kwargs)
+            project = services.project_baseline_set(project=project, user=selectors.signed_in(request.user),
+                                                    **kwargs)
         return Response(ProjectSerializer(project, context={"request": request}).data)
 
 
@@ -272,7 +282,8 @@ class ProjectInvitationsView(APIView):
         serializer = InvitationCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         with _service_errors():
-            invitation = services.invitation_create(project=project, invited_by=request.user,
+            invitation = services.invitation_create(project=project,
+                                                    invited_by=selectors.signed_in(request.user),
                                                     **serializer.validated_data)
         return Response(InvitationSerializer(invitation, context={"request": request}).data,
                         status=status.HTTP_201_CREATED)
@@ -292,9 +303,10 @@ class InvitationAnswerView(APIView):
     def post(self, request: Request, invitation_id: int) -> Response:
         invitation = selectors.invitation_get_for_invitee(user=request.user, invitation_id=invitation_id)
         if self.accept:
-            membership = services.invitation_accept(invitation=invitation, user=request.user)
+            membership = services.invitation_accept(invitation=invitation,
+                                                    user=selectors.signed_in(request.user))
             return Response({"status": "accepted", "project": membership.project_id, "role": membership.role})
-        services.invitation_decline(invitation=invitation, user=request.user)
+        services.invitation_decline(invitation=invitation, user=selectors.signed_in(request.user))
         return Response({"status": "declined"})
 
 
@@ -313,14 +325,15 @@ class ProjectProfilesView(APIView):
     @extend_schema(request={"multipart/form-data": UploadFormSerializer}, responses={201: ProfileSerializer})
     def post(self, request: Request, project_id: int) -> Response:
         project = selectors.project_get_for_user(user=request.user, project_id=project_id)
-        services.require_write(user=request.user, project=project)
+        services.require_write(user=selectors.signed_in(request.user), project=project)
         serializer = UploadFormSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         with _service_errors():
             profile = services.profile_upload(
-                project=project, user=request.user, file=data["file"], filename=data["file"].name,
-                name=data["name"], sku=data["sku"], tags=data["tags"], model_file=data.get("model_file"),
+                project=project, user=selectors.signed_in(request.user), file=data["file"],
+                filename=data["file"].name, name=data["name"], sku=data["sku"], tags=data["tags"],
+                model_file=data.get("model_file"),
             )
         return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
 
@@ -329,11 +342,11 @@ class UploadStartView(APIView):
     @extend_schema(request=UploadStartSerializer, responses={201: dict})
     def post(self, request: Request, project_id: int) -> Response:
         project = selectors.project_get_for_user(user=request.user, project_id=project_id)
-        services.require_write(user=request.user, project=project)
+        services.require_write(user=selectors.signed_in(request.user), project=project)
         serializer = UploadStartSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         with _service_errors():
-            session = services.upload_session_start(project=project, user=request.user,
+            session = services.upload_session_start(project=project, user=selectors.signed_in(request.user),
                                                     **serializer.validated_data)
         return Response(upload_session_data(session), status=status.HTTP_201_CREATED)
 
@@ -360,7 +373,8 @@ class UploadView(APIView):
         try:
             with _service_errors():
                 session = services.upload_session_append(
-                    session=session, user=request.user, offset=offset, stream=request._request, length=length
+                    session=session, user=selectors.signed_in(request.user), offset=offset,
+                    stream=request._request, length=length
                 )
         except services.OffsetMismatch as exc:
             return Response({"offset": exc.expected, "detail": str(exc)}, status=status.HTTP_409_CONFLICT)
@@ -382,7 +396,8 @@ class UploadCompleteView(APIView):
     def post(self, request: Request, upload_id: Any) -> Response:
         session = selectors.upload_session_get_for_user(user=request.user, session_id=upload_id)
         with _service_errors():
-            profile = services.upload_session_complete(session=session, user=request.user)
+            profile = services.upload_session_complete(session=session,
+                                                       user=selectors.signed_in(request.user))
         return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
 
 
@@ -395,7 +410,7 @@ class ProfileDetailView(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, profile_id: int) -> Response:
         profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
-        services.profile_delete(profile=profile, user=request.user)
+        services.profile_delete(profile=profile, user=selectors.signed_in(request.user))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -404,7 +419,7 @@ class ProfileRerunView(APIView):
     def post(self, request: Request, profile_id: int) -> Response:
         profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
         with _service_errors():
-            profile = services.profile_rerun(profile=profile, user=request.user)
+            profile = services.profile_rerun(profile=profile, user=selectors.signed_in(request.user))
         return Response(ProfileSerializer(profile).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -417,15 +432,15 @@ class ProfileModelFileView(APIView):
     @extend_schema(request={"multipart/form-data": ModelFileSerializer}, responses={202: dict})
     def post(self, request: Request, profile_id: int) -> Response:
         profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
-        services.require_write(user=request.user, project=profile.project)
+        services.require_write(user=selectors.signed_in(request.user), project=profile.project)
         serializer = ModelFileSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         upload = serializer.validated_data["file"]
         with _service_errors():
-            run = services.profile_model_file_attach(profile=profile, user=request.user, file=upload,
-                                                     filename=upload.name)
+            run = services.profile_model_file_attach(profile=profile, user=selectors.signed_in(request.user),
+                                                     file=upload, filename=upload.name)
         return Response(
-            {"profile": profile.pk, "model_file": profile.model_file.name.rsplit("/", 1)[-1],
+            {"profile": profile.pk, "model_file": (profile.model_file.name or "").rsplit("/", 1)[-1],
              "run": run.pk if run else None,
              "artifacts_url": reverse("api-profile-artifacts", args=[profile.pk])},
             status=status.HTTP_202_ACCEPTED,

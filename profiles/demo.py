@@ -32,6 +32,7 @@ def load_demo_profiles(project: Project) -> int:
     from pypto_core.synth import demo_pair
 
     owner = project.created_by
+    assert owner is not None  # the demo account made the demo project
     with tempfile.TemporaryDirectory(prefix="pypto-demo-") as tmp:
         before_dir, after_dir = demo_pair(Path(tmp) / "pair")
         uploaded = []

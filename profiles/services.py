@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
 import uuid
 from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final, Protocol
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User as Account
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files import File
 from django.db import transaction
@@ -36,7 +37,7 @@ from pypto_core.errors import InputError
 _HASH_BLOCK = 1024 * 1024
 
 
-def require_write(*, user: AbstractBaseUser, project: Project) -> None:
+def require_write(*, user: Account, project: Project) -> None:
     """Owners and maintainers change a project's data; viewers get 403 (they can see it exists)."""
     if not can_write(user=user, project=project):
         raise PermissionDenied(_("Viewers cannot change this project."))
@@ -46,7 +47,7 @@ def require_write(*, user: AbstractBaseUser, project: Project) -> None:
 
 
 @transaction.atomic
-def project_create(*, user: AbstractBaseUser, name: str, description: str = "") -> Project:
+def project_create(*, user: Account, name: str, description: str = "") -> Project:
     name = name.strip()
     if not name:
         raise ValidationError({"name": _("A project needs a name.")})
@@ -57,7 +58,7 @@ def project_create(*, user: AbstractBaseUser, name: str, description: str = "") 
 
 @transaction.atomic
 def invitation_create(
-    *, project: Project, invited_by: AbstractBaseUser, username: str, role: str = Role.VIEWER
+    *, project: Project, invited_by: Account, username: str, role: str = Role.VIEWER
 ) -> Invitation:
     require_write(user=invited_by, project=project)
     if role not in Role.values:
@@ -81,7 +82,7 @@ def invitation_create(
     return Invitation.objects.create(project=project, user=invitee, role=role, invited_by=invited_by)
 
 
-def _invitation_answer(*, invitation: Invitation, user: AbstractBaseUser, status: str,
+def _invitation_answer(*, invitation: Invitation, user: Account, status: str,
                        not_yours: str) -> None:
     """Mark ``user``'s own pending invitation answered; anyone else's, or one already answered, is refused."""
     if invitation.user_id != user.pk or invitation.status != Invitation.Status.PENDING:
@@ -92,7 +93,7 @@ def _invitation_answer(*, invitation: Invitation, user: AbstractBaseUser, status
 
 
 @transaction.atomic
-def invitation_accept(*, invitation: Invitation, user: AbstractBaseUser) -> Membership:
+def invitation_accept(*, invitation: Invitation, user: Account) -> Membership:
     _invitation_answer(invitation=invitation, user=user, status=Invitation.Status.ACCEPTED,
                        not_yours=_("This invitation is not yours to accept."))
     membership, _created = Membership.objects.get_or_create(
@@ -102,13 +103,13 @@ def invitation_accept(*, invitation: Invitation, user: AbstractBaseUser) -> Memb
 
 
 @transaction.atomic
-def invitation_decline(*, invitation: Invitation, user: AbstractBaseUser) -> None:
+def invitation_decline(*, invitation: Invitation, user: Account) -> None:
     _invitation_answer(invitation=invitation, user=user, status=Invitation.Status.DECLINED,
                        not_yours=_("This invitation is not yours to decline."))
 
 
 @transaction.atomic
-def membership_remove(*, project: Project, user: AbstractBaseUser, member: Membership) -> None:
+def membership_remove(*, project: Project, user: Account, member: Membership) -> None:
     actor = membership_get(user=user, project=project)
     if actor is None or actor.role != Role.OWNER:
         raise PermissionDenied(_("Only an owner can remove members."))
@@ -117,13 +118,23 @@ def membership_remove(*, project: Project, user: AbstractBaseUser, member: Membe
     member.delete()
 
 
-_UNSET = object()
+class _Unset(enum.Enum):
+    TOKEN = 0
+
+
+class ByteStream(Protocol):
+    """What an upload chunk is read from: a file, or the request itself (read as it arrives)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+_UNSET: Final = _Unset.TOKEN  # "leave the baseline as it is", unlike None ("no baseline")
 MAX_REGRESSION_THRESHOLD_PCT = 1000.0
 
 
 @transaction.atomic
 def project_baseline_set(
-    *, project: Project, user: AbstractBaseUser, profile_id: int | None | object = _UNSET,
+    *, project: Project, user: Account, profile_id: int | None | _Unset = _UNSET,
     threshold_pct: float | None = None,
 ) -> Project:
     """Pin (or, with ``profile_id=None``, unpin) the project's baseline and set its regression threshold.
@@ -214,7 +225,7 @@ class UploadRefused(ValidationError):
 _IN_FLIGHT = (ProfileStatus.UPLOADED, ProfileStatus.QUEUED, ProfileStatus.PARSING, ProfileStatus.ANALYZING)
 
 
-def upload_limits_check(*, project: Project, user: AbstractBaseUser, size: int, filename: str,
+def upload_limits_check(*, project: Project, user: Account, size: int, filename: str,
                         concurrency: bool = True) -> None:
     """Size, project quota and uploads in flight (per user and per project), from settings (env)."""
     if size > settings.PYPTO_MAX_UPLOAD_BYTES:
@@ -270,7 +281,7 @@ def _storage_save(field: Any, name: str, content: File, filename: str) -> None:
 def profile_upload(
     *,
     project: Project,
-    user: AbstractBaseUser,
+    user: Account,
     file: File,
     filename: str,
     name: str = "",
@@ -324,7 +335,7 @@ def _partial_path(session: UploadSession) -> Path:
 def upload_session_start(
     *,
     project: Project,
-    user: AbstractBaseUser,
+    user: Account,
     filename: str,
     size: int,
     name: str = "",
@@ -367,7 +378,7 @@ class OffsetMismatch(Exception):
 
 
 def upload_session_append(
-    *, session: UploadSession, user: AbstractBaseUser, offset: int, stream: IO[bytes], length: int
+    *, session: UploadSession, user: Account, offset: int, stream: ByteStream, length: int
 ) -> UploadSession:
     """Append ``length`` bytes from ``stream`` at ``offset``. Rows are locked, so chunks never interleave."""
     require_write(user=user, project=session.project)
@@ -402,7 +413,7 @@ def upload_session_append(
     return locked
 
 
-def upload_session_complete(*, session: UploadSession, user: AbstractBaseUser) -> Profile:
+def upload_session_complete(*, session: UploadSession, user: Account) -> Profile:
     """Turn a fully received upload into a profile. Completing twice returns the same profile."""
     require_write(user=user, project=session.project)
     with transaction.atomic():
@@ -440,7 +451,7 @@ def upload_session_complete(*, session: UploadSession, user: AbstractBaseUser) -
 # --- profiles -------------------------------------------------------------------------------------
 
 
-def profile_rerun(*, profile: Profile, user: AbstractBaseUser) -> Profile:
+def profile_rerun(*, profile: Profile, user: Account) -> Profile:
     """Run the pipeline again from the kept archive (after a failure, or after the engine improved)."""
     require_write(user=user, project=profile.project)
     from analysis.services import pipeline_restart
@@ -448,18 +459,18 @@ def profile_rerun(*, profile: Profile, user: AbstractBaseUser) -> Profile:
     return pipeline_restart(profile=profile)
 
 
-def profile_delete(*, profile: Profile, user: AbstractBaseUser) -> None:
+def profile_delete(*, profile: Profile, user: Account) -> None:
     """Delete a profile on a member's request: the only way its archive is ever removed."""
     require_write(user=user, project=profile.project)
     names: list[str] = []
     prefixes: list[str] = []
     # A multi-rank upload takes its rank profiles (rows cascade; their files are listed here) with it.
     for p in [profile, *profile.ranks.all()]:
-        if p.archive:
+        if p.archive.name:
             names.append(p.archive.name)
-        if p.model_file:
+        if p.model_file.name:
             names.append(p.model_file.name)
-        names.extend(artifact.file.name for artifact in p.artifacts.all())
+        names.extend(artifact.file.name for artifact in p.artifacts.all() if artifact.file.name)
         if p.parquet_prefix:
             prefixes.append(p.parquet_prefix)
     storage = profile.archive.storage
@@ -507,7 +518,7 @@ def _check_model_file(*, file: File, filename: str) -> str:
     return name
 
 
-def profile_model_file_attach(*, profile: Profile, user: AbstractBaseUser, file: File, filename: str) -> Any:
+def profile_model_file_attach(*, profile: Profile, user: Account, file: File, filename: str) -> Any:
     """Attach (or replace) the profile's model file and make the remedies again for its latest analysis, so
     each patch also comes as a unified diff against this file (a new artifact version).
 

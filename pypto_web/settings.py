@@ -6,6 +6,7 @@ for a team deployment.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -168,6 +169,7 @@ FILE_UPLOAD_TEMP_DIR = None
 # Celery: Redis in production; a filesystem broker needing no server by default.
 _BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any]
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for _sub in ("out", "processed", "control"):
         (_BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
