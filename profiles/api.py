@@ -192,11 +192,12 @@ class TokenView(APIView):
 
     @extend_schema(request=None, responses={200: dict})
     def post(self, request: Request) -> Response:
-        body = request_object(request)
         from rest_framework.authtoken.serializers import AuthTokenSerializer
 
         from profiles.auth import token_expires_at, token_for
         from profiles.throttling import login_blocked_for, login_failed, login_succeeded
+
+        body = request_object(request)
 
         username = str(body.get("username", ""))[:150]
         wait = login_blocked_for(request, username)

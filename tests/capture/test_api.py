@@ -93,6 +93,14 @@ def test_agent_token_opens_no_user_endpoint_and_user_token_no_agent_endpoint(set
                                                  format="json").status_code == 401
 
 
+def test_a_body_that_is_not_an_object_is_a_400_not_a_crash(setup) -> None:
+    agent = agent_client(setup["token"])
+    for path in ("/api/agent/heartbeat/", "/api/agent/jobs/next/", "/api/agent/register/"):
+        answer = agent.post(path, [1, 2], format="json")
+        assert answer.status_code == 400, (path, answer.content)
+        assert "JSON object" in answer.json()["detail"], answer.content
+
+
 def test_a_second_agent_cannot_touch_the_first_agents_jobs(setup, make_user) -> None:
     other_owner = make_user("other")
     other_project = project_with(other_owner)
