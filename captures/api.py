@@ -9,7 +9,8 @@ Members (session or ``Token``):
 Agents:
   POST /api/agent/register/  heartbeat/  jobs/next/ (long-poll, ``{"wait_s": N}``)
   POST /api/agent/jobs/{id}/status/  jobs/{id}/log/  jobs/{id}/upload/
-  GET, PUT, DELETE /api/agent/uploads/{uuid}/   POST /api/agent/uploads/{uuid}/complete/   (the resumable protocol)
+  GET, PUT, DELETE /api/agent/uploads/{uuid}/   POST /api/agent/uploads/{uuid}/complete/
+    (the resumable upload protocol)
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from captures import selectors, services
 from captures.auth import AgentTokenAuthentication, IsAgent
 from captures.models import FINAL_STATUSES, Agent, CaptureJob
 from profiles import selectors as profile_selectors
-from profiles.api import ProfileSerializer, upload_session_data
+from profiles.api import ProfileSerializer, request_object, upload_session_data
 
 
 def _drf_error(exc: DjangoValidationError) -> ValidationError:
@@ -69,9 +70,9 @@ class CaptureJobSerializer(serializers.ModelSerializer):
     class Meta:
         model = CaptureJob
         fields = [
-            "id", "project", "agent", "agent_name", "workload", "params", "status", "cancel_requested", "message",
-            "log_tail", "profile", "profile_url", "created_at", "claimed_at", "finished_at", "updated_at",
-            "remedies", "remedies_left_out", "verification",
+            "id", "project", "agent", "agent_name", "workload", "params", "status", "cancel_requested",
+            "message", "log_tail", "profile", "profile_url", "created_at", "claimed_at", "finished_at",
+            "updated_at", "remedies", "remedies_left_out", "verification",
         ]
         read_only_fields = fields
 
@@ -99,7 +100,8 @@ def agent_job_data(job: CaptureJob) -> dict[str, Any]:
     """What an agent is told about a job: never more than the workload's name and the params."""
     return {"id": job.pk, "workload": job.workload, "params": job.params, "created_at": job.created_at,
             # what a verification job asks the host to apply; the agent's own config decides
-            "remedies": [{k: r.get(k) for k in ("kind", "name", "content", "sha256", "rule")} for r in job.remedies]}
+            "remedies": [{k: r.get(k) for k in ("kind", "name", "content", "sha256", "rule")}
+                         for r in job.remedies]}
 
 
 # --- members --------------------------------------------------------------------------------------------
@@ -117,7 +119,9 @@ class ProjectAgentsView(APIView):
         data = AgentCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            agent, token = services.agent_create(project=project, user=request.user, name=data.validated_data["name"])
+            agent, token = services.agent_create(project=project,
+                                                 user=profile_selectors.signed_in(request.user),
+                                                 name=data.validated_data["name"])
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc
         return Response({**AgentSerializer(agent).data, "token": token}, status=status.HTTP_201_CREATED)
@@ -127,14 +131,16 @@ class AgentRevokeView(APIView):
     @FREE_FORM
     def post(self, request: Request, agent_id: int) -> Response:
         agent = selectors.agent_get_for_user(user=request.user, agent_id=agent_id)
-        return Response(AgentSerializer(services.agent_revoke(agent=agent, user=request.user)).data)
+        agent = services.agent_revoke(agent=agent, user=profile_selectors.signed_in(request.user))
+        return Response(AgentSerializer(agent).data)
 
 
 class ProjectCapturesView(APIView):
     @extend_schema(responses=CaptureJobSerializer(many=True))
     def get(self, request: Request, project_id: int) -> Response:
         project = profile_selectors.project_get_for_user(user=request.user, project_id=project_id)
-        return Response(CaptureJobSerializer(selectors.jobs_of_project(project=project)[:200], many=True).data)
+        return Response(CaptureJobSerializer(selectors.jobs_of_project(project=project)[:200],
+                                             many=True).data)
 
     @extend_schema(request=CaptureCreateSerializer, responses={201: CaptureJobSerializer})
     def post(self, request: Request, project_id: int) -> Response:
@@ -143,8 +149,9 @@ class ProjectCapturesView(APIView):
         data.is_valid(raise_exception=True)
         try:
             job = services.capture_create(
-                project=project, user=request.user, agent_id=data.validated_data["agent"],
-                workload=data.validated_data["workload"], params=data.validated_data["params"],
+                project=project, user=profile_selectors.signed_in(request.user),
+                agent_id=data.validated_data["agent"], workload=data.validated_data["workload"],
+                params=data.validated_data["params"],
             )
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc
@@ -154,14 +161,16 @@ class ProjectCapturesView(APIView):
 class CaptureDetailView(APIView):
     @extend_schema(responses=CaptureJobSerializer)
     def get(self, request: Request, job_id: int) -> Response:
-        return Response(CaptureJobSerializer(selectors.job_get_for_user(user=request.user, job_id=job_id)).data)
+        job = selectors.job_get_for_user(user=request.user, job_id=job_id)
+        return Response(CaptureJobSerializer(job).data)
 
 
 class CaptureCancelView(APIView):
     @extend_schema(request=None, responses=CaptureJobSerializer)
     def post(self, request: Request, job_id: int) -> Response:
         job = selectors.job_get_for_user(user=request.user, job_id=job_id)
-        return Response(CaptureJobSerializer(services.capture_cancel(job=job, user=request.user)).data)
+        job = services.capture_cancel(job=job, user=profile_selectors.signed_in(request.user))
+        return Response(CaptureJobSerializer(job).data)
 
 
 # --- agents ---------------------------------------------------------------------------------------------
@@ -176,10 +185,12 @@ class AgentView(APIView):
         return self.request.auth  # type: ignore[return-value]
 
     def own_job(self, job_id: int) -> CaptureJob:
-        return get_object_or_404(CaptureJob.objects.select_related("upload", "created_by"), pk=job_id, agent=self.agent)
+        return get_object_or_404(CaptureJob.objects.select_related("upload", "created_by"), pk=job_id,
+                                 agent=self.agent)
 
     def own_upload_job(self, upload_id: Any) -> CaptureJob:
-        job = CaptureJob.objects.select_related("upload", "created_by").filter(upload_id=upload_id, agent=self.agent).first()
+        job = (CaptureJob.objects.select_related("upload", "created_by")
+               .filter(upload_id=upload_id, agent=self.agent).first())
         if job is None or job.upload is None:
             raise Http404("No such upload")
         return job
@@ -187,7 +198,8 @@ class AgentView(APIView):
 
 def _job_answer(job: CaptureJob, code: int = status.HTTP_200_OK, detail: str | None = None) -> Response:
     # cancel: stop working on it (asked by a user, or the job ended on the server, e.g. failed by jobs_expire)
-    body: dict[str, Any] = {"status": job.status, "cancel": job.cancel_requested or job.status in FINAL_STATUSES}
+    body: dict[str, Any] = {"status": job.status,
+                            "cancel": job.cancel_requested or job.status in FINAL_STATUSES}
     if detail:
         body["detail"] = detail
     return Response(body, status=code)
@@ -196,14 +208,15 @@ def _job_answer(job: CaptureJob, code: int = status.HTTP_200_OK, detail: str | N
 class AgentRegisterView(AgentView):
     @FREE_FORM
     def post(self, request: Request) -> Response:
+        body = request_object(request)
         try:
             agent = services.agent_register(
                 agent=self.agent,
-                hostname=str(request.data.get("hostname", "")),
-                capabilities=request.data.get("capabilities") or {},
-                workloads=request.data.get("workloads") or [],
-                version=str(request.data.get("version", "")),
-                remedies=request.data.get("remedies"),
+                hostname=str(body.get("hostname", "")),
+                capabilities=body.get("capabilities") or {},
+                workloads=body.get("workloads") or [],
+                version=str(body.get("version", "")),
+                remedies=body.get("remedies"),
             )
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc
@@ -216,14 +229,17 @@ class AgentRegisterView(AgentView):
 class AgentHeartbeatView(AgentView):
     @FREE_FORM
     def post(self, request: Request) -> Response:
-        return Response({"cancel": services.agent_heartbeat(agent=self.agent, running=request.data.get("running", []))})
+        body = request_object(request)
+        return Response({"cancel": services.agent_heartbeat(agent=self.agent,
+                                                            running=body.get("running", []))})
 
 
 class AgentNextJobView(AgentView):
     @FREE_FORM
     def post(self, request: Request) -> Response:
+        body = request_object(request)
         try:
-            wait_s = float(request.data.get("wait_s", 0))
+            wait_s = float(body.get("wait_s", 0))
         except (TypeError, ValueError):
             wait_s = 0.0
         job = services.job_claim_next(agent=self.agent, wait_s=wait_s)
@@ -236,10 +252,11 @@ class AgentJobStatusView(AgentView):
     @FREE_FORM
     def post(self, request: Request, job_id: int) -> Response:
         job = self.own_job(job_id)
+        body = request_object(request)
         try:
             job = services.job_report_status(
-                agent=self.agent, job=job, status=str(request.data.get("status", "")),
-                message=str(request.data.get("message", "") or ""),
+                agent=self.agent, job=job, status=str(body.get("status", "")),
+                message=str(body.get("message", "") or ""),
             )
         except PermissionDenied as exc:
             job.refresh_from_db()
@@ -250,7 +267,9 @@ class AgentJobStatusView(AgentView):
 class AgentJobLogView(AgentView):
     @FREE_FORM
     def post(self, request: Request, job_id: int) -> Response:
-        job = services.job_append_log(agent=self.agent, job=self.own_job(job_id), tail=str(request.data.get("tail", "")))
+        body = request_object(request)
+        job = services.job_append_log(agent=self.agent, job=self.own_job(job_id),
+                                      tail=str(body.get("tail", "")))
         return _job_answer(job)
 
 
@@ -264,14 +283,15 @@ class AgentJobUploadView(AgentView):
     @FREE_FORM
     def post(self, request: Request, job_id: int) -> Response:
         job = self.own_job(job_id)
+        body = request_object(request)
         try:
-            size = int(request.data.get("size", 0))
+            size = int(body.get("size", 0))
         except (TypeError, ValueError) as exc:
             raise ValidationError({"size": "an integer"}) from exc
         try:
             session = services.job_upload_start(
-                agent=self.agent, job=job, filename=str(request.data.get("filename", "")), size=size,
-                sha256=str(request.data.get("sha256", "") or ""),
+                agent=self.agent, job=job, filename=str(body.get("filename", "")), size=size,
+                sha256=str(body.get("sha256", "") or ""),
             )
         except PermissionDenied as exc:
             return _job_answer(job, status.HTTP_409_CONFLICT, str(exc))
@@ -295,9 +315,11 @@ class AgentUploadView(AgentView):
             offset = _chunk_offset(request)
             length = int(request.headers.get("Content-Length", ""))
         except ValueError as exc:
-            raise ValidationError({"chunk": "Content-Range (or Upload-Offset) and Content-Length are required"}) from exc
+            raise ValidationError({"chunk": "Content-Range (or Upload-Offset) and Content-Length are "
+                                            "required"}) from exc
         try:
-            session = services.job_upload_append(job=job, offset=offset, stream=request._request, length=length)
+            session = services.job_upload_append(job=job, offset=offset, stream=request._request,
+                                                 length=length)
         except PermissionDenied as exc:
             return _job_answer(job, status.HTTP_409_CONFLICT, str(exc))
         except DjangoValidationError as exc:

@@ -22,7 +22,8 @@ class Agent(models.Model):
     name = models.CharField(max_length=100)
     token_hash = models.CharField(max_length=64, unique=True)
     token_prefix = models.CharField(max_length=12)  # shown on the page, to tell tokens apart
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                                   related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
@@ -44,10 +45,11 @@ class Agent(models.Model):
 
     @property
     def online(self) -> bool:
-        return not self.revoked and self.last_seen is not None and timezone.now() - self.last_seen < ONLINE_WINDOW
+        return (not self.revoked and self.last_seen is not None
+                and timezone.now() - self.last_seen < ONLINE_WINDOW)
 
     def workload_names(self) -> list[str]:
-        return [w.get("name") for w in self.workloads if isinstance(w, dict) and w.get("name")]
+        return [w["name"] for w in self.workloads if isinstance(w, dict) and w.get("name")]
 
 
 class JobStatus(models.TextChoices):
@@ -75,15 +77,18 @@ class CaptureJob(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="jobs")
     workload = models.CharField(max_length=100)
     params = models.JSONField(default=dict, blank=True)  # validated by pypto_core.capture.options
-    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED,
+                              db_index=True)
     cancel_requested = models.BooleanField(default=False)
     message = models.TextField(blank=True, default="")  # why it failed, or the last note
     log_tail = models.TextField(blank=True, default="")
     upload = models.ForeignKey(
         "profiles.UploadSession", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    profile = models.ForeignKey("profiles.Profile", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    profile = models.ForeignKey("profiles.Profile", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                                   related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     # set at the claim: the workload's timeout (as its agent reported it) plus a grace; past it, a job still
@@ -92,8 +97,8 @@ class CaptureJob(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
     # A verification job (issue 21): the profile whose findings it verifies, which findings, the remedies it
-    # carries to the agent ([{kind, name, content, sha256, rule, finding}]: the agent decides what it applies),
-    # those left out with the reason, and the comparison made once its own profile is ready.
+    # carries to the agent ([{kind, name, content, sha256, rule, finding}]: the agent decides what it
+    # applies), those left out with the reason, and the comparison made once its own profile is ready.
     verifies = models.ForeignKey("profiles.Profile", null=True, blank=True, on_delete=models.CASCADE,
                                  related_name="verification_jobs")
     verify_findings = models.JSONField(default=list, blank=True)

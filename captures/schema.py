@@ -1,5 +1,7 @@
 """OpenAPI description of the agent token scheme (``Authorization: Agent <token>``)."""
 
+from typing import Any
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
@@ -7,6 +9,7 @@ class AgentTokenScheme(OpenApiAuthenticationExtension):
     target_class = "captures.auth.AgentTokenAuthentication"
     name = "agentToken"
 
-    def get_security_definition(self, auto_schema):  # type: ignore[no-untyped-def]
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
         return {"type": "apiKey", "in": "header", "name": "Authorization",
-                "description": "`Agent <token>`: a capture agent's own token, shown once when it is registered"}
+                "description": "`Agent <token>`: a capture agent's own token, shown once when it is "
+                               "registered"}

@@ -16,7 +16,8 @@ def agents_of_project(*, project: Project) -> QuerySet[Agent]:
 
 
 def agent_get_for_user(*, user: User, agent_id: int) -> Agent:
-    agent = Agent.objects.filter(pk=agent_id, project__in=projects_for_user(user)).select_related("project").first()
+    agent = (Agent.objects.filter(pk=agent_id, project__in=projects_for_user(user))
+             .select_related("project").first())
     if agent is None:
         raise Http404("No such agent")
     return agent
@@ -29,7 +30,8 @@ def agent_get_for_user(*, user: User, agent_id: int) -> Agent:
 
 def jobs_of_project(*, project: Project) -> QuerySet[CaptureJob]:
     jobs_expire(project_id=project.pk)
-    return CaptureJob.objects.filter(project=project).select_related("agent", "profile").order_by("-created_at", "-id")
+    return (CaptureJob.objects.filter(project=project).select_related("agent", "profile")
+            .order_by("-created_at", "-id"))
 
 
 def job_get_for_user(*, user: User, job_id: int) -> CaptureJob:

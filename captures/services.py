@@ -17,7 +17,7 @@ from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User as Account
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q
@@ -52,7 +52,7 @@ def hash_token(token: str) -> str:
 # --- agents ---------------------------------------------------------------------------------------------
 
 
-def agent_create(*, project: Project, user: AbstractBaseUser, name: str) -> tuple[Agent, str]:
+def agent_create(*, project: Project, user: Account, name: str) -> tuple[Agent, str]:
     """Register an agent; returns it and its token (the only time the token is ever available)."""
     profile_services.require_write(user=user, project=project)
     name = (name or "").strip()
@@ -62,12 +62,13 @@ def agent_create(*, project: Project, user: AbstractBaseUser, name: str) -> tupl
         raise ValidationError({"name": _("This project already has an agent of that name.")})
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     agent = Agent.objects.create(
-        project=project, name=name[:100], token_hash=hash_token(token), token_prefix=token[:12], created_by=user
+        project=project, name=name[:100], token_hash=hash_token(token), token_prefix=token[:12],
+        created_by=user
     )
     return agent, token
 
 
-def agent_revoke(*, agent: Agent, user: AbstractBaseUser) -> Agent:
+def agent_revoke(*, agent: Agent, user: Account) -> Agent:
     """Revoke the token for good; queued jobs of the agent are cancelled."""
     profile_services.require_write(user=user, project=agent.project)
     with transaction.atomic():
@@ -98,8 +99,9 @@ def agent_register(
     *, agent: Agent, hostname: str, capabilities: dict[str, Any], workloads: list[Any], version: str = "",
     remedies: Any = None,
 ) -> Agent:
-    """Record what the host reported. Workloads are names and descriptions only: the commands stay on the host.
-    ``remedies``: what the host lets a verification job change (kept in its capabilities, as reported)."""
+    """Record what the host reported. Workloads are names and descriptions only: the commands stay on the
+    host. ``remedies``: what the host lets a verification job change (kept in its capabilities, as
+    reported)."""
     if not isinstance(capabilities, dict) or len(str(capabilities)) > _CAPABILITIES_MAX_CHARS:
         raise ValidationError({"capabilities": _("Must be a JSON object of reasonable size.")})
     capabilities = {**capabilities, "remedies": _remedy_policy(remedies)}
@@ -133,7 +135,8 @@ def _remedy_policy(raw: Any) -> dict[str, list[str]]:
 
 
 def heartbeat_interval_s() -> int:
-    """What agents are told at registration: a third of the staleness window, so two lost beats are harmless."""
+    """What agents are told at registration: a third of the
+    staleness window, so two lost beats are harmless."""
     return max(1, min(HEARTBEAT_S, settings.PYPTO_CAPTURE_AGENT_STALE_S // 3))
 
 
@@ -157,7 +160,7 @@ def agent_heartbeat(*, agent: Agent, running: list[Any]) -> list[int]:
 
 
 def capture_create(
-    *, project: Project, user: AbstractBaseUser, agent_id: int, workload: str, params: dict[str, Any] | None
+    *, project: Project, user: Account, agent_id: int, workload: str, params: dict[str, Any] | None
 ) -> CaptureJob:
     profile_services.require_write(user=user, project=project)
     agent = Agent.objects.filter(project=project, pk=agent_id).first()
@@ -179,12 +182,13 @@ def capture_create(
     )
 
 
-def capture_cancel(*, job: CaptureJob, user: AbstractBaseUser) -> CaptureJob:
+def capture_cancel(*, job: CaptureJob, user: Account) -> CaptureJob:
     """A queued job is cancelled at once; a running one when its agent stops it (told on its next call)."""
     profile_services.require_write(user=user, project=job.project)
     now = timezone.now()
     if CaptureJob.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(
-        status=JobStatus.CANCELLED, cancel_requested=True, message="cancelled before it started", finished_at=now
+        status=JobStatus.CANCELLED, cancel_requested=True, message="cancelled before it started",
+        finished_at=now
     ):
         pass
     else:
@@ -205,7 +209,8 @@ def job_claim_next(*, agent: Agent, wait_s: float = 0) -> CaptureJob | None:
         queued = CaptureJob.objects.filter(agent=agent, status=JobStatus.QUEUED).order_by("created_at", "id")
         for job_id, workload, params in queued.values_list("id", "workload", "params")[:5]:
             now = timezone.now()
-            job_deadline = now + timedelta(seconds=job_budget_s(agent=agent, workload=workload, params=params))
+            job_deadline = now + timedelta(seconds=job_budget_s(agent=agent, workload=workload,
+                                                                params=params))
             if CaptureJob.objects.filter(pk=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(
                 status=JobStatus.CLAIMED, claimed_at=now, deadline=job_deadline
             ):
@@ -246,7 +251,8 @@ def jobs_expire(*, project_id: int | None = None, job_id: int | None = None) -> 
       running and uploading jobs fail, naming the agent and its last request;
     - a job still claimed or running past its deadline (set at the claim) fails, the agent being alive.
     Each change is a conditional UPDATE on the state that was read, so a concurrent report, cancel or second
-    reader changes nothing twice. An agent that comes back is refused these jobs (its ledger never reruns one).
+    reader changes nothing twice. An agent that comes back is refused these jobs (its ledger never reruns
+    one).
     """
     now = timezone.now()
     stale_before = now - timedelta(seconds=settings.PYPTO_CAPTURE_AGENT_STALE_S)
@@ -268,9 +274,11 @@ def jobs_expire(*, project_id: int | None = None, job_id: int | None = None) -> 
             )
             condition = silent
         else:
+            assert job.deadline is not None  # matched by its deadline
             message = (
                 f"no result by the job's deadline, {_utc(job.deadline)} (the workload's timeout plus "
-                f"{settings.PYPTO_CAPTURE_GRACE_S} s); agent {agent.name} is online but the job was still {job.status}"
+                f"{settings.PYPTO_CAPTURE_GRACE_S} s); agent {agent.name} is online but the job was still "
+                f"{job.status}"
             )
             condition = late
         changed += CaptureJob.objects.filter(condition, pk=job.pk, status=job.status).update(
@@ -304,7 +312,8 @@ def job_append_log(*, agent: Agent, job: CaptureJob, tail: str) -> CaptureJob:
     if job.agent_id != agent.pk:
         raise PermissionDenied("not this agent's job")
     agent_touch(agent=agent)
-    CaptureJob.objects.filter(pk=job.pk).update(log_tail=str(tail)[-LOG_TAIL_CHARS:], updated_at=timezone.now())
+    CaptureJob.objects.filter(pk=job.pk).update(log_tail=str(tail)[-LOG_TAIL_CHARS:],
+                                                updated_at=timezone.now())
     job.refresh_from_db()
     return job
 
@@ -312,7 +321,7 @@ def job_append_log(*, agent: Agent, job: CaptureJob, tail: str) -> CaptureJob:
 # --- the job's upload (the platform's resumable upload, on behalf of whoever asked for the capture) -------
 
 
-def _uploader(job: CaptureJob) -> AbstractBaseUser:
+def _uploader(job: CaptureJob) -> Account:
     if job.created_by is None:
         raise PermissionDenied("the user who asked for this capture no longer exists")
     return job.created_by
@@ -330,8 +339,9 @@ def job_upload_start(
         raise PermissionDenied("the job was cancelled")
     with transaction.atomic():
         locked = CaptureJob.objects.select_for_update().get(pk=job.pk)
-        if locked.upload_id and locked.upload.status == UploadSession.Status.OPEN and locked.upload.size == size:
-            return locked.upload
+        upload = locked.upload
+        if upload is not None and upload.status == UploadSession.Status.OPEN and upload.size == size:
+            return upload
         session = profile_services.upload_session_start(
             project=locked.project,
             user=_uploader(locked),
@@ -352,7 +362,8 @@ def job_upload_append(*, job: CaptureJob, offset: int, stream: Any, length: int)
     between chunks (``job`` is read by the request, so the flag is current)."""
     assert job.upload is not None
     if job.cancel_requested or job.status != JobStatus.UPLOADING:
-        raise PermissionDenied("the job was cancelled" if job.cancel_requested else f"the job is {job.status}")
+        raise PermissionDenied("the job was cancelled" if job.cancel_requested
+                               else f"the job is {job.status}")
     return profile_services.upload_session_append(
         session=job.upload, user=_uploader(job), offset=offset, stream=stream, length=length
     )
@@ -381,6 +392,8 @@ def job_upload_abort(*, agent: Agent, job: CaptureJob) -> bool:
         raise PermissionDenied("not this agent's job")
     with transaction.atomic():
         locked = CaptureJob.objects.select_for_update().get(pk=job.pk)
+        if locked.upload_id is None:
+            return False
         session = UploadSession.objects.select_for_update().filter(
             pk=locked.upload_id, status=UploadSession.Status.OPEN
         ).first()

@@ -28,7 +28,9 @@ def agents_page(request: HttpRequest, project_id: int) -> HttpResponse:
     new_token = None
     if request.method == "POST":
         try:
-            agent, new_token = services.agent_create(project=project, user=request.user, name=request.POST.get("name", ""))
+            agent, new_token = services.agent_create(project=project,
+                                                     user=profile_selectors.signed_in(request.user),
+                                                     name=request.POST.get("name", ""))
         except (ValidationError, PermissionDenied) as exc:
             messages.error(request, _errors(exc) if isinstance(exc, ValidationError) else str(exc))
         else:
@@ -44,7 +46,7 @@ def agents_page(request: HttpRequest, project_id: int) -> HttpResponse:
 @require_POST
 def agent_revoke(request: HttpRequest, agent_id: int) -> HttpResponse:
     agent = selectors.agent_get_for_user(user=request.user, agent_id=agent_id)
-    services.agent_revoke(agent=agent, user=request.user)
+    services.agent_revoke(agent=agent, user=profile_selectors.signed_in(request.user))
     messages.success(request, _("Agent %(name)s's token was revoked.") % {"name": agent.name})
     return redirect("project-agents", project_id=agent.project_id)
 
@@ -78,8 +80,8 @@ def capture_form(request: HttpRequest, project_id: int) -> HttpResponse:
         agent_id, _sep, workload = choice.partition(":")
         try:
             job = services.capture_create(
-                project=project, user=request.user, agent_id=int(agent_id or 0), workload=workload,
-                params=_params_from_form(request.POST),
+                project=project, user=profile_selectors.signed_in(request.user), agent_id=int(agent_id or 0),
+                workload=workload, params=_params_from_form(request.POST),
             )
         except ValidationError as exc:
             messages.error(request, _errors(exc))
@@ -101,7 +103,8 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "captures/job.html", {
         "status_labels": dict(JobStatus.choices),  # job.js shows the live status in the page's language
         "verification": verification_of_job(job=job),  # a verification job: its findings, remedies, verdicts
-        "job": job, "project": job.project, "can_write": profile_selectors.can_write(user=request.user, project=job.project),
+        "job": job, "project": job.project,
+        "can_write": profile_selectors.can_write(user=request.user, project=job.project),
     })
 
 
@@ -116,8 +119,9 @@ def profile_verify(request: HttpRequest, profile_id: int) -> HttpResponse:
     ids = [int(v) for v in raw if v.isdigit()]
     agent_id, _sep, workload = request.POST.get("target", "").partition(":")
     try:
-        job = verification_create(user=request.user, profile=profile, finding_ids=ids,
-                                  agent_id=int(agent_id) if agent_id.isdigit() else None, workload=workload or None)
+        job = verification_create(user=profile_selectors.signed_in(request.user), profile=profile,
+                                  finding_ids=ids, agent_id=int(agent_id) if agent_id.isdigit() else None,
+                                  workload=workload or None)
     except VerificationRefused as exc:
         reasons = "; ".join(f"{item['name']}: {item['reason']}" for item in exc.left_out)
         messages.error(request, exc.detail + (f" ({reasons})" if reasons else ""))
@@ -132,5 +136,5 @@ def profile_verify(request: HttpRequest, profile_id: int) -> HttpResponse:
 @require_POST
 def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
     job = selectors.job_get_for_user(user=request.user, job_id=job_id)
-    services.capture_cancel(job=job, user=request.user)
+    services.capture_cancel(job=job, user=profile_selectors.signed_in(request.user))
     return redirect("capture-job", job_id=job.pk)

@@ -73,7 +73,8 @@ def body_of(content: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _collapse_forms(body: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """DRF accepts JSON, form and multipart alike for most bodies: show the type once, list the media types."""
+    """DRF accepts JSON, form and multipart alike for most
+    bodies: show the type once, list the media types."""
     if len(body) > 1 and len({(b["type"]["text"], b["free_form"]) for b in body}) == 1:
         first = dict(body[0])
         first["media"] = ", ".join(b["media"] for b in body)
@@ -96,7 +97,8 @@ def operations(schema: dict[str, Any]) -> list[dict[str, Any]]:
                 "auth": [next(iter(s)) for s in op.get("security") or [] if s],  # security scheme names
                 "parameters": [{
                     "name": p["name"], "where": p["in"], "required": bool(p.get("required")),
-                    "type": type_label(p.get("schema") or {}), "enum": (p.get("schema") or {}).get("enum") or [],
+                    "type": type_label(p.get("schema") or {}),
+                    "enum": (p.get("schema") or {}).get("enum") or [],
                     "description": p.get("description") or "",
                 } for p in op.get("parameters") or []],
                 "request": _collapse_forms(body_of(request.get("content") or {})),
@@ -129,8 +131,8 @@ def reference(language: str) -> dict[str, Any]:
 
 
 # Tags in the order a newcomer needs them; the rest alphabetically after.
-_TAG_ORDER = ("auth", "projects", "uploads", "profiles", "findings", "artifacts", "comparisons", "invitations",
-              "captures", "agents", "agent")
+_TAG_ORDER = ("auth", "projects", "uploads", "profiles", "findings", "artifacts", "comparisons",
+              "invitations", "captures", "agents", "agent")
 
 
 def _tag_rank(tag: str) -> tuple[int, str]:

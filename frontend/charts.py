@@ -57,7 +57,8 @@ def decode_chart(decode: dict[str, Any]) -> dict[str, Any]:
         Line(init_opts=_INIT)
         .add_xaxis([str(s) for s in decode.get("steps", [])])
         .add_yaxis(_("Per-token latency (ms)"), [round(v, 4) for v in decode.get("latency_ms", [])],
-                   is_symbol_show=len(decode.get("steps", [])) < 200, label_opts=opts.LabelOpts(is_show=False))
+                   is_symbol_show=len(decode.get("steps", [])) < 200,
+                   label_opts=opts.LabelOpts(is_show=False))
         .set_global_opts(
             tooltip_opts=opts.TooltipOpts(trigger="axis"),
             legend_opts=opts.LegendOpts(is_show=False),
@@ -95,8 +96,9 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
         })
     biggest = max((p["total_us"] for p in points), default=1.0) or 1.0
     series: list[dict[str, Any]] = [{
-        "type": "line", "name": _("Roof (peak FLOP/s, HBM bandwidth)"), "data": roof_line, "showSymbol": False,
-        "lineStyle": {"color": "#888", "type": "dashed"}, "tooltip": {"show": False}, "silent": True,
+        "type": "line", "name": _("Roof (peak FLOP/s, HBM bandwidth)"), "data": roof_line,
+        "showSymbol": False, "lineStyle": {"color": "#888", "type": "dashed"}, "tooltip": {"show": False},
+        "silent": True,
     }]
     for op_type, data in list(by_type.items())[:20]:
         for d in data:
@@ -107,7 +109,8 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
         "legend": {"type": "scroll", "top": 0},
         "tooltip": {"trigger": "item"},
         "grid": {"left": 70, "right": 30, "top": 40, "bottom": 50},
-        "xAxis": {"type": "log", "name": _("FLOP/byte"), "nameLocation": "middle", "nameGap": 28, "min": lo, "max": hi},
+        "xAxis": {"type": "log", "name": _("FLOP/byte"), "nameLocation": "middle", "nameGap": 28, "min": lo,
+                  "max": hi},
         "yAxis": {"type": "log", "name": "TFLOP/s"},
         "series": series,
     }
@@ -119,8 +122,10 @@ def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     A category axis, one slot per profile ("#id name"): on a time axis, profiles uploaded seconds apart
     crowded into one spot with overlapping time labels."""
     labels = [f'#{r["id"]} {r["name"]}' for r in rows]
-    lat = [[label, r["per_token_ms"], r["name"]] for label, r in zip(labels, rows) if r.get("per_token_ms") is not None]
-    tps = [[label, r["tokens_per_s"], r["name"]] for label, r in zip(labels, rows) if r.get("tokens_per_s") is not None]
+    lat = [[label, r["per_token_ms"], r["name"]] for label, r in zip(labels, rows)
+           if r.get("per_token_ms") is not None]
+    tps = [[label, r["tokens_per_s"], r["name"]] for label, r in zip(labels, rows)
+           if r.get("tokens_per_s") is not None]
     return {
         "animation": False,
         "legend": {"top": 0},
@@ -132,11 +137,13 @@ def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
                   "axisLabel": {"width": 110, "overflow": "truncate", "hideOverlap": True}},
         "yAxis": [{"type": "value", "name": _("Per-token latency (ms)"), "scale": True,
                    "nameTextStyle": {"align": "left"}},
-                  {"type": "value", "name": _("Tokens/s"), "scale": True, "nameTextStyle": {"align": "right"}}],
+                  {"type": "value", "name": _("Tokens/s"), "scale": True,
+                   "nameTextStyle": {"align": "right"}}],
         "series": [
             {"type": "line", "name": _("Per-token latency (ms)"), "data": lat, "yAxisIndex": 0,
              "showSymbol": len(rows) <= 100},
-            {"type": "line", "name": _("Tokens/s"), "data": tps, "yAxisIndex": 1, "showSymbol": len(rows) <= 100},
+            {"type": "line", "name": _("Tokens/s"), "data": tps, "yAxisIndex": 1,
+             "showSymbol": len(rows) <= 100},
         ],
     }
 
@@ -147,8 +154,10 @@ def op_diff_chart(ops: list[dict[str, Any]], unit: str, limit: int = 15) -> dict
     bar = (
         Bar(init_opts=_INIT)
         .add_xaxis([r["op_type"] for r in rows])
-        .add_yaxis(_("Baseline"), [round(r["base_us"], 2) for r in rows], label_opts=opts.LabelOpts(is_show=False))
-        .add_yaxis(_("Candidate"), [round(r["new_us"], 2) for r in rows], label_opts=opts.LabelOpts(is_show=False))
+        .add_yaxis(_("Baseline"), [round(r["base_us"], 2) for r in rows],
+                   label_opts=opts.LabelOpts(is_show=False))
+        .add_yaxis(_("Candidate"), [round(r["new_us"], 2) for r in rows],
+                   label_opts=opts.LabelOpts(is_show=False))
         .reversal_axis()
         .set_global_opts(
             tooltip_opts=opts.TooltipOpts(trigger="axis"),
@@ -164,13 +173,14 @@ def op_diff_chart(ops: list[dict[str, Any]], unit: str, limit: int = 15) -> dict
 
 
 # -- where the time goes (pypto_core/attribution.py: seven exclusive buckets that add up to wall time) -----
-TIME_BUCKETS: tuple[str, ...] = ("compute", "communication_not_overlapped", "memcpy", "sync_wait", "data_loading",
-                                 "host_launch_bound", "idle_other")
+TIME_BUCKETS: tuple[str, ...] = ("compute", "communication_not_overlapped", "memcpy", "sync_wait",
+                                 "data_loading", "host_launch_bound", "idle_other")
 # Fixed colours, the same on every page: compute blue, communication red, copies amber, the host-side idle
 # buckets purple / teal / magenta, and plain idle grey.
 BUCKET_COLOURS: dict[str, str] = {
-    "compute": "#3b7dd8", "communication_not_overlapped": "#e4572e", "memcpy": "#f3a712", "sync_wait": "#8e44ad",
-    "data_loading": "#17a589", "host_launch_bound": "#c2185b", "idle_other": "#b0b7c0",
+    "compute": "#3b7dd8", "communication_not_overlapped": "#e4572e", "memcpy": "#f3a712",
+    "sync_wait": "#8e44ad", "data_loading": "#17a589", "host_launch_bound": "#c2185b",
+    "idle_other": "#b0b7c0",
 }
 MAX_TIME_BARS = 200  # steps drawn; longer runs are sampled evenly (the page says so)
 
@@ -241,7 +251,8 @@ def communication_matrix_chart(links: list[dict[str, Any]], ranks: list[int]) ->
         "tooltip": {"position": "top"},
         "grid": {"left": 80, "right": 30, "top": 20, "bottom": 80},
         "xAxis": {"type": "category", "data": labels, "name": _("to"), "splitArea": {"show": True}},
-        "yAxis": {"type": "category", "data": labels, "name": _("from"), "inverse": True, "splitArea": {"show": True}},
+        "yAxis": {"type": "category", "data": labels, "name": _("from"), "inverse": True,
+                  "splitArea": {"show": True}},
         # the colour scale spans the links between ranks; a LOCAL copy (hundreds of GB/s) reads as the top
         "visualMap": {"min": round(min(remote), 3), "max": round(max(remote), 3), "calculable": True,
                       "orient": "horizontal", "left": "center", "bottom": 0, "text": ["GB/s", ""],

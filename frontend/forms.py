@@ -10,7 +10,8 @@ from profiles.models import Role
 
 class ProjectForm(forms.Form):
     name = forms.CharField(label=_("Project name"), max_length=200)
-    description = forms.CharField(label=_("Description"), required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    description = forms.CharField(label=_("Description"), required=False,
+                                  widget=forms.Textarea(attrs={"rows": 2}))
 
 
 class InviteForm(forms.Form):

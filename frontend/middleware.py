@@ -5,7 +5,7 @@ or another browser. Anonymous pages (the login page): the choice kept in the ses
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse

@@ -2,7 +2,16 @@
 
 from django.urls import path
 
-from frontend.views import accounts, api_reference, compare_pages, language, profile_pages, profiles, projects, site
+from frontend.views import (
+    accounts,
+    api_reference,
+    compare_pages,
+    language,
+    profile_pages,
+    profiles,
+    projects,
+    site,
+)
 
 urlpatterns = [
     path("login/", accounts.LoginView.as_view(), name="login"),

@@ -9,7 +9,8 @@ Chunked, resumable upload (for multi-GB archives):
    ``Upload-Offset: N`` (where the chunk starts) -> 200 ``{"offset": N + len}``. A chunk that does not start
    at the current offset gets 409 ``{"offset": current}``: the client continues from there.
 3. To resume after a broken connection: ``GET /api/uploads/{upload_id}/`` -> ``{"offset", "size", ...}``.
-4. ``POST /api/uploads/{upload_id}/complete/`` -> 201 with the profile (same shape as ``GET /api/profiles/{id}/``).
+4. ``POST /api/uploads/{upload_id}/complete/`` -> 201 with the profile (same shape as ``GET
+/api/profiles/{id}/``).
    If ``sha256`` was given at step 1, the assembled file must match it.
 """
 
@@ -27,32 +28,39 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import Throttled, ValidationError
+from rest_framework.exceptions import APIException, Throttled, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from profiles import selectors, services
 from profiles.models import Invitation, Membership, Profile, Project, Role, UploadSession
 
 
-def _drf_error(exc: DjangoValidationError) -> ValidationError:
+def _drf_error(exc: DjangoValidationError) -> APIException:
     detail: Any = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
     http_status = getattr(exc, "http_status", None)  # services.UploadRefused: 413, 429, 503, 507
     if http_status:
-        from rest_framework.exceptions import APIException
-
         refused = APIException(detail)
         refused.status_code = http_status
-        return refused  # type: ignore[return-value]
+        return refused
     return ValidationError(detail)
+
+
+def request_object(request: Request) -> dict[str, Any]:
+    """The request's body as an object (JSON, or form fields); a JSON list or scalar is a 400, not a crash."""
+    data = request.data
+    if not isinstance(data, dict):
+        raise ValidationError({"detail": "The request body must be a JSON object."})
+    return data
 
 
 @contextmanager
 def _service_errors() -> Iterator[None]:
-    """A service's Django ``ValidationError`` answered as the API's own (400, or an upload refusal's status)."""
+    """A service's Django ``ValidationError`` answered as
+    the API's own (400, or an upload refusal's status)."""
     try:
         yield
     except DjangoValidationError as exc:
@@ -93,7 +101,8 @@ class ProfileSerializer(serializers.ModelSerializer):
         return obj.error or None
 
     def get_regression(self, obj: Profile) -> dict[str, Any] | None:
-        """The automatic comparison with the project's baseline: ``{"comparison", "is_regression", "lines", ...}``."""
+        """The automatic comparison with the project's baseline:
+        ``{"comparison", "is_regression", "lines", ...}``."""
         from analysis.regressions import regression_of_profile
 
         known = self.context.get("regressions")  # a list view fetched them all at once
@@ -132,9 +141,11 @@ class UploadFormSerializer(serializers.Serializer):
     file = serializers.FileField()
     name = serializers.CharField(required=False, allow_blank=True, default="")
     sku = serializers.CharField(required=False, allow_blank=True, default="")
-    tags = serializers.CharField(required=False, allow_blank=True, default="", help_text=gettext_lazy("comma-separated"))
+    tags = serializers.CharField(required=False, allow_blank=True, default="",
+                                 help_text=gettext_lazy("comma-separated"))
     model_file = serializers.FileField(required=False, allow_null=True, default=None,
-                                       help_text=gettext_lazy("optional: your model's .py file, for diffs against it"))
+                                       help_text=gettext_lazy("optional: your model's .py file, for diffs "
+                                                              "against it"))
 
 
 class ModelFileSerializer(serializers.Serializer):
@@ -146,7 +157,9 @@ class UploadStartSerializer(serializers.Serializer):
     size = serializers.IntegerField(min_value=1)
     name = serializers.CharField(required=False, allow_blank=True, default="")
     sku = serializers.CharField(required=False, allow_blank=True, default="")
-    tags = serializers.JSONField(required=False, default=list, help_text=gettext_lazy("a list, or a comma-separated string"))
+    # the stubs type JSONField's default as a mapping; DRF takes any JSON value or a callable making one
+    tags = serializers.JSONField(required=False, default=list,  # type: ignore[arg-type]
+                                 help_text=gettext_lazy("a list, or a comma-separated string"))
     sha256 = serializers.CharField(required=False, allow_blank=True, default="")
 
 
@@ -183,7 +196,9 @@ class TokenView(APIView):
         from profiles.auth import token_expires_at, token_for
         from profiles.throttling import login_blocked_for, login_failed, login_succeeded
 
-        username = str(request.data.get("username", ""))[:150]
+        body = request_object(request)
+
+        username = str(body.get("username", ""))[:150]
         wait = login_blocked_for(request, username)
         if wait:
             raise Throttled(wait=wait, detail=_("Too many failed logins: try again later."))
@@ -192,7 +207,7 @@ class TokenView(APIView):
             login_failed(request, username)
             raise ValidationError(serializer.errors)
         login_succeeded(request, username)
-        rotate = str(request.data.get("rotate", "")).lower() in ("1", "true", "yes")
+        rotate = str(body.get("rotate", "")).lower() in ("1", "true", "yes")
         token = token_for(serializer.validated_data["user"], rotate=rotate)
         return Response({"token": token.key, "expires": token_expires_at(token).isoformat()})
 
@@ -208,8 +223,10 @@ class ProjectListView(APIView):
         serializer = ProjectSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         with _service_errors():
-            project = services.project_create(user=request.user, **serializer.validated_data)
-        return Response(ProjectSerializer(project, context={"request": request}).data, status=status.HTTP_201_CREATED)
+            project = services.project_create(user=selectors.signed_in(request.user),
+                                              **serializer.validated_data)
+        return Response(ProjectSerializer(project, context={"request": request}).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class ProjectDetailView(APIView):
@@ -220,12 +237,15 @@ class ProjectDetailView(APIView):
 
 
 class BaselineSerializer(serializers.Serializer):
-    profile = serializers.IntegerField(required=False, allow_null=True, help_text=gettext_lazy("a profile id; null unpins"))
-    threshold_pct = serializers.FloatField(required=False, help_text=gettext_lazy("regression threshold in percent"))
+    profile = serializers.IntegerField(required=False, allow_null=True,
+                                       help_text=gettext_lazy("a profile id; null unpins"))
+    threshold_pct = serializers.FloatField(required=False,
+                                           help_text=gettext_lazy("regression threshold in percent"))
 
 
 class ProjectBaselineView(APIView):
-    """``POST {"profile": id|null, "threshold_pct": float}``: pin the baseline new profiles are compared with."""
+    """``POST {"profile": id|null, "threshold_pct": float}``:
+    pin the baseline new profiles are compared with."""
 
     @extend_schema(request=BaselineSerializer, responses={200: ProjectSerializer})
     def post(self, request: Request, project_id: int) -> Response:
@@ -237,7 +257,8 @@ class ProjectBaselineView(APIView):
         if "profile" in data:
             kwargs["profile_id"] = data["profile"]
         with _service_errors():
-            project = services.project_baseline_set(project=project, user=request.user, **kwargs)
+            project = services.project_baseline_set(project=project, user=selectors.signed_in(request.user),
+                                                    **kwargs)
         return Response(ProjectSerializer(project, context={"request": request}).data)
 
 
@@ -261,8 +282,11 @@ class ProjectInvitationsView(APIView):
         serializer = InvitationCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         with _service_errors():
-            invitation = services.invitation_create(project=project, invited_by=request.user, **serializer.validated_data)
-        return Response(InvitationSerializer(invitation, context={"request": request}).data, status=status.HTTP_201_CREATED)
+            invitation = services.invitation_create(project=project,
+                                                    invited_by=selectors.signed_in(request.user),
+                                                    **serializer.validated_data)
+        return Response(InvitationSerializer(invitation, context={"request": request}).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class MyInvitationsView(APIView):
@@ -279,9 +303,10 @@ class InvitationAnswerView(APIView):
     def post(self, request: Request, invitation_id: int) -> Response:
         invitation = selectors.invitation_get_for_invitee(user=request.user, invitation_id=invitation_id)
         if self.accept:
-            membership = services.invitation_accept(invitation=invitation, user=request.user)
+            membership = services.invitation_accept(invitation=invitation,
+                                                    user=selectors.signed_in(request.user))
             return Response({"status": "accepted", "project": membership.project_id, "role": membership.role})
-        services.invitation_decline(invitation=invitation, user=request.user)
+        services.invitation_decline(invitation=invitation, user=selectors.signed_in(request.user))
         return Response({"status": "declined"})
 
 
@@ -300,14 +325,15 @@ class ProjectProfilesView(APIView):
     @extend_schema(request={"multipart/form-data": UploadFormSerializer}, responses={201: ProfileSerializer})
     def post(self, request: Request, project_id: int) -> Response:
         project = selectors.project_get_for_user(user=request.user, project_id=project_id)
-        services.require_write(user=request.user, project=project)
+        services.require_write(user=selectors.signed_in(request.user), project=project)
         serializer = UploadFormSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         with _service_errors():
             profile = services.profile_upload(
-                project=project, user=request.user, file=data["file"], filename=data["file"].name,
-                name=data["name"], sku=data["sku"], tags=data["tags"], model_file=data.get("model_file"),
+                project=project, user=selectors.signed_in(request.user), file=data["file"],
+                filename=data["file"].name, name=data["name"], sku=data["sku"], tags=data["tags"],
+                model_file=data.get("model_file"),
             )
         return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
 
@@ -316,11 +342,12 @@ class UploadStartView(APIView):
     @extend_schema(request=UploadStartSerializer, responses={201: dict})
     def post(self, request: Request, project_id: int) -> Response:
         project = selectors.project_get_for_user(user=request.user, project_id=project_id)
-        services.require_write(user=request.user, project=project)
+        services.require_write(user=selectors.signed_in(request.user), project=project)
         serializer = UploadStartSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         with _service_errors():
-            session = services.upload_session_start(project=project, user=request.user, **serializer.validated_data)
+            session = services.upload_session_start(project=project, user=selectors.signed_in(request.user),
+                                                    **serializer.validated_data)
         return Response(upload_session_data(session), status=status.HTTP_201_CREATED)
 
 
@@ -346,7 +373,8 @@ class UploadView(APIView):
         try:
             with _service_errors():
                 session = services.upload_session_append(
-                    session=session, user=request.user, offset=offset, stream=request._request, length=length
+                    session=session, user=selectors.signed_in(request.user), offset=offset,
+                    stream=request._request, length=length
                 )
         except services.OffsetMismatch as exc:
             return Response({"offset": exc.expected, "detail": str(exc)}, status=status.HTTP_409_CONFLICT)
@@ -368,7 +396,8 @@ class UploadCompleteView(APIView):
     def post(self, request: Request, upload_id: Any) -> Response:
         session = selectors.upload_session_get_for_user(user=request.user, session_id=upload_id)
         with _service_errors():
-            profile = services.upload_session_complete(session=session, user=request.user)
+            profile = services.upload_session_complete(session=session,
+                                                       user=selectors.signed_in(request.user))
         return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
 
 
@@ -381,7 +410,7 @@ class ProfileDetailView(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, profile_id: int) -> Response:
         profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
-        services.profile_delete(profile=profile, user=request.user)
+        services.profile_delete(profile=profile, user=selectors.signed_in(request.user))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -390,28 +419,30 @@ class ProfileRerunView(APIView):
     def post(self, request: Request, profile_id: int) -> Response:
         profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
         with _service_errors():
-            profile = services.profile_rerun(profile=profile, user=request.user)
+            profile = services.profile_rerun(profile=profile, user=selectors.signed_in(request.user))
         return Response(ProfileSerializer(profile).data, status=status.HTTP_202_ACCEPTED)
 
 
 class ProfileModelFileView(APIView):
-    """``POST`` multipart ``file``: attach the model file; the remedies are made again with diffs against it."""
+    """``POST`` multipart ``file``: attach the model file;
+    the remedies are made again with diffs against it."""
 
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(request={"multipart/form-data": ModelFileSerializer}, responses={202: dict})
     def post(self, request: Request, profile_id: int) -> Response:
         profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
-        services.require_write(user=request.user, project=profile.project)
+        services.require_write(user=selectors.signed_in(request.user), project=profile.project)
         serializer = ModelFileSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         upload = serializer.validated_data["file"]
         with _service_errors():
-            run = services.profile_model_file_attach(profile=profile, user=request.user, file=upload,
-                                                     filename=upload.name)
+            run = services.profile_model_file_attach(profile=profile, user=selectors.signed_in(request.user),
+                                                     file=upload, filename=upload.name)
         return Response(
-            {"profile": profile.pk, "model_file": profile.model_file.name.rsplit("/", 1)[-1],
-             "run": run.pk if run else None, "artifacts_url": reverse("api-profile-artifacts", args=[profile.pk])},
+            {"profile": profile.pk, "model_file": (profile.model_file.name or "").rsplit("/", 1)[-1],
+             "run": run.pk if run else None,
+             "artifacts_url": reverse("api-profile-artifacts", args=[profile.pk])},
             status=status.HTTP_202_ACCEPTED,
         )
 
@@ -427,7 +458,8 @@ class ProfileArchiveView(APIView):
 
 def attachment_response(fileobj: Any, filename: str) -> FileResponse:
     """A download that browsers save, never render (no sniffing, attachment disposition)."""
-    response = FileResponse(fileobj, as_attachment=True, filename=filename, content_type="application/octet-stream")
+    response = FileResponse(fileobj, as_attachment=True, filename=filename,
+                            content_type="application/octet-stream")
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response

@@ -32,10 +32,12 @@ def load_demo_profiles(project: Project) -> int:
     from pypto_core.synth import demo_pair
 
     owner = project.created_by
+    assert owner is not None  # the demo account made the demo project
     with tempfile.TemporaryDirectory(prefix="pypto-demo-") as tmp:
         before_dir, after_dir = demo_pair(Path(tmp) / "pair")
         uploaded = []
-        for label, folder in (("before: all four anti-patterns", before_dir), ("after: all four fixed", after_dir)):
+        for label, folder in (("before: all four anti-patterns", before_dir),
+                              ("after: all four fixed", after_dir)):
             archive = shutil.make_archive(str(Path(tmp) / folder.name), "zip", root_dir=folder.parent,
                                           base_dir=folder.name)
             with open(archive, "rb") as fh:

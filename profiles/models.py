@@ -91,11 +91,11 @@ class ProfileStatus(models.TextChoices):
     FAILED = "failed", _("Failed")
 
 
-def archive_upload_to(instance: "Profile", filename: str) -> str:
+def archive_upload_to(instance: Profile, filename: str) -> str:
     return f"projects/{instance.project_id}/archives/{uuid.uuid4().hex}/{filename}"
 
 
-def model_file_upload_to(instance: "Profile", filename: str) -> str:
+def model_file_upload_to(instance: Profile, filename: str) -> str:
     return f"projects/{instance.project_id}/models/{uuid.uuid4().hex}/{filename}"
 
 

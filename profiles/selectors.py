@@ -4,23 +4,33 @@ from __future__ import annotations
 
 import uuid
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as Account
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
-from profiles.models import Invitation, Membership, Profile, Project, UploadSession, WRITE_ROLES
+from profiles.models import WRITE_ROLES, Invitation, Membership, Profile, Project, UploadSession
 
-User = AbstractBaseUser | AnonymousUser
+# Whoever asks: a signed-in account or an anonymous visitor (``request.user``).
+User = Account | AnonymousUser
+
+
+def signed_in(user: User) -> Account:
+    """The account behind a request that needs one (the views that ask require a login)."""
+    if not isinstance(user, Account):
+        raise PermissionDenied("sign in first")
+    return user
 
 
 def projects_for_user(user: User) -> QuerySet[Project]:
-    if not user.is_authenticated:
+    if not isinstance(user, Account):
         return Project.objects.none()
     return Project.objects.filter(memberships__user=user).distinct()
 
 
 def membership_get(*, user: User, project: Project) -> Membership | None:
-    if not user.is_authenticated:
+    if not isinstance(user, Account):
         return None
     return Membership.objects.filter(user=user, project=project).first()
 
@@ -38,7 +48,7 @@ def project_get_for_user(*, user: User, project_id: int) -> Project:
 
 
 def profiles_for_user(user: User) -> QuerySet[Profile]:
-    if not user.is_authenticated:
+    if not isinstance(user, Account):
         return Profile.objects.none()
     return Profile.objects.filter(project__memberships__user=user)
 
@@ -65,7 +75,7 @@ def upload_session_get_for_user(*, user: User, session_id: uuid.UUID) -> UploadS
         UploadSession.objects.filter(pk=session_id, created_by=user, project__memberships__user=user)
         .select_related("project")
         .first()
-        if user.is_authenticated
+        if isinstance(user, Account)
         else None
     )
     if session is None:
@@ -74,7 +84,7 @@ def upload_session_get_for_user(*, user: User, session_id: uuid.UUID) -> UploadS
 
 
 def invitations_pending_for_user(user: User) -> QuerySet[Invitation]:
-    if not user.is_authenticated:
+    if not isinstance(user, Account):
         return Invitation.objects.none()
     return Invitation.objects.filter(user=user, status=Invitation.Status.PENDING).select_related(
         "project", "invited_by"

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
 import uuid
+from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
-from typing import IO, Any, Iterable
+from typing import IO, Any, Final, Protocol
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User as Account
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files import File
 from django.db import transaction
@@ -35,7 +37,7 @@ from pypto_core.errors import InputError
 _HASH_BLOCK = 1024 * 1024
 
 
-def require_write(*, user: AbstractBaseUser, project: Project) -> None:
+def require_write(*, user: Account, project: Project) -> None:
     """Owners and maintainers change a project's data; viewers get 403 (they can see it exists)."""
     if not can_write(user=user, project=project):
         raise PermissionDenied(_("Viewers cannot change this project."))
@@ -45,7 +47,7 @@ def require_write(*, user: AbstractBaseUser, project: Project) -> None:
 
 
 @transaction.atomic
-def project_create(*, user: AbstractBaseUser, name: str, description: str = "") -> Project:
+def project_create(*, user: Account, name: str, description: str = "") -> Project:
     name = name.strip()
     if not name:
         raise ValidationError({"name": _("A project needs a name.")})
@@ -56,7 +58,7 @@ def project_create(*, user: AbstractBaseUser, name: str, description: str = "") 
 
 @transaction.atomic
 def invitation_create(
-    *, project: Project, invited_by: AbstractBaseUser, username: str, role: str = Role.VIEWER
+    *, project: Project, invited_by: Account, username: str, role: str = Role.VIEWER
 ) -> Invitation:
     require_write(user=invited_by, project=project)
     if role not in Role.values:
@@ -70,7 +72,8 @@ def invitation_create(
         raise ValidationError({"username": _("No active user with that username.")})
     if Membership.objects.filter(project=project, user=invitee).exists():
         raise ValidationError({"username": _("That user is already a member.")})
-    existing = Invitation.objects.filter(project=project, user=invitee, status=Invitation.Status.PENDING).first()
+    existing = Invitation.objects.filter(project=project, user=invitee,
+                                         status=Invitation.Status.PENDING).first()
     if existing is not None:
         existing.role = role
         existing.invited_by = invited_by
@@ -79,7 +82,8 @@ def invitation_create(
     return Invitation.objects.create(project=project, user=invitee, role=role, invited_by=invited_by)
 
 
-def _invitation_answer(*, invitation: Invitation, user: AbstractBaseUser, status: str, not_yours: str) -> None:
+def _invitation_answer(*, invitation: Invitation, user: Account, status: str,
+                       not_yours: str) -> None:
     """Mark ``user``'s own pending invitation answered; anyone else's, or one already answered, is refused."""
     if invitation.user_id != user.pk or invitation.status != Invitation.Status.PENDING:
         raise PermissionDenied(not_yours)
@@ -89,7 +93,7 @@ def _invitation_answer(*, invitation: Invitation, user: AbstractBaseUser, status
 
 
 @transaction.atomic
-def invitation_accept(*, invitation: Invitation, user: AbstractBaseUser) -> Membership:
+def invitation_accept(*, invitation: Invitation, user: Account) -> Membership:
     _invitation_answer(invitation=invitation, user=user, status=Invitation.Status.ACCEPTED,
                        not_yours=_("This invitation is not yours to accept."))
     membership, _created = Membership.objects.get_or_create(
@@ -99,13 +103,13 @@ def invitation_accept(*, invitation: Invitation, user: AbstractBaseUser) -> Memb
 
 
 @transaction.atomic
-def invitation_decline(*, invitation: Invitation, user: AbstractBaseUser) -> None:
+def invitation_decline(*, invitation: Invitation, user: Account) -> None:
     _invitation_answer(invitation=invitation, user=user, status=Invitation.Status.DECLINED,
                        not_yours=_("This invitation is not yours to decline."))
 
 
 @transaction.atomic
-def membership_remove(*, project: Project, user: AbstractBaseUser, member: Membership) -> None:
+def membership_remove(*, project: Project, user: Account, member: Membership) -> None:
     actor = membership_get(user=user, project=project)
     if actor is None or actor.role != Role.OWNER:
         raise PermissionDenied(_("Only an owner can remove members."))
@@ -114,13 +118,23 @@ def membership_remove(*, project: Project, user: AbstractBaseUser, member: Membe
     member.delete()
 
 
-_UNSET = object()
+class _Unset(enum.Enum):
+    TOKEN = 0
+
+
+class ByteStream(Protocol):
+    """What an upload chunk is read from: a file, or the request itself (read as it arrives)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+_UNSET: Final = _Unset.TOKEN  # "leave the baseline as it is", unlike None ("no baseline")
 MAX_REGRESSION_THRESHOLD_PCT = 1000.0
 
 
 @transaction.atomic
 def project_baseline_set(
-    *, project: Project, user: AbstractBaseUser, profile_id: int | None | object = _UNSET,
+    *, project: Project, user: Account, profile_id: int | None | _Unset = _UNSET,
     threshold_pct: float | None = None,
 ) -> Project:
     """Pin (or, with ``profile_id=None``, unpin) the project's baseline and set its regression threshold.
@@ -136,7 +150,8 @@ def project_baseline_set(
         else:
             profile = Profile.objects.filter(pk=profile_id, project=project).first()
             if profile is None:
-                raise ValidationError({"profile": _("No profile %(id)s in this project.") % {"id": profile_id}})
+                raise ValidationError({"profile": _("No profile %(id)s in this project.")
+                                       % {"id": profile_id}})
             if profile.status != ProfileStatus.READY:
                 raise ValidationError({"profile": _("%(name)s is %(status)s: pin a ready profile.")
                                        % {"name": profile.name, "status": profile.status}})
@@ -144,7 +159,8 @@ def project_baseline_set(
         fields.append("baseline")
     if threshold_pct is not None:
         if not 0 < threshold_pct <= MAX_REGRESSION_THRESHOLD_PCT:
-            raise ValidationError({"threshold_pct": _("The threshold is a percentage above 0 and at most 1000.")})
+            raise ValidationError({"threshold_pct": _("The threshold is a percentage above 0 and at most "
+                                                      "1000.")})
         project.regression_threshold_pct = float(threshold_pct)
         fields.append("regression_threshold_pct")
     if fields:
@@ -209,7 +225,7 @@ class UploadRefused(ValidationError):
 _IN_FLIGHT = (ProfileStatus.UPLOADED, ProfileStatus.QUEUED, ProfileStatus.PARSING, ProfileStatus.ANALYZING)
 
 
-def upload_limits_check(*, project: Project, user: AbstractBaseUser, size: int, filename: str,
+def upload_limits_check(*, project: Project, user: Account, size: int, filename: str,
                         concurrency: bool = True) -> None:
     """Size, project quota and uploads in flight (per user and per project), from settings (env)."""
     if size > settings.PYPTO_MAX_UPLOAD_BYTES:
@@ -256,7 +272,8 @@ def _storage_save(field: Any, name: str, content: File, filename: str) -> None:
         raise
     except Exception as exc:
         if type(exc).__module__.startswith(("botocore", "urllib3")):
-            raise UploadRefused(_("Storage is unreachable: %(name)s was not stored (%(why)s). Try again later.")
+            raise UploadRefused(_("Storage is unreachable: %(name)s was not stored (%(why)s). Try again "
+                                  "later.")
                                 % {"name": filename, "why": type(exc).__name__}, http_status=503) from exc
         raise
 
@@ -264,7 +281,7 @@ def _storage_save(field: Any, name: str, content: File, filename: str) -> None:
 def profile_upload(
     *,
     project: Project,
-    user: AbstractBaseUser,
+    user: Account,
     file: File,
     filename: str,
     name: str = "",
@@ -318,7 +335,7 @@ def _partial_path(session: UploadSession) -> Path:
 def upload_session_start(
     *,
     project: Project,
-    user: AbstractBaseUser,
+    user: Account,
     filename: str,
     size: int,
     name: str = "",
@@ -361,7 +378,7 @@ class OffsetMismatch(Exception):
 
 
 def upload_session_append(
-    *, session: UploadSession, user: AbstractBaseUser, offset: int, stream: IO[bytes], length: int
+    *, session: UploadSession, user: Account, offset: int, stream: ByteStream, length: int
 ) -> UploadSession:
     """Append ``length`` bytes from ``stream`` at ``offset``. Rows are locked, so chunks never interleave."""
     require_write(user=user, project=session.project)
@@ -396,7 +413,7 @@ def upload_session_append(
     return locked
 
 
-def upload_session_complete(*, session: UploadSession, user: AbstractBaseUser) -> Profile:
+def upload_session_complete(*, session: UploadSession, user: Account) -> Profile:
     """Turn a fully received upload into a profile. Completing twice returns the same profile."""
     require_write(user=user, project=session.project)
     with transaction.atomic():
@@ -405,7 +422,8 @@ def upload_session_complete(*, session: UploadSession, user: AbstractBaseUser) -
             return Profile.objects.get(pk=locked.profile_id)
         if locked.received != locked.size:
             raise ValidationError(
-                {"upload": _("Received %(got)d of %(size)d bytes.") % {"got": locked.received, "size": locked.size}}
+                {"upload": _("Received %(got)d of %(size)d bytes.")
+                 % {"got": locked.received, "size": locked.size}}
             )
         path = _partial_path(locked)
         with open(path, "rb") as fh:
@@ -433,7 +451,7 @@ def upload_session_complete(*, session: UploadSession, user: AbstractBaseUser) -
 # --- profiles -------------------------------------------------------------------------------------
 
 
-def profile_rerun(*, profile: Profile, user: AbstractBaseUser) -> Profile:
+def profile_rerun(*, profile: Profile, user: Account) -> Profile:
     """Run the pipeline again from the kept archive (after a failure, or after the engine improved)."""
     require_write(user=user, project=profile.project)
     from analysis.services import pipeline_restart
@@ -441,18 +459,18 @@ def profile_rerun(*, profile: Profile, user: AbstractBaseUser) -> Profile:
     return pipeline_restart(profile=profile)
 
 
-def profile_delete(*, profile: Profile, user: AbstractBaseUser) -> None:
+def profile_delete(*, profile: Profile, user: Account) -> None:
     """Delete a profile on a member's request: the only way its archive is ever removed."""
     require_write(user=user, project=profile.project)
     names: list[str] = []
     prefixes: list[str] = []
     # A multi-rank upload takes its rank profiles (rows cascade; their files are listed here) with it.
     for p in [profile, *profile.ranks.all()]:
-        if p.archive:
+        if p.archive.name:
             names.append(p.archive.name)
-        if p.model_file:
+        if p.model_file.name:
             names.append(p.model_file.name)
-        names.extend(artifact.file.name for artifact in p.artifacts.all())
+        names.extend(artifact.file.name for artifact in p.artifacts.all() if artifact.file.name)
         if p.parquet_prefix:
             prefixes.append(p.parquet_prefix)
     storage = profile.archive.storage
@@ -500,7 +518,7 @@ def _check_model_file(*, file: File, filename: str) -> str:
     return name
 
 
-def profile_model_file_attach(*, profile: Profile, user: AbstractBaseUser, file: File, filename: str) -> Any:
+def profile_model_file_attach(*, profile: Profile, user: Account, file: File, filename: str) -> Any:
     """Attach (or replace) the profile's model file and make the remedies again for its latest analysis, so
     each patch also comes as a unified diff against this file (a new artifact version).
 
@@ -511,7 +529,8 @@ def profile_model_file_attach(*, profile: Profile, user: AbstractBaseUser, file:
     name = _check_model_file(file=file, filename=filename)
     old = profile.model_file.name if profile.model_file else ""
     storage = profile.model_file.storage
-    profile.model_file.save(name, file, save=False)  # bytes first: a failed update leaves an orphan, not a hole
+    # bytes first: a failed update leaves an orphan, not a hole
+    profile.model_file.save(name, file, save=False)
     with transaction.atomic():
         Profile.objects.filter(pk=profile.pk).update(model_file=profile.model_file.name)
         profile.refresh_from_db(fields=["status", "model_file"])

@@ -4,6 +4,8 @@ Readers turn profiler output into a canonical ``Profile``; the graph, rules and 
 ``compare`` proves a fix. See docs/architecture.md for the module map.
 """
 
+from typing import Any
+
 from pypto_core.errors import InputError, PyptoError
 from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
 
@@ -12,7 +14,8 @@ __version__ = "0.1.0"
 __all__ = ["InputError", "Profile", "ProfileGroup", "ProfileMeta", "PyptoError", "__version__"]
 
 
-def __getattr__(name: str):  # the capture SDK, imported on first use (`from pypto_core import Profiler`)
+# the capture SDK, imported on first use (`from pypto_core import Profiler`)
+def __getattr__(name: str) -> Any:
     if name in ("Profiler", "TuningSession"):
         from pypto_core import capture
 

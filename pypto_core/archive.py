@@ -15,9 +15,10 @@ import struct
 import tarfile
 import zipfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Iterator
+from typing import IO
 
 from pypto_core.errors import InputError
 from pypto_core.limits import (  # noqa: F401 - the archive limits' names, kept importable from here

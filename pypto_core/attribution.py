@@ -92,7 +92,7 @@ class Breakdown:
     memcpy_pageable_ns: int = 0
     communication_overlapped_ns: int = 0
 
-    def add(self, other: "Breakdown") -> None:
+    def add(self, other: Breakdown) -> None:
         self.wall_ns += other.wall_ns
         for target, source in ((self.buckets, other.buckets), (self.compute_split, other.compute_split),
                                (self.memcpy_split, other.memcpy_split)):
@@ -206,7 +206,7 @@ def _classify_task(core_type: str, name: str) -> tuple[int, bool]:
     return COMPUTE_KINDS.index(_CORE_KIND.get(core_type, "other")), False
 
 
-def host_classes(profile: "Profile") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def host_classes(profile: Profile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, class) of host intervals: 0 sync, 1 data loading, 2 busy; step markers left out."""
     starts, ends, classes = [], [], []
     for table in (profile.host_ops, profile.api_calls):
@@ -226,7 +226,7 @@ def host_classes(profile: "Profile") -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.concatenate(starts), np.concatenate(ends), np.concatenate(classes)
 
 
-def matching_calls(profile: "Profile", pattern: re.Pattern[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def matching_calls(profile: Profile, pattern: re.Pattern[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(starts, ends, names) of the host calls (runtime API calls and framework ops) whose name, less
     torch_npu's ``Level@`` prefix, matches ``pattern``; each distinct name is tested once."""
     starts, ends, names = [], [], []
@@ -261,7 +261,7 @@ def _host_class(name: str) -> int:
 
 
 # -- windows -----------------------------------------------------------------------------------------------
-def step_windows(profile: "Profile", k_start: np.ndarray, k_end: np.ndarray
+def step_windows(profile: Profile, k_start: np.ndarray, k_end: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, list[int | None]]:
     """The steps as non-overlapping [start, end) windows (a step is cut where the next one begins); the
     device span as one window when the profile has no usable steps."""
@@ -283,7 +283,7 @@ def step_windows(profile: "Profile", k_start: np.ndarray, k_end: np.ndarray
 
 
 # -- the sweep -------------------------------------------------------------------------------------------
-def attribute(profile: "Profile", codes: tuple[np.ndarray, np.ndarray] | None = None) -> TimeAttribution | None:
+def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = None) -> TimeAttribution | None:
     """The time attribution of one rank (see the module docstring); None when the profile has neither
     device tasks nor step_trace figures. ``codes``: ``kernel_codes`` of its kernels, when already known."""
     k = profile.kernels
@@ -293,13 +293,13 @@ def attribute(profile: "Profile", codes: tuple[np.ndarray, np.ndarray] | None = 
     dur = np.maximum(pc.fill_null(k["dur_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64), 0)
     device = pc.fill_null(k["device_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
     stream = pc.fill_null(k["stream_id"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    codes, pageable = codes if codes is not None else kernel_codes(k)
+    kinds, pageable = codes if codes is not None else kernel_codes(k)
     # One device per rank: where a file holds several, the busiest is the rank's (the others are listed
     # under their own streams only).
     devices, inverse = np.unique(device, return_inverse=True)
     main = int(devices[np.argmax(np.bincount(inverse, weights=dur.astype(np.float64)))])
     on = (device == main) & (start > 0)
-    start, end, codes, pageable, stream = start[on], start[on] + dur[on], codes[on], pageable[on], stream[on]
+    start, end, kinds, pageable, stream = start[on], start[on] + dur[on], kinds[on], pageable[on], stream[on]
     w_start, w_end, ids = step_windows(profile, start, end)
     if not len(w_start):
         return None
@@ -310,7 +310,7 @@ def attribute(profile: "Profile", codes: tuple[np.ndarray, np.ndarray] | None = 
     inside = (win >= 0) & (bounds[:-1] < w_end[np.clip(win, 0, None)])
     seg_code = np.full(len(bounds) - 1, -1, np.int8)
     for code in range(_SYNC):  # device kinds in priority order
-        sel = codes == code
+        sel = kinds == code
         if sel.any():
             seg_code[(seg_code < 0) & coverage(bounds, start[sel], end[sel])] = code
     for cls, code in ((0, _SYNC), (1, _DATA), (2, _HOST)):
@@ -319,8 +319,8 @@ def attribute(profile: "Profile", codes: tuple[np.ndarray, np.ndarray] | None = 
             seg_code[(seg_code < 0) & coverage(bounds, h_start[sel], h_end[sel])] = code
     del h_start, h_end, h_class
     seg_code[seg_code < 0] = _IDLE
-    both = coverage(bounds, start[codes < _COMM], end[codes < _COMM])
-    both &= coverage(bounds, start[codes == _COMM], end[codes == _COMM])
+    both = coverage(bounds, start[kinds < _COMM], end[kinds < _COMM])
+    both &= coverage(bounds, start[kinds == _COMM], end[kinds == _COMM])
     paged = coverage(bounds, start[pageable], end[pageable])
     paged &= (seg_code >= _MEMCPY0) & (seg_code < _SYNC)
     nwin = len(w_start)
@@ -341,16 +341,18 @@ def attribute(profile: "Profile", codes: tuple[np.ndarray, np.ndarray] | None = 
         steps.append(StepBreakdown(ids[i], int(w_start[i]), int(w_end[i]), b))
         run.add(b)
     timeline = TimeAttribution(run=run, steps=steps, source="timeline", device_id=main,
-                               streams=_stream_busy(w_start, w_end, start, end, stream, codes), segments=segments)
+                               streams=_stream_busy(w_start, w_end, start, end, stream, kinds),
+                               segments=segments)
     return _unless_incomplete(timeline, profile)
 
 
 # A task table holding less than this share of the device time the profiler itself recorded in
-# step_trace_time is a part of the run (a trimmed upload, or tasks the export dropped): its own steps say more.
+# step_trace_time is a part of the run (a trimmed upload,
+# or tasks the export dropped): its own steps say more.
 MIN_TASK_COVERAGE = 0.5
 
 
-def _unless_incomplete(timeline: TimeAttribution, profile: "Profile") -> TimeAttribution:
+def _unless_incomplete(timeline: TimeAttribution, profile: Profile) -> TimeAttribution:
     recorded = _from_step_trace(profile)
     if recorded is None:
         return timeline
@@ -404,7 +406,7 @@ def _merged(s: np.ndarray, e: np.ndarray, code: np.ndarray) -> tuple[np.ndarray,
     return s[first], e[last], code[first]
 
 
-def _from_step_trace(profile: "Profile") -> TimeAttribution | None:
+def _from_step_trace(profile: Profile) -> TimeAttribution | None:
     """A rank with no device tasks but torch_npu's step_trace_time: its own figures, idle unsplit."""
     steps = profile.steps
     if not steps.num_rows or "computing_ns" not in steps.column_names:
@@ -419,7 +421,8 @@ def _from_step_trace(profile: "Profile") -> TimeAttribution | None:
         if comm is None:
             comm = int(r.get("communication_ns") or 0) - int(r.get("overlapped_ns") or 0)
         free = int(r.get("free_ns") or 0) + int(r.get("preparing_ns") or 0)
-        b = Breakdown(wall_ns=compute + int(comm) + free, communication_overlapped_ns=int(r.get("overlapped_ns") or 0))
+        b = Breakdown(wall_ns=compute + int(comm) + free,
+                      communication_overlapped_ns=int(r.get("overlapped_ns") or 0))
         b.buckets.update({"compute": compute, "communication_not_overlapped": int(comm), "idle_other": free})
         b.compute_split["other"] = compute
         out.append(StepBreakdown(r.get("step_id"), int(r.get("start_ns") or 0), int(r.get("end_ns") or 0), b))
@@ -427,7 +430,7 @@ def _from_step_trace(profile: "Profile") -> TimeAttribution | None:
     return TimeAttribution(run=run, steps=out, source="step_trace_time")
 
 
-def attribute_group(group: "ProfileGroup") -> list[tuple[int | None, TimeAttribution | None]]:
+def attribute_group(group: ProfileGroup) -> list[tuple[int | None, TimeAttribution | None]]:
     """(rank, attribution) for every rank of a group, lowest rank first."""
     ranked = sorted(group.profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0))
     return [(p.meta.rank, attribute(p)) for p in ranked]

@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name != module_name:
                 raise
             continue  # not built yet
-        cmd = sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else None)
+        cmd = sub.add_parser(name,
+                             help=(module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else None)
         module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)
     return parser

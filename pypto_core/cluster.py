@@ -38,9 +38,11 @@ def align_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     offsets: list[int | None] = [0] * len(ranks)
     ref_starts: dict[Any, int] = {}
     if step is not None:
-        ref_rank = next((r for r in ranks if any(s.get("step_id") == step and _timed(s) for s in r["steps"])), None)
+        ref_rank = next((r for r in ranks if any(s.get("step_id") == step and _timed(s) for s in r["steps"])),
+                        None)
         if ref_rank is not None:
-            ref = next(int(s["start_ns"]) for s in ref_rank["steps"] if s.get("step_id") == step and _timed(s))
+            ref = next(int(s["start_ns"]) for s in ref_rank["steps"] if s.get("step_id") == step
+                       and _timed(s))
             for i, r in enumerate(ranks):
                 own = next((s for s in r["steps"] if s.get("step_id") == step), None)
                 offsets[i] = int(own["start_ns"]) - ref if own is not None and _timed(own) else None
@@ -48,20 +50,23 @@ def align_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     starts = [int(s["start_ns"]) - (off or 0) for r, off in zip(ranks, offsets) if off is not None
               for s in r.get("steps") or [] if _timed(s)]
     base = min(starts) if starts else min(ref_starts.values(), default=0)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r, off in zip(ranks, offsets):
-        steps, cursor = [], 0
+        steps: list[dict[str, Any]] = []
+        cursor = 0
         for s in r.get("steps") or []:
             if off is not None and _timed(s):
                 a, b = int(s["start_ns"]) - off - base, int(s["end_ns"]) - off - base
-                abs_a, abs_b = str(int(s["start_ns"])), str(int(s["end_ns"]))
+                abs_a: str | None = str(int(s["start_ns"]))
+                abs_b: str | None = str(int(s["end_ns"]))
             else:  # no timestamps: at the lowest rank's start of the same step, as long as its breakdown says
                 a = ref_starts.get(s.get("step_id"), cursor + base) - base
                 b = a + int((s.get("time_breakdown") or {}).get("wall_ns") or 0)
                 abs_a = abs_b = None
             cursor = b
             steps.append({"step_id": s.get("step_id"), "start_ns": a, "end_ns": b, "timed": abs_a is not None,
-                          "abs_start_ns": abs_a, "abs_end_ns": abs_b, "time_breakdown": s.get("time_breakdown")})
+                          "abs_start_ns": abs_a, "abs_end_ns": abs_b,
+                          "time_breakdown": s.get("time_breakdown")})
         rows.append({"rank": r.get("rank"), "offset_ns": off, "time_breakdown": r.get("time_breakdown"),
                      "dominant_bucket": r.get("dominant_bucket"), "source": r.get("source"), "steps": steps})
     span = max((s["end_ns"] for row in rows for s in row["steps"]), default=0)
@@ -81,10 +86,12 @@ def communication_links(matrices: dict[int, dict[str, Any]]) -> list[dict[str, A
                 for key in keys:
                     for link, v in (ops.get(key) or {}).items():
                         parts = str(link).split("-")
-                        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or not isinstance(v, dict):
+                        if (len(parts) != 2 or not all(p.strip().isdigit() for p in parts)
+                                or not isinstance(v, dict)):
                             continue
                         src, dst = int(parts[0]), int(parts[1])
-                        acc = sums.setdefault((src, dst), {"src": src, "dst": dst, "transport": v.get("Transport Type"),
+                        acc = sums.setdefault((src, dst), {"src": src, "dst": dst,
+                                                           "transport": v.get("Transport Type"),
                                                            "size_mb": 0.0, "time_ms": 0.0})
                         acc["size_mb"] += float(v.get("Transit Size(MB)") or 0.0)
                         acc["time_ms"] += float(v.get("Transit Time(ms)") or 0.0)

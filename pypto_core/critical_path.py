@@ -69,7 +69,7 @@ class CriticalPath:
                            minlength=len(self.windows)).astype(np.int64)
 
 
-def profile_critical_path(profile: "Profile") -> CriticalPath | None:
+def profile_critical_path(profile: Profile) -> CriticalPath | None:
     """The critical path of ``profile``'s main device; None where the replay does not apply (no timeline of
     device tasks in steps)."""
     from pypto_core.attribution import attribute
@@ -172,7 +172,7 @@ class _Walk:
             self.one(step, lo, cursor, HOST)
 
 
-def critical_path(replay: Replay, profile: "Profile") -> CriticalPath:
+def critical_path(replay: Replay, profile: Profile) -> CriticalPath:
     """The critical path of every step of ``replay`` (see the module docstring)."""
     w = replay.windows
     walk = _Walk(replay)
@@ -196,7 +196,7 @@ def critical_path(replay: Replay, profile: "Profile") -> CriticalPath:
                         table=table, row=row)
 
 
-def _host_rows(profile: "Profile", end: np.ndarray, kind: np.ndarray, table: np.ndarray,
+def _host_rows(profile: Profile, end: np.ndarray, kind: np.ndarray, table: np.ndarray,
                row: np.ndarray) -> None:
     """Name the host call that ends each host segment and sync return (the call that returned then),
     in place."""

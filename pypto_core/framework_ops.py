@@ -72,7 +72,8 @@ class FrameworkOps:
 
 
 def _column(table: pa.Table, name: str, fill: int) -> np.ndarray:
-    return pc.fill_null(table[name], fill).to_numpy(zero_copy_only=False).astype(np.int64)
+    values: np.ndarray = pc.fill_null(table[name], fill).to_numpy(zero_copy_only=False).astype(np.int64)
+    return values
 
 
 def host_parents(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

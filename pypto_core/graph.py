@@ -88,7 +88,8 @@ VOCAB_MIN = 16000  # LM head output width: 32000 (Llama-2), 128256 (Llama-3), 15
 _MODEL_HINTS: tuple[tuple[int, int, str], ...] = (
     # (vocab, layers, name): docs/domain.md §7 (Llama-2-7B: 32 layers, vocab 32000) and the public model
     # configs
-    (32000, 32, "llama2-7b"), (128256, 32, "llama3-8b"), (152064, 28, "qwen2.5-7b"), (151936, 28, "qwen2.5-7b"),
+    (32000, 32, "llama2-7b"), (128256, 32, "llama3-8b"), (152064, 28, "qwen2.5-7b"),
+    (151936, 28, "qwen2.5-7b"),
 )
 
 
@@ -152,7 +153,8 @@ class OperatorCallGraph:
         """The time attribution every finding and page number stands on (pypto_core.attribution)."""
         return attribute(self.profile, self.task_codes)
 
-    _SHAPE_CACHES = ("input_shapes", "output_shapes", "bytes_moved", "element_bytes", "mkn", "flops", "bound_ns")
+    _SHAPE_CACHES = ("input_shapes", "output_shapes", "bytes_moved", "element_bytes", "mkn", "flops",
+                     "bound_ns")
 
     def drop_shapes(self) -> None:
         """Forget the per-kernel shape arrays (the largest caches); they are rebuilt if asked for again."""
@@ -244,8 +246,9 @@ class OperatorCallGraph:
         (docs/domain.md §6 #2)."""
         if not self.n:
             return np.zeros(0)
-        return (tensor_bytes(self.input_shapes, self.kernels["input_dtypes"])
-                + tensor_bytes(self.output_shapes, self.kernels["output_dtypes"]))
+        moved: np.ndarray = (tensor_bytes(self.input_shapes, self.kernels["input_dtypes"])
+                             + tensor_bytes(self.output_shapes, self.kernels["output_dtypes"]))
+        return moved
 
     def slot_bytes(self, slot: int, outputs: bool = False) -> np.ndarray:
         """Bytes of input (or output) tensor ``slot`` of every kernel; 0 where the kernel has no such slot."""
@@ -296,7 +299,8 @@ class OperatorCallGraph:
     @cached_property
     def flops(self) -> np.ndarray:
         batch, m, k, n = self.mkn
-        return 2.0 * batch * m * k * n
+        flops: np.ndarray = 2.0 * batch * m * k * n
+        return flops
 
     @cached_property
     def bound_ns(self) -> np.ndarray:
@@ -330,7 +334,8 @@ class OperatorCallGraph:
             return None
         both = np.vstack([x for x in (aic, aiv) if x is not None])
         with np.errstate(all="ignore"):
-            return np.nanmax(np.where(np.isnan(both), -1.0, both), axis=0).clip(min=-1.0)
+            fraction: np.ndarray = np.nanmax(np.where(np.isnan(both), -1.0, both), axis=0).clip(min=-1.0)
+        return fraction
 
     # -- model structure ----------------------------------------------------------------------------
     @cached_property
@@ -339,12 +344,14 @@ class OperatorCallGraph:
         _, _, _, n = self.mkn
         if not self.n or n.max(initial=0) < VOCAB_MIN:
             return np.zeros(self.n, bool)
-        return n == n.max()
+        widest: np.ndarray = n == n.max()
+        return widest
 
     @cached_property
     def attention_mask(self) -> np.ndarray:
         """Fused attention kernels plus the members of unfused BatchMatMul-Softmax-BatchMatMul chains."""
-        return self.is_role("attention") | self.chain_mask("attention")
+        mask: np.ndarray = self.is_role("attention") | self.chain_mask("attention")
+        return mask
 
     @cached_property
     def tokens(self) -> Tokens:
@@ -423,7 +430,8 @@ class OperatorCallGraph:
     @cached_property
     def _structure(self) -> dict[str, Any]:
         _, m, k, n = self.mkn
-        out: dict[str, Any] = {"layers": None, "hidden": None, "vocab": None, "head_dim": None, "model_hint": None}
+        out: dict[str, Any] = {"layers": None, "hidden": None, "vocab": None, "head_dim": None,
+                               "model_hint": None}
         mm = self.is_role("matmul") & ~self.lm_head_mask
         if mm.any():
             vals, counts = np.unique(k[mm & (k > 0)], return_counts=True)
@@ -473,7 +481,8 @@ class OperatorCallGraph:
             return empty
         kcorr = self.kernels["correlation_id"]
         if kcorr.null_count < len(kcorr) and host["correlation_id"].null_count < host.num_rows:
-            h = pa.table({"host_index": pa.array(np.arange(host.num_rows)), "correlation_id": host["correlation_id"]})
+            h = pa.table({"host_index": pa.array(np.arange(host.num_rows)),
+                          "correlation_id": host["correlation_id"]})
             kt = pa.table({"kernel_index": pa.array(np.arange(self.n)), "correlation_id": kcorr})
             joined = kt.join(h, "correlation_id", join_type="inner")
             if joined.num_rows:
@@ -544,7 +553,8 @@ class OperatorCallGraph:
             move = np.ones(self.n) if mf is None else np.where(mf >= 0, mf, 1.0)
             out["attention_hbm_time_share"] = float((self.dur[att] * move[att]).sum() / device_time)
             norm = w & (self.is_role("norm") | self.chain_mask("rms_norm"))
-            out["norm_launch_overhead_share"] = float((self.dur[norm] + self.gap_before_ns[norm]).sum() / span)
+            out["norm_launch_overhead_share"] = float((self.dur[norm]
+                                                       + self.gap_before_ns[norm]).sum() / span)
         if wl.has_decode():
             layout = w & self.kv_layout_mask
             lay_t = float(self.dur[layout].sum())
@@ -553,11 +563,12 @@ class OperatorCallGraph:
         if self.sku.known:
             mm = w & self.is_role("matmul") & (self.flops > 0)
             if mm.any():
-                out["matmul_ai_core_utilization"] = float(min(self.bound_ns[mm].sum() / max(self.dur[mm].sum(), 1),
-                                                              1.0))
+                bound_share = self.bound_ns[mm].sum() / max(self.dur[mm].sum(), 1)
+                out["matmul_ai_core_utilization"] = float(min(bound_share, 1.0))
             moved = float(self.bytes_moved[busy_mask].sum())
             if moved > 0:  # no tensor shapes (Kineto without record_shapes): the profile cannot say
-                out["hbm_bandwidth_utilization"] = float(min(moved / (span / 1e9) / self.sku.hbm_bytes_per_s, 1.0))
+                bytes_per_s = moved / (span / 1e9)
+                out["hbm_bandwidth_utilization"] = float(min(bytes_per_s / self.sku.hbm_bytes_per_s, 1.0))
         return out
 
     @cached_property
@@ -567,7 +578,7 @@ class OperatorCallGraph:
         Cache-shaped [INFERRED, docs/domain.md §6 #4]: a 4-D tensor whose last dim is the attention head dim
         and which holds more than one position (a decode RoPE input holds exactly one).
         """
-        layout = self.is_role("layout") & ~self.chain_mask("rope")
+        layout: np.ndarray = self.is_role("layout") & ~self.chain_mask("rope")
         if not layout.any():
             return layout
         head_dim = self.structure_head_dim
@@ -581,7 +592,8 @@ class OperatorCallGraph:
         many_positions = np.maximum(d1, d2) > 1
         cache_like = four_d & dims_ok & many_positions
         del out_last
-        return layout & cache_like
+        mask: np.ndarray = layout & cache_like
+        return mask
 
     @cached_property
     def structure_head_dim(self) -> int | None:

@@ -97,8 +97,8 @@ class SkuSpec:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "vendor": self.vendor, "notes": self.notes,
                                "overridden": list(self.overridden)}
-        for key in ("ai_cores", "vector_cores", "clock_mhz", "fp16_tflops", "int8_tops", "hbm_gbps", "hbm_gib",
-                    "l2_mib", "vector_fp16_tflops"):
+        for key in ("ai_cores", "vector_cores", "clock_mhz", "fp16_tflops", "int8_tops", "hbm_gbps",
+                    "hbm_gib", "l2_mib", "vector_fp16_tflops"):
             fig = getattr(self, key)
             if fig is not None:
                 out[key] = {"value": fig.value, "tag": fig.tag, "source": fig.source}
@@ -260,24 +260,25 @@ def normalize_sku_name(text: str | None) -> str | None:
     return None
 
 
-def detect_sku(profile: "Profile") -> str | None:
+def detect_sku(profile: Profile) -> str | None:
     """The SKU the profile says it ran on (meta.device, then device strings in meta.extra), else None."""
     meta = profile.meta
     candidates: list[str] = []
     if meta.device:
         candidates.append(str(meta.device))
-    for key in ("device", "device_name", "soc_version", "chip", "sku", "deviceProperties", "device_properties"):
+    for key in ("device", "device_name", "soc_version", "chip", "sku", "deviceProperties",
+                "device_properties"):
         value = meta.extra.get(key) if isinstance(meta.extra, dict) else None
         if value is not None:
             candidates.append(str(value))
     for text in candidates:
-        key = normalize_sku_name(text)
-        if key:
-            return key
+        sku = normalize_sku_name(text)
+        if sku:
+            return sku
     return None
 
 
-def resolve_sku(profile: "Profile", sku: "str | SkuSpec | None" = None,
+def resolve_sku(profile: Profile, sku: str | SkuSpec | None = None,
                 overrides: dict[str, float] | None = None) -> tuple[SkuSpec, str]:
     """The spec to use and how it was chosen: ``given``, ``detected``, ``default`` (an Ascend profile that
     does not name its part: 910B3) or ``unknown`` (a GPU/CPU device without figures here)."""

@@ -69,7 +69,8 @@ def overlap_ns(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarra
         inside = np.clip(t - starts[ic], 0, ends[ic] - starts[ic])
         return np.where(i >= 0, cum[ic] + inside, 0)
 
-    return np.maximum(covered_until(np.asarray(b)) - covered_until(np.asarray(a)), 0)
+    covered: np.ndarray = np.maximum(covered_until(np.asarray(b)) - covered_until(np.asarray(a)), 0)
+    return covered
 
 
 def intersect_intervals(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.ndarray

@@ -41,6 +41,7 @@ _XMMA = re.compile(r"^sm(\d+)_xmma_(fprop|dgrad|wgrad|gemm)_\w*?_?(?:implicit_ge
                    r"tilesize(\d+x\d+x\d+)")
 _BLAS_GEMM = re.compile(r"^(ampere|volta|turing|sm\d+|hopper)_(s|h|d|bf16|i8)?gemm_(\d+x\d+)\w*?"
                         r"(?:_(nn|nt|tn|tt))?$")
+_BLAS_DTYPES = {"s": "fp32", "h": "fp16", "d": "fp64", "bf16": "bf16", "i8": "int8"}
 _SCUDNN = re.compile(r"(\w+?)_(s|h)cudnn_(\d+x\d+)")
 _NCCL = re.compile(r"^ncclKernel_(\w+?)_(RING|TREE|COLLNET\w*|NVLS\w*)_(LL128|LL|SIMPLE)_(\w+?)_(\w+)\(")
 _CPP_NAME = re.compile(r"^[A-Za-z_][\w:]*(<|$)")
@@ -153,8 +154,8 @@ def _label(full: str) -> str:
     if _CUTLASS_CONV.search(full):
         kind = _CONV_KIND.search(full)
         shape = _GEMM_SHAPE.search(full)
-        tile = "x".join(shape.groups()) if shape else ""
-        label = f"cutlass conv {kind.group(1).lower() if kind else ''} {tile}"
+        tile_text = "x".join(shape.groups()) if shape else ""
+        label = f"cutlass conv {kind.group(1).lower() if kind else ''} {tile_text}"
         return _with_dtype(" ".join(label.split()), dtype_of(full))
     m = _XMMA.search(full)
     if m:
@@ -163,9 +164,9 @@ def _label(full: str) -> str:
         return f"cuDNN {op} {m.group(4)} ({dtype})"
     m = _BLAS_GEMM.search(full)
     if m:
-        dtype = {"s": "fp32", "h": "fp16", "d": "fp64", "bf16": "bf16", "i8": "int8"}.get(m.group(2) or "s")
-        layout = f" {m.group(4)}" if m.group(4) else ""
-        return f"cuBLAS gemm {m.group(3)}{layout} ({dtype})"
+        blas_dtype = _BLAS_DTYPES.get(m.group(2) or "s")
+        order = f" {m.group(4)}" if m.group(4) else ""
+        return f"cuBLAS gemm {m.group(3)}{order} ({blas_dtype})"
     m = _SCUDNN.search(full)
     if m:
         return f"cuDNN {m.group(1)} {m.group(3)} ({'fp32' if m.group(2) == 's' else 'fp16'})"

@@ -19,7 +19,8 @@ def use_returning_allocator() -> str:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
     except (NotImplementedError, pa.ArrowNotImplementedError):  # a build without jemalloc: keep the default
         pass
-    return pa.default_memory_pool().backend_name
+    name: str = pa.default_memory_pool().backend_name
+    return name
 
 
 def release_freed_memory() -> None:

@@ -28,7 +28,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"multilatentattention|unpadflashattention|flash_fwd|fmha|sdpa|scaled_dot_product|attention", re.I)),
     ("kv_update", re.compile(r"reshapeandcache|scatterndupdate|scatterupdate|kvrmsnormropecache|"
                              r"reshape_and_cache|kv_cache|inplaceindexcopy", re.I)),
-    ("rope", re.compile(r"rotarymul|applyrotaryposemb|roperkernel|ropekernel|_triton_rope|rotary|\brope\b", re.I)),
+    ("rope", re.compile(r"rotarymul|applyrotaryposemb|roperkernel|ropekernel|_triton_rope|rotary|\brope\b",
+                        re.I)),
     ("norm", re.compile(r"rmsnorm|layernorm|groupnorm|batchnorm|instancenorm|layer_norm|rms_norm", re.I)),
     ("activation", re.compile(r"swiglu|geglu|dequantswigluquant|silu_and_mul|act_and_mul", re.I)),
     ("matmul", re.compile(r"matmul|gemm|gemv|cutlass|xmma|cublas|\bmm\b|\bbmm\b|linear", re.I)),
@@ -69,7 +70,7 @@ def role_codes(kernels: pa.Table) -> np.ndarray:
     op = pc.coalesce(kernels["op_type"], kernels["name"], pa.scalar(""))
     core = pc.fill_null(kernels["core_type"], "")
     key = pc.binary_join_element_wise(pc.cast(core, pa.string()), pc.cast(op, pa.string()), "\x1f")
-    enc = key.combine_chunks().dictionary_encode() if isinstance(key, pa.ChunkedArray) else key.dictionary_encode()
+    enc = (key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key).dictionary_encode()
     lut = np.array([ROLE[classify_op_type(v.split("\x1f", 1)[1], v.split("\x1f", 1)[0])]
                     for v in enc.dictionary.to_pylist()], dtype=np.int8)
     return lut[enc.indices.to_numpy(zero_copy_only=False)] if len(lut) else np.zeros(n, np.int8)
@@ -80,5 +81,5 @@ def op_type_codes(kernels: pa.Table) -> tuple[np.ndarray, list[str]]:
     if kernels.num_rows == 0:
         return np.zeros(0, np.int32), []
     op = pc.utf8_lower(pc.coalesce(kernels["op_type"], kernels["name"], pa.scalar("")))
-    enc = op.combine_chunks().dictionary_encode() if isinstance(op, pa.ChunkedArray) else op.dictionary_encode()
+    enc = (op.combine_chunks() if isinstance(op, pa.ChunkedArray) else op).dictionary_encode()
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int32), enc.dictionary.to_pylist()

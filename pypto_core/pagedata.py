@@ -16,7 +16,8 @@ Every string here comes from the uploaded profile and is untrusted: the web laye
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
@@ -97,8 +98,9 @@ def profile_page_data(profile: Profile, sku: str | None = None) -> dict[str, Any
              "share": float(t_sum[i] / total)} for i in order[:TOP_OP_TYPES]]
     if len(order) > TOP_OP_TYPES:
         rest = order[TOP_OP_TYPES:]
-        rows.append({"op_type": "(other)", "time_us": float(t_sum[rest].sum() / 1e3), "count": int(t_cnt[rest].sum()),
-                     "share": float(t_sum[rest].sum() / total), "other": True})
+        rows.append({"op_type": "(other)", "time_us": float(t_sum[rest].sum() / 1e3),
+                     "count": int(t_cnt[rest].sum()), "share": float(t_sum[rest].sum() / total),
+                     "other": True})
     out["op_types"] = rows
 
     # groups by (op type, name, shapes, block)
@@ -117,8 +119,8 @@ def profile_page_data(profile: Profile, sku: str | None = None) -> dict[str, Any
     g_bytes = np.bincount(ginv, weights=bytes_moved, minlength=n_groups)
     g_bound = np.bincount(ginv, weights=bound, minlength=n_groups)
     g_order = np.argsort(-g_sum, kind="stable")
-    top = []
-    points = []
+    top: list[dict[str, Any]] = []
+    points: list[dict[str, Any]] = []
     for i in g_order:
         t, nm, sh, bl = str(uniq[i]).split("\x1f")
         secs = g_sum[i] / 1e9
@@ -130,7 +132,8 @@ def profile_page_data(profile: Profile, sku: str | None = None) -> dict[str, Any
                         "total_us": float(g_sum[i] / 1e3), "avg_us": float(g_sum[i] / g_cnt[i] / 1e3),
                         "max_us": float(g_max[i] / 1e3), "share": float(g_sum[i] / total),
                         "flops": float(g_flops[i]), "bytes": float(g_bytes[i]),
-                        "roofline_efficiency": _num(min(efficiency, 1.0)) if efficiency is not None else None})
+                        "roofline_efficiency": _num(min(efficiency, 1.0)) if efficiency is not None
+                        else None})
         if len(points) < ROOFLINE_POINTS and g_flops[i] > 0 and intensity and achieved:
             points.append({"op_type": t, "shape": sh, "block": bl, "count": int(g_cnt[i]),
                            "intensity": _num(intensity), "flops_per_s": _num(achieved),

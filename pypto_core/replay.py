@@ -6,7 +6,8 @@ critical-path what-if:
 * stream order: a task starts after the previous task of its stream ends, plus the device's own turnaround
   (the gap it had, at most ``TURNAROUND_NS`` when the host was the reason for the gap);
 * host issue order: a task linked to its launching host call (flows, correlation ids) starts no earlier than
-  that call's return, plus its launch latency, on a host timeline that loses whatever host time a change removes;
+  that call's return, plus its launch latency, on a host timeline that loses whatever host time a change
+  removes;
 * event waits across streams: a task that began right as a task of another stream ended (within
   ``CROSS_STREAM_NS``, and explained neither by its own stream nor by its launch) waits for it;
 * host synchronisation: a sync call returns when the task it waited for ends, so a shorter task moves the
@@ -40,7 +41,8 @@ from pypto_core.intervals import overlap_ns, subtract_intervals, union_intervals
 if TYPE_CHECKING:  # pragma: no cover
     from pypto_core.profile import Profile
 
-TURNAROUND_NS = 1_000  # the device's own gap between back-to-back tasks of a stream [INFERRED: ~1 us on NPU/GPU]
+# the device's own gap between back-to-back tasks of a stream [INFERRED: ~1 us on NPU/GPU]
+TURNAROUND_NS = 1_000
 CROSS_STREAM_NS = 10_000  # a start this close after another stream's end reads as an event wait [INFERRED:
 # 2-4 us on the CNN sample's collectives -> optimizer copies]
 SYNC_MATCH_NS = 50_000  # a sync returning within this (or 5% of its length) of a task's end waited for it
@@ -63,23 +65,28 @@ class Change:
     """What one finding's fix does to the run (kernel row indices of ``profile.kernels``)."""
 
     kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    saving_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per kernel; > dur removes it
+    # per kernel; > dur removes it
+    saving_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     host_removed: tuple[np.ndarray, np.ndarray] | None = None  # host time that disappears (starts, ends)
     graph_kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # launched from a graph
-    gap_cut_kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # gap before -> residual
+    # gap before -> residual
+    gap_cut_kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     residual_gap_ns: int = 1_000
 
     @staticmethod
-    def merge(changes: list["Change"]) -> "Change":
+    def merge(changes: list[Change]) -> Change:
         if not changes:
             return Change()
         host = [c.host_removed for c in changes if c.host_removed is not None and len(c.host_removed[0])]
         return Change(kernels=np.concatenate([c.kernels for c in changes]).astype(np.int64),
                       saving_ns=np.concatenate([np.asarray(c.saving_ns, np.float64) for c in changes]),
-                      host_removed=(np.concatenate([h[0] for h in host]), np.concatenate([h[1] for h in host]))
+                      host_removed=(np.concatenate([h[0] for h in host]),
+                                    np.concatenate([h[1] for h in host]))
                       if host else None,
-                      graph_kernels=np.unique(np.concatenate([c.graph_kernels for c in changes]).astype(np.int64)),
-                      gap_cut_kernels=np.unique(np.concatenate([c.gap_cut_kernels for c in changes]).astype(np.int64)),
+                      graph_kernels=np.unique(np.concatenate([c.graph_kernels for c in changes])
+                                              .astype(np.int64)),
+                      gap_cut_kernels=np.unique(np.concatenate([c.gap_cut_kernels for c in changes])
+                                                .astype(np.int64)),
                       residual_gap_ns=min(c.residual_gap_ns for c in changes))
 
 
@@ -101,7 +108,7 @@ class ReplayResult:
 class Replay:
     """The dependency graph of one rank's main device, built once; ``run(change)`` re-times it."""
 
-    def __init__(self, profile: "Profile", attribution: TimeAttribution) -> None:
+    def __init__(self, profile: Profile, attribution: TimeAttribution) -> None:
         k = profile.kernels
         self.windows = np.array([[s.start_ns, s.end_ns] for s in attribution.steps], np.int64).reshape(-1, 2)
         start = pc.fill_null(k["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -143,12 +150,14 @@ class Replay:
         self.cross = self._cross_stream_waits(host_bound)
         # a gap explained by the host (host-bound) or by another stream's task (an event wait) shrinks to the
         # device's turnaround once that reason goes; any other gap is the task's own and stays. Host-bound
-        # tasks keep their whole launch latency; queued ones at most the typical one (never more than they had).
+        # tasks keep their whole launch latency; queued ones
+        # at most the typical one (never more than they had).
         explained = host_bound | (self.cross >= 0)
         self.q = np.where(explained & ~self.first, np.minimum(raw_gap, TURNAROUND_NS), raw_gap)
         # (a stream's first task has no predecessor: its issue and launch explain its start)
         self.lat = np.where(host_bound | self.first, launch, np.minimum(launch, typical))
-        self.syncs = union_intervals(host[0][host[2] == 0], host[1][host[2] == 0])  # nested syncs are one wait
+        # nested syncs are one wait
+        self.syncs = union_intervals(host[0][host[2] == 0], host[1][host[2] == 0])
         self.host_end = self._host_work_end(host)
         self.sync_task = self._sync_tasks()
 
@@ -213,7 +222,8 @@ class Replay:
         ok = (j >= 0)
         task = np.where(ok, by_end[np.clip(j, 0, None)], -1)
         lag = se - self.e[np.clip(task, 0, None)]
-        near = ok & (lag <= np.maximum(SYNC_MATCH_NS, (se - ss) // 20)) & (self.e[np.clip(task, 0, None)] >= ss)
+        near = (ok & (lag <= np.maximum(SYNC_MATCH_NS, (se - ss) // 20))
+                & (self.e[np.clip(task, 0, None)] >= ss))
         return np.where(near, task, -1)
 
     # -- the replay ---------------------------------------------------------------------------------------
@@ -223,7 +233,8 @@ class Replay:
         q = self.q.copy()
         lat = self.lat.copy()
         linked = self.linked.copy()
-        pos = self.pos_of_row[np.asarray(change.kernels, np.int64)] if len(change.kernels) else np.zeros(0, np.int64)
+        pos = (self.pos_of_row[np.asarray(change.kernels, np.int64)] if len(change.kernels)
+               else np.zeros(0, np.int64))
         removed_host: list[tuple[np.ndarray, np.ndarray]] = []
         if len(pos):
             saving = np.asarray(change.saving_ns, np.float64)
@@ -237,7 +248,8 @@ class Replay:
             q = np.where(gone, 0, q)
             lat = np.where(gone, 0, lat)
             # a gone op is not issued either: the framework op that issued it leaves the host's timeline
-            # (without one, the saving beyond its run time is taken as its launch); an unlinked gone op's gap goes
+            # (without one, the saving beyond its run time is
+            # taken as its launch); an unlinked gone op's gap goes
             launch_saved = np.minimum(np.maximum(cut - self.d, 0), self.gap).astype(np.int64)
             issued = gone & linked
             if issued.any():
@@ -251,7 +263,8 @@ class Replay:
             g = g[g >= 0]
             issued = g[linked[g]]
             if len(issued):
-                removed_host.append(subtract_intervals(self.issue_start[issued], self.h[issued], *self.host_syncs))
+                removed_host.append(subtract_intervals(self.issue_start[issued], self.h[issued],
+                                                       *self.host_syncs))
             linked[g] = False
         if len(change.gap_cut_kernels):
             g = self.pos_of_row[change.gap_cut_kernels]
@@ -259,7 +272,8 @@ class Replay:
             q[g] = np.minimum(q[g], change.residual_gap_ns)
         if change.host_removed is not None and len(change.host_removed[0]):
             removed_host.append(change.host_removed)
-        base = _Shift(*(np.concatenate([h[0] for h in removed_host]), np.concatenate([h[1] for h in removed_host]))
+        base = _Shift(*(np.concatenate([h[0] for h in removed_host]),
+                        np.concatenate([h[1] for h in removed_host]))
                       if removed_host else (np.zeros(0, np.int64), np.zeros(0, np.int64)))
         extra = np.zeros(len(self.syncs[0]), np.int64)
         new_e = self.e.copy()
@@ -282,7 +296,7 @@ class Replay:
             new_e, extra = updated, shorter
         return self._steps(new_e, host)
 
-    def _sync_shortening(self, new_e: np.ndarray, base: "_Shift", before: np.ndarray) -> np.ndarray:
+    def _sync_shortening(self, new_e: np.ndarray, base: _Shift, before: np.ndarray) -> np.ndarray:
         """Per sync call (in time order), the host time it no longer waits: it returns when its task's new
         end (plus the lag it had) has passed, on a host already moved by the earlier syncs (``before``: their
         shortening up to it, from the previous iteration)."""
@@ -299,9 +313,10 @@ class Replay:
         out[ok] = np.clip(new_se - ret, 0, se - ss)[ok]
         return out
 
-    def _steps(self, new_e: np.ndarray, host: "_Shift") -> ReplayResult:
+    def _steps(self, new_e: np.ndarray, host: _Shift) -> ReplayResult:
         """Each step ends when its host work (shifted) and its tasks (their new ends, less what already ran
-        past the step's end in the recording) are done; the run spans the first step's start to the last end."""
+        past the step's end in the recording) are done; the run spans the first step's start to the last
+        end."""
         w = self.windows
         if not len(w):
             return ReplayResult(0, 0, np.zeros(0, np.int64))
@@ -312,12 +327,14 @@ class Replay:
         np.maximum.at(dev_new, step, new_e)
         overflow = np.maximum(dev_old - w[:, 1], 0)
         dev_old = np.minimum(dev_old, w[:, 1])
-        tail = w[:, 1] - np.maximum(self.host_end, dev_old)  # host time after both were done (step bookkeeping)
+        # host time after both were done (step bookkeeping)
+        tail = w[:, 1] - np.maximum(self.host_end, dev_old)
         dev = np.where(dev_new > _NEVER, dev_new - overflow, _NEVER)
         ends = np.maximum.accumulate(np.maximum(host.new(self.host_end), dev) + tail)
         start0 = int(host.new(w[:1, 0])[0])
         step_ns = np.diff(np.concatenate([[start0], ends]))
-        return ReplayResult(duration_ns=int(ends[-1] - start0), original_ns=int(w[-1, 1] - w[0, 0]), step_ns=step_ns)
+        return ReplayResult(duration_ns=int(ends[-1] - start0), original_ns=int(w[-1, 1] - w[0, 0]),
+                            step_ns=step_ns)
 
 
 def _stream_recurrence(floor: np.ndarray, q: np.ndarray, d: np.ndarray, first: np.ndarray) -> np.ndarray:
@@ -338,7 +355,8 @@ def _stream_recurrence(floor: np.ndarray, q: np.ndarray, d: np.ndarray, first: n
     bounds = list(starts) + [n]
     for lo, hi in zip(bounds[:-1], bounds[1:]):  # streams are few
         out[lo:hi] = np.maximum.accumulate(key[lo:hi])
-    return out + c
+    issued: np.ndarray = out + c
+    return issued
 
 
 class _Shift:
@@ -358,7 +376,7 @@ class _Shift:
         return t - np.where(i >= 0, self.cum[ic] + inside, 0)
 
 
-def _issue_times(profile, n: int) -> np.ndarray:
+def _issue_times(profile: Profile, n: int) -> np.ndarray:
     """Per kernel row: when the host call that issued it returned (flows to API calls or host ops, else a
     shared correlation id; the launch is done by then); ``_NEVER`` where the profile does not link it."""
     out = np.full(n, _NEVER, np.int64)

@@ -69,18 +69,22 @@ def _headline(report: Report, language: str = DEFAULT_LANGUAGE) -> list[tuple[st
     t = _translator(language)
     dec = p.get("decode") or {}
     rows = [(t(msg("source")), str(p.get("source", ""))), (t(msg("format")), str(p.get("format", ""))),
-            (t(msg("device")), f"{p.get('device')} ({p.get('sku_source', '')})"), (t(msg("kernels")), str(p.get("kernel_count", 0))),
+            (t(msg("device")), f"{p.get('device')} ({p.get('sku_source', '')})"),
+            (t(msg("kernels")), str(p.get("kernel_count", 0))),
             (t(msg("device vendor / workload")), f"{p.get('device_vendor', '?')} / {p.get('workload', '?')}"),
             (t(msg("simulated")), t(msg("yes")) if p.get("simulated") else t(msg("no")))]
     if dec.get("steps"):
         rows += [(t(msg("decode tokens")), str(dec.get("tokens"))),
-                 (t(msg("per-token latency p50 / p90")), f"{dec.get('per_token_ms_p50', 0):.3f} / {dec.get('per_token_ms_p90', 0):.3f} ms"),
+                 (t(msg("per-token latency p50 / p90")),
+                  f"{dec.get('per_token_ms_p50', 0):.3f} / {dec.get('per_token_ms_p90', 0):.3f} ms"),
                  (t(msg("tokens/s")), f"{dec.get('tokens_per_s', 0):.1f}")]
     tb = p.get("time_breakdown") or {}
     if tb.get("wall_ns"):
         # the attribution's figures as they are (docs/attribution.md): the same numbers the page and API show
-        parts = [f"{b} {tb[b] / 1e6:.3f} ms ({100 * tb[b] / tb['wall_ns']:.1f}%)" for b in BUCKETS if tb.get(b)]
-        rows.append((t(msg("where the time goes")), t(msg("wall {ms:.3f} ms: ", ms=tb["wall_ns"] / 1e6)) + ", ".join(parts)))
+        parts = [f"{b} {tb[b] / 1e6:.3f} ms ({100 * tb[b] / tb['wall_ns']:.1f}%)" for b in BUCKETS
+                 if tb.get(b)]
+        rows.append((t(msg("where the time goes")),
+                     t(msg("wall {ms:.3f} ms: ", ms=tb["wall_ns"] / 1e6)) + ", ".join(parts)))
     if p.get("ai_core_utilization") is not None:
         rows.append((t(msg("AI Core utilization")), f"{100 * float(p['ai_core_utilization']):.1f}%"))
     how = (msg("replay of every finding's change") if p.get("combined_speedup_source") == "replay"
@@ -105,14 +109,15 @@ def render_markdown(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
     t = _translator(language)
     out = ["# " + t(msg("PyPTO analysis")), ""]
     if report.profile.get("simulated"):
-        out += ["> " + t(msg("This profile is **simulated**: it was generated, not captured on hardware.")), ""]
+        out += ["> " + t(msg("This profile is **simulated**: it was generated, not captured on hardware.")),
+                ""]
     out += ["| | |", "|---|---|"] + [f"| {k} | {_md(v)} |" for k, v in _headline(report, language)] + [""]
     out += ["## " + t(msg("Findings ({n})", n=len(report.findings))), ""]
     if not report.findings:
         out += [t(msg("No anti-pattern found with evidence.")), ""]
     for i, f in enumerate(report.findings, 1):
-        out += [f"### {i}. [{_severity(f.severity, language)}] {_md(f.title)} (`{f.rule}`)", "", _md(f.description),
-                "", "- " + t(msg("time share: {pct:.1f}%", pct=100 * f.time_share)),
+        out += [f"### {i}. [{_severity(f.severity, language)}] {_md(f.title)} (`{f.rule}`)", "",
+                _md(f.description), "", "- " + t(msg("time share: {pct:.1f}%", pct=100 * f.time_share)),
                 "- " + t(_saving(f)) + _replayed(f, language),
                 "- " + t(msg("saving model: {text}", text=_md(f.saving_model)))]
         if f.ops:
@@ -159,8 +164,10 @@ def render_html(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
     t = _translator(language)
     title = _h(t(msg("PyPTO analysis")))
     parts = [f"<!doctype html><html lang='{_h(language)}'><head><meta charset='utf-8'><title>{title}</title>",
-             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}.high{color:#b00}.medium{color:#a60}"
+             "<style>body{font-family:sans-serif;max-width:60em;margin:2em "
+             "auto}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:2px "
+             "6px;text-align:left}.high{color:#b00}.medium{color:#a60}"
              ".low{color:#555}</style></head><body>" + f"<h1>{title}</h1>"]
     if report.profile.get("simulated"):
         parts.append("<p>" + _h(t(msg("Simulated profile: generated, not captured on hardware."))) + "</p>")
@@ -168,7 +175,8 @@ def render_html(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
                                      for k, v in _headline(report, language)) + "</table>")
     parts.append(f"<h2>{_h(t(msg('Findings ({n})', n=len(report.findings))))}</h2>")
     for f in report.findings:
-        parts.append(f"<section><h3 class='{_h(f.severity)}'>[{_h(_severity(f.severity, language))}] {_h(f.title)} "
+        parts.append(f"<section><h3 class='{_h(f.severity)}'>[{_h(_severity(f.severity, language))}] "
+                     f"{_h(f.title)} "
                      f"<code>{_h(f.rule)}</code></h3><p>{_h(f.description)}</p><ul>"
                      f"<li>{_h(t(msg('time share: {pct:.1f}%', pct=100 * f.time_share)))}</li>"
                      f"<li>{_h(t(_saving(f)))}"
@@ -177,10 +185,12 @@ def render_html(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
                      f"<li>{_h(t(msg('ops: {ops}', ops=', '.join(f.ops[:12]))))}</li>"
                      f"<li>{_h(t(msg('remedies: {files}', files=', '.join(f.remedies))))}</li></ul>"
                      f"<table><tr><th>{_h(t(msg('evidence')))}</th><th>{_h(t(msg('value')))}</th></tr>"
-                     + "".join(f"<tr><td>{_h(_evidence_key(r))}</td><td>{_h(_fmt_value(r['value']))}</td></tr>"
+                     + "".join(f"<tr><td>{_h(_evidence_key(r))}</td>"
+                               f"<td>{_h(_fmt_value(r['value']))}</td></tr>"
                                for r in evidence_rows(f.evidence, language))
                      + "</table></section>")
     if report.warnings:
-        parts.append(f"<h2>{_h(t(msg('Warnings')))}</h2><ul>" + "".join(f"<li>{_h(w)}</li>" for w in report.warnings) + "</ul>")
+        parts.append(f"<h2>{_h(t(msg('Warnings')))}</h2><ul>"
+                     + "".join(f"<li>{_h(w)}</li>" for w in report.warnings) + "</ul>")
     parts.append("</body></html>\n")
     return "".join(parts)

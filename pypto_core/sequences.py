@@ -1,10 +1,11 @@
 """Unfused op chains in a kernel stream, matched columnar around a rare anchor op.
 
-msprof-analyze's advisor matches regexes such as ``(pow){0,1}-(mean){0,1}-(add){0,1}-rsqrt-mul-(type_as){0,1}``
-over host op names (docs/domain.md §3.4). Device op types are what every profile has, so we match the same
-chains on them: an anchor (``Rsqrt``) extended backwards and forwards over adjacent kernels of the same
-stream whose op types belong to the chain, up to a maximum length. Each extension step is one vectorised
-pass over all anchors, so the cost is O(anchors x chain length), never a Python loop per kernel.
+msprof-analyze's advisor matches regexes such as
+``(pow){0,1}-(mean){0,1}-(add){0,1}-rsqrt-mul-(type_as){0,1}`` over host op names (docs/domain.md §3.4).
+Device op types are what every profile has, so we match the same chains on them: an anchor (``Rsqrt``)
+extended backwards and forwards over adjacent kernels of the same stream whose op types belong to the chain,
+up to a maximum length. Each extension step is one vectorised pass over all anchors, so the cost is O(anchors
+x chain length), never a Python loop per kernel.
 """
 
 from __future__ import annotations
@@ -31,19 +32,21 @@ class ChainPattern:
 # The advisor's fusion regexes (docs/domain.md §3.4), restated on device op types (docs/domain.md §3.1, §7: an
 # unfused
 # RMSNorm is Cast, Pow, ReduceMean, Add, Rsqrt, Mul, Mul, Cast).
-RMS_NORM = ChainPattern("rms_norm", r"^rsqrt$", r"^(cast|pows?|square|reducemean|reducemeand|reducesum|add|adds)$",
+RMS_NORM = ChainPattern("rms_norm", r"^rsqrt$",
+                        r"^(cast|pows?|square|reducemean|reducemeand|reducesum|add|adds)$",
                         r"^(mul|muls|cast)$", 5, 3, require_before=r"^(reducemean|reducemeand|reducesum)$",
                         fused_api="torch_npu.npu_rms_norm / npu_add_rms_norm")
 ROPE = ChainPattern("rope", r"^neg$", r"^(slice|stridedslice\w*|split\w*|mul)$",
                     r"^(concatd?|concatv2|mul|add|cast)$", 3, 4, require_after=r"^(concatd?|concatv2)$",
                     fused_api="torch_npu.npu_rotary_mul / npu_apply_rotary_pos_emb")
-SWIGLU = ChainPattern("swiglu", r"^(swish|silu|sigmoid)$", r"^(slice|stridedslice\w*|split\w*)$", r"^(mul|muls)$",
-                      1, 2, require_after=r"^(mul|muls)$", fused_api="torch_npu.npu_swiglu")
+SWIGLU = ChainPattern("swiglu", r"^(swish|silu|sigmoid)$", r"^(slice|stridedslice\w*|split\w*)$",
+                      r"^(mul|muls)$", 1, 2, require_after=r"^(mul|muls)$", fused_api="torch_npu.npu_swiglu")
 ATTENTION = ChainPattern("attention", r"^softmax(v2)?$",
                          r"^(batchmatmul\w*|matmul\w*|mul|muls|add|adds|realdiv|div|cast|maskedfill|select|"
                          r"broadcastto\w*|expand\w*|tile\w*)$",
                          r"^(cast|dropout\w*|batchmatmul\w*|matmul\w*)$", 7, 2,
-                         require_before=r"^(batchmatmul\w*|matmul\w*)$", require_after=r"^(batchmatmul\w*|matmul\w*)$",
+                         require_before=r"^(batchmatmul\w*|matmul\w*)$",
+                         require_after=r"^(batchmatmul\w*|matmul\w*)$",
                          fused_api="torch_npu.npu_incre_flash_attention / npu_fused_infer_attention_score")
 PATTERNS: tuple[ChainPattern, ...] = (RMS_NORM, ROPE, SWIGLU, ATTENTION)
 
@@ -66,7 +69,8 @@ def _lut(regex: str, vocab: list[str]) -> np.ndarray:
     return np.array([bool(pat.search(v or "")) for v in vocab] + [False], dtype=bool)
 
 
-def match_chains(codes: np.ndarray, vocab: list[str], same_run: np.ndarray, pattern: ChainPattern) -> ChainMatch:
+def match_chains(codes: np.ndarray, vocab: list[str], same_run: np.ndarray,
+                 pattern: ChainPattern) -> ChainMatch:
     """Match ``pattern`` over op-type ``codes`` in stream order.
 
     ``same_run[i]`` is True when position i continues the stream of position i-1 (same device and stream),
@@ -76,14 +80,16 @@ def match_chains(codes: np.ndarray, vocab: list[str], same_run: np.ndarray, patt
     empty = ChainMatch(np.zeros(n, bool), np.full(n, -1, np.int64), np.zeros(0, np.int64))
     if n == 0 or not vocab:
         return empty
-    anchor_lut, before_lut, after_lut = (_lut(r, vocab) for r in (pattern.anchor, pattern.before, pattern.after))
+    anchor_lut, before_lut, after_lut = (_lut(r, vocab) for r in (pattern.anchor, pattern.before,
+                                                                  pattern.after))
     anchors = np.nonzero(anchor_lut[codes])[0]
     if not len(anchors):
         return empty
     req_b = _lut(pattern.require_before, vocab) if pattern.require_before else None
     req_a = _lut(pattern.require_after, vocab) if pattern.require_after else None
 
-    def extend(direction: int, limit: int, allowed: np.ndarray, required: np.ndarray | None):
+    def extend(direction: int, limit: int, allowed: np.ndarray,
+               required: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         length = np.zeros(len(anchors), np.int64)
         alive = np.ones(len(anchors), bool)
         seen_required = np.zeros(len(anchors), bool) if required is not None else np.ones(len(anchors), bool)

@@ -41,12 +41,13 @@ def _as_list_array(column: pa.ChunkedArray | pa.Array, empty_type: pa.DataType) 
 class Shapes:
     """Per kernel: a number of slots (tensors); per slot: a number of dims."""
 
-    slot_offsets: np.ndarray  # int64, len = kernels + 1: slots of kernel i are [slot_offsets[i], slot_offsets[i+1])
+    # int64, len = kernels + 1: slots of kernel i are [slot_offsets[i], slot_offsets[i+1])
+    slot_offsets: np.ndarray
     dim_offsets: np.ndarray  # int64, len = slots + 1
     dims: np.ndarray  # int64 values
 
     @classmethod
-    def from_column(cls, column: pa.ChunkedArray | pa.Array) -> "Shapes":
+    def from_column(cls, column: pa.ChunkedArray | pa.Array) -> Shapes:
         arr = _as_list_array(column, pa.list_(pa.list_(pa.int64())))
         if len(arr) == 0:
             return cls(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64))
@@ -153,7 +154,8 @@ def tensor_bytes(shapes: Shapes, dtypes: pa.ChunkedArray | pa.Array) -> np.ndarr
         return np.zeros(0, np.float64)
     per_slot = shapes.slot_elements().astype(np.float64) * dtype_bytes(dtypes, shapes.slot_offsets)
     cum = np.concatenate([[0.0], np.cumsum(per_slot)])
-    return cum[shapes.slot_offsets[1:]] - cum[shapes.slot_offsets[:-1]]
+    per_kernel: np.ndarray = cum[shapes.slot_offsets[1:]] - cum[shapes.slot_offsets[:-1]]
+    return per_kernel
 
 
 def first_dtype_bytes(dtypes: pa.ChunkedArray | pa.Array, slot_offsets: np.ndarray) -> np.ndarray:

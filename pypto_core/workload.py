@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pypto_core.profile import Profile
 
 VENDORS: tuple[str, ...] = ("ascend", "nvidia", "amd", "cpu", "unknown")
-WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_prefill", "llm_serving", "training", "inference_other", "unknown")
+WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_prefill", "llm_serving", "training", "inference_other",
+                              "unknown")
 LLM_WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_prefill", "llm_serving")
 DECODE_WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_serving")
 
@@ -60,7 +61,7 @@ class Workload:
         return self.kind in DECODE_WORKLOADS
 
 
-def device_vendor(profile: "Profile") -> str:
+def device_vendor(profile: Profile) -> str:
     """``ascend`` | ``nvidia`` | ``amd`` | ``cpu`` | ``unknown``: from the format, the device name the file
     carries (Kineto ``deviceProperties``, CANN info), the kernels' core types and the runtime API names."""
     meta = profile.meta
@@ -89,7 +90,7 @@ def device_vendor(profile: "Profile") -> str:
     return "unknown"
 
 
-def detect_workload(profile: "Profile", graph: "OperatorCallGraph") -> Workload:
+def detect_workload(profile: Profile, graph: OperatorCallGraph) -> Workload:
     """The workload from backward/optimizer ops, decode structure (LM head per step, few token rows) and
     serving-engine host frames; ``unknown`` when the profile holds too little to tell."""
     host_names = _distinct(profile.host_ops["name"]) if profile.host_ops.num_rows else []

@@ -23,7 +23,8 @@ SUMMARIES = {
     "projects_list": _("List the projects you are a member of."),
     "projects_create": _("Create a project; you become its owner."),
     "projects_retrieve": _("One project, with its baseline and your role."),
-    "projects_baseline_create": _("Pin the baseline that new profiles are compared with (profile id, or null to "
+    "projects_baseline_create": _("Pin the baseline that new profiles are compared with (profile id, or null "
+                                  "to "
                                   "unpin) and the regression threshold in percent."),
     "projects_members_list": _("The project's members and their roles."),
     "projects_invitations_list": _("The project's invitations."),
@@ -66,17 +67,18 @@ SUMMARIES = {
     "profiles_timeline_run_retrieve": _("What a merged run holds: its top names by count and by time."),
     "profiles_timeline_critical_retrieve": _("Each step's critical path in the window, from the what-if "
                                              "replay's dependency graph."),
-    "profiles_timeline_layout_retrieve": _("Your lane layout of this timeline: hidden lanes and folded groups."),
+    "profiles_timeline_layout_retrieve": _("Your lane layout of this timeline: hidden lanes and folded "
+                                           "groups."),
     "profiles_timeline_layout_update": _("Save your lane layout of this timeline."),
     "profiles_cluster_retrieve": _("Every rank on one axis: step rows, per-rank breakdowns, links and the "
                                    "slowest link and rank."),
-    "profiles_trace_retrieve": _("The profile as a Chrome trace JSON file, for Perfetto. A worker exports it on "
-                                 "the first request: 202 with its state until the file exists, 409 if the "
+    "profiles_trace_retrieve": _("The profile as a Chrome trace JSON file, for Perfetto. A worker exports it "
+                                 "on the first request: 202 with its state until the file exists, 409 if the "
                                  "export failed."),
     "profiles_builds_retrieve": _("Where the page views and the Chrome trace a worker builds stand: ready, "
                                   "queued, running, failed (with the reason) or absent."),
-    "profiles_verify_create": _("Run the workload again on an agent with the remedies of the chosen findings, "
-                                "then compare (202: the capture job)."),
+    "profiles_verify_create": _("Run the workload again on an agent with the remedies of the chosen "
+                                "findings, then compare (202: the capture job)."),
     "profiles_what_if_create": _("Replay the run with the given findings fixed together (what-if)."),
     # comparisons, findings, artifacts
     "comparisons_create": _("Compare two profiles of the same project (base and candidate)."),

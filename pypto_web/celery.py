@@ -1,4 +1,5 @@
-"""The Celery app. Broker from CELERY_BROKER_URL (Redis in production, a local filesystem broker by default)."""
+"""The Celery app. Broker from CELERY_BROKER_URL (Redis
+in production, a local filesystem broker by default)."""
 
 from __future__ import annotations
 

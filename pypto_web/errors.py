@@ -37,7 +37,8 @@ def _reason(exc: BaseException) -> str:
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, UNAVAILABLE):
-        log.warning("503 for %s: %s: %s", context.get("request") and context["request"].path, type(exc).__name__, exc)
+        log.warning("503 for %s: %s: %s", context.get("request") and context["request"].path,
+                    type(exc).__name__, exc)
         return Response({"detail": _reason(exc)}, status=503, headers={"Retry-After": RETRY_AFTER_S})
     return exception_handler(exc, context)
 

@@ -6,6 +6,7 @@ for a team deployment.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -168,6 +169,7 @@ FILE_UPLOAD_TEMP_DIR = None
 # Celery: Redis in production; a filesystem broker needing no server by default.
 _BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any]
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for _sub in ("out", "processed", "control"):
         (_BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
@@ -221,7 +223,8 @@ PYPTO_FANOUT_MIN_RANKS = env_int("PYPTO_FANOUT_MIN_RANKS", 2)
 # Capture jobs (captures/services.py jobs_expire): a claimed job must end within the workload's timeout as its
 # agent reported it (else the default, agent_config's DEFAULT_TIMEOUT_S) plus the grace (the agent's own
 # kill, pack and report); a job whose agent sent nothing for AGENT_STALE_S is failed (agents are told to
-# heartbeat at a third of it, at most every 15 s). 300 s: 20 missed beats, longer than the agent's 30 s backoff.
+# heartbeat at a third of it, at most every 15 s). 300 s:
+# 20 missed beats, longer than the agent's 30 s backoff.
 PYPTO_CAPTURE_DEFAULT_TIMEOUT_S = env_int("PYPTO_CAPTURE_DEFAULT_TIMEOUT_S", 3600)
 PYPTO_CAPTURE_GRACE_S = env_int("PYPTO_CAPTURE_GRACE_S", 600)
 PYPTO_CAPTURE_AGENT_STALE_S = env_int("PYPTO_CAPTURE_AGENT_STALE_S", 300)
@@ -261,7 +264,8 @@ CACHES = {"default": (
 SPECTACULAR_SETTINGS = {
     "TITLE": "PyPTO API", "VERSION": "1", "SERVE_INCLUDE_SCHEMA": False,
     # each operation's summary and each tag's label, translated (pypto_web/api_docs.py)
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "pypto_web.api_docs.add_summaries"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "pypto_web.api_docs.add_summaries"],
 }
 
 LOGIN_URL = "login"
@@ -276,7 +280,8 @@ SECURE_SSL_REDIRECT = _SECURE
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if _SECURE else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = _SECURE
 SECURE_HSTS_PRELOAD = _SECURE
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("PYPTO_BEHIND_PROXY", False) else None
+SECURE_PROXY_SSL_HEADER = (("HTTP_X_FORWARDED_PROTO", "https") if env_bool("PYPTO_BEHIND_PROXY", False)
+                           else None)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True

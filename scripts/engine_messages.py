@@ -26,7 +26,8 @@ def main() -> int:
         write_mo(po.with_suffix(".mo"), {e.msgid: e.msgstr for e in entries}, language)
         untranslated = [e.msgid for e in entries if not e.msgstr]
         missing += len(untranslated)
-        print(f"{po.relative_to(LOCALE_DIR.parents[2])}: {len(entries)} messages, {len(untranslated)} untranslated")
+        print(f"{po.relative_to(LOCALE_DIR.parents[2])}: {len(entries)} messages, {len(untranslated)} "
+              "untranslated")
     return 1 if missing else 0
 
 

@@ -5,10 +5,12 @@
     python scripts/extract_torch_npu_names.py /tmp/tnpu/torch_npu-2.13.0-*.whl
 
 The wheel's native part (torch_npu/_C*.so) needs an NPU driver, so the names come from its Python text only:
-  * ``torch_npu/_op_plugin_docs.py``: every ``_add_torch_npu_docstr("name", ...)`` is a public ``torch_npu.name``;
-  * ``torch_npu/op_plugin/meta/_meta_registrations.py``: ``@impl(m, "name")`` functions give the parameter names
-    (``m`` is the ``npu`` library, whose ops torch_npu exposes as ``torch_npu.name``);
-  * ``torch_npu/npu/__init__.py`` ``__all__`` plus the ``def``s in ``torch_npu/npu/npu_config.py``: ``torch_npu.npu.*``.
+  * ``torch_npu/_op_plugin_docs.py``: every ``_add_torch_npu_docstr("name", ...)`` is a public
+    ``torch_npu.name``;
+  * ``torch_npu/op_plugin/meta/_meta_registrations.py``: ``@impl(m, "name")`` functions give the parameter
+    names (``m`` is the ``npu`` library, whose ops torch_npu exposes as ``torch_npu.name``);
+  * ``torch_npu/npu/__init__.py`` ``__all__`` plus the ``def``s in ``torch_npu/npu/npu_config.py``:
+    ``torch_npu.npu.*``.
 A line is ``torch_npu.NAME`` or ``torch_npu.NAME(pos, ..., *, kw, ...)`` when the parameters are known.
 """
 
@@ -80,7 +82,8 @@ def main(argv: list[str]) -> int:
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     header = [
         f"# torch_npu public API names, extracted from {wheel.name} (sha256 {digest})",
-        "# by scripts/extract_torch_npu_names.py without importing the wheel (see that script for the sources).",
+        "# by scripts/extract_torch_npu_names.py without importing the wheel (see that script for the "
+        "sources).",
         "# Format: torch_npu.NAME or torch_npu.NAME(positional, ..., *, keyword, ...). Do not edit by hand.",
     ]
     OUT.write_text("\n".join(header + extract(wheel)) + "\n", encoding="utf-8")

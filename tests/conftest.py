@@ -13,9 +13,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -57,13 +58,13 @@ class Worker:
     queues: str = WORKER_QUEUES  # "": no -Q, the worker consumes what the settings declare
     beat: bool = False  # with the embedded beat (-B), as `make run` starts it: the recovery sweep runs
 
-    def start(self) -> "Worker":
+    def start(self) -> Worker:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         beat = ["-B", "-s", str(self.log_path.with_suffix(".beat"))] if self.beat else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "pypto_web", "worker", *(["-Q", self.queues] if self.queues else []),
-             "-P", "solo",
+            [sys.executable, "-m", "celery", "-A", "pypto_web", "worker",
+             *(["-Q", self.queues] if self.queues else []), "-P", "solo",
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO", *beat,
              "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h"],
             cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -105,7 +106,8 @@ def wait_until(predicate: Callable[[], Any], what: str, worker: Worker | None = 
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}" + (f"\nworker log:\n{worker.tail()}" if worker else ""))
+            raise AssertionError(f"gave up waiting for {what}"
+                                 + (f"\nworker log:\n{worker.tail()}" if worker else ""))
         time.sleep(0.2)
 
 
@@ -137,7 +139,8 @@ def purge_broker(url: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def worker(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+def worker(django_db_setup: None, django_db_blocker: Any,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     """One worker for the session, with the small archive limits of tests/web/bad_archives.py."""
     from django.conf import settings
 
@@ -201,9 +204,9 @@ def _reads_samples(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """On a clone without the real samples (no ../shared/samples, no $PYPTO_SAMPLES), a failed test of a module
-    that reads them is reported skipped with one line saying how to get them; with a partial set, one that
-    failed on a missing sample file names the file. Any other failure stays a failure."""
+    """On a clone without the real samples (no ../shared/samples, no $PYPTO_SAMPLES), a failed test of a
+    module that reads them is reported skipped with one line saying how to get them; with a partial set, one
+    that failed on a missing sample file names the file. Any other failure stays a failure."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
     if not report.failed:
@@ -215,7 +218,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if missing is not None and SAMPLES in missing.parents:
         # a sample file missing, wherever it was opened (benchmarks and generators read samples as templates);
         # with a partial set (fetch-samples.sh leaves out peer_outputs/ and derived/) the file is named
-        reason = MISSING_SAMPLES if not HAVE_SAMPLES else (f"needs the sample {missing.relative_to(SAMPLES)}, "
+        reason = MISSING_SAMPLES if not HAVE_SAMPLES else ("needs the sample "
+                                                           f"{missing.relative_to(SAMPLES)}, "
                                                            f"not in {SAMPLES.name}/")
     elif not HAVE_SAMPLES and _reads_samples(item):
         reason = MISSING_SAMPLES

@@ -11,5 +11,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = Path(os.environ.get("PYPTO_SAMPLES") or REPO.parent / "shared" / "samples").resolve()
 HAVE_SAMPLES = (SAMPLES / "SOURCES.md").is_file()
-MISSING_SAMPLES = (f"needs the real samples, not found at {os.environ.get('PYPTO_SAMPLES') or '../shared/samples'}: "
+MISSING_SAMPLES = ("needs the real samples, not found at "
+                   f"{os.environ.get('PYPTO_SAMPLES') or '../shared/samples'}: "
                    "set PYPTO_SAMPLES or run scripts/fetch-samples.sh")

@@ -35,8 +35,8 @@ CLEAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 def _install(tmp: Path, requirement: str) -> Path:
     venv.create(tmp, with_pip=True)
     py = tmp / "bin" / "python"
-    proc = subprocess.run([str(py), "-m", "pip", "install", "-q", requirement], capture_output=True, text=True,
-                          timeout=600, env=CLEAN_ENV)
+    proc = subprocess.run([str(py), "-m", "pip", "install", "-q", requirement], capture_output=True,
+                          text=True, timeout=600, env=CLEAN_ENV)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return py
 

@@ -18,7 +18,8 @@ def _trees() -> dict[Path, ast.Module]:
 
 
 def _checks(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Assert) or (isinstance(n, ast.Attribute) and n.attr in ("raises", "warns", "fail"))
+    return any(isinstance(n, ast.Assert) or (isinstance(n, ast.Attribute)
+                                             and n.attr in ("raises", "warns", "fail"))
                for n in ast.walk(node))
 
 
@@ -44,6 +45,7 @@ def test_no_importorskip_of_our_own_modules() -> None:
     for f, tree in _trees().items():
         for n in ast.walk(tree):
             if (isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "importorskip" and n.args
-                    and isinstance(n.args[0], ast.Constant) and str(n.args[0].value).startswith(OWN_PACKAGES)):
+                    and isinstance(n.args[0], ast.Constant)
+                and str(n.args[0].value).startswith(OWN_PACKAGES)):
                 found.append(f"{f.relative_to(REPO)}:{n.lineno}")
     assert not found, found

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pypto_core import __version__
 from pypto_core.capture import host
@@ -29,7 +31,8 @@ from pypto_core.errors import PyptoError
 
 log = logging.getLogger("pypto.agent")
 
-AUTH_SCHEME = "Agent"  # Authorization: Agent <token>; distinct from users' "Token" so neither is taken for the other
+# Authorization: Agent <token>; distinct from users' "Token" so neither is taken for the other
+AUTH_SCHEME = "Agent"
 LOG_TAIL_BYTES = 8192
 # Operations/test hook: while this file exists the agent pauses after each uploaded chunk (lets an operator
 # or a test kill it mid-upload at a known point).
@@ -91,22 +94,23 @@ class Agent:
 
     def register(self) -> dict[str, Any]:
         body = {
-            "hostname": self.config.name or host.socket.gethostname(),
+            "hostname": self.config.name or socket.gethostname(),
             "capabilities": self.capabilities(),
             "workloads": self.config.public_workloads(),
             "remedies": self.config.remedies.public(),  # what this host lets a verification job change
             "version": __version__,
         }
-        answer = self._call("POST", "/api/agent/register/", body)
+        answer: dict[str, Any] = self._call("POST", "/api/agent/register/", body)
         self.heartbeat_s = float(answer.get("heartbeat_s", self.heartbeat_s))
-        log.info("registered as agent %s of project %s", answer.get("agent", {}).get("id"), answer.get("project"))
+        log.info("registered as agent %s of project %s", answer.get("agent", {}).get("id"),
+                 answer.get("project"))
         return answer
 
     def next_job(self) -> dict[str, Any] | None:
         try:
             response = self.client.request(
-                "POST", "/api/agent/jobs/next/", json_body={"wait_s": self.poll_s}, timeout_s=self.poll_s + 30,
-                ok=(200, 204),
+                "POST", "/api/agent/jobs/next/", json_body={"wait_s": self.poll_s},
+                timeout_s=self.poll_s + 30, ok=(200, 204),
             )
         except ApiError as exc:
             self._check_auth(exc)
@@ -128,7 +132,8 @@ class Agent:
         self.ledger.record(job_id, state="started", workload=job.get("workload"), started_at=time.time())
         workload = self.config.workloads.get(str(job.get("workload")))
         if workload is None:
-            self._finish(job_id, "failed", f"refused: workload {job.get('workload')!r} is not in this agent's config")
+            self._finish(job_id, "failed",
+                         f"refused: workload {job.get('workload')!r} is not in this agent's config")
             return
         try:
             options = validate_params(job.get("params") or {})
@@ -158,11 +163,13 @@ class Agent:
                     target=self._stream_log, args=(job_id, log_path, cancel, tail_stop), daemon=True
                 )
                 tailer.start()
-                ctx = RunContext(workload, dict(job.get("params") or {}), options, output_dir, log_file, cancel)
+                ctx = RunContext(workload, dict(job.get("params") or {}), options, output_dir, log_file,
+                                 cancel)
                 try:
                     if cancel.is_set():
                         raise WorkloadCancelled("cancelled before start")
-                    ctx.workload = applied_workload(workload, remedies, job_dir, self._applied_note(job_id, ctx))
+                    ctx.workload = applied_workload(workload, remedies, job_dir,
+                                                    self._applied_note(job_id, ctx))
                     run_workload(ctx)
                     ctx.note("packing the output")
                     archive = pack_folder(output_dir, job_dir / f"capture-{job_id}.tar.gz")
@@ -195,7 +202,8 @@ class Agent:
         return note
 
     def upload(self, job_id: int, archive: Path) -> None:
-        """Send the packed output; a cancel (told by a refused chunk or a heartbeat) aborts it between chunks."""
+        """Send the packed output; a cancel (told by a refused
+        chunk or a heartbeat) aborts it between chunks."""
         cancel = threading.Event()
         with self._lock:
             self._running[job_id] = cancel  # the heartbeat reports it and sets the event on a cancel
@@ -296,7 +304,8 @@ class Agent:
             return {}
         return answer if isinstance(answer, dict) else {}
 
-    def _stream_log(self, job_id: int, log_path: Path, cancel: threading.Event, stop: threading.Event) -> None:
+    def _stream_log(self, job_id: int, log_path: Path, cancel: threading.Event,
+                    stop: threading.Event) -> None:
         last_size = -1
         while not stop.wait(self.log_interval_s):
             try:
@@ -336,4 +345,5 @@ class Agent:
     def _check_auth(self, exc: ApiError) -> None:
         if exc.status in (401, 403):
             self.stop_event.set()
-            raise TokenRefused(f"{self.client.server}: the agent token was refused ({exc.status}); revoked?") from exc
+            raise TokenRefused(f"{self.client.server}: the agent token was refused ({exc.status}); "
+                               "revoked?") from exc

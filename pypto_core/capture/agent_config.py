@@ -13,7 +13,8 @@ environments come from this file alone, so the dashboard can never make a host r
     env = { HF_HOME = "/data/hf" }
     timeout_s = 900
     wrap = false        # true: run the script inside the SDK's Profiler (for scripts that do not use it)
-    source = "/srv/bench"   # optional: the only folder a patch remedy may touch (in a scratch copy, never here)
+    # optional: the only folder a patch remedy may touch (in a scratch copy, never here)
+    source = "/srv/bench"
 
     [workloads.om-infer]
     kind = "msprof"                           # a non-Python program under msprof
@@ -37,10 +38,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from pypto_core.errors import InputError
 
@@ -70,8 +72,8 @@ class Workload:
 
     def public(self) -> dict[str, Any]:
         """What the server may know: never the command, environment or paths."""
-        return {"name": self.name, "kind": self.kind, "description": self.description, "timeout_s": self.timeout_s,
-                "patchable": self.source is not None}
+        return {"name": self.name, "kind": self.kind, "description": self.description,
+                "timeout_s": self.timeout_s, "patchable": self.source is not None}
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,8 @@ def _workload(name: str, raw: Any, base: Path) -> Workload:
     if kind not in KINDS:
         raise ValueError(f"{where}.kind: must be one of {', '.join(KINDS)}")
     env = raw.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+    if not isinstance(env, dict) or not all(isinstance(k, str)
+                                            and isinstance(v, str) for k, v in env.items()):
         raise ValueError(f"{where}.env: must be a table of strings")
     timeout = raw.get("timeout_s", DEFAULT_TIMEOUT_S)
     if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
@@ -186,8 +189,10 @@ def load_config(path: str | os.PathLike[str]) -> AgentConfig:
     except ValueError as exc:
         raise InputError(str(cfg_path), str(exc)) from exc
     state_dir = raw.get("state_dir")
-    state = (base / os.path.expanduser(state_dir)).resolve() if state_dir else Path.home() / ".pypto" / "agent"
-    return AgentConfig(path=cfg_path, workloads=workloads, state_dir=state, name=raw.get("name"), remedies=policy)
+    state = (base / os.path.expanduser(state_dir)).resolve() if state_dir \
+        else Path.home() / ".pypto" / "agent"
+    return AgentConfig(path=cfg_path, workloads=workloads, state_dir=state, name=raw.get("name"),
+                       remedies=policy)
 
 
 def _remedy_policy(raw: dict[str, Any]) -> RemedyPolicy:
@@ -196,7 +201,8 @@ def _remedy_policy(raw: dict[str, Any]) -> RemedyPolicy:
         raise ValueError("allow_remedies: must be a list of remedy kinds")
     unknown = sorted(set(kinds) - set(REMEDY_KINDS))
     if unknown:
-        raise ValueError(f"allow_remedies: unknown kinds {', '.join(unknown)} (known: {', '.join(REMEDY_KINDS)})")
+        raise ValueError(f"allow_remedies: unknown kinds {', '.join(unknown)} "
+                         f"(known: {', '.join(REMEDY_KINDS)})")
     env = raw.get("allow_env", [])
     if not isinstance(env, list) or not all(isinstance(v, str) and _ENV_NAME.match(v) for v in env):
         raise ValueError("allow_env: must be a list of environment variable names")

@@ -18,7 +18,8 @@ BACKENDS = ("npu", "cuda", "cpu")
 
 
 def detect_backend() -> str:
-    """``npu`` when torch_npu imports and sees a device, else ``cuda`` when CUDA is available, else ``cpu``."""
+    """``npu`` when torch_npu imports and sees a device,
+    else ``cuda`` when CUDA is available, else ``cpu``."""
     if importlib.util.find_spec("torch") is None:
         raise PyptoError("capture needs PyTorch: pip install 'pypto[capture]' (or 'pypto[npu]' on Ascend)")
     import torch
@@ -26,7 +27,7 @@ def detect_backend() -> str:
     if importlib.util.find_spec("torch_npu") is not None:
         try:
             importlib.import_module("torch_npu")
-            if torch.npu.is_available():  # type: ignore[attr-defined]  (added by torch_npu)
+            if torch.npu.is_available():  # type: ignore[attr-defined]  # added by torch_npu
                 return "npu"
         except Exception:  # noqa: BLE001  a broken CANN install must not stop a CPU/GPU capture
             pass

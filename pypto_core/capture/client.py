@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import random
-import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pypto_core.errors import PyptoError
 
@@ -31,7 +31,8 @@ class ApiError(PyptoError):
         self.status = status
         self.body = body
         detail = body.get("detail") if isinstance(body, dict) else None
-        super().__init__(f"{method} {url}: HTTP {status}" + (f": {detail}" if detail else f": {str(body)[:200]}"))
+        super().__init__(f"{method} {url}: HTTP {status}"
+                         + (f": {detail}" if detail else f": {str(body)[:200]}"))
 
 
 class ConnectionLost(PyptoError):
@@ -109,7 +110,7 @@ class ApiClient:
         while True:
             try:
                 response = self._send(method, url, data, all_headers, timeout_s or self.timeout_s)
-            except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError, OSError) as exc:
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
                 if not retry or not self._may_retry(attempt):
                     raise ConnectionLost(f"{method} {url}: {getattr(exc, 'reason', exc)}") from exc
             else:
@@ -130,7 +131,8 @@ class ApiClient:
         return self.backoff.attempts == 0 or attempt + 1 < self.backoff.attempts
 
     @staticmethod
-    def _send(method: str, url: str, data: bytes | None, headers: dict[str, str], timeout_s: float) -> Response:
+    def _send(method: str, url: str, data: bytes | None, headers: dict[str, str],
+              timeout_s: float) -> Response:
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 (server URL is the user's)

@@ -18,7 +18,8 @@ from typing import Any
 # Where CANN installs by default; ASCEND_TOOLKIT_HOME / ASCEND_HOME_PATH point at the active one (set by
 # set_env.sh). The version is in ascend_toolkit_install.info ("version=8.0.RC2") or version.cfg.
 _CANN_ROOTS = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/latest")
-_CANN_VERSION_FILES = ("ascend_toolkit_install.info", "version.cfg", "compiler/version.info", "runtime/version.info")
+_CANN_VERSION_FILES = ("ascend_toolkit_install.info", "version.cfg", "compiler/version.info",
+                       "runtime/version.info")
 _NPU_SMI_TIMEOUT_S = 10
 
 
@@ -44,7 +45,8 @@ def npu_devices() -> list[dict[str, Any]]:
     if not exe:
         return []
     try:
-        out = subprocess.run([exe, "info"], capture_output=True, text=True, timeout=_NPU_SMI_TIMEOUT_S, check=False)
+        out = subprocess.run([exe, "info"], capture_output=True, text=True, timeout=_NPU_SMI_TIMEOUT_S,
+                             check=False)
     except (OSError, subprocess.TimeoutExpired):
         return []
     return parse_npu_smi(out.stdout)
@@ -90,7 +92,8 @@ def gpus() -> list[dict[str, Any]]:
     for line in out.stdout.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 2 and parts[0].isdigit():
-            found.append({"id": int(parts[0]), "name": parts[1], "memory": parts[2] if len(parts) > 2 else ""})
+            found.append({"id": int(parts[0]), "name": parts[1],
+                          "memory": parts[2] if len(parts) > 2 else ""})
     return found
 
 

@@ -42,7 +42,8 @@ class JobLedger:
             self._write()
 
     def unfinished(self) -> dict[str, dict[str, Any]]:
-        return {k: dict(v) for k, v in self._jobs.items() if v.get("state") not in ("done", "failed", "cancelled")}
+        return {k: dict(v) for k, v in self._jobs.items()
+                if v.get("state") not in ("done", "failed", "cancelled")}
 
     def _write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

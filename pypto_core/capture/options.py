@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 from pypto_core.errors import PyptoError
 
@@ -94,7 +95,7 @@ class CaptureOptions:
     def to_env(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
-    def replace(self, **changes: Any) -> "CaptureOptions":
+    def replace(self, **changes: Any) -> CaptureOptions:
         return validate_params({**self.to_dict(), **changes})
 
 

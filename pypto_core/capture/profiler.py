@@ -21,8 +21,9 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from pypto_core.capture import backend as backends
 from pypto_core.capture.options import ENV_DIR, ENV_OPTIONS, CaptureOptions, OptionsError, validate_params
@@ -33,7 +34,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # The profiler that is recording in this process: torch allows one at a time, so an inner Profiler
 # (a script that uses the SDK, run by the agent's wrapper) joins the outer one instead of failing.
-_ACTIVE: "Profiler | None" = None
+_ACTIVE: Profiler | None = None
 
 
 class Profiler:
@@ -56,7 +57,8 @@ class Profiler:
         self.options = validate_params(base)
         env_dir = os.environ.get(ENV_DIR)
         chosen = output_dir if output_dir is not None else env_dir
-        self.output_dir = Path(chosen) if chosen else Path.cwd() / "pypto_captures" / time.strftime("%Y%m%d-%H%M%S")
+        self.output_dir = (Path(chosen) if chosen
+                           else Path.cwd() / "pypto_captures" / time.strftime("%Y%m%d-%H%M%S"))
         self.backend = backend
         self.worker_name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         self._prof: Any = None
@@ -68,7 +70,7 @@ class Profiler:
 
     # -- recording ---------------------------------------------------------------------------------------
 
-    def start(self) -> "Profiler":
+    def start(self) -> Profiler:
         global _ACTIVE
         if self._open or self._joined is not None:
             raise PyptoError("this Profiler is already recording")
@@ -146,7 +148,7 @@ class Profiler:
             self._open = False
             _ACTIVE = None
 
-    def __enter__(self) -> "Profiler":
+    def __enter__(self) -> Profiler:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -223,17 +225,6 @@ def read_capture(folder: Path) -> Profile:
     folder = Path(folder)
     if not folder.is_dir():
         raise PyptoError(f"{folder}: no capture here")
-    try:
-        from pypto_core.formats import open_profile  # type: ignore[attr-defined]
-    except ImportError:
-        open_profile = None
-    if open_profile is not None:
-        result = open_profile(folder)
-        primary = getattr(result, "primary", None)
-        return primary() if callable(primary) else result
-    traces = sorted(folder.glob("*.pt.trace.json*"), key=lambda p: p.stat().st_mtime)
-    if not traces:
-        raise PyptoError(f"{folder}: no trace written (was any step inside the active window?)")
-    from pypto_core.formats.kineto import read_kineto  # type: ignore[import-not-found]
+    from pypto_core.formats import open_profile  # the readers load on first use, not with the SDK
 
-    return read_kineto(traces[-1])
+    return open_profile(folder)

@@ -18,9 +18,10 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Any
 
 from pypto_core.capture.agent_config import REMEDY_KINDS, RemedyPolicy, Workload
 from pypto_core.errors import PyptoError
@@ -48,8 +49,10 @@ class Remedy:
     paths: tuple[str, ...] = ()  # patch: the files it changes, relative to the source root
 
     def describe(self) -> str:
-        what = {"env": lambda: ", ".join(f"{k}={v}" for k, v in self.env),
-                "patch": lambda: ", ".join(self.paths), "aoe": lambda: "operator tuning config"}[self.kind]()
+        if self.kind == "env":
+            what = ", ".join(f"{k}={v}" for k, v in self.env)
+        else:
+            what = ", ".join(self.paths) if self.kind == "patch" else "operator tuning config"
         return f"{self.kind} {self.name} (sha256 {self.sha256[:12]}): {what}"
 
 
@@ -73,7 +76,8 @@ def _check_one(item: Any, i: int, policy: RemedyPolicy, workload: Workload,
         raise RemedyRefused(f"{label}: unknown kind {kind!r}")
     if kind not in policy.kinds:
         allowed = ", ".join(policy.kinds) or "none"
-        raise RemedyRefused(f"{label}: this agent does not apply {kind} remedies (its allow_remedies: {allowed})")
+        raise RemedyRefused(f"{label}: this agent does not apply {kind} remedies (its allow_remedies: "
+                            f"{allowed})")
     data = content.encode("utf-8")
     if len(data) > MAX_CONTENT_BYTES:
         raise RemedyRefused(f"{label}: larger than {MAX_CONTENT_BYTES} bytes")
@@ -108,14 +112,16 @@ def _env_settings(content: str, policy: RemedyPolicy, label: str) -> tuple[tuple
 
 
 def diff_paths(content: str) -> list[str]:
-    """The files a unified diff changes, as ``patch -p1`` would name them (the ``+++`` side, a/ b/ stripped)."""
+    """The files a unified diff changes, as ``patch -p1``
+    would name them (the ``+++`` side, a/ b/ stripped)."""
     paths: list[str] = []
     lines = content.split("\n")
     for k, line in enumerate(lines):
         m = _DIFF_TARGET.match(line)
-        if not m or k == 0 or not _DIFF_SOURCE.match(lines[k - 1]):
+        source = _DIFF_SOURCE.match(lines[k - 1]) if k else None
+        if not m or source is None:
             continue
-        target = m[1] if m[1] != "/dev/null" else _DIFF_SOURCE.match(lines[k - 1])[1]
+        target = m[1] if m[1] != "/dev/null" else source[1]
         if target.startswith("/"):
             paths.append(target)  # absolute: refused by the caller, never stripped into something relative
             continue
@@ -124,10 +130,12 @@ def diff_paths(content: str) -> list[str]:
     return paths
 
 
-def _check_patch(content: str, workload: Workload, label: str, which: Callable[[str], str | None]) -> tuple[str, ...]:
+def _check_patch(content: str, workload: Workload, label: str,
+                 which: Callable[[str], str | None]) -> tuple[str, ...]:
     source = workload.source
     if source is None:
-        raise RemedyRefused(f"{label}: workload {workload.name!r} declares no source folder, so no patch applies")
+        raise RemedyRefused(f"{label}: workload {workload.name!r} declares no source folder, so no patch "
+                            "applies")
     if which("patch") is None:
         raise RemedyRefused(f"{label}: this host has no patch(1)")
     paths = diff_paths(content)
@@ -153,7 +161,8 @@ def _check_patch(content: str, workload: Workload, label: str, which: Callable[[
 
 
 def _run_patch(folder: Path, content: str, *, dry_run: bool) -> tuple[bool, str]:
-    args = ["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "--reject-file=-", "-d", str(folder)]
+    args = ["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "--reject-file=-", "-d",
+            str(folder)]
     if dry_run:
         args.append("--dry-run")
     try:
@@ -210,7 +219,9 @@ def applied_workload(workload: Workload, remedies: list[Remedy], job_dir: Path,
 def _moved(workload: Workload, old: Path, new: Path) -> dict[str, Any]:
     """cwd, command arguments and env values that point into ``old``, pointed into ``new`` instead."""
     def move(text: str) -> str:
-        return str(new) + text[len(str(old)):] if text == str(old) or text.startswith(str(old) + os.sep) else text
+        if text == str(old) or text.startswith(str(old) + os.sep):
+            return str(new) + text[len(str(old)):]
+        return text
 
     return {
         "cwd": Path(move(str(workload.cwd))) if workload.cwd else None,

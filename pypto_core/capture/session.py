@@ -44,7 +44,7 @@ class TuningSession(Profiler):
         self.runs: dict[str, Path] = {}
         self._label: str | None = None
 
-    def run(self, label: str) -> "TuningSession":
+    def run(self, label: str) -> TuningSession:
         """Name the next recording (one folder per label under the session's folder)."""
         if self.recording:
             raise PyptoError("a run is already recording")
@@ -53,7 +53,7 @@ class TuningSession(Profiler):
         self._label = label
         return self
 
-    def start(self) -> "TuningSession":
+    def start(self) -> TuningSession:
         label = self._label or f"run{len(self.runs) + 1}"
         self._label = label
         self.output_dir = self.root / label
@@ -98,8 +98,8 @@ class TuningSession(Profiler):
                wait: bool = True, limit_s: float = 3600.0) -> dict[str, Any]:
         """Run the workload again on a capture agent with the findings' remedies; the job and the verdicts.
 
-        ``profile``, ``server`` and ``token`` default to this session's last upload; ``agent`` and ``workload``
-        to the capture the profile came from."""
+        ``profile``, ``server`` and ``token`` default to this session's last upload; ``agent`` and
+        ``workload`` to the capture the profile came from."""
         from pypto_core.capture.client import ApiClient
         from pypto_core.capture.verify import verify_findings
 
@@ -107,7 +107,8 @@ class TuningSession(Profiler):
         server, token = server or last.get("server"), token or last.get("token")
         profile = profile if profile is not None else last.get("profile")
         if not server or profile is None:
-            raise PyptoError("verify needs a profile on a dashboard: upload a run first, or pass profile= and server=")
+            raise PyptoError("verify needs a profile on a dashboard: upload a run first, or pass profile= "
+                             "and server=")
         return verify_findings(ApiClient(server, token), int(profile), list(finding_ids), agent=agent,
                                workload=workload, wait=wait, limit_s=limit_s)
 
@@ -118,7 +119,8 @@ class TuningSession(Profiler):
 
     def _profile(self, label: str) -> Profile:
         if label not in self.runs:
-            raise PyptoError(f"session {self.name!r} has no run {label!r} (runs: {', '.join(self.runs) or 'none'})")
+            raise PyptoError(f"session {self.name!r} has no run {label!r} "
+                             f"(runs: {', '.join(self.runs) or 'none'})")
         from pypto_core.capture.profiler import read_capture
 
         return read_capture(self.runs[label])

@@ -12,8 +12,9 @@ import hashlib
 import json
 import os
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pypto_core.capture.client import ApiClient, ApiError
 from pypto_core.errors import InputError, PyptoError
@@ -34,7 +35,8 @@ def sha256_file(path: Path) -> str:
 
 
 def pack_folder(folder: Path, archive: Path) -> Path:
-    """Write ``folder`` as a .tar.gz whose members sit under the folder's own name (what the server unpacks)."""
+    """Write ``folder`` as a .tar.gz whose members sit under
+    the folder's own name (what the server unpacks)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(str(folder), "not a folder")
@@ -113,7 +115,8 @@ class ResumableUpload:
                 return self.size, {"id": status["profile"]}
             if status.get("status") == "open":
                 return int(status["offset"]), None
-        body = {"filename": self.path.name, "size": self.size, "sha256": sha256_file(self.path), **self.metadata}
+        body = {"filename": self.path.name, "size": self.size, "sha256": sha256_file(self.path),
+                **self.metadata}
         created = self.client.post(self.create_path, body, ok=(200, 201))
         self.upload_url, self.upload_id = created["url"], str(created["id"])
         if created.get("chunk_size"):
@@ -134,7 +137,8 @@ class ResumableUpload:
                         self.upload_url,
                         data=chunk,
                         # Content-Range per the protocol; Upload-Offset for servers that read only the start
-                        headers={"Content-Range": f"bytes {offset}-{end}/{self.size}", "Upload-Offset": str(offset)},
+                        headers={"Content-Range": f"bytes {offset}-{end}/{self.size}",
+                                 "Upload-Offset": str(offset)},
                     ).body
                 except ApiError as exc:
                     # 409: the server holds a different offset (an earlier PUT landed but its answer was lost)
@@ -169,7 +173,8 @@ class ResumableUpload:
         if not self.state_path or not self.state_path.exists():
             return None
         try:
-            return json.loads(self.state_path.read_text(encoding="utf-8"))
+            state: dict[str, Any] | None = json.loads(self.state_path.read_text(encoding="utf-8"))
+            return state
         except (OSError, json.JSONDecodeError):
             return None
 
@@ -177,7 +182,8 @@ class ResumableUpload:
         if not self.state_path:
             return
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"id": self.upload_id, "url": self.upload_url, "size": self.size, "create_path": self.create_path}
+        doc = {"id": self.upload_id, "url": self.upload_url, "size": self.size,
+               "create_path": self.create_path}
         tmp = self.state_path.with_name(self.state_path.name + ".tmp")
         tmp.write_text(json.dumps(doc), encoding="utf-8")
         os.replace(tmp, self.state_path)
@@ -235,7 +241,8 @@ def upload_profile(
         metadata["tags"] = tags
     api = client or ApiClient(server, token)
     upload = ResumableUpload(
-        api, f"/api/projects/{project}/uploads/", send, metadata=metadata, state_path=state_path, progress=progress
+        api, f"/api/projects/{project}/uploads/", send, metadata=metadata, state_path=state_path,
+        progress=progress
     )
     profile = upload.run()
     if send != path:

@@ -8,7 +8,8 @@ the verdicts (``pypto_core.fix_verdict``) arrive in the job's ``verification`` o
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pypto_core.capture.client import ApiClient, ApiError
 from pypto_core.errors import PyptoError
@@ -39,7 +40,8 @@ def verify_findings(client: ApiClient, profile_id: int, finding_ids: list[int], 
         answer = exc.body if isinstance(exc.body, dict) else {}
         reasons = "; ".join(f"{x.get('name')}: {x.get('reason')}" for x in answer.get("left_out") or [])
         raise VerificationFailed(f"verification refused ({answer.get('code', exc.status)}): "
-                                 f"{answer.get('detail') or exc}" + (f" [{reasons}]" if reasons else "")) from exc
+                                 f"{answer.get('detail') or exc}"
+                                 + (f" [{reasons}]" if reasons else "")) from exc
     if not wait:
         return {"job": job, "verification": job.get("verification")}
     deadline = time.monotonic() + limit_s

@@ -17,9 +17,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Any
 
 from pypto_core.capture.agent_config import Workload
 from pypto_core.capture.options import ENV_DIR, ENV_OPTIONS, CaptureOptions
@@ -41,7 +42,7 @@ class WorkloadCancelled(PyptoError):
 @dataclass
 class RunContext:
     workload: Workload
-    params: dict  # validated against the whitelist schema
+    params: dict[str, Any]  # validated against the whitelist schema
     options: CaptureOptions
     output_dir: Path
     log: IO[str]  # the job's log file (text, line-buffered)
@@ -59,7 +60,8 @@ def run_workload(ctx: RunContext) -> list[Path]:
     if kind == "python":
         _run_process(ctx, python_command(ctx.workload), capture_env(ctx))
     elif kind == "msprof":
-        _run_process(ctx, msprof_command(ctx.workload, ctx.options, ctx.output_dir), workload_env(ctx.workload))
+        _run_process(ctx, msprof_command(ctx.workload, ctx.options, ctx.output_dir),
+                     workload_env(ctx.workload))
     elif kind == "vllm":
         copy_into(profile_vllm(ctx), ctx.output_dir)
     else:  # agent_config refuses other kinds; kept for a config built by hand
@@ -103,7 +105,8 @@ def msprof_command(workload: Workload, options: CaptureOptions, output_dir: Path
     """``msprof --output=DIR [collection switches] <app>`` (docs/formats.md §1.1 CLI) from the whitelisted
     options."""
     level_task_time = {"Level_none": "off", "Level0": "l0", "Level1": "l1", "Level2": "l1"}
-    args = [workload.msprof, f"--output={output_dir}", f"--task-time={level_task_time[options.profiler_level]}"]
+    args = [workload.msprof, f"--output={output_dir}",
+            f"--task-time={level_task_time[options.profiler_level]}"]
     if options.profiler_level in ("Level1", "Level2"):
         args.append("--ascendcl=on")
     if options.profiler_level == "Level2":
@@ -151,7 +154,7 @@ def _run_process(ctx: RunContext, command: list[str], env: dict[str, str]) -> No
         raise WorkloadFailed(f"the workload exited with status {proc.returncode}")
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[Any]) -> None:
     for sig, wait_s in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, _KILL_GRACE_S)):
         try:
             os.killpg(proc.pid, sig)
@@ -236,7 +239,8 @@ def profile_vllm(ctx: RunContext, *, post: Callable[[str, float], None] = _post)
         if ctx.cancel.is_set():
             raise WorkloadCancelled("cancelled")
         if time.monotonic() > deadline:
-            raise WorkloadFailed(f"{w.profile_dir}: no complete profile within {w.timeout_s} s of stop_profile")
+            raise WorkloadFailed(f"{w.profile_dir}: no complete profile within {w.timeout_s} s of "
+                                 "stop_profile")
         time.sleep(_POLL_S)
     ctx.note(f"vLLM wrote {len(new)} entr{'y' if len(new) == 1 else 'ies'}: {', '.join(p.name for p in new)}")
     return new

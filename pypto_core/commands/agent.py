@@ -15,11 +15,14 @@ from pypto_core.errors import PyptoError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", required=True, help="dashboard URL")
     parser.add_argument("--token", default=os.environ.get("PYPTO_AGENT_TOKEN"),
-                        help="the agent's token, shown once when it was registered (default: $PYPTO_AGENT_TOKEN)")
+                        help="the agent's token, shown once when it was registered (default: "
+                             "$PYPTO_AGENT_TOKEN)")
     parser.add_argument("--config", required=True, help="agent.toml naming the workloads this host may run")
     parser.add_argument("--poll-s", type=int, default=20, help="long-poll wait for a job, seconds")
-    parser.add_argument("--retry-max-s", type=float, default=30.0, help="longest wait between reconnect attempts")
-    parser.add_argument("--chunk-bytes", type=int, default=MAX_CHUNK_BYTES, help="upload chunk size (at most 8 MiB)")
+    parser.add_argument("--retry-max-s", type=float, default=30.0,
+                        help="longest wait between reconnect attempts")
+    parser.add_argument("--chunk-bytes", type=int, default=MAX_CHUNK_BYTES,
+                        help="upload chunk size (at most 8 MiB)")
     parser.add_argument("--log-interval-s", type=float, default=1.0, help="how often the log tail is sent")
     parser.add_argument("-v", "--verbose", action="store_true")
 

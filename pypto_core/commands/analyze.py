@@ -12,26 +12,28 @@ from pypto_core.report_render import FORMATS, render
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", help="profile folder, archive (.zip, .tar, .tar.gz, .tgz) or file (.json, .csv, .db)")
-    parser.add_argument("--sku", help="device SKU (910B1-B4, 910_93, 910A, 310P3, A100, H100, H200); default: "
+    parser.add_argument("path",
+                        help="profile folder, archive (.zip, .tar, .tar.gz, .tgz) or file (.json, .csv, .db)")
+    parser.add_argument("--sku",
+                        help="device SKU (910B1-B4, 910_93, 910A, 310P3, A100, H100, H200); default: "
                                       "what the profile says")
     parser.add_argument("--format", choices=FORMATS, default="json")
     parser.add_argument("-o", "--output", help="write the report here instead of stdout")
-    parser.add_argument("--config", help="JSON file of threshold overrides, {rule: {key: value}, disabled: [...]}")
+    parser.add_argument("--config",
+                        help="JSON file of threshold overrides, {rule: {key: value}, disabled: [...]}")
     parser.add_argument("--lang", default="en", metavar="en|zh-Hans",
                         help="language of the findings' text and the report's labels (ids and numbers never "
                              "change): en (default) or zh-Hans")
     parser.add_argument("--what-if", metavar="RULE[,RULE...]",
-                        help="replay the run with these findings fixed together (report key what_if: duration_ns, "
-                             "per_token_ms, speedup)")
+                        help="replay the run with these findings fixed together (report key what_if: "
+                             "duration_ns, per_token_ms, speedup)")
 
 
 def run(args: argparse.Namespace) -> int:
     from pypto_core.formats import open_profiles  # lazily: the readers are heavy
     from pypto_core.hardware import get_sku
-    from pypto_core.rules import diagnose_columns, diagnose_group
-
     from pypto_core.i18n import LANGUAGES, normalize_language
+    from pypto_core.rules import diagnose_columns, diagnose_group
 
     language = normalize_language(args.lang)
     if language is None:

@@ -14,7 +14,8 @@ from pypto_core.bench import registry
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sizes", default="100,1000", help="input sizes in MB, comma-separated (default 100,1000)")
+    parser.add_argument("--sizes", default="100,1000",
+                        help="input sizes in MB, comma-separated (default 100,1000)")
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="run only this benchmark (repeatable); names: the modules of pypto_core/bench")
     parser.add_argument("-o", "--output", metavar="FILE", help="also write the JSON to FILE")

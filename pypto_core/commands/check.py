@@ -20,7 +20,8 @@ def _percent(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("new", help="the candidate profile")
     parser.add_argument("--baseline", required=True, help="the baseline profile")
-    parser.add_argument("--max-regression", type=_percent, default=5.0, help="allowed slowdown, e.g. 5%% (default)")
+    parser.add_argument("--max-regression", type=_percent, default=5.0,
+                        help="allowed slowdown, e.g. 5%% (default)")
     parser.add_argument("--sku", help="device SKU for both")
 
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", help="profile folder, archive (.zip/.tar/.tar.gz/.tgz) or file (.json/.json.gz/.csv/.db)")
+    parser.add_argument("path",
+                        help="profile folder, archive (.zip/.tar/.tar.gz/.tgz) or file "
+                             "(.json/.json.gz/.csv/.db)")
     parser.add_argument("out", help="new or empty folder for the saved profile (rank_N/ per rank)")
 
 

@@ -13,8 +13,11 @@ from pypto_core.profile import Profile
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", help="profile folder, archive (.zip/.tar/.tar.gz/.tgz) or file (.json/.json.gz/.csv/.db)")
-    parser.add_argument("--top", type=int, default=20, help="how many op types to list (by total device time)")
+    parser.add_argument("path",
+                        help="profile folder, archive (.zip/.tar/.tar.gz/.tgz) or file "
+                             "(.json/.json.gz/.csv/.db)")
+    parser.add_argument("--top", type=int, default=20,
+                        help="how many op types to list (by total device time)")
 
 
 def profile_info(profile: Profile, top: int = 20) -> dict[str, Any]:
@@ -22,11 +25,12 @@ def profile_info(profile: Profile, top: int = 20) -> dict[str, Any]:
     out = profile.summary()
     meta = profile.meta
     out.update({
-        "device_id": meta.device_id, "cann_version": meta.cann_version, "torch_npu_version": meta.torch_npu_version,
-        "profiler_level": meta.profiler_level, "aic_metrics": meta.aic_metrics,
-        "api_call_count": profile.api_calls.num_rows, "flow_count": profile.flows.num_rows,
-        "counter_samples": profile.counters.num_rows, "memory_samples": profile.memory.num_rows,
-        "communication_ops": profile.communication.num_rows, "source_files": len(meta.source_files),
+        "device_id": meta.device_id, "cann_version": meta.cann_version,
+        "torch_npu_version": meta.torch_npu_version, "profiler_level": meta.profiler_level,
+        "aic_metrics": meta.aic_metrics, "api_call_count": profile.api_calls.num_rows,
+        "flow_count": profile.flows.num_rows, "counter_samples": profile.counters.num_rows,
+        "memory_samples": profile.memory.num_rows, "communication_ops": profile.communication.num_rows,
+        "source_files": len(meta.source_files),
     })
     k = profile.kernels
     if k.num_rows:
@@ -51,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     doc = {
         "source": group.source,
         "ranks": group.ranks,
-        "profiles": [profile_info(p, args.top) for p in sorted(group.profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0))],
+        "profiles": [profile_info(p, args.top)
+                     for p in sorted(group.profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0))],
         "warnings": list(group.warnings),
     }
     json.dump(doc, sys.stdout, indent=2, default=str)

@@ -16,7 +16,8 @@ def _rules(text: str) -> frozenset[str]:
     rules = frozenset(r.strip() for r in text.split(",") if r.strip())
     unknown = rules - set(RULES)
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown rule(s) {', '.join(sorted(unknown))}; known: {', '.join(RULES)}")
+        raise argparse.ArgumentTypeError(f"unknown rule(s) {', '.join(sorted(unknown))}; "
+                                         f"known: {', '.join(RULES)}")
     return rules
 
 
@@ -30,12 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="fp16", choices=("fp16", "bf16"))
     parser.add_argument("--layout", default="ascend_pt", choices=LAYOUTS,
                         help="ascend_pt (torch_npu), msprof (CANN >= 8.0 mindstudio_profiler_output) or "
-                             "msprof_legacy (CANN <= 7.0 device_0/summary and device_0/timeline, 7.0.0 columns)")
+                             "msprof_legacy (CANN <= 7.0 device_0/summary and device_0/timeline, 7.0.0 "
+                             "columns)")
     parser.add_argument("--variant", default="cann83", choices=VARIANTS,
                         help="column names: cann83 (Block Dim) or 2026 (Block Num); ignored by msprof_legacy")
     db = parser.add_mutually_exclusive_group()
     db.add_argument("--db", action="store_const", const=True, default=False,
-                    help="also write the SQLite export (ascend_pytorch_profiler_0.db + analysis.db, or msprof_*.db)")
+                    help="also write the SQLite export (ascend_pytorch_profiler_0.db + analysis.db, or "
+                         "msprof_*.db)")
     db.add_argument("--db-only", dest="db", action="store_const", const="only",
                     help="write the SQLite export instead of the text one")
     parser.add_argument("--fixed", type=_rules, default=frozenset(), metavar="RULE,...|all",
@@ -50,9 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         result = synthesize_run(args.out, model=args.model, sku=args.sku, tokens=args.tokens,
-                                prompt_tokens=args.prompt, batch=args.batch, dtype=args.dtype, layout=args.layout,
-                                variant=args.variant, fixed=args.fixed, size_mb=args.size_mb, seed=args.seed,
-                                db=args.db)
+                                prompt_tokens=args.prompt, batch=args.batch, dtype=args.dtype,
+                                layout=args.layout, variant=args.variant, fixed=args.fixed,
+                                size_mb=args.size_mb, seed=args.seed, db=args.db)
     except ValueError as exc:  # combinations the simulator refuses (msprof_legacy --db)
         print(f"pypto synth: {exc}", file=sys.stderr)
         return 2

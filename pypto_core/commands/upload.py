@@ -14,7 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", help="a profile folder, archive (.zip, .tar, .tar.gz) or single file")
     parser.add_argument("--server", required=True, help="dashboard URL, e.g. https://pypto.example")
     parser.add_argument("--project", required=True, type=int, help="project id")
-    parser.add_argument("--token", default=os.environ.get("PYPTO_TOKEN"), help="API token (default: $PYPTO_TOKEN)")
+    parser.add_argument("--token", default=os.environ.get("PYPTO_TOKEN"),
+                        help="API token (default: $PYPTO_TOKEN)")
     parser.add_argument("--name", help="profile name (default: the file name)")
     parser.add_argument("--sku", help="device SKU, e.g. 910B3, when the profile does not say")
     parser.add_argument("--tag", action="append", dest="tags", help="a tag (repeatable)")
@@ -27,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
 
     def progress(sent: int, total: int) -> None:
         if not args.quiet:
-            print(f"\ruploading {sent / 2**20:.1f} / {total / 2**20:.1f} MiB ({100 * sent // max(total, 1)}%)",
+            print(f"\ruploading {sent / 2**20:.1f} / {total / 2**20:.1f} MiB "
+                  f"({100 * sent // max(total, 1)}%)",
                   end="", file=sys.stderr, flush=True)
 
     profile = upload_profile(

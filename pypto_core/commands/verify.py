@@ -16,9 +16,11 @@ from pypto_core.errors import PyptoError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("profile", type=int, help="the profile the findings were found in")
     parser.add_argument("--findings", required=True,
-                        help="finding ids, comma-separated (each finding's \"id\" in /api/profiles/ID/findings/)")
+                        help="finding ids, comma-separated (each finding's \"id\" in "
+                             "/api/profiles/ID/findings/)")
     parser.add_argument("--server", required=True, help="dashboard URL, e.g. https://pypto.example")
-    parser.add_argument("--token", default=os.environ.get("PYPTO_TOKEN"), help="API token (default: $PYPTO_TOKEN)")
+    parser.add_argument("--token", default=os.environ.get("PYPTO_TOKEN"),
+                        help="API token (default: $PYPTO_TOKEN)")
     parser.add_argument("--agent", type=int, help="agent id (default: the agent the profile was captured on)")
     parser.add_argument("--workload", help="workload name (default: the one the profile was captured with)")
     parser.add_argument("--no-wait", action="store_true", help="print the queued job and return")

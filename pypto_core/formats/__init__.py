@@ -22,14 +22,15 @@ if TYPE_CHECKING:  # the readers import this package's modules; load them only w
 __all__ = ["open_profile", "open_profiles", "write_profiles", "detect_format"]
 
 
-def open_profile(path: str | os.PathLike[str]) -> "Profile":
-    """Read one profile (folder, archive or single file). For several ranks, the lowest rank, with a warning."""
+def open_profile(path: str | os.PathLike[str]) -> Profile:
+    """Read one profile (folder, archive or single file).
+    For several ranks, the lowest rank, with a warning."""
     from pypto_core.formats.opener import open_profile as _open
 
     return _open(path)
 
 
-def open_profiles(path: str | os.PathLike[str], columns: "ColumnSet | None" = None) -> "ProfileGroup":
+def open_profiles(path: str | os.PathLike[str], columns: ColumnSet | None = None) -> ProfileGroup:
     """Read every rank found at ``path`` into a ``ProfileGroup`` (one ``Profile`` per rank); ``columns``:
     only those (``Profile.load``), e.g. ``rules.diagnose_columns()`` for an analysis."""
     from pypto_core.formats.opener import open_profiles as _open
@@ -37,7 +38,7 @@ def open_profiles(path: str | os.PathLike[str], columns: "ColumnSet | None" = No
     return _open(path, columns)
 
 
-def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> "SavedProfiles":
+def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> SavedProfiles:
     """Save every rank found at ``path`` under ``folder`` (``rank_N/`` each), one rank at a time; the big
     files stream into Parquet with bounded memory. ``Profile.load`` of each gives ``open_profiles(path)``."""
     from pypto_core.formats.opener import write_profiles as _write
@@ -45,7 +46,7 @@ def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str])
     return _write(path, folder)
 
 
-def detect_format(path: str | os.PathLike[str]) -> "Detection":
+def detect_format(path: str | os.PathLike[str]) -> Detection:
     """What ``path`` holds, from its content; see ``pypto_core.formats.detect``.
 
     (Not named ``detect``: that name is the submodule, which Python binds on the package once imported.)

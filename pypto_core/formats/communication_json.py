@@ -81,11 +81,14 @@ def read_communication(path: str | os.PathLike[str], warnings: list[str]) -> pa.
                 start = t.get("Start Timestamp(us)") if isinstance(t, dict) else None
                 rows["start_text"].append(str(start) if start is not None else None)
                 for col, field in (("elapse_ns", "Elapse Time(ms)"), ("transit_ns", "Transit Time(ms)"),
-                                   ("wait_ns", "Wait Time(ms)"), ("synchronization_ns", "Synchronization Time(ms)"),
+                                   ("wait_ns", "Wait Time(ms)"),
+                                   ("synchronization_ns", "Synchronization Time(ms)"),
                                    ("idle_ns", "Idle Time(ms)")):
                     rows[col].append(_ms_to_ns(t.get(field)) if isinstance(t, dict) else None)
-                rows["size_bytes"].append(int((size_mb * _MIB).to_integral_value()) if size_mb is not None else None)
-                rows["bandwidth_gbps"].append(float(size_mb / time_ms) if size_mb is not None and time_ms else None)
+                rows["size_bytes"].append(int((size_mb * _MIB).to_integral_value()) if size_mb is not None
+                                          else None)
+                rows["bandwidth_gbps"].append(float(size_mb / time_ms) if size_mb is not None and time_ms
+                                              else None)
                 rows["kind"].append(kind)
                 rows["transport"].append(transport)
     if odd:

@@ -17,8 +17,8 @@ import os
 import sys
 import threading
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -133,11 +133,14 @@ class _Spec:
         self.kinds = kinds
         self.kinds_arr = np.asarray(kinds, dtype=np.int8)
         self.nulls = nulls
-        self.pool = _BufferPool([np.int32 if k == TEXT else np.float64 if k == FLOAT else np.int64 for k in kinds])
+        self.pool = _BufferPool([np.int32 if k == TEXT else np.float64 if k == FLOAT
+                                 else np.int64 for k in kinds])
 
 
-def _scan(path: str | os.PathLike[str], header: Sequence[str], spec: _Spec, threads: int) -> Iterator[list[pa.Array]]:
-    """Batches of every piece in file order; NotNative with the rows delivered before the first refused row."""
+def _scan(path: str | os.PathLike[str], header: Sequence[str], spec: _Spec,
+          threads: int) -> Iterator[list[pa.Array]]:
+    """Batches of every piece in file order; NotNative with
+    the rows delivered before the first refused row."""
     delivered = 0
     with open(path, "rb") as fh:
         reader = _RowPieces(fh, header)
@@ -159,7 +162,8 @@ def _scan(path: str | os.PathLike[str], header: Sequence[str], spec: _Spec, thre
             reader.close()
 
 
-def _scan_parallel(reader: "_RowPieces", spec: _Spec, threads: int) -> Iterator[tuple[list[list[pa.Array]], str]]:
+def _scan_parallel(reader: _RowPieces, spec: _Spec,
+                   threads: int) -> Iterator[tuple[list[list[pa.Array]], str]]:
     """Each piece scanned in a worker thread, results in file order, at most ``_IN_FLIGHT`` pieces ahead."""
     pending: deque[Future[tuple[list[list[pa.Array]], str]]] = deque()
     pieces = iter(reader)
@@ -180,7 +184,7 @@ def _scan_parallel(reader: "_RowPieces", spec: _Spec, threads: int) -> Iterator[
                 f.cancel()
 
 
-def _scan_piece(spec: _Spec, reader: "_RowPieces", piece: "_Piece") -> tuple[list[list[pa.Array]], str]:
+def _scan_piece(spec: _Spec, reader: _RowPieces, piece: _Piece) -> tuple[list[list[pa.Array]], str]:
     """(batches, "") for a piece of whole rows, or (batches before the refused row, why it was refused)."""
     if piece.refused:
         return [], piece.refused
@@ -202,12 +206,13 @@ def _scan_piece(spec: _Spec, reader: "_RowPieces", piece: "_Piece") -> tuple[lis
             for c in range(nc):
                 val_ptrs[c] = vals[c].ctypes.data
                 valid_ptrs[c] = valid[c].ctypes.data
-            n = int(lib.csv_scan(scanner, reader.address + piece.start, size, pos, 1, MAX_ROWS, val_ptrs, valid_ptrs,
-                                 status.ctypes.data))
+            n = int(lib.csv_scan(scanner, reader.address + piece.start, size, pos, 1, MAX_ROWS, val_ptrs,
+                                 valid_ptrs, status.ctypes.data))
             state = int(status[0])
             try:
                 if state == _ST_BAIL:
-                    return batches, f"row at byte offset {piece.start + int(status[2])} (reason {int(status[3])})"
+                    return batches, (f"row at byte offset {piece.start + int(status[2])} "
+                                     f"(reason {int(status[3])})")
                 if n:
                     arrays = _arrays(lib, scanner, n, spec.kinds, vals, valid, dict_info)
                     if arrays is None:
@@ -336,7 +341,8 @@ class _BufferPool:
             for i, (vals, valid) in enumerate(self.sets):
                 if id(vals) in self.lent:
                     continue
-                # 3 = the pool's list, the generator's variable and getrefcount's argument: nothing else has it
+                # 3 = the pool's list, the generator's variable
+                # and getrefcount's argument: nothing else has it
                 if all(sys.getrefcount(a) == 3 for a in vals) and all(sys.getrefcount(a) == 3 for a in valid):
                     self.sets.append(self.sets.pop(i))  # most recently taken last: the others are tried first
                     self.lent.add(id(vals))

@@ -139,9 +139,9 @@ def iter_csv_batches(
         check_utf8=True,
     )
     try:
-        reader = pcsv.open_csv(path, read_options=read_opts, parse_options=parse_opts, convert_options=convert_opts)
-        for batch in reader:
-            yield batch
+        reader = pcsv.open_csv(path, read_options=read_opts, parse_options=parse_opts,
+                               convert_options=convert_opts)
+        yield from reader
     except pa.ArrowInvalid as exc:
         raise InputError(str(path), f"malformed CSV ({_short(exc)})") from exc
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
@@ -181,7 +181,8 @@ def read_csv_numbered(path: str | os.PathLike[str]) -> pa.Table:
     names = numbered_duplicates(read_header(path, allow_duplicates=True))
     read_opts = pcsv.ReadOptions(column_names=names, skip_rows=1, encoding="utf8")
     convert_opts = pcsv.ConvertOptions(
-        column_types={n: pa.string() for n in names}, strings_can_be_null=False, quoted_strings_can_be_null=False
+        column_types={n: pa.string() for n in names}, strings_can_be_null=False,
+        quoted_strings_can_be_null=False
     )
     try:
         return pcsv.read_csv(path, read_options=read_opts, convert_options=convert_opts)
@@ -277,7 +278,8 @@ def _decimal_parts_to_ns(parts: pa.Array, digits: int, unit_ns: int) -> pa.Array
         frac_ns = pc.cast(pc.utf8_slice_codeunits(frac_padded, 0, digits), pa.int64())
     else:  # the input is already in ns: only the rounding digit matters
         frac_ns = pa.scalar(0, pa.int64())
-    round_up = pc.cast(pc.greater_equal(pc.utf8_slice_codeunits(frac_padded, digits, digits + 1), "5"), pa.int64())
+    round_up = pc.cast(pc.greater_equal(pc.utf8_slice_codeunits(frac_padded, digits, digits + 1), "5"),
+                       pa.int64())
     magnitude = pc.add_checked(pc.add_checked(pc.multiply_checked(int_part, unit_ns), frac_ns), round_up)
     negative = pc.equal(pc.struct_field(parts, "sign"), "-")
     return pc.if_else(negative, pc.negate_checked(magnitude), magnitude)
@@ -293,7 +295,8 @@ def to_int(
     """Integer strings → int64; null for blanks, ``N/A`` and the sentinels in ``none_values``."""
     if isinstance(arr, pa.ChunkedArray):
         return pa.chunked_array(
-            [to_int(c, column=column, notes=notes, none_values=none_values) for c in arr.chunks], type=pa.int64()
+            [to_int(c, column=column, notes=notes, none_values=none_values) for c in arr.chunks],
+            type=pa.int64()
         )
     if pa.types.is_integer(arr.type):
         out = arr.cast(pa.int64())
@@ -315,7 +318,8 @@ def to_int(
             notes.add(column, count, example)
         out = pc.cast(pc.if_else(valid, cleaned, pa.scalar(None, pa.string())), pa.int64())
     if none_values:
-        out = pc.if_else(pc.is_in(out, pa.array(list(none_values), pa.int64())), pa.scalar(None, pa.int64()), out)
+        out = pc.if_else(pc.is_in(out, pa.array(list(none_values), pa.int64())), pa.scalar(None, pa.int64()),
+                         out)
     return out
 
 
@@ -327,7 +331,8 @@ def to_float(
 ) -> pa.Array | pa.ChunkedArray:
     """Numeric strings → float64 (counters, ratios, bandwidths); null for blanks and ``N/A``."""
     if isinstance(arr, pa.ChunkedArray):
-        return pa.chunked_array([to_float(c, column=column, notes=notes) for c in arr.chunks], type=pa.float64())
+        return pa.chunked_array([to_float(c, column=column, notes=notes) for c in arr.chunks],
+                                type=pa.float64())
     if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):
         return arr.cast(pa.float64())
     if pa.types.is_null(arr.type):
@@ -342,7 +347,8 @@ def to_float(
 
 def to_text(arr: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """Text cells: trimmed, quotes removed, ``N/A``/blank → null."""
-    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or pa.types.is_dictionary(arr.type)):
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
+            or pa.types.is_dictionary(arr.type)):
         arr = arr.cast(pa.string())
     return clean_strings(arr)
 
@@ -355,7 +361,8 @@ def numeric_share(arr: pa.Array | pa.ChunkedArray) -> float:
     present = pc.sum(pc.cast(pc.is_valid(cleaned), pa.int64())).as_py() or 0
     if not present:
         return 1.0
-    valid = pc.sum(pc.cast(pc.fill_null(pc.match_substring_regex(cleaned, _FLOAT_RE), False), pa.int64())).as_py() or 0
+    valid = pc.sum(pc.cast(pc.fill_null(pc.match_substring_regex(cleaned, _FLOAT_RE), False),
+                           pa.int64())).as_py() or 0
     return valid / present
 
 

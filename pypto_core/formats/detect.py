@@ -1,4 +1,5 @@
-"""Which profile format a path holds, decided from content (headers, table names, JSON shape), not names alone.
+"""Which profile format a path holds, decided from content (headers, table names, JSON shape), not names
+alone.
 
 ``detect(path)`` returns a ``Detection`` tree: a folder of several ranks is a ``group`` whose children are
 the rank folders. Nothing is parsed beyond a few KB per file, so detection is cheap on huge inputs.
@@ -47,7 +48,7 @@ class Detection:
     kind: str
     path: Path
     found: list[str] = field(default_factory=list)  # the files that decided it, relative to ``path``
-    children: list["Detection"] = field(default_factory=list)
+    children: list[Detection] = field(default_factory=list)
     rank_hint: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,9 +109,12 @@ def detect_file(p: Path) -> Detection:
             kernel_csv.map_columns(p, header)  # a kernel table missing a required column: say which
         raise InputError(
             str(p),
-            "CSV is not a kernel table (kernel_details / op_summary): header starts " + repr(", ".join(header[:5])),
+            "CSV is not a kernel table (kernel_details / op_summary): header starts "
+            + repr(", ".join(header[:5])),
         )
-    raise InputError(str(p), "not a recognised profile file (expected a folder, archive, .json, .json.gz, .csv or .db)")
+    raise InputError(str(p),
+                     "not a recognised profile file (expected a folder, archive, .json, .json.gz, .csv or "
+                     ".db)")
 
 
 def _is_tar_gz(p: Path) -> bool:
@@ -158,7 +162,9 @@ def _db_kind(p: Path) -> str:
         return MSPROF_DB
     if tables & {"StepTraceTime", "CommAnalyzerTime"}:
         return ANALYSIS_DB
-    raise InputError(str(p), "SQLite database without profiler tables (no TASK, PYTORCH_API, CANN_API or StepTraceTime)")
+    raise InputError(str(p),
+                     "SQLite database without profiler tables (no TASK, PYTORCH_API, CANN_API or "
+                     "StepTraceTime)")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -182,7 +188,8 @@ def _ascend_pt_dir(p: Path) -> Detection | None:
     text = [f"{ASCEND_OUTPUT}/{n}" if folder is out else n for n in _has(
         folder, "kernel_details.csv", "trace_view.json", "step_trace_time.csv", "op_statistic.csv",
         "communication.json", "memory_record.csv", "operator_details.csv")]
-    dbs = sorted(f.name for f in folder.iterdir() if f.is_file() and _DB_GLOB.match(f.name)) if folder.is_dir() else []
+    dbs = (sorted(f.name for f in folder.iterdir() if f.is_file() and _DB_GLOB.match(f.name))
+           if folder.is_dir() else [])
     if text and not _has(folder, "kernel_details.csv", "trace_view.json") and dbs:
         kind = ASCEND_PT_DB  # only summaries in text: the db holds the kernels
     else:

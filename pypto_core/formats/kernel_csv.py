@@ -29,7 +29,14 @@ from pypto_core.formats.shapes import (
     parse_shapes,
     shape_cell_text,
 )
-from pypto_core.profile import STREAM_ENCODING, TABLE_NAMES, TABLE_SCHEMAS, ProfileMeta, empty_table, save_tables
+from pypto_core.profile import (
+    STREAM_ENCODING,
+    TABLE_NAMES,
+    TABLE_SCHEMAS,
+    ProfileMeta,
+    empty_table,
+    save_tables,
+)
 
 # canonical column -> header names seen across versions (first match wins)
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -61,7 +68,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 REQUIRED = ("name", "start_ns", "dur_ns")
 _TIMES = ("start_ns", "dur_ns", "wait_ns")
-_INTS = ("stream_id", "task_id", "device_id", "step_id", "block_dim", "mix_block_dim", "model_id", "context_id", "infer_id")
+_INTS = ("stream_id", "task_id", "device_id", "step_id", "block_dim", "mix_block_dim", "model_id",
+         "context_id", "infer_id")
 _TEXTS = ("name", "op_type", "core_type", "op_state", "hf32_eligible", "model_name")
 _SHAPES = ("input_shapes", "output_shapes")
 _NAME_LISTS = ("input_dtypes", "input_formats", "output_dtypes", "output_formats")
@@ -99,7 +107,8 @@ class KernelColumns:
 
 
 def map_columns(path: str | os.PathLike[str], header: list[str] | None = None) -> KernelColumns:
-    """Match a kernel table header to the canonical columns, or ``InputError`` when required ones are missing."""
+    """Match a kernel table header to the canonical columns,
+    or ``InputError`` when required ones are missing."""
     header = header if header is not None else csvtable.read_header(path)
     present = set(header)
     mapping: dict[str, str] = {}
@@ -113,7 +122,8 @@ def map_columns(path: str | os.PathLike[str], header: list[str] | None = None) -
         wanted = " / ".join(ALIASES[missing[0]])
         raise InputError(
             str(path),
-            f"not a kernel table: required column {wanted!r} is missing (header starts {', '.join(header[:6])!r})",
+            f"not a kernel table: required column {wanted!r} is missing "
+            f"(header starts {', '.join(header[:6])!r})",
         )
     used = set(mapping.values())
     counters = [h for h in header if h not in used]
@@ -129,7 +139,8 @@ def is_kernel_header(header: list[str]) -> bool:
 
 
 def _convert(
-    batch: pa.RecordBatch, cols: KernelColumns, ready: dict[str, pa.Array] | None = None, *, cell_text: bool = False
+    batch: pa.RecordBatch, cols: KernelColumns, ready: dict[str, pa.Array] | None = None, *,
+    cell_text: bool = False
 ) -> pa.RecordBatch:
     """One raw batch (strings, counters maybe float64) → canonical kernel columns + extras + counters.
 
@@ -273,7 +284,8 @@ def iter_kernel_batches(
         ready_names = {i: c for c, src in cols.mapping.items() if c in _TIMES or c in _INTS
                        for i in [cols.header.index(src)]}
         try:
-            for arrays in csvscan.scan_columns(path, cols.header, kinds, csvtable.NULL_TOKENS, background=True):
+            for arrays in csvscan.scan_columns(path, cols.header, kinds, csvtable.NULL_TOKENS,
+                                               background=True):
                 ready = {ready_names[i]: a for i, a in enumerate(arrays) if i in ready_names}
                 raw = pa.RecordBatch.from_arrays(
                     [a for i, a in enumerate(arrays) if i not in ready_names],
@@ -318,7 +330,8 @@ def _iter_arrow(
             strings_can_be_null=False,
             quoted_strings_can_be_null=False,
         )
-        reader = pcsv.open_csv(path, read_options=read_opts, parse_options=parse_opts, convert_options=convert_opts)
+        reader = pcsv.open_csv(path, read_options=read_opts, parse_options=parse_opts,
+                               convert_options=convert_opts)
         yield from reader
 
     def undelivered(fast: bool) -> Iterator[pa.RecordBatch]:
@@ -402,7 +415,8 @@ def kernels_to_parquet(
     return rows, cols.warnings()
 
 
-def write_kernel_table(path: str | os.PathLike[str], folder: str | os.PathLike[str], *, rank_hint: int | None = None) -> ProfileMeta:
+def write_kernel_table(path: str | os.PathLike[str], folder: str | os.PathLike[str], *,
+                       rank_hint: int | None = None) -> ProfileMeta:
     """A lone kernel_details.csv / op_summary.csv streamed into a saved profile folder (bounded memory);
     ``Profile.load(folder)`` gives what ``open_profile(path)`` gives. A failed read leaves no folder."""
     p, out = Path(path), Path(folder)

@@ -66,9 +66,9 @@ _BASE = ["name", "cat", "pid", "tid", "ts_ns", "dur_ns"]
 _PIECE_COLUMNS = {
     "host": _BASE + ["arg:External id", "arg:Input Dims", "arg:Input dims", "arg:Sequence number"],
     "api": _BASE + ["arg:correlation"],
-    "kernel": _BASE + ["arg:type", "arg:stream", "arg:device", "arg:correlation", "arg:External id", "arg:bytes",
-                       "arg:Collective name", "arg:Process Group Name", "arg:Process Group Description",
-                       "arg:In msg nelems", "arg:dtype"],
+    "kernel": _BASE + ["arg:type", "arg:stream", "arg:device", "arg:correlation", "arg:External id",
+                       "arg:bytes", "arg:Collective name", "arg:Process Group Name",
+                       "arg:Process Group Description", "arg:In msg nelems", "arg:dtype"],
     "counter": ["name", "ts_ns", "arg0_key", "arg0_val"],
     "meta": ["name", "pid", "tid", "arg:name", "arg:labels"],
 }
@@ -82,7 +82,8 @@ _NPU_KERNEL_TYPES = {  # torch_npu MSPTI args.type -> canonical core_type
     "KERNEL_MIX_AIV": "MIX_AIV",
     "KERNEL_AICPU": "AI_CPU",
 }
-_DTYPE_BYTES = {"Float": 4, "float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Long": 8, "Int": 4, "Byte": 1, "Char": 1}
+_DTYPE_BYTES = {"Float": 4, "float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Long": 8, "Int": 4, "Byte": 1,
+                "Char": 1}
 _RELATIVE_BEFORE_NS = 10**18  # an absolute ts before 2001-09-09 means "relative to baseTimeNanoseconds"
 
 
@@ -110,7 +111,8 @@ def read_kineto(path: str | os.PathLike[str]) -> Profile:
     return Profile(meta=meta, **tables)
 
 
-def write_kineto(path: str | os.PathLike[str], folder: str | os.PathLike[str], *, rank_hint: int | None = None) -> ProfileMeta:
+def write_kineto(path: str | os.PathLike[str], folder: str | os.PathLike[str], *,
+                 rank_hint: int | None = None) -> ProfileMeta:
     """Read a Kineto trace straight into a saved profile folder (as ``Profile.save`` writes it).
 
     The big tables (host ops, API calls, kernels, counters, communication) are streamed into their Parquet
@@ -241,7 +243,8 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
         header = scanned.header
         # ts relative to baseTimeNanoseconds (which newer traces write after traceEvents): added at the end
         base = header.get("baseTimeNanoseconds")
-        shift = base if isinstance(base, int) and state["min_ts"] is not None and state["min_ts"] < _RELATIVE_BEFORE_NS else 0
+        relative = state["min_ts"] is not None and state["min_ts"] < _RELATIVE_BEFORE_NS
+        shift = base if isinstance(base, int) and relative else 0
         tables = {name: sinks[name].finish(_shifted(shift) if shift else None) for name in _STREAMED}
         tables["flows"] = links.flows(folder)
     except BaseException:
@@ -265,10 +268,12 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
     if isinstance(dist, dict):
         rank = dist.get("rank")
         meta.rank = rank if isinstance(rank, int) else None
-        meta.extra["distributed"] = {k: dist.get(k) for k in ("backend", "world_size", "pg_count", "nccl_version") if k in dist}
+        meta.extra["distributed"] = {k: dist.get(k) for k in ("backend", "world_size", "pg_count",
+                                                              "nccl_version") if k in dist}
     if meta.rank is None and isinstance(dist, dict):
         warnings.append("distributedInfo has no rank; rank left unknown")
-    for key in ("schemaVersion", "cupti_version", "cuda_runtime_version", "cuda_driver_version", "trace_id", "baseTimeNanoseconds"):
+    for key in ("schemaVersion", "cupti_version", "cuda_runtime_version", "cuda_driver_version", "trace_id",
+                "baseTimeNanoseconds"):
         if key in header:
             meta.extra[key] = header[key]
     meta.extra["lanes"] = _lanes(_concat(small["meta"]) if small["meta"] else
@@ -300,7 +305,8 @@ def _shifted(shift: int) -> Callable[[pa.Table], pa.Table]:
 
 
 def _host_ops(host: pa.Table) -> pa.Table:
-    return host_op_rows(host, host["arg:External id"], pc.coalesce(host["arg:Input Dims"], host["arg:Input dims"]))
+    return host_op_rows(host, host["arg:External id"],
+                        pc.coalesce(host["arg:Input Dims"], host["arg:Input dims"]))
 
 
 def _api_calls(api: pa.Table) -> pa.Table:
@@ -350,7 +356,8 @@ def _step_rows(host_ops: pa.Table) -> pa.Table:
         pc.fill_null(pc.starts_with(host_ops["name"], "ProfilerStep#"), False))
 
 
-def _lookup(keys: pa.ChunkedArray, domain: list[str], values: list[str], default_to_key: bool = False) -> pa.ChunkedArray:
+def _lookup(keys: pa.ChunkedArray, domain: list[str], values: list[str],
+            default_to_key: bool = False) -> pa.ChunkedArray:
     idx = pc.index_in(keys, value_set=pa.array(domain, pa.string()))
     mapped = pc.take(pa.array(values, pa.string()), idx)
     return pc.coalesce(mapped, keys) if default_to_key else mapped
@@ -374,20 +381,23 @@ def _communication(nccl: pa.Table) -> pa.Table:
         }
     )
     dur_s = pc.divide(pc.cast(t["elapse_ns"], pa.float64()), 1e9)
-    bw = pc.if_else(pc.greater(t["elapse_ns"], 0), pc.divide(pc.divide(pc.cast(size, pa.float64()), 1e9), dur_s), None)
+    bw = pc.if_else(pc.greater(t["elapse_ns"], 0),
+                    pc.divide(pc.divide(pc.cast(size, pa.float64()), 1e9), dur_s), None)
     return conform("communication", t.append_column("bandwidth_gbps", bw))
 
 
 def _counters(c: pa.Table) -> pa.Table:
     if c.num_rows == 0:
         return empty_table("counters")
-    return conform("counters", pa.table({"track": c["name"], "ts_ns": c["ts_ns"], "value": to_float64(c["arg0_val"]),
-                                         "unit": c["arg0_key"]}))
+    return conform("counters", pa.table({"track": c["name"], "ts_ns": c["ts_ns"],
+                                         "value": to_float64(c["arg0_val"]), "unit": c["arg0_key"]}))
 
 
 def _lanes(meta: pa.Table) -> list[dict[str, Any]]:
     meta = meta.filter(pc.is_in(meta["name"], pa.array(["process_name", "thread_name", "process_labels"])))
     out: list[dict[str, Any]] = []
-    for name, pid, tid, value, label in zip(*(meta[c].to_pylist() for c in ("name", "pid", "tid", "arg:name", "arg:labels"))):
-        out.append({"kind": name, "pid": pid, "tid": tid, "value": value if name != "process_labels" else label})
+    columns = ("name", "pid", "tid", "arg:name", "arg:labels")
+    for name, pid, tid, value, label in zip(*(meta[c].to_pylist() for c in columns)):
+        out.append({"kind": name, "pid": pid, "tid": tid,
+                    "value": value if name != "process_labels" else label})
     return out

@@ -25,7 +25,12 @@ from pypto_core.formats.communication_json import read_communication
 from pypto_core.formats.csvtable import ConversionNotes, read_header
 from pypto_core.formats.jsonfile import load_json
 from pypto_core.formats.kernel_csv import kernels_to_parquet
-from pypto_core.formats.saved_folder import FolderFiles, concat_kernel_parts, note_device_ids, write_folder_profile
+from pypto_core.formats.saved_folder import (
+    FolderFiles,
+    concat_kernel_parts,
+    note_device_ids,
+    write_folder_profile,
+)
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import ProfileMeta
 
@@ -42,7 +47,8 @@ _SIMULATED_README = "SIMULATED"
 
 
 def module_files(folder: Path, module: str, ext: str) -> list[Path]:
-    """``{module}_{ts}.{ext}`` and its slices in ``folder``, in slice order (``op_summary`` ≠ ``op_summary_x``)."""
+    """``{module}_{ts}.{ext}`` and its slices in ``folder``,
+    in slice order (``op_summary`` ≠ ``op_summary_x``)."""
     pat = re.compile(rf"^{re.escape(module)}(?:_slice_\d+)?(?:_\d+)+\.{ext}$")
     files = [p for p in folder.iterdir() if p.is_file() and pat.match(p.name)] if folder.is_dir() else []
 
@@ -63,7 +69,8 @@ def device_dirs(root: Path) -> list[tuple[int, Path]]:
     return out
 
 
-def write_msprof(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -> list[tuple[str, ProfileMeta]]:
+def write_msprof(root: str | os.PathLike[str],
+                 folder: str | os.PathLike[str]) -> list[tuple[str, ProfileMeta]]:
     """Every device of one ``PROF_*`` folder saved under ``folder`` (a subfolder each, as ``Profile.save``
     writes it): (subfolder name, meta) per device. The text export's kernel tables and timelines stream
     into Parquet (bounded memory, whatever their size), and so does the db export."""
@@ -71,13 +78,15 @@ def write_msprof(root: str | os.PathLike[str], folder: str | os.PathLike[str]) -
     summary = base / OUTPUT_DIR if (base / OUTPUT_DIR).is_dir() else base
     legacy = device_dirs(base)
     if module_files(summary, "op_summary", "csv") or module_files(summary, "msprof", "json"):
-        devices = [(None, summary, summary, "device")]
+        devices: list[tuple[int | None, Path, Path, str]] = [(None, summary, summary, "device")]
     elif legacy:
         devices = [(dev, d / "summary", d / "timeline", f"device_{dev}") for dev, d in legacy]
     else:
-        dbs = sorted(p for p in base.iterdir() if p.is_file() and MSPROF_DB_RE.match(p.name)) if base.is_dir() else []
+        dbs = (sorted(p for p in base.iterdir() if p.is_file() and MSPROF_DB_RE.match(p.name))
+               if base.is_dir() else [])
         if not dbs:
-            raise InputError(str(base), "msprof folder without op_summary, msprof timeline or msprof_*.db output")
+            raise InputError(str(base),
+                             "msprof folder without op_summary, msprof timeline or msprof_*.db output")
         meta = ProfileMeta(format="msprof_db", source=str(base))
         read_device_info(base, meta)
         return [("db", write_profiler_db(dbs[0], out / "db", fmt="msprof_db", meta=meta))]
@@ -139,12 +148,14 @@ def read_device_info(root: Path, meta: ProfileMeta, device_id: int | None = None
         chip = first.get("chip_name") or info.get("chip_name")
         if isinstance(chip, str) and chip.strip() and meta.device is None:
             meta.device = chip.strip()
-        if meta.cann_version is None and isinstance(info.get("cannVersion"), str) and info["cannVersion"].strip():
+        cann = info.get("cannVersion")
+        if meta.cann_version is None and isinstance(cann, str) and cann.strip():
             meta.cann_version = info["cannVersion"].strip()
         rank = _int(info.get("rank_id"), -1)
         if meta.rank is None and rank >= 0:  # msprof writes -1 when RANK_ID is unset
             meta.rank = rank
-        hw = {k: first[k] for k in ("ai_core_num", "aiv_num", "aic_frequency", "aiv_frequency", "hwts_frequency")
+        hw = {k: first[k] for k in ("ai_core_num", "aiv_num", "aic_frequency", "aiv_frequency",
+                                    "hwts_frequency")
               if k in first}
         if info.get("platform_version") not in (None, ""):
             hw["platform_version"] = info["platform_version"]
@@ -185,8 +196,8 @@ def _write_text(base: Path, summary: Path, timeline: Path, device_id: int | None
     meta = ProfileMeta(format="msprof", source=str(base), device_id=device_id)
     read_device_info(base, meta, device_id)
     files = FolderFiles(summary, meta)
-    write_folder_profile(out, files, module_files(timeline, "msprof", "json"), lambda: _write_tables(base, files, out),
-                         str(base), None)
+    write_folder_profile(out, files, module_files(timeline, "msprof", "json"),
+                         lambda: _write_tables(base, files, out), str(base), None)
     return meta
 
 

@@ -17,8 +17,15 @@ import pyarrow.parquet as pq
 from pypto_core.errors import InputError
 from pypto_core.formats import detect as det
 from pypto_core.memory import release_freed_memory
-from pypto_core.profile import (SCHEMA_VERSION, TABLE_NAMES, ColumnSet, Profile, ProfileGroup, ProfileMeta,
-                                 save_meta)
+from pypto_core.profile import (
+    SCHEMA_VERSION,
+    TABLE_NAMES,
+    ColumnSet,
+    Profile,
+    ProfileGroup,
+    ProfileMeta,
+    save_meta,
+)
 
 
 @dataclass
@@ -112,8 +119,8 @@ def open_profile(path: str | os.PathLike[str]) -> Profile:
 def _extract(archive: Path, dest: Path) -> None:
     try:
         from pypto_core.archive import safe_extract
-    except ImportError:  # pragma: no cover - archive.py is part of the engine
-        raise InputError(str(archive), "archive support is not available in this build")
+    except ImportError as exc:  # pragma: no cover - archive.py is part of the engine
+        raise InputError(str(archive), "archive support is not available in this build") from exc
     safe_extract(archive, dest)  # with the deployment's limits (pypto_core.limits.use_limits)
 
 
@@ -174,7 +181,7 @@ def _write_one(found: det.Detection, out: Path, index: int) -> list[tuple[Path, 
         writer = getattr(importlib.import_module(module), name)
         dest = out / f"part_{index}"
         return [(dest, writer(found.path, dest, rank_hint=found.rank_hint))]
-    written = []
+    written: list[tuple[Path, ProfileMeta]] = []
     if found.kind == det.MSPROF:  # streamed too, but one folder per device
         from pypto_core.formats.msprof import write_msprof
 

@@ -57,7 +57,8 @@ class FolderFiles:
 
 
 def write_folder_profile(out: Path, files: FolderFiles, timelines: Sequence[Path],
-                         write_tables: Callable[[], dict[str, pa.Table]], source: str, rank_hint: int | None) -> None:
+                         write_tables: Callable[[], dict[str, pa.Table]], source: str,
+                         rank_hint: int | None) -> None:
     """The steps every folder reader takes: its timeline file(s) streamed first into a scratch folder (the
     biggest phase, so what the smaller ones keep cannot stack under its peak), then ``write_tables()`` (the
     kernel table streamed into ``out``, the small tables returned), the timeline merged, the profile
@@ -70,11 +71,13 @@ def write_folder_profile(out: Path, files: FolderFiles, timelines: Sequence[Path
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if not files.usable:
-        raise InputError(source, f"no readable profiler output in this {files.meta.format} folder" + files.why())
+        raise InputError(source,
+                         f"no readable profiler output in this {files.meta.format} folder" + files.why())
     finish_saved_profile(out, files.meta, tables, rank_hint)
 
 
-def finish_saved_profile(out: Path, meta: ProfileMeta, tables: dict[str, pa.Table], rank_hint: int | None) -> None:
+def finish_saved_profile(out: Path, meta: ProfileMeta, tables: dict[str, pa.Table],
+                         rank_hint: int | None) -> None:
     """Complete a folder reader's saved profile: step bounds from the saved kernels where the steps lack
     them, the rank from the file name where the files do not state it, the small tables and the tables
     nothing wrote (empty) saved, and ``profile.json``."""
@@ -144,7 +147,8 @@ def join_saved_l2_cache(kernels_path: Path, l2: pa.Table, warnings: list[str]) -
     """l2_cache.csv's rates joined onto a saved kernels table, rewritten one row group at a time."""
     if l2.num_rows == 0 or not kernels_path.exists():
         return
-    if not any(pc.any(pc.is_valid(chunk["stream_id"])).as_py() for chunk in pieces(kernels_path, ["stream_id"])):
+    if not any(pc.any(pc.is_valid(chunk["stream_id"])).as_py()
+               for chunk in pieces(kernels_path, ["stream_id"])):
         return
     join = L2CacheJoin(l2)
     rewrite_parquet(kernels_path, join, **STREAM_ENCODING)
@@ -178,7 +182,8 @@ def fill_step_bounds(steps: pa.Table, bounds: pa.Table | None) -> pa.Table:
     last kernel end of each step."""
     if steps.num_rows == 0 or bounds is None or not pc.any(pc.is_null(steps["start_ns"])).as_py():
         return steps
-    keyed = pa.table({"_row": pa.array(np.arange(steps.num_rows, dtype=np.int64)), "step_id": steps["step_id"]})
+    keyed = pa.table({"_row": pa.array(np.arange(steps.num_rows, dtype=np.int64)),
+                      "step_id": steps["step_id"]})
     joined = keyed.join(bounds, "step_id", join_type="left outer", use_threads=False).sort_by("_row")
     start = pc.coalesce(steps["start_ns"], joined["s_min"])
     end = pc.coalesce(steps["end_ns"], joined["e_max"])

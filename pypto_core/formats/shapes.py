@@ -9,6 +9,9 @@ batches); the rows then take their parsed value by index, all in Arrow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -48,7 +51,8 @@ def parse_shape_text(text: str) -> list[list[int]] | None:
     return value
 
 
-def _unique_parse(arr: pa.Array, parse, out_type: pa.DataType) -> tuple[pa.Array, int, str]:
+def _unique_parse(arr: pa.Array, parse: Callable[[str], Any],
+                  out_type: pa.DataType) -> tuple[pa.Array, int, str]:
     """Parse each distinct string of ``arr`` once; returns (parsed array, bad count, first bad example).
 
     A dictionary array (as the kernel reader asks Arrow's CSV parser for) is used as it is; a plain one is

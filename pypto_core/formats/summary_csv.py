@@ -1,4 +1,5 @@
-"""The smaller summary tables shared by torch_npu (ASCEND_PROFILER_OUTPUT) and msprof (mindstudio_profiler_output).
+"""The smaller summary tables shared by torch_npu (ASCEND_PROFILER_OUTPUT) and msprof
+(mindstudio_profiler_output).
 
 Same headers in both, except the memory unit: torch_npu writes MB, msprof KB (docs/formats.md §0.8); each
 reader finds the unit in the column name (``Total Reserved(MB)`` / ``(KB)``) instead of assuming it.
@@ -43,7 +44,8 @@ def _bytes(arr: pa.ChunkedArray, unit: int, notes: ConversionNotes, column: str)
 def _require(path: str | os.PathLike[str], header: list[str], *columns: str) -> None:
     missing = [c for c in columns if c not in header]
     if missing:
-        raise InputError(str(path), f"required column {missing[0]!r} is missing (header: {', '.join(header[:8])})")
+        raise InputError(str(path),
+                         f"required column {missing[0]!r} is missing (header: {', '.join(header[:8])})")
 
 
 def read_memory_record(path: str | os.PathLike[str], notes: ConversionNotes) -> pa.Table:
@@ -60,9 +62,11 @@ def read_memory_record(path: str | os.PathLike[str], notes: ConversionNotes) -> 
     cols: dict[str, Any] = {
         "component": to_text(table["Component"]),
         "ts_ns": to_ns(table["Timestamp(us)"], column="Timestamp(us)", notes=notes),
-        "allocated_bytes": _bytes(table[allocated[0]], allocated[1], notes, allocated[0]) if allocated else pa.nulls(n, pa.int64()),
-        "reserved_bytes": _bytes(table[reserved[0]], reserved[1], notes, reserved[0]),
-        "device": to_text(table[_first(header, "Device Type", "Device")]) if _first(header, "Device Type", "Device") else pa.nulls(n, pa.string()),
+        "allocated_bytes": _bytes(table[allocated[0]], allocated[1], notes, allocated[0]) if allocated
+        else pa.nulls(n, pa.int64()), "reserved_bytes": _bytes(table[reserved[0]], reserved[1], notes,
+                                                               reserved[0]),
+        "device": to_text(table[_first(header, "Device Type", "Device")])
+        if _first(header, "Device Type", "Device") else pa.nulls(n, pa.string()),
     }
     if active:
         cols["active_bytes"] = _bytes(table[active[0]], active[1], notes, active[0])
@@ -104,11 +108,12 @@ def read_operator_memory(path: str | os.PathLike[str], notes: ConversionNotes) -
     cols = {
         "component": pa.array(["operator"] * n, pa.string()),
         "ts_ns": to_ns(table["Allocation Time(us)"], column="Allocation Time(us)", notes=notes),
-        "allocated_bytes": _bytes(table[allocated[0]], allocated[1], notes, allocated[0]) if allocated else pa.nulls(n, pa.int64()),
-        "reserved_bytes": _bytes(table[reserved[0]], reserved[1], notes, reserved[0]) if reserved else pa.nulls(n, pa.int64()),
+        "allocated_bytes": _bytes(table[allocated[0]], allocated[1], notes, allocated[0]) if allocated
+        else pa.nulls(n, pa.int64()),
+        "reserved_bytes": _bytes(table[reserved[0]], reserved[1], notes, reserved[0]) if reserved
+        else pa.nulls(n, pa.int64()),
         "device": to_text(table[device_col]) if device_col else pa.nulls(n, pa.string()),
-        "source": pa.array(["operator_memory"] * n, pa.string()),
-        "op_name": to_text(table["Name"]),
+        "source": pa.array(["operator_memory"] * n, pa.string()), "op_name": to_text(table["Name"]),
         "size_bytes": _bytes(table[size[0]], size[1], notes, size[0]) if size else pa.nulls(n, pa.int64()),
         "release_ns": (
             to_ns(table["Release Time(us)"], column="Release Time(us)", notes=notes)

@@ -46,10 +46,10 @@ class TableSink:
             table = pa.concat_tables(self._batches) if self._batches else self._empty.empty_table()
             self._batches = []
             return conform(self.name, transform(table) if transform else table)
+        assert self._path is not None  # a stream writes to its file
         if not self._stream.close():  # no rows: an empty table of its columns, as Profile.save writes it
             ParquetStream(self._path, schema=self._empty, **STREAM_ENCODING).close()
         elif transform is not None:
-            assert self._path is not None
             rewrite_parquet(self._path, transform, **STREAM_ENCODING)
         return None
 

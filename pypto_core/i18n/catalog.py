@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gettext
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 DOMAIN = "pypto_core"
@@ -12,7 +12,7 @@ LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 LOCALE_NAMES = {"zh-Hans": "zh_Hans"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def translations(language: str) -> gettext.NullTranslations:
     """The catalog for ``language`` (English and unknown languages: the templates themselves)."""
     name = LOCALE_NAMES.get(language)

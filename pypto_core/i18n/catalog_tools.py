@@ -14,7 +14,8 @@ ENGINE_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _literals(node: ast.AST) -> list[str]:
-    """The string constants a template argument can take (a literal, or either branch of ``a if c else b``)."""
+    """The string constants a template argument can take
+    (a literal, or either branch of ``a if c else b``)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value]
     if isinstance(node, ast.IfExp):
@@ -53,7 +54,8 @@ class PoEntry:
 def _unquote(line: str) -> str:
     body = line.strip()
     assert body.startswith('"') and body.endswith('"'), line
-    return ast.literal_eval(body)
+    text: str = ast.literal_eval(body)
+    return text
 
 
 def read_po(path: Path) -> dict[str, PoEntry]:
@@ -94,7 +96,8 @@ def read_po(path: Path) -> dict[str, PoEntry]:
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return '"' + escaped + '"'
 
 
 def _po_string(word: str, text: str, width: int = 100) -> list[str]:

@@ -9,8 +9,8 @@ META_DATA).
 """
 
 from pypto_core.synth.model import FIXES, MODELS, RULES, SKUS, RunConfig
-from pypto_core.synth.run import LAYOUTS, SynthRun, demo_pair, rule_costs_us, synthesize, synthesize_run
 from pypto_core.synth.rows import VARIANTS
+from pypto_core.synth.run import LAYOUTS, SynthRun, demo_pair, rule_costs_us, synthesize, synthesize_run
 
 __all__ = ["FIXES", "LAYOUTS", "MODELS", "RULES", "SKUS", "VARIANTS", "RunConfig", "SynthRun", "demo_pair",
            "rule_costs_us", "synthesize", "synthesize_run"]

@@ -14,6 +14,7 @@ profiles on 910B: ``aclnnPowTensorScalar_PowsAiCore_Pows``, ``aclnnMean_ReduceMe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -31,9 +32,9 @@ QUEUED_GAP_US = 1.5
 PARTLY_QUEUED_GAP_US = 6.0
 # Host work between two decode steps: sampling sync, next input, H2D copy of positions.
 STEP_GAP_US = 150.0
-# Fraction of peak HBM bandwidth a decode GEMV reaches: tuned and 256-aligned vs unaligned K/N (the MTE2 bursts
-# are not 512 B aligned, docs/domain.md §2.3; the A3 roofline write-up measures big GEMMs within 10-21% of
-# model).
+# Fraction of peak HBM bandwidth a decode GEMV reaches: tuned and 256-aligned vs unaligned K/N (the MTE2
+# bursts are not 512 B aligned, docs/domain.md §2.3; the A3 roofline write-up measures big GEMMs within 10-21%
+# of model).
 MATMUL_BW_EFF_TUNED = 0.78
 MATMUL_BW_EFF_UNALIGNED = 0.45
 # Cube efficiency of prefill GEMMs: docs/domain.md §1 measured 62% -> 82% of peak for 6144^3 with L2-aware
@@ -90,10 +91,15 @@ class Kernel:
     busy: float = 0.96  # aicore_time / Duration
 
 
-def vector_block_dim(nbytes, vector_cores):  # type: ignore[no-untyped-def]  # int or int64 arrays
+@overload
+def vector_block_dim(nbytes: int, vector_cores: int) -> int: ...
+@overload
+def vector_block_dim(nbytes: np.ndarray, vector_cores: int) -> np.ndarray: ...
+def vector_block_dim(nbytes: int | np.ndarray, vector_cores: int) -> int | np.ndarray:
     """Block Dim of a vector kernel moving ``nbytes``: one block per 8 KiB, the whole chip above 256 KiB."""
     if isinstance(nbytes, np.ndarray):
-        return np.where(nbytes > 256 << 10, vector_cores, np.maximum(1, np.minimum(vector_cores, nbytes // 8192)))
+        return np.where(nbytes > 256 << 10, vector_cores,
+                        np.maximum(1, np.minimum(vector_cores, nbytes // 8192)))
     return vector_cores if nbytes > 256 << 10 else max(1, min(vector_cores, nbytes // 8192))
 
 
@@ -104,22 +110,30 @@ def _mem_us(nbytes: float, bw: float, eff: float) -> float:
 # --- pipe-ratio profiles (fractions of total cycles; docs/domain.md §3.2-3.3 thresholds)
 # ---------------------------
 # Tuned decode GEMV: mte2-heavy but below the advisor's 0.95 mte2-bound line.
-PIPES_MM_TUNED = {"aic_mac": 0.22, "aic_scalar": 0.10, "aic_mte1": 0.30, "aic_mte2": 0.86, "aic_fixpipe": 0.04}
+PIPES_MM_TUNED = {"aic_mac": 0.22, "aic_scalar": 0.10, "aic_mte1": 0.30, "aic_mte2": 0.86,
+                  "aic_fixpipe": 0.04}
 # Unaligned GEMV: small bursts, scalar tiling overhead, nothing bound ("operator no bound", docs/domain.md
 # §3.3).
-PIPES_MM_UNALIGNED = {"aic_mac": 0.12, "aic_scalar": 0.38, "aic_mte1": 0.22, "aic_mte2": 0.55, "aic_fixpipe": 0.05}
+PIPES_MM_UNALIGNED = {"aic_mac": 0.12, "aic_scalar": 0.38, "aic_mte1": 0.22, "aic_mte2": 0.55,
+                      "aic_fixpipe": 0.05}
 PIPES_MM_MIX = dict(PIPES_MM_UNALIGNED, aiv_vec=0.31, aiv_scalar=0.20, aiv_mte2=0.48, aiv_mte3=0.36)
-PIPES_MM_PREFILL_TUNED = {"aic_mac": 0.82, "aic_scalar": 0.08, "aic_mte1": 0.55, "aic_mte2": 0.52, "aic_fixpipe": 0.18}
+PIPES_MM_PREFILL_TUNED = {"aic_mac": 0.82, "aic_scalar": 0.08, "aic_mte1": 0.55, "aic_mte2": 0.52,
+                          "aic_fixpipe": 0.18}
 PIPES_MM_PREFILL_UNALIGNED = {"aic_mac": 0.48, "aic_scalar": 0.30, "aic_mte1": 0.40, "aic_mte2": 0.61,
                               "aic_fixpipe": 0.15}
-PIPES_MM_PREFILL_MIX = dict(PIPES_MM_PREFILL_UNALIGNED, aiv_vec=0.35, aiv_scalar=0.18, aiv_mte2=0.44, aiv_mte3=0.33)
+PIPES_MM_PREFILL_MIX = dict(PIPES_MM_PREFILL_UNALIGNED, aiv_vec=0.35, aiv_scalar=0.18, aiv_mte2=0.44,
+                            aiv_mte3=0.33)
 # Unfused decode attention BatchMatMul: the memory-bound signature (mte2 > 0.7, docs/domain.md §6.1).
-PIPES_BMM_DECODE = {"aic_mac": 0.04, "aic_scalar": 0.21, "aic_mte1": 0.12, "aic_mte2": 0.83, "aic_fixpipe": 0.09}
-PIPES_BMM_PREFILL = {"aic_mac": 0.46, "aic_scalar": 0.15, "aic_mte1": 0.35, "aic_mte2": 0.72, "aic_fixpipe": 0.30}
-PIPES_FIA_DECODE = {"aic_mac": 0.16, "aic_scalar": 0.26, "aic_mte1": 0.18, "aic_mte2": 0.58, "aic_fixpipe": 0.11,
-                    "aiv_vec": 0.36, "aiv_scalar": 0.22, "aiv_mte2": 0.31, "aiv_mte3": 0.12}
-PIPES_FIA_PREFILL = {"aic_mac": 0.62, "aic_scalar": 0.12, "aic_mte1": 0.41, "aic_mte2": 0.47, "aic_fixpipe": 0.38,
-                     "aiv_vec": 0.58, "aiv_scalar": 0.20, "aiv_mte2": 0.21, "aiv_mte3": 0.17}
+PIPES_BMM_DECODE = {"aic_mac": 0.04, "aic_scalar": 0.21, "aic_mte1": 0.12, "aic_mte2": 0.83,
+                    "aic_fixpipe": 0.09}
+PIPES_BMM_PREFILL = {"aic_mac": 0.46, "aic_scalar": 0.15, "aic_mte1": 0.35, "aic_mte2": 0.72,
+                     "aic_fixpipe": 0.30}
+PIPES_FIA_DECODE = {"aic_mac": 0.16, "aic_scalar": 0.26, "aic_mte1": 0.18, "aic_mte2": 0.58,
+                    "aic_fixpipe": 0.11, "aiv_vec": 0.36, "aiv_scalar": 0.22, "aiv_mte2": 0.31,
+                    "aiv_mte3": 0.12}
+PIPES_FIA_PREFILL = {"aic_mac": 0.62, "aic_scalar": 0.12, "aic_mte1": 0.41, "aic_mte2": 0.47,
+                     "aic_fixpipe": 0.38, "aiv_vec": 0.58, "aiv_scalar": 0.20, "aiv_mte2": 0.21,
+                     "aiv_mte3": 0.17}
 # Tiny vector op: launch-dominated, every ratio low.
 PIPES_TINY = {"aiv_vec": 0.12, "aiv_scalar": 0.41, "aiv_mte2": 0.19, "aiv_mte3": 0.08}
 PIPES_VECTOR = {"aiv_vec": 0.46, "aiv_scalar": 0.14, "aiv_mte2": 0.52, "aiv_mte3": 0.31}
@@ -183,11 +197,11 @@ class StepBuilder:
                 pipes = PIPES_MM_PREFILL_UNALIGNED if unaligned else PIPES_MM_PREFILL_TUNED
         inputs = (x, w) if bias is None else (x, w, bias)
         api = "aclnnMatmul" if bias is None else "aclnnAddmm"
-        return Kernel(f"{api}_MatMulCommon_MatMulV2", "MatMulV2", core, blocks, mix_blocks, inputs, (out,), dur,
-                      gap, pipes, "aten::linear", api, rule)
+        return Kernel(f"{api}_MatMulCommon_MatMulV2", "MatMulV2", core, blocks, mix_blocks, inputs, (out,),
+                      dur, gap, pipes, "aten::linear", api, rule)
 
-    # -- the rule segments -------------------------------------------------------------------------------------
-    def norm(self, rows: int, *, residual: bool, first: bool) -> list[Kernel]:
+    # -- the rule segments -----------------------------------------------------------------------------------
+    def norm(self, rows: tuple[int, int], *, residual: bool, first: bool) -> list[Kernel]:
         """RMSNorm of [B,S,h] (plus the residual add before it, except for the very first norm)."""
         cfg, h = self.cfg, self.m.hidden
         b, s = rows
@@ -198,41 +212,43 @@ class StepBuilder:
             rstd = self._t(b, s, 1, dtype="FLOAT")
             if residual:
                 return [self.vector("aclnnAddRmsNorm_AddRmsNorm_AddRmsNorm", "AddRmsNorm", "aclnnAddRmsNorm",
-                                    "npu::npu_add_rms_norm", (x, x, w), (x, rstd, x), gap=QUEUED_GAP_US, rule=rule,
-                                    base_us=FUSED_NORM_US, pipes=PIPES_NORM_FUSED)]
-            return [self.vector("aclnnRmsNorm_RmsNorm_RmsNorm", "RmsNorm", "aclnnRmsNorm", "npu::npu_rms_norm",
-                                (x, w), (x, rstd), gap=QUEUED_GAP_US if not first else PARTLY_QUEUED_GAP_US,
-                                rule=rule, base_us=FUSED_NORM_US * 0.9, pipes=PIPES_NORM_FUSED)]
+                                    "npu::npu_add_rms_norm", (x, x, w), (x, rstd, x), gap=QUEUED_GAP_US,
+                                    rule=rule, base_us=FUSED_NORM_US, pipes=PIPES_NORM_FUSED)]
+            return [self.vector("aclnnRmsNorm_RmsNorm_RmsNorm", "RmsNorm", "aclnnRmsNorm",
+                                "npu::npu_rms_norm", (x, w), (x, rstd),
+                                gap=QUEUED_GAP_US if not first else PARTLY_QUEUED_GAP_US, rule=rule,
+                                base_us=FUSED_NORM_US * 0.9, pipes=PIPES_NORM_FUSED)]
         # HF LlamaRMSNorm in eager mode: to(fp32), pow(2), mean(-1), +eps, rsqrt, mul, to(dtype), weight mul.
         x32 = self._t(b, s, h, dtype="FLOAT")
         r32 = self._t(b, s, 1, dtype="FLOAT")
         g = EAGER_LAUNCH_GAP_US
         out: list[Kernel] = []
         if residual:
-            out.append(self.vector("aclnnAdd_AddAiCore_Add", "Add", "aclnnAdd", "aten::add", (x, x), (x,), gap=g,
-                                   rule=rule))
+            out.append(self.vector("aclnnAdd_AddAiCore_Add", "Add", "aclnnAdd", "aten::add", (x, x), (x,),
+                                   gap=g, rule=rule))
         out += [
-            self.vector("aclnnInplaceCopy_CastAiCore_Cast", "Cast", "aclnnInplaceCopy", "aten::to", (x,), (x32,),
-                        gap=g, rule=rule),
-            self.vector("aclnnPowTensorScalar_PowsAiCore_Pows", "Pows", "aclnnPowTensorScalar", "aten::pow", (x32,),
+            self.vector("aclnnInplaceCopy_CastAiCore_Cast", "Cast", "aclnnInplaceCopy", "aten::to", (x,),
                         (x32,), gap=g, rule=rule),
-            self.vector("aclnnMean_ReduceMeanAiCore_ReduceMean", "ReduceMean", "aclnnMean", "aten::mean", (x32,),
-                        (r32,), gap=g, rule=rule, base_us=TINY_VECTOR_US * 1.4),
-            self.vector("aclnnAdds_AddAiCore_Add", "Add", "aclnnAdds", "aten::add", (r32,), (r32,), gap=g, rule=rule,
-                        base_us=TINY_VECTOR_US * 0.8),
-            self.vector("aclnnRsqrt_RsqrtAiCore_Rsqrt", "Rsqrt", "aclnnRsqrt", "aten::rsqrt", (r32,), (r32,), gap=g,
+            self.vector("aclnnPowTensorScalar_PowsAiCore_Pows", "Pows", "aclnnPowTensorScalar", "aten::pow",
+                        (x32,), (x32,), gap=g, rule=rule),
+            self.vector("aclnnMean_ReduceMeanAiCore_ReduceMean", "ReduceMean", "aclnnMean", "aten::mean",
+                        (x32,), (r32,), gap=g, rule=rule, base_us=TINY_VECTOR_US * 1.4),
+            self.vector("aclnnAdds_AddAiCore_Add", "Add", "aclnnAdds", "aten::add", (r32,), (r32,), gap=g,
                         rule=rule, base_us=TINY_VECTOR_US * 0.8),
+            self.vector("aclnnRsqrt_RsqrtAiCore_Rsqrt", "Rsqrt", "aclnnRsqrt", "aten::rsqrt", (r32,), (r32,),
+                        gap=g, rule=rule, base_us=TINY_VECTOR_US * 0.8),
             self.vector("aclnnMul_MulAiCore_Mul", "Mul", "aclnnMul", "aten::mul", (x32, r32), (x32,), gap=g,
                         rule=rule),
-            self.vector("aclnnInplaceCopy_CastAiCore_Cast", "Cast", "aclnnInplaceCopy", "aten::to", (x32,), (x,),
+            self.vector("aclnnInplaceCopy_CastAiCore_Cast", "Cast", "aclnnInplaceCopy", "aten::to", (x32,),
+                        (x,), gap=g, rule=rule),
+            self.vector("aclnnMul_MulAiCore_Mul", "Mul", "aclnnMul", "aten::mul", (self._t(h), x), (x,),
                         gap=g, rule=rule),
-            self.vector("aclnnMul_MulAiCore_Mul", "Mul", "aclnnMul", "aten::mul", (self._t(h), x), (x,), gap=g,
-                        rule=rule),
         ]
         return out
 
     def attention_layout(self, b: int, s: int, cache_len: int) -> tuple[list[Kernel], list[Kernel], str]:
-        """KV-cache update around attention: (kernels before attention, kernels after, layout attention reads)."""
+        """KV-cache update around attention: (kernels before
+        attention, kernels after, layout attention reads)."""
         m, rule = self.m, "kv_cache_layout"
         n, nk, d = m.heads, m.kv_heads, m.head_dim
         if not self.cfg.planted(rule):
@@ -251,14 +267,14 @@ class StepBuilder:
                 k.dur_us = TINY_VECTOR_US * 1.2 + _mem_us(2 * new.nbytes, self.bw, VECTOR_BW_EFF)
                 k.pipes = PIPES_TINY
             return before, [], "BSND"
-        # HF DynamicCache: BNSD tensors, q/k/v transposed to BNSD every step, cache grown with torch.cat and made
-        # contiguous again (docs/domain.md §5, §6.4; the honest proxy of a layout tax).
+        # HF DynamicCache: BNSD tensors, q/k/v transposed to BNSD every step, cache grown with torch.cat and
+        # made contiguous again (docs/domain.md §5, §6.4; the honest proxy of a layout tax).
         g = EAGER_LAUNCH_GAP_US
-        before: list[Kernel] = []
+        before = []
         for heads in (n, nk, nk):
-            before.append(self.vector("aclnnInplaceCopy_TransposeAiCore_Transpose", "Transpose", "aclnnInplaceCopy",
-                                      "aten::contiguous", (self._t(b, s, heads, d),), (self._t(b, heads, s, d),),
-                                      gap=g, rule=rule))
+            before.append(self.vector("aclnnInplaceCopy_TransposeAiCore_Transpose", "Transpose",
+                                      "aclnnInplaceCopy", "aten::contiguous", (self._t(b, s, heads, d),),
+                                      (self._t(b, heads, s, d),), gap=g, rule=rule))
         old_len = cache_len - s
         for _ in range(2):
             full = self._t(b, nk, cache_len, d)
@@ -267,10 +283,11 @@ class StepBuilder:
                                           (self._t(b, nk, old_len, d), self._t(b, nk, s, d)), (full,), gap=g,
                                           rule=rule, pipes=PIPES_COPY, eff=COPY_BW_EFF))
             before.append(self.vector("aclnnInplaceCopy_TensorMoveAiCore_TensorMove", "TensorMove",
-                                      "aclnnInplaceCopy", "aten::contiguous", (full,), (full,), gap=g, rule=rule,
-                                      pipes=PIPES_COPY, eff=COPY_BW_EFF))
+                                      "aclnnInplaceCopy", "aten::contiguous", (full,), (full,), gap=g,
+                                      rule=rule, pipes=PIPES_COPY, eff=COPY_BW_EFF))
         after = [self.vector("aclnnInplaceCopy_TransposeAiCore_Transpose", "Transpose", "aclnnInplaceCopy",
-                             "aten::contiguous", (self._t(b, n, s, d),), (self._t(b, s, n, d),), gap=g, rule=rule)]
+                             "aten::contiguous", (self._t(b, n, s, d),), (self._t(b, s, n, d),), gap=g,
+                             rule=rule)]
         return before, after, "BNSD"
 
     def attention_core(self, b: int, s: int, cache_len: int, layout: str) -> list[Kernel]:
@@ -286,11 +303,13 @@ class StepBuilder:
             lens = self._t(b, dtype="INT64")
             kv_bytes = 2 * kv.nbytes + q.nbytes + o.nbytes
             flops = 4.0 * b * n * s * cache_len * d * (0.5 if s > 1 else 1.0)
-            dur = FIA_OVERHEAD_US + max(_mem_us(kv_bytes, self.bw, FIA_BW_EFF), flops / (self.peak * FIA_CUBE_EFF) * 1e6)
+            dur = FIA_OVERHEAD_US + max(_mem_us(kv_bytes, self.bw, FIA_BW_EFF),
+                                        flops / (self.peak * FIA_CUBE_EFF) * 1e6)
             blocks = self.sku.ai_cores if (b * n > 8 or not decode) else max(1, b * n)
             # 310P has no split cube/vector cores: a fused op runs as a plain AI_CORE task there.
             core, mix_blocks = ("AI_CORE", 0) if self.sku.coupled else ("MIX_AIC", blocks * 2)
-            return [Kernel("aclnnFusedInferAttentionScoreV2_FusedInferAttentionScore_FusedInferAttentionScore",
+            name = "aclnnFusedInferAttentionScoreV2_FusedInferAttentionScore_FusedInferAttentionScore"
+            return [Kernel(name,
                            "FusedInferAttentionScore", core, blocks, mix_blocks, (q, kv, kv, mask, lens),
                            (o,), dur, QUEUED_GAP_US, PIPES_FIA_DECODE if decode else PIPES_FIA_PREFILL,
                            "npu::npu_fused_infer_attention_score", "aclnnFusedInferAttentionScoreV2", rule,
@@ -301,15 +320,15 @@ class StepBuilder:
         k_full = self._t(b, n, cache_len, d)
         if nk != n:
             for _ in range(2):
-                out.append(self.vector("aclnnExpand_BroadcastToAiCore_BroadcastTo", "BroadcastTo", "aclnnExpand",
-                                       "aten::expand", (self._t(b, nk, 1, cache_len, d),), (k_full,), gap=g,
-                                       rule=rule, pipes=PIPES_COPY, eff=COPY_BW_EFF))
+                out.append(self.vector("aclnnExpand_BroadcastToAiCore_BroadcastTo", "BroadcastTo",
+                                       "aclnnExpand", "aten::expand", (self._t(b, nk, 1, cache_len, d),),
+                                       (k_full,), gap=g, rule=rule, pipes=PIPES_COPY, eff=COPY_BW_EFF))
         q = self._t(b, n, s, d)
         scores = self._t(b, n, s, cache_len)
         scores32 = self._t(b, n, s, cache_len, dtype="FLOAT")
         out.append(self.bmm(q, self._t(b, n, d, cache_len), scores, rule=rule, decode=decode))
-        out.append(self.vector("aclnnMuls_MulAiCore_Mul", "Mul", "aclnnMuls", "aten::mul", (scores,), (scores,),
-                               gap=g, rule=rule))
+        out.append(self.vector("aclnnMuls_MulAiCore_Mul", "Mul", "aclnnMuls", "aten::mul", (scores,),
+                               (scores,), gap=g, rule=rule))
         out.append(self.vector("aclnnAdd_AddAiCore_Add", "Add", "aclnnAdd", "aten::add",
                                (scores, self._t(b, 1, s, cache_len)), (scores,), gap=g, rule=rule))
         out.append(self.vector("aclnnInplaceCopy_CastAiCore_Cast", "Cast", "aclnnInplaceCopy", "aten::to",
@@ -328,11 +347,11 @@ class StepBuilder:
         flops = 2.0 * bsz * heads * m_ * n_ * k_
         dur = MATMUL_OVERHEAD_US + max(_mem_us(nbytes, self.bw, BMM_BW_EFF),
                                        flops / (self.peak * MATMUL_CUBE_EFF_UNALIGNED) * 1e6)
-        return Kernel("aclnnMatmul_BatchMatMulV2_BatchMatMulV2", "BatchMatMulV2", "AI_CORE", self.sku.ai_cores, 0,
-                      (a, b_), (out,), dur, EAGER_LAUNCH_GAP_US, PIPES_BMM_DECODE if decode else PIPES_BMM_PREFILL,
-                      "aten::matmul", "aclnnMatmul", rule)
+        return Kernel("aclnnMatmul_BatchMatMulV2_BatchMatMulV2", "BatchMatMulV2", "AI_CORE",
+                      self.sku.ai_cores, 0, (a, b_), (out,), dur, EAGER_LAUNCH_GAP_US,
+                      PIPES_BMM_DECODE if decode else PIPES_BMM_PREFILL, "aten::matmul", "aclnnMatmul", rule)
 
-    # -- a whole step --------------------------------------------------------------------------------------------
+    # -- a whole step ----------------------------------------------------------------------------------------
     def step(self, s: int, cache_len: int) -> list[Kernel]:
         """Kernels of one forward pass over ``s`` new tokens per sequence with ``cache_len`` tokens of context
         after it (prefill: s == cache_len == prompt; decode: s == 1)."""
@@ -346,8 +365,8 @@ class StepBuilder:
         ks: list[Kernel] = []
         ids = self._t(b, s, dtype="INT64")
         ks.append(self.vector("aclnnEmbedding_GatherV2AiCore_GatherV2", "GatherV2", "aclnnEmbedding",
-                              "aten::embedding", (self._t(vocab, h), ids), (self._t(b, s, h),), gap=STEP_GAP_US,
-                              rule=None, base_us=TINY_VECTOR_US * 1.5))
+                              "aten::embedding", (self._t(vocab, h), ids), (self._t(b, s, h),),
+                              gap=STEP_GAP_US, rule=None, base_us=TINY_VECTOR_US * 1.5))
         # A gather reads only the looked-up rows, not the whole table.
         ks[-1].dur_us = TINY_VECTOR_US * 1.5 + _mem_us(2 * rows * h * 2, self.bw, VECTOR_BW_EFF)
         x2 = self._t(rows, h)
@@ -357,10 +376,11 @@ class StepBuilder:
                 bias = self._t(heads * d) if m.qkv_bias else None
                 ks.append(self.matmul(x2, self._t(heads * d, h), bias, rule=None, unaligned=False,
                                       gap=QUEUED_GAP_US, decode=decode))
-            ks.append(self.vector("aclnnApplyRotaryPosEmb_ApplyRotaryPosEmb_ApplyRotaryPosEmb", "ApplyRotaryPosEmb",
-                                  "aclnnApplyRotaryPosEmb", "npu::npu_apply_rotary_pos_emb",
-                                  (self._t(b, s, m.heads, d), self._t(b, s, m.kv_heads, d), self._t(1, s, 1, d),
-                                   self._t(1, s, 1, d)),
+            ks.append(self.vector("aclnnApplyRotaryPosEmb_ApplyRotaryPosEmb_ApplyRotaryPosEmb",
+                                  "ApplyRotaryPosEmb", "aclnnApplyRotaryPosEmb",
+                                  "npu::npu_apply_rotary_pos_emb",
+                                  (self._t(b, s, m.heads, d), self._t(b, s, m.kv_heads, d),
+                                   self._t(1, s, 1, d), self._t(1, s, 1, d)),
                                   (self._t(b, s, m.heads, d), self._t(b, s, m.kv_heads, d)),
                                   gap=PARTLY_QUEUED_GAP_US, rule=None, base_us=TINY_VECTOR_US * 1.6))
             before, after, layout = self.attention_layout(b, s, cache_len)
@@ -376,20 +396,20 @@ class StepBuilder:
                              decode=decode)
             act = self._t(rows, f)
             ks.append(gate)
-            ks.append(self.vector("aclnnSilu_SiluAiCore_Swish", "Swish", "aclnnSilu", "aten::silu", (act,), (act,),
-                                  gap=PARTLY_QUEUED_GAP_US, rule=None))
+            ks.append(self.vector("aclnnSilu_SiluAiCore_Swish", "Swish", "aclnnSilu", "aten::silu", (act,),
+                                  (act,), gap=PARTLY_QUEUED_GAP_US, rule=None))
             ks.append(up)
-            ks.append(self.vector("aclnnMul_MulAiCore_Mul", "Mul", "aclnnMul", "aten::mul", (act, act), (act,),
-                                  gap=PARTLY_QUEUED_GAP_US, rule=None))
-            ks.append(self.matmul(act, self._t(h, f), None, rule=tiling, unaligned=unaligned, gap=QUEUED_GAP_US,
-                                  decode=decode))
+            ks.append(self.vector("aclnnMul_MulAiCore_Mul", "Mul", "aclnnMul", "aten::mul", (act, act),
+                                  (act,), gap=PARTLY_QUEUED_GAP_US, rule=None))
+            ks.append(self.matmul(act, self._t(h, f), None, rule=tiling, unaligned=unaligned,
+                                  gap=QUEUED_GAP_US, decode=decode))
         ks += self.norm((b, s), residual=True, first=False)
         # HF generate keeps only the last position's logits.
         ks.append(self.matmul(self._t(b, h), self._t(vocab, h), None, rule=tiling, unaligned=unaligned,
                               gap=QUEUED_GAP_US, decode=True))
-        ks.append(self.vector("aclnnArgMax_ArgMaxV2AiCore_ArgMaxV2", "ArgMaxV2", "aclnnArgMax", "aten::argmax",
-                              (self._t(b, vocab),), (self._t(b, dtype="INT64"),), gap=PARTLY_QUEUED_GAP_US, rule=None,
-                              base_us=TINY_VECTOR_US * 1.5))
+        ks.append(self.vector("aclnnArgMax_ArgMaxV2AiCore_ArgMaxV2", "ArgMaxV2", "aclnnArgMax",
+                              "aten::argmax", (self._t(b, vocab),), (self._t(b, dtype="INT64"),),
+                              gap=PARTLY_QUEUED_GAP_US, rule=None, base_us=TINY_VECTOR_US * 1.5))
         return ks
 
 

@@ -38,20 +38,24 @@ ACL_CONNECTION_BASE = 1 << 40  # CANN_API.connectionId is the primary key: acl c
 GLOBAL_TID = (HOST_PID << 32) | HOST_TID  # globalTid = pid << 32 | tid
 NONE_U32 = int(MODEL_ID_NONE)
 # torch_npu / msprof ENUM_API_TYPE [SEEN both samples]
-API_TYPES = [(5000, "runtime"), (5500, "hccl"), (10000, "node"), (15000, "model"), (20000, "acl"), (50001, "op"),
-             (50002, "queue"), (50003, "trace"), (50004, "mstx")]
+API_TYPES = [(5000, "runtime"), (5500, "hccl"), (10000, "node"), (15000, "model"), (20000, "acl"),
+             (50001, "op"), (50002, "queue"), (50003, "trace"), (50004, "mstx")]
 TASK_TYPE = {"AI_CORE": "KERNEL_AICORE", "AI_VECTOR_CORE": "KERNEL_AIVEC", "MIX_AIC": "MIX_AIC",
              "MIX_AIV": "MIX_AIV"}  # TASK.taskType (runtime task) per COMPUTE_TASK_INFO.taskType [SEEN]
-ENV_VARIABLES = {"ASCEND_GLOBAL_LOG_LEVEL": "", "HCCL_RDMA_TC": "", "HCCL_RDMA_SL": "", "ACLNN_CACHE_LIMIT": "",
-                 "HOST_CACHE_CAPACITY": "", "ASCEND_ENHANCE_ENABLE": "", "PYTORCH_NPU_ALLOC_CONF": "",
-                 "ASCEND_LAUNCH_BLOCKING": ""}
+ENV_VARIABLES = {"ASCEND_GLOBAL_LOG_LEVEL": "", "HCCL_RDMA_TC": "", "HCCL_RDMA_SL": "",
+                 "ACLNN_CACHE_LIMIT": "", "HOST_CACHE_CAPACITY": "", "ASCEND_ENHANCE_ENABLE": "",
+                 "PYTORCH_NPU_ALLOC_CONF": "", "ASCEND_LAUNCH_BLOCKING": ""}
 
-_COMPUTE_CANN83 = ("CREATE TABLE COMPUTE_TASK_INFO (name INTEGER,globalTaskId INTEGER PRIMARY KEY,blockDim INTEGER,"
-                   "mixBlockDim INTEGER,taskType INTEGER,opType INTEGER,inputFormats INTEGER,inputDataTypes INTEGER,"
+_COMPUTE_CANN83 = ("CREATE TABLE COMPUTE_TASK_INFO (name INTEGER,globalTaskId INTEGER PRIMARY KEY,blockDim "
+                   "INTEGER,"
+                   "mixBlockDim INTEGER,taskType INTEGER,opType INTEGER,inputFormats INTEGER,inputDataTypes "
+                   "INTEGER,"
                    "inputShapes INTEGER,outputFormats INTEGER,outputDataTypes INTEGER,outputShapes INTEGER,"
                    "attrInfo INTEGER, waitNs INTEGER)")
-_COMPUTE_2026 = ("CREATE TABLE COMPUTE_TASK_INFO (name INTEGER,globalTaskId INTEGER PRIMARY KEY,blockNum INTEGER,"
-                 "mixBlockNum INTEGER,taskType INTEGER,opType INTEGER,inputFormats INTEGER,inputDataTypes INTEGER,"
+_COMPUTE_2026 = ("CREATE TABLE COMPUTE_TASK_INFO (name INTEGER,globalTaskId INTEGER PRIMARY KEY,blockNum "
+                 "INTEGER,"
+                 "mixBlockNum INTEGER,taskType INTEGER,opType INTEGER,inputFormats INTEGER,inputDataTypes "
+                 "INTEGER,"
                  "inputShapes INTEGER,outputFormats INTEGER,outputDataTypes INTEGER,outputShapes INTEGER,"
                  "attrInfo INTEGER,opState INTEGER,hf32Eligible INTEGER)")
 # Verbatim from samples/ascend_pt/cnn_8npu_db_level0 (msprof's part of the schema).
@@ -59,7 +63,8 @@ _CANN_SCHEMA = [
     "CREATE TABLE SESSION_TIME_INFO (startTimeNs INTEGER,endTimeNs INTEGER)",
     "CREATE TABLE HOST_INFO (hostUid TEXT,hostName TEXT)",
     "CREATE TABLE NPU_INFO (id INTEGER,name TEXT)",
-    "CREATE TABLE TASK (startNs INTEGER,endNs INTEGER,deviceId INTEGER,connectionId INTEGER,globalTaskId INTEGER,"
+    "CREATE TABLE TASK (startNs INTEGER,endNs INTEGER,deviceId INTEGER,connectionId INTEGER,globalTaskId "
+    "INTEGER,"
     "globalPid INTEGER,taskType INTEGER,contextId INTEGER,streamId INTEGER,taskId INTEGER,modelId INTEGER)",
     "CREATE TABLE CANN_API (startNs INTEGER,endNs INTEGER,type INTEGER,globalTid INTEGER,"
     "connectionId INTEGER PRIMARY KEY,name INTEGER)",
@@ -73,15 +78,19 @@ _CANN_SCHEMA = [
 _PTA_SCHEMA = [
     "CREATE TABLE RANK_DEVICE_MAP (rankId INTEGER, deviceId INTEGER)",
     "CREATE TABLE STEP_TIME (id INTEGER, startNs INTEGER, endNs INTEGER)",
-    "CREATE TABLE PYTORCH_API (startNs TEXT, endNs TEXT, globalTid INTEGER, connectionId INTEGER, name INTEGER, "
-    "sequenceNumber INTEGER, fwdThreadId INTEGER, inputDtypes INTEGER, inputShapes INTEGER, callchainId INTEGER, "
+    "CREATE TABLE PYTORCH_API (startNs TEXT, endNs TEXT, globalTid INTEGER, connectionId INTEGER, name "
+    "INTEGER, "
+    "sequenceNumber INTEGER, fwdThreadId INTEGER, inputDtypes INTEGER, inputShapes INTEGER, callchainId "
+    "INTEGER, "
     "type INTEGER)",
     "CREATE TABLE CONNECTION_IDS (id INTEGER, connectionId INTEGER)",
 ]
 _INDEXES = ["CREATE INDEX TaskIndex ON TASK (startNs,globalTaskId)"]
 ANALYSIS_STEP_TRACE = ("CREATE TABLE StepTraceTime (deviceId INTEGER, step TEXT, computing NUMERIC, "
-                       "communication_not_overlapped NUMERIC, overlapped NUMERIC, communication NUMERIC, free NUMERIC, "
-                       "stage NUMERIC, bubble NUMERIC, communication_not_overlapped_and_exclude_receive NUMERIC, "
+                       "communication_not_overlapped NUMERIC, overlapped NUMERIC, communication NUMERIC, "
+                       "free NUMERIC, "
+                       "stage NUMERIC, bubble NUMERIC, communication_not_overlapped_and_exclude_receive "
+                       "NUMERIC, "
                        "preparing NUMERIC)")  # CANN 8.3.RC1 sample (qwen3_0.6b_train_4npu_level2)
 
 
@@ -101,7 +110,8 @@ def pmu_metric(column: str, coupled: bool) -> tuple[str, float] | None:
 
 
 def db_shape(cell: str) -> str:
-    """A shape cell as quoted for CSV → the STRING_IDS value (the same text with its own quotes: ``"1,2;3"``)."""
+    """A shape cell as quoted for CSV → the STRING_IDS value
+    (the same text with its own quotes: ``"1,2;3"``)."""
     return cell[1:-1].replace('""', '"') if cell.startswith('"') else cell
 
 
@@ -139,15 +149,16 @@ class ProfilerDbWriter:
         self.pta = _Strings(PTA_STRING_BASE)
         self.coupled = cfg.sku.coupled
         columns = PIPE_COLUMNS_COUPLED if self.coupled else PIPE_COLUMNS_SPLIT
-        self.metrics = [(j, *m) for j, c in enumerate(columns) if (m := pmu_metric(c, self.coupled)) is not None]
+        self.metrics = [(j, *m) for j, c in enumerate(columns)
+                        if (m := pmu_metric(c, self.coupled)) is not None]
         self.metric_ids = [self.cann(name) for _, name, _ in self.metrics]
         self.na = self.cann("N/A")
         self.next_gid = 0
         self.next_pyid = 0
         self.next_acl = ACL_CONNECTION_BASE
-        self._static: dict[int, tuple[KernelTable, list[tuple]]] = {}
+        self._static: dict[int, tuple[KernelTable, list[tuple[int, ...]]]] = {}
 
-    def _static_rows(self, table: KernelTable) -> list[tuple]:
+    def _static_rows(self, table: KernelTable) -> list[tuple[int, ...]]:
         """Per kernel: the string ids that do not change with the step (a decode table serves many steps)."""
         hit = self._static.get(id(table))
         if hit is not None and hit[0] is table:
@@ -156,14 +167,14 @@ class ProfilerDbWriter:
             self._static.clear()
         c, p = self.cann, self.pta
         host_type = HOST_TYPE_NAMES[self.cfg.dtype]
-        out = []
+        texts: list[tuple[Any, ...]] = []  # the host types' ids are given after all the others (file order)
         for k in table.kernels:
-            out.append((c(k.name), c(TASK_TYPE.get(k.core, k.core)), c(k.core), c(k.op_type),
+            texts.append((c(k.name), c(TASK_TYPE.get(k.core, k.core)), c(k.core), c(k.op_type),
                         c(";".join(t.fmt for t in k.inputs)), c(";".join(t.dtype for t in k.inputs)),
                         c(";".join(t.fmt for t in k.outputs)), c(";".join(t.dtype for t in k.outputs)),
                         0 if k.core.startswith("MIX") else NONE_U32, p(k.host_op), _host_types(k, host_type),
                         c(k.api)))
-        out = [row[:10] + (p(row[10]),) + row[11:] for row in out]
+        out: list[tuple[int, ...]] = [row[:10] + (p(row[10]),) + row[11:] for row in texts]
         self._static[id(table)] = (table, out)
         return out
 
@@ -173,8 +184,8 @@ class ProfilerDbWriter:
         if self.pytorch:
             conn.execute("INSERT INTO STEP_TIME VALUES (?,?,?)", (rec.step, rec.start_ns, rec.end_ns))
             conn.execute("INSERT INTO PYTORCH_API VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                         (str(rec.start_ns), str(rec.end_ns), GLOBAL_TID, None, self.pta(f"ProfilerStep#{rec.step}"),
-                          -1, 0, None, None, None, 50001))
+                         (str(rec.start_ns), str(rec.end_ns), GLOBAL_TID, None,
+                          self.pta(f"ProfilerStep#{rec.step}"), -1, 0, None, None, None, 50001))
         if not n:
             return
         static = self._static_rows(table)
@@ -194,18 +205,19 @@ class ProfilerDbWriter:
         conn.executemany("INSERT INTO TASK VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                          [(start[i], end[i], DEVICE_ID, cid[i], gids[i], HOST_PID, static[i][1], static[i][8],
                           STREAM_ID, task[i], NONE_U32) for i in range(n)])
+        rows: list[tuple[Any, ...]]
         if self.variant == "2026":
             dynamic, no = c("dynamic"), c("NO")
-            rows = [(s[0], gids[i], block[i], mix[i], s[2], s[3], s[4], s[5], in_ids[i], s[6], s[7], out_ids[i],
-                     self.na, dynamic, no) for i, s in enumerate(static)]
+            rows = [(s[0], gids[i], block[i], mix[i], s[2], s[3], s[4], s[5], in_ids[i], s[6], s[7],
+                     out_ids[i], self.na, dynamic, no) for i, s in enumerate(static)]
             conn.executemany("INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         else:
             wait = cols.wait_ns.tolist()
-            rows = [(s[0], gids[i], block[i], mix[i], s[2], s[3], s[4], s[5], in_ids[i], s[6], s[7], out_ids[i],
-                     self.na, wait[i]) for i, s in enumerate(static)]
+            rows = [(s[0], gids[i], block[i], mix[i], s[2], s[3], s[4], s[5], in_ids[i], s[6], s[7],
+                     out_ids[i], self.na, wait[i]) for i, s in enumerate(static)]
             conn.executemany("INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         pipes = pipe_columns(table, cols, block_arr, coupled=self.coupled, freq_mhz=self.cfg.sku.freq_mhz)
-        pmu: list[tuple] = []
+        pmu: list[tuple[Any, ...]] = []
         for (j, _, factor), mid in zip(self.metrics, self.metric_ids):
             values = pipes[j] if factor == 1.0 else [v * factor for v in pipes[j]]
             pmu.extend(zip(gids, repeat(mid), values))
@@ -217,7 +229,8 @@ class ProfilerDbWriter:
         self.next_acl += n
         launch_id = c("launch")
         conn.executemany("INSERT INTO CANN_API VALUES (?,?,?,?,?,?)",
-                         [(launch[i], launch_end[i], 20000, GLOBAL_TID, acl[i], static[i][11]) for i in range(n)]
+                         [(launch[i], launch_end[i], 20000, GLOBAL_TID, acl[i],
+                           static[i][11]) for i in range(n)]
                          + [(node[i], launch_end[i], 10000, GLOBAL_TID, cid[i], launch_id) for i in range(n)])
         if self.pytorch:
             hs = cols.host_start_ns.tolist()
@@ -275,7 +288,8 @@ def write_analysis_db(path: Path, steps: list[StepRecord]) -> None:
     conn = sqlite3.connect(path)
     try:
         conn.execute(ANALYSIS_STEP_TRACE)
-        conn.executemany("INSERT INTO StepTraceTime VALUES (?,?,?,?,?,?,?,?,?,?,?)", step_trace_time_rows(steps))
+        conn.executemany("INSERT INTO StepTraceTime VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                         step_trace_time_rows(steps))
         conn.commit()
     finally:
         conn.close()

@@ -19,13 +19,14 @@ _SHAPE_COLUMNS = ["HF32 Eligible", "Input Shapes", "Input Data Types", "Input Fo
 PIPE_COLUMNS_SPLIT = ["aicore_time(us)", "aic_total_cycles", "aic_mac_time(us)", "aic_mac_ratio",
                       "aic_scalar_time(us)", "aic_scalar_ratio", "aic_mte1_time(us)", "aic_mte1_ratio",
                       "aic_mte2_time(us)", "aic_mte2_ratio", "aic_fixpipe_time(us)", "aic_fixpipe_ratio",
-                      "aic_icache_miss_rate", "aiv_time(us)", "aiv_total_cycles", "aiv_vec_time(us)", "aiv_vec_ratio",
-                      "aiv_scalar_time(us)", "aiv_scalar_ratio", "aiv_mte2_time(us)", "aiv_mte2_ratio",
-                      "aiv_mte3_time(us)", "aiv_mte3_ratio", "aiv_icache_miss_rate", "cube_utilization(%)"]
+                      "aic_icache_miss_rate", "aiv_time(us)", "aiv_total_cycles", "aiv_vec_time(us)",
+                      "aiv_vec_ratio", "aiv_scalar_time(us)", "aiv_scalar_ratio", "aiv_mte2_time(us)",
+                      "aiv_mte2_ratio", "aiv_mte3_time(us)", "aiv_mte3_ratio", "aiv_icache_miss_rate",
+                      "cube_utilization(%)"]
 # Coupled chips (310P): no aic_/aiv_ prefix (docs/formats.md §1.3, [DOC]).
-PIPE_COLUMNS_COUPLED = ["aicore_time(us)", "total_cycles", "vec_time(us)", "vec_ratio", "mac_time(us)", "mac_ratio",
-                        "scalar_time(us)", "scalar_ratio", "mte1_time(us)", "mte1_ratio", "mte2_time(us)",
-                        "mte2_ratio", "mte3_time(us)", "mte3_ratio", "icache_miss_rate"]
+PIPE_COLUMNS_COUPLED = ["aicore_time(us)", "total_cycles", "vec_time(us)", "vec_ratio", "mac_time(us)",
+                        "mac_ratio", "scalar_time(us)", "scalar_ratio", "mte1_time(us)", "mte1_ratio",
+                        "mte2_time(us)", "mte2_ratio", "mte3_time(us)", "mte3_ratio", "icache_miss_rate"]
 
 
 def block_columns(variant: str) -> list[str]:
@@ -142,17 +143,19 @@ def row_cells(static: dict[str, str], *, task_id: str, start: str, dur: str, wai
         return ([MODEL_ID_NONE, task_id, str(2), s["name"], s["op_type"], s["core"], start, dur, wait,
                  s["block_dim"], s["mix_block_dim"], in_shapes, s["in_dtypes"], s["in_fmts"], out_shapes,
                  s["out_dtypes"], s["out_fmts"], s["context"]] + pipes)
-    return ([MODEL_ID_NONE, task_id, str(2), s["name"], s["op_type"], "dynamic", s["core"], start + "\t", dur, wait,
-             s["block_dim"], s["mix_block_dim"], "NO", in_shapes, s["in_dtypes"], s["in_fmts"], out_shapes,
-             s["out_dtypes"], s["out_fmts"], s["context"]] + pipes)
+    return ([MODEL_ID_NONE, task_id, str(2), s["name"], s["op_type"], "dynamic", s["core"], start + "\t", dur,
+             wait, s["block_dim"], s["mix_block_dim"], "NO", in_shapes, s["in_dtypes"], s["in_fmts"],
+             out_shapes, s["out_dtypes"], s["out_fmts"], s["context"]] + pipes)
 
 
-def kernel_cells(p: Placed, *, device_id: int, freq_mhz: int, coupled: bool, legacy: bool = False) -> list[str]:
+def kernel_cells(p: Placed, *, device_id: int, freq_mhz: int, coupled: bool,
+                 legacy: bool = False) -> list[str]:
     """The columns from ``Model ID`` to the end, in op_summary order without Device_id (shared by both files);
     ``Name``/``Op Name`` and the times are already formatted as the real files write them. The per-row
     reference of the step templates (tests check that both write the same bytes)."""
     k = p.kernel
     return row_cells(static_cells(k), task_id=str(p.task_id), start=us_text(p.start_ns),
-                     dur=f"{p.dur_ns / 1000:.3f}", wait=f"{p.wait_ns / 1000:.6f}", in_shapes=shapes_cell(k.inputs),
-                     out_shapes=shapes_cell(k.outputs),
-                     pipes=_pipes_coupled(p, freq_mhz) if coupled else _pipes_split(p, freq_mhz), legacy=legacy)
+                     dur=f"{p.dur_ns / 1000:.3f}", wait=f"{p.wait_ns / 1000:.6f}",
+                     in_shapes=shapes_cell(k.inputs), out_shapes=shapes_cell(k.outputs),
+                     pipes=_pipes_coupled(p, freq_mhz) if coupled else _pipes_split(p, freq_mhz),
+                     legacy=legacy)

@@ -70,7 +70,8 @@ class SynthRun:
             "per_token_ms": round(self.per_token_ms, 4),
             "rule_cost_per_token_us": {r: round(v / 1000, 3) for r, v in self.rule_cost_per_token_ns.items()},
             "planted_cost_us": {r: round(v / 1000, 3) for r, v in self.planted_cost_ns.items()},
-            "planted_cost_per_token_us": {r: round(v / 1000, 3) for r, v in self.planted_cost_per_token_ns.items()},
+            "planted_cost_per_token_us": {r: round(v / 1000, 3)
+                                          for r, v in self.planted_cost_per_token_ns.items()},
         }
 
 
@@ -103,8 +104,8 @@ def synthesize_run(out_dir: str | Path, *, model: str = "llama2-7b", sku: str = 
         raise ValueError(f"db must be one of {DB_MODES}, not {db!r}")
     if db and layout == "msprof_legacy":
         raise ValueError("the CANN <= 7.0 layout has no db export here (msprof_*.db came with CANN 8.0)")
-    cfg = RunConfig(resolve_model(model), resolve_sku(sku), tokens=tokens, prompt_tokens=prompt_tokens, batch=batch,
-                    dtype=dtype, fixed=frozenset(fixed), seed=seed)
+    cfg = RunConfig(resolve_model(model), resolve_sku(sku), tokens=tokens, prompt_tokens=prompt_tokens,
+                    batch=batch, dtype=dtype, fixed=frozenset(fixed), seed=seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     base_ns = BASE_EPOCH_NS + seed * 1_000_000_000
@@ -181,9 +182,9 @@ def synthesize(out_dir: str | Path, *, model: str = "llama2-7b", sku: str = "910
                variant: str = "cann83", fixed: frozenset[str] | set[str] | tuple[str, ...] = frozenset(),
                size_mb: float | None = None, seed: int = 0, db: bool | str = False) -> Path:
     """Write one simulated profile under ``out_dir``; return the ``*_ascend_pt`` or ``PROF_*`` folder."""
-    return synthesize_run(out_dir, model=model, sku=sku, tokens=tokens, prompt_tokens=prompt_tokens, batch=batch,
-                          dtype=dtype, layout=layout, variant=variant, fixed=fixed, size_mb=size_mb,
-                          seed=seed, db=db).path
+    return synthesize_run(out_dir, model=model, sku=sku, tokens=tokens, prompt_tokens=prompt_tokens,
+                          batch=batch, dtype=dtype, layout=layout, variant=variant, fixed=fixed,
+                          size_mb=size_mb, seed=seed, db=db).path
 
 
 def _finish_db(writer: AscendPtWriter | MsprofWriter, layout: str, db: bool | str) -> None:
@@ -208,7 +209,8 @@ def demo_pair(out_dir: str | Path, *, layout: str = "ascend_pt", seed: int = 0) 
     """The dashboard demo: llama2-7b on 910B3 with all four anti-patterns planted (before) and all fixed
     (after), a few MB each. Returns (before, after)."""
     root = Path(out_dir)
-    before = synthesize(root / "before", tokens=DEMO_TOKENS, prompt_tokens=DEMO_PROMPT, layout=layout, seed=seed)
+    before = synthesize(root / "before", tokens=DEMO_TOKENS, prompt_tokens=DEMO_PROMPT, layout=layout,
+                        seed=seed)
     after = synthesize(root / "after", tokens=DEMO_TOKENS, prompt_tokens=DEMO_PROMPT, layout=layout,
                        fixed=frozenset(RULES), seed=seed)
     return before, after

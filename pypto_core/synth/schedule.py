@@ -74,9 +74,9 @@ class StepColumns:
 
     def placed(self, kernels: list[Kernel]) -> list[Placed]:
         """The same step as one object per kernel (the per-row reference path and tests; small steps only)."""
-        cols = [c.tolist() for c in (self.start_ns, self.dur_ns, self.wait_ns, self.task_id, self.connection_id,
-                                     self.host_start_ns, self.host_dur_ns, self.launch_start_ns,
-                                     self.launch_dur_ns, self.ratio_scale)]
+        cols = [c.tolist() for c in (self.start_ns, self.dur_ns, self.wait_ns, self.task_id,
+                                     self.connection_id, self.host_start_ns, self.host_dur_ns,
+                                     self.launch_start_ns, self.launch_dur_ns, self.ratio_scale)]
         return [Placed(k, self.step, *row) for k, row in zip(kernels, zip(*cols))]
 
 
@@ -130,8 +130,9 @@ class Scheduler:
         ids = np.arange(1, n + 1, dtype=np.int64)
         task = (self.task_id + ids - 1) % 65535 + 1
         conn = self.connection_id + ids
-        cols = StepColumns(step, start, dur, gap, task, conn, host_start, host_len, host_start + host_len * 2 // 5,
-                           np.maximum(1, host_len * 11 // 20), 1.0 + (u[1] * 0.08 - 0.04), prev_end, cache_len)
+        cols = StepColumns(step, start, dur, gap, task, conn, host_start, host_len,
+                           host_start + host_len * 2 // 5, np.maximum(1, host_len * 11 // 20),
+                           1.0 + (u[1] * 0.08 - 0.04), prev_end, cache_len)
         if n:
             self.device_end_ns = int(end[-1])
             self.task_id, self.connection_id = int(task[-1]), int(conn[-1])

@@ -61,7 +61,8 @@ class Statistics:
         _merge(self.apis, [("node", "launch")] * table.n, launch / 2)
 
     def op_statistic_rows(self, device_id: str) -> list[list[str]]:
-        """``Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)``"""
+        """``Device_id,OP Type,Core Type,Count,Total Time(us),Min
+        Time(us),Avg Time(us),Max Time(us),Ratio(%)``"""
         total = sum(a.total for a in self.ops.values()) or 1.0
         rows = sorted(self.ops.items(), key=lambda kv: -kv[1].total)
         return [[device_id, op, core, str(a.count), _r(a.total), _r(a.lo), _r(a.avg), _r(a.hi),
@@ -70,7 +71,8 @@ class Statistics:
     def api_statistic_rows(self) -> list[list[str]]:
         """``Device_id,Level,API Name,Time(us),Count,Avg(us),Min(us),Max(us),Variance`` (Device_id = host)."""
         rows = sorted(self.apis.items(), key=lambda kv: -kv[1].total)
-        return [["host", level, name, _r(a.total), str(a.count), _r(a.avg), _r(a.lo), _r(a.hi), _r(a.variance)]
+        return [["host", level, name, _r(a.total), str(a.count), _r(a.avg), _r(a.lo), _r(a.hi),
+                 _r(a.variance)]
                 for (level, name), a in rows]
 
 
@@ -96,5 +98,5 @@ def _merge(aggs: dict[Any, _Agg], keys: list[Any], values: np.ndarray) -> None:
 
 OP_STATISTIC_HEADER = ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)",
                        "Avg Time(us)", "Max Time(us)", "Ratio(%)"]
-API_STATISTIC_HEADER = ["Device_id", "Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)", "Max(us)",
-                        "Variance"]
+API_STATISTIC_HEADER = ["Device_id", "Level", "API Name", "Time(us)", "Count", "Avg(us)", "Min(us)",
+                        "Max(us)", "Variance"]

@@ -101,7 +101,8 @@ class KernelTable:
         return out
 
     def durations_us(self, cache_len: int) -> np.ndarray:
-        return self.dur_us + self.slope_us * (cache_len - self.base_len)
+        durations: np.ndarray = self.dur_us + self.slope_us * (cache_len - self.base_len)
+        return durations
 
     def shape_cells(self, cache_len: int) -> tuple[list[str], list[str], list[str]]:
         """Input-shape and output-shape cells (quoted for CSV) and host ``Input Dims`` (JSON text)."""
@@ -118,7 +119,8 @@ class KernelTable:
         for i, (mov_in, mov_out) in self.moving.items():
             t_in = [",".join([str(b + s * delta) for b, s in zip(*m)]) for m in mov_in]
             t_out = [",".join([str(b + s * delta) for b, s in zip(*m)]) for m in mov_out]
-            # shapes_cell + csv_cell: '"a;b"' quoted for CSV is '"""a;b"""' (digits, commas and semicolons only)
+            # shapes_cell + csv_cell: '"a;b"' quoted for CSV is
+            # '"""a;b"""' (digits, commas and semicolons only)
             ins[i] = '"""' + ";".join(t_in) + '"""'
             outs[i] = '"""' + ";".join(t_out) + '"""'
             dims[i] = '"' + ";\\r\\n".join(t_in) + '"'  # json.dumps of host_dims: CR LF escaped
@@ -136,9 +138,9 @@ def _nbytes(k: Kernel) -> int:
 
 def _same_kernel(a: Kernel, b: Kernel) -> bool:
     """Same kernel up to shapes, durations and (for vector kernels, checked apart) Block Dim."""
-    def key(k: Kernel) -> tuple:
-        return (k.name, k.op_type, k.core, k.mix_block_dim, k.gap_us, k.host_op, k.api, k.rule, k.busy, k.pipes,
-                len(k.inputs), len(k.outputs), None if k.core == "AI_VECTOR_CORE" else k.block_dim)
+    def key(k: Kernel) -> tuple[object, ...]:
+        return (k.name, k.op_type, k.core, k.mix_block_dim, k.gap_us, k.host_op, k.api, k.rule, k.busy,
+                k.pipes, len(k.inputs), len(k.outputs), None if k.core == "AI_VECTOR_CORE" else k.block_dim)
     return key(a) == key(b)
 
 

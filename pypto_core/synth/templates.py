@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import re
+from typing import Any
 
 import numpy as np
 
@@ -27,12 +28,18 @@ _PLACEHOLDER = re.compile(r'"@@(\w+)@@"|@@(\w+)@@')
 # a string (``HostToDevice123``, the start time before its TAB).
 _QUOTED_SPEC = {"dims": "%s", "flow_id": "%d", "cid": "%d", "task_id": "%d", "cid_text": '"%d"'}
 _TS_SPEC = '"%d.%03d"'  # us_text: epoch µs with 3 decimals, as two integers
-_CSV_SPEC = {"step": "%d", "block": "%d", "mix": "%d", "task": "%d", "start": "%d.%03d", "dur": "%.3f", "wait": "%.6f", "in": "%s", "out": "%s"}
+_CSV_SPEC = {"step": "%d", "block": "%d", "mix": "%d", "task": "%d", "start": "%d.%03d", "dur": "%.3f",
+             "wait": "%.6f", "in": "%s", "out": "%s"}
 _PIPE_SPEC = {"r": "%r", "d": "%d", "f": "%.3f"}
-# Pipe columns (rows._pipes_split / _pipes_coupled): r = round(x, 3) written as Python does, d = int, f = %.3f.
+# Pipe columns (rows._pipes_split / _pipes_coupled): r =
+# round(x, 3) written as Python does, d = int, f = %.3f.
 STEP_CELL = "@@step@@"  # a writer's ``Step Id`` prefix cell
 SPLIT_PIPE_KINDS = "rd" + "r" * 11 + "rd" + "r" * 9 + "f"
 COUPLED_PIPE_KINDS = "rd" + "r" * 13
+
+
+# A column of values for a template, or a time's (µs, ns remainder) pair of columns.
+Column = list[Any] | tuple[list[Any], list[Any]]
 
 
 def _ph(name: str) -> str:
@@ -45,7 +52,7 @@ def round3(x: np.ndarray) -> np.ndarray:
     alone differs near decimal ties (``x * 1000`` rounds first), and ties are common here (a 3-decimal time
     times a 2-decimal fraction): those few go through Python's round."""
     y = x * 1000
-    out = np.rint(y) / 1000
+    out: np.ndarray = np.rint(y) / 1000
     near = np.flatnonzero(np.abs(y - np.floor(y) - 0.5) < 1e-6)
     if len(near):
         values = x[near].tolist()
@@ -54,7 +61,8 @@ def round3(x: np.ndarray) -> np.ndarray:
 
 
 def _fill_holes(text: str, specs: list[tuple[str, str]]) -> str:
-    """``text`` with %% escaped and each placeholder replaced by its %-spec (whole-step text, a few passes)."""
+    """``text`` with %% escaped and each placeholder replaced
+    by its %-spec (whole-step text, a few passes)."""
     text = text.replace("%", "%%")
     for placeholder, spec in specs:
         text = text.replace(placeholder, spec)
@@ -67,7 +75,7 @@ def _event_spec(name: str, quoted: bool) -> str:
     return _TS_SPEC if name.startswith("ts_") else _QUOTED_SPEC.get(name, "%r")
 
 
-def template_key(table: KernelTable) -> tuple:
+def template_key(table: KernelTable) -> tuple[object, ...]:
     """What a ``StepText`` depends on: each kernel's names and tensor types (not its shapes, Block Dim or
     times), so one StepText serves every decode table of a run."""
     return tuple((k.name, k.op_type, k.core, k.host_op, k.api, tuple((t.dtype, t.fmt) for t in k.inputs),
@@ -77,8 +85,8 @@ def template_key(table: KernelTable) -> tuple:
 class StepText:
     """The CSV rows and trace events of steps whose tables share one ``template_key``, for one layout."""
 
-    def __init__(self, table: KernelTable, *, prefix: list[str], lineterminator: str, python: bool, dtype: str,
-                 coupled: bool, freq_mhz: int, legacy: bool = False) -> None:
+    def __init__(self, table: KernelTable, *, prefix: list[str], lineterminator: str, python: bool,
+                 dtype: str, coupled: bool, freq_mhz: int, legacy: bool = False) -> None:
         self.n = table.n
         self.coupled = coupled
         self.freq = freq_mhz
@@ -87,8 +95,8 @@ class StepText:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator=lineterminator)
         ev_values = {name: _ph(name) for name in ("ts_host", "dur_host", "ts_launch", "dur_launch", "flow_id",
-                                                  "ts_dev", "dur_dev", "cid", "cid_text", "ts_node", "dur_node",
-                                                  "task_id", "ts_free", "dur_free", "dims")}
+                                                  "ts_dev", "dur_dev", "cid", "cid_text", "ts_node",
+                                                  "dur_node", "task_id", "ts_free", "dur_free", "dims")}
         kinds = self.kinds
 
         # Pipe cells of a core the kernel does not use are constant ("0.0", "0", "0.000"): written into its
@@ -118,8 +126,10 @@ class StepText:
             ev_texts.append("".join(", " + json.dumps(e) for e in events))
         # The order of the values in a row (all pipe cells present) and in a kernel's events.
         self.row_order = [m.group(1) or m.group(2) for m in _PLACEHOLDER.finditer(
-            "".join(prefix) + "@@task@@@@start@@@@dur@@@@wait@@@@block@@@@mix@@@@in@@@@out@@" + "".join(pipes))]
-        self.ev_order = [m.group(1) or m.group(2) for m in _PLACEHOLDER.finditer(ev_texts[0])] if ev_texts else []
+            "".join(prefix) + "@@task@@@@start@@@@dur@@@@wait@@@@block@@@@mix@@@@in@@@@out@@"
+            + "".join(pipes))]
+        self.ev_order = ([m.group(1) or m.group(2) for m in _PLACEHOLDER.finditer(ev_texts[0])]
+                         if ev_texts else [])
         # Which values each row uses (a start time is two: µs and the ns remainder).
         width = [2 if name in ("start",) else 1 for name in self.row_order]
         head = np.ones((table.n, len(self.row_order) - n_pipes), dtype=bool)
@@ -128,13 +138,15 @@ class StepText:
         self.row_fmt = _fill_holes("".join(rows), [(_ph(n), _CSV_SPEC.get(n) or _PIPE_SPEC[kinds[int(n[1:])]])
                                                   for n in self.row_order])
         quoted = [('"' + _ph(n) + '"', _event_spec(n, True)) for n in dict.fromkeys(self.ev_order)]
-        self.ev_fmt = _fill_holes("".join(ev_texts), quoted + [(_ph(n), "%d") for n in dict.fromkeys(self.ev_order)])
+        self.ev_fmt = _fill_holes("".join(ev_texts),
+                                  quoted + [(_ph(n), "%d") for n in dict.fromkeys(self.ev_order)])
 
-    # -- per step ---------------------------------------------------------------------------------------------
+    # -- per step --------------------------------------------------------------------------------------------
     def _pipes(self, t_: KernelTable, cols: StepColumns, block: np.ndarray) -> list[list[float] | list[int]]:
         return pipe_columns(t_, cols, block, coupled=self.coupled, freq_mhz=self.freq)
 
-    def _fill(self, fmt: str, order: list[str], columns: dict[str, list], mask: np.ndarray | None = None) -> str:
+    def _fill(self, fmt: str, order: list[str], columns: dict[str, Column],
+              mask: np.ndarray | None = None) -> str:
         n = self.n
         width = sum(2 if name.startswith("ts_") or name == "start" else 1 for name in order)
         m = np.empty((n, width), dtype=object)
@@ -156,7 +168,7 @@ class StepText:
         n = self.n
         block = table.block_dims(cols.cache_len)
         q, r = np.divmod(cols.start_ns, 1000)
-        columns: dict[str, list] = {
+        columns: dict[str, Column] = {
             "step": [cols.step] * n, "task": cols.task_id.tolist(), "start": (q.tolist(), r.tolist()),
             "dur": (cols.dur_ns / 1000).tolist(), "wait": (cols.wait_ns / 1000).tolist(),
             "in": in_cells, "out": out_cells, "block": block.tolist(), "mix": table.mix_block_dim.tolist()}
@@ -170,18 +182,22 @@ class StepText:
             return q.tolist(), r.tolist()
 
         def us(ns: np.ndarray) -> list[float]:
-            return (ns / 1000).tolist()  # == round(ns / 1000, 3): a 3-decimal value's nearest double
+            # == round(ns / 1000, 3): a 3-decimal value's nearest double
+            out: list[float] = (ns / 1000).tolist()
+            return out
 
         node = cols.launch_start_ns + cols.launch_dur_ns // 2
         end = cols.start_ns + cols.dur_ns
         prev_end = np.concatenate(([cols.prev_end_ns], end[:-1])).astype(np.int64)
         cid = cols.connection_id.tolist()
-        columns: dict[str, list] = {
-            "ts_host": ts(cols.host_start_ns), "dur_host": us(cols.host_dur_ns), "ts_launch": ts(cols.launch_start_ns),
-            "dur_launch": us(cols.launch_dur_ns), "flow_id": cols.start_ns.tolist(), "ts_dev": ts(cols.start_ns),
-            "dur_dev": us(cols.dur_ns), "cid": cid, "cid_text": cid, "ts_node": ts(node),
-            "dur_node": us(cols.launch_start_ns + cols.launch_dur_ns - node), "task_id": cols.task_id.tolist(),
-            "ts_free": ts(prev_end), "dur_free": us(cols.start_ns - prev_end), "dims": dims}
+        columns: dict[str, Column] = {
+            "ts_host": ts(cols.host_start_ns), "dur_host": us(cols.host_dur_ns),
+            "ts_launch": ts(cols.launch_start_ns), "dur_launch": us(cols.launch_dur_ns),
+            "flow_id": cols.start_ns.tolist(), "ts_dev": ts(cols.start_ns), "dur_dev": us(cols.dur_ns),
+            "cid": cid, "cid_text": cid, "ts_node": ts(node),
+            "dur_node": us(cols.launch_start_ns + cols.launch_dur_ns - node),
+            "task_id": cols.task_id.tolist(), "ts_free": ts(prev_end),
+            "dur_free": us(cols.start_ns - prev_end), "dims": dims}
         return self._fill(self.ev_fmt, self.ev_order, columns)
 
 

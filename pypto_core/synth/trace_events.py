@@ -65,9 +65,11 @@ def metadata_events(*, python: bool, freq_mhz: int, start_ns: int) -> list[dict[
         ev.append({"name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}, "ph": "M"})
         for tid, tname in threads:
             ev.append({"name": "thread_name", "pid": pid, "tid": tid, "args": {"name": tname}, "ph": "M"})
-            ev.append({"name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}, "ph": "M"})
+            ev.append({"name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid},
+                       "ph": "M"})
         ev.append({"name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": label}, "ph": "M"})
-        ev.append({"name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": sort}, "ph": "M"})
+        ev.append({"name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": sort},
+                   "ph": "M"})
 
     if python:
         proc(HOST_PID, "Python", "CPU", 0, [(HOST_TID, f"Thread {HOST_TID}")])
@@ -92,7 +94,8 @@ def host_dims(k: Kernel) -> str:
     return ";\r\n".join(",".join(map(str, t.shape)) for t in k.inputs)
 
 
-def event_dicts(k: Kernel, v: dict[str, Any], *, python: bool, dtype: str, free: bool) -> list[dict[str, Any]]:
+def event_dicts(k: Kernel, v: dict[str, Any], *, python: bool, dtype: str,
+                free: bool) -> list[dict[str, Any]]:
     """The events of one kernel, with the placement values in ``v`` (``ts_*`` texts, ``dur_*`` numbers, ids).
     Shared by the per-kernel reference and the step templates of ``templates`` (which pass placeholders)."""
     ev: list[dict[str, Any]] = []
@@ -101,9 +104,11 @@ def event_dicts(k: Kernel, v: dict[str, Any], *, python: bool, dtype: str, free:
         types = ";\r\n".join(_HOST_TYPES.get(t.dtype, host_type) for t in k.inputs)
         ev.append({"ph": "X", "name": k.host_op, "pid": HOST_PID, "tid": HOST_TID, "ts": v["ts_host"],
                    "dur": v["dur_host"], "cat": "cpu_op",
-                   "args": {"Sequence number": -1, "Fwd thread id": 0, "Input Dims": v["dims"], "Input type": types}})
+                   "args": {"Sequence number": -1, "Fwd thread id": 0, "Input Dims": v["dims"],
+                            "Input type": types}})
         ev.append({"ph": "X", "name": k.api, "pid": HOST_PID, "tid": HOST_TID, "ts": v["ts_launch"],
-                   "dur": v["dur_launch"], "cat": "cpu_op", "args": {"Sequence number": -1, "Fwd thread id": 0}})
+                   "dur": v["dur_launch"], "cat": "cpu_op",
+                   "args": {"Sequence number": -1, "Fwd thread id": 0}})
         ev.append({"ph": "s", "bp": "e", "name": "torch_to_npu", "id": v["flow_id"], "pid": HOST_PID,
                    "tid": HOST_TID, "ts": v["ts_launch"], "cat": "async_npu"})
         ev.append({"ph": "f", "bp": "e", "name": "torch_to_npu", "id": v["flow_id"], "pid": DEVICE_PID,
@@ -112,9 +117,10 @@ def event_dicts(k: Kernel, v: dict[str, Any], *, python: bool, dtype: str, free:
                "dur": v["dur_launch"],
                "args": {"Thread Id": HOST_TID, "Mode": "ACL_NN", "level": "acl", "id": k.api, "item_id": "0",
                         "connection_id": v["cid"]}, "ph": "X"})
-    ev.append({"name": "Node@launch", "pid": CANN_PID, "tid": HOST_TID, "ts": v["ts_node"], "dur": v["dur_node"],
-               "args": {"Thread Id": HOST_TID, "Mode": "launch", "level": "node", "id": "0", "item_id": k.name,
-                        "connection_id": v["cid"]}, "ph": "X"})
+    ev.append({"name": "Node@launch", "pid": CANN_PID, "tid": HOST_TID, "ts": v["ts_node"],
+               "dur": v["dur_node"],
+               "args": {"Thread Id": HOST_TID, "Mode": "launch", "level": "node", "id": "0",
+                        "item_id": k.name, "connection_id": v["cid"]}, "ph": "X"})
     ev.append({"name": f"HostToDevice{v['cid_text']}", "ph": "s", "cat": "HostToDevice", "id": v["cid_text"],
                "pid": CANN_PID, "tid": HOST_TID, "ts": v["ts_node"]})
     ev.append({"name": k.name, "pid": DEVICE_PID, "tid": STREAM_ID, "ts": v["ts_dev"], "dur": v["dur_dev"],
@@ -135,10 +141,11 @@ def kernel_events(p: Placed, prev_end_ns: int, *, python: bool, dtype: str) -> l
     """The host op, its aclnn call, the CANN API and launch, the device task, the flows and the overlap bars
     (the per-kernel reference of the step templates; tests check that both write the same bytes)."""
     node_start = p.launch_start_ns + p.launch_dur_ns // 2
-    v = {"ts_host": us_text(p.host_start_ns), "dur_host": _us(p.host_dur_ns), "ts_launch": us_text(p.launch_start_ns),
-         "dur_launch": _us(p.launch_dur_ns), "flow_id": p.start_ns, "ts_dev": us_text(p.start_ns),
-         "dur_dev": _us(p.dur_ns), "cid": p.connection_id, "cid_text": str(p.connection_id),
-         "ts_node": us_text(node_start), "dur_node": _us(p.launch_start_ns + p.launch_dur_ns - node_start),
-         "task_id": p.task_id, "ts_free": us_text(prev_end_ns), "dur_free": _us(p.start_ns - prev_end_ns),
+    v = {"ts_host": us_text(p.host_start_ns), "dur_host": _us(p.host_dur_ns),
+         "ts_launch": us_text(p.launch_start_ns), "dur_launch": _us(p.launch_dur_ns), "flow_id": p.start_ns,
+         "ts_dev": us_text(p.start_ns), "dur_dev": _us(p.dur_ns), "cid": p.connection_id,
+         "cid_text": str(p.connection_id), "ts_node": us_text(node_start),
+         "dur_node": _us(p.launch_start_ns + p.launch_dur_ns - node_start), "task_id": p.task_id,
+         "ts_free": us_text(prev_end_ns), "dur_free": _us(p.start_ns - prev_end_ns),
          "dims": host_dims(p.kernel)}
     return event_dicts(p.kernel, v, python=python, dtype=dtype, free=p.start_ns > prev_end_ns)

@@ -71,7 +71,7 @@ class StepStreamWriter:
         self.steps: list[StepRecord] = []
         self.prev_end_ns = base_ns
         self.kernel_count = 0
-        self._texts: dict[tuple, StepText] = {}
+        self._texts: dict[tuple[object, ...], StepText] = {}
 
     @property
     def bytes_written(self) -> int:
@@ -86,8 +86,9 @@ class StepStreamWriter:
             if len(self._texts) > 4:  # prefill and decode share nothing; decode tables all share one
                 self._texts.clear()
             sku = self.cfg.sku
-            text = StepText(table, prefix=self.row_prefix, lineterminator=self.lineterminator, python=self.python,
-                            dtype=self.cfg.dtype, coupled=sku.coupled, freq_mhz=sku.freq_mhz, legacy=self.legacy)
+            text = StepText(table, prefix=self.row_prefix, lineterminator=self.lineterminator,
+                            python=self.python, dtype=self.cfg.dtype, coupled=sku.coupled,
+                            freq_mhz=sku.freq_mhz, legacy=self.legacy)
             self._texts[key] = text
         in_cells, out_cells, dims = table.shape_cells(cache_len)
         self.kernels.write(text.rows(table, cols, in_cells, out_cells))

@@ -20,8 +20,9 @@ from pypto_core.synth.writer_base import DEVICE_ID, StepStreamWriter, stamp17, w
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 VERSIONS = {"cann83": ("2.7.1", "8.3.RC1"), "2026": ("2.9.0", "8.5.0")}
-STEP_TRACE_HEADER = ["Device_id", "Step", "Computing", "Communication(Not Overlapped)", "Overlapped", "Communication",
-                     "Free", "Stage", "Bubble", "Communication(Not Overlapped and Exclude Receive)", "Preparing"]
+STEP_TRACE_HEADER = ["Device_id", "Step", "Computing", "Communication(Not Overlapped)", "Overlapped",
+                     "Communication", "Free", "Stage", "Bubble",
+                     "Communication(Not Overlapped and Exclude Receive)", "Preparing"]
 
 
 class AscendPtWriter(StepStreamWriter):
@@ -29,7 +30,8 @@ class AscendPtWriter(StepStreamWriter):
     lineterminator = "\r\n"
     python = True
 
-    def __init__(self, out_dir: Path, cfg: RunConfig, *, variant: str, base_ns: int, synth_meta: dict[str, Any]):
+    def __init__(self, out_dir: Path, cfg: RunConfig, *, variant: str, base_ns: int,
+                 synth_meta: dict[str, Any]):
         self.root = out_dir / f"pypto-synth_{HOST_PID}_{stamp17(base_ns)}_ascend_pt"
         out = self.root / OUTPUT_DIR
         out.mkdir(parents=True, exist_ok=False)
@@ -39,7 +41,8 @@ class AscendPtWriter(StepStreamWriter):
                          trace_path=out / "trace_view.json")
 
     def close(self, end_ns: int) -> Path:
-        self._close_streams_and_write_statistics(self.out / "op_statistic.csv", self.out / "api_statistic.csv")
+        self._close_streams_and_write_statistics(self.out / "op_statistic.csv",
+                                                 self.out / "api_statistic.csv")
         rows = []
         for rec in self.steps:
             stage = (rec.end_ns - rec.start_ns) / 1000
@@ -56,18 +59,20 @@ class AscendPtWriter(StepStreamWriter):
             "config": {
                 "common_config": {
                     "activities": ["ProfilerActivity.CPU", "ProfilerActivity.NPU"],
-                    "schedule": {"wait": 0, "active": len(self.steps), "warmup": 1, "repeat": 1, "skip_first": 0},
+                    "schedule": {"wait": 0, "active": len(self.steps), "warmup": 1, "repeat": 1,
+                                 "skip_first": 0},
                     "record_shapes": True, "profile_memory": False, "with_stack": False, "with_flops": False,
                     "with_modules": False},
                 "experimental_config": {
-                    "_profiler_level": "Level1", "_aic_metrics": "ACL_AICORE_PIPE_UTILIZATION", "_l2_cache": False,
-                    "_msprof_tx": False, "_mstx": False, "_data_simplification": True, "record_op_args": False,
-                    "_export_type": ["text"], "_host_sys": [], "_op_attr": False, "_gc_detect_threshold": None,
-                    "_mstx_domain_include": [], "_mstx_domain_exclude": [], "_sys_io": False,
-                    "_sys_interconnection": False}},
+                    "_profiler_level": "Level1", "_aic_metrics": "ACL_AICORE_PIPE_UTILIZATION",
+                    "_l2_cache": False, "_msprof_tx": False, "_mstx": False, "_data_simplification": True,
+                    "record_op_args": False, "_export_type": ["text"], "_host_sys": [], "_op_attr": False,
+                    "_gc_detect_threshold": None, "_mstx_domain_include": [], "_mstx_domain_exclude": [],
+                    "_sys_io": False, "_sys_interconnection": False}},
             "start_info": {"syscnt_enable": True, "freq": 100, "start_cnt": 470002538790308,
                            "start_monotonic": 4699801002845430},
-            "end_info": {"collectionTimeEnd": end_ns, "MonotonicTimeEnd": 4699801002845430 + (end_ns - self.base_ns)},
+            "end_info": {"collectionTimeEnd": end_ns,
+                         "MonotonicTimeEnd": 4699801002845430 + (end_ns - self.base_ns)},
             "torch_npu_version": torch_npu,
             "cann_version": cann,
             "rank_id": "0",

@@ -2,9 +2,9 @@
 ``mindstudio_profiler_output/{op_summary,op_statistic,api_statistic,step_trace}_{14-digit ts}.csv`` and
 ``msprof_{ts}.json``, plus empty ``device_0/data``, ``host/data`` and ``mindstudio_profiler_log`` folders.
 
-There is no Python process in msprof timelines, and msprof's C++ exporter writes LF line endings. The simulated
-mark lives in ``device_0/info.json.0`` (beside the device facts the advisor reads: ai_core_num, aiv_num) and in
-``mindstudio_profiler_output/README.txt``.
+There is no Python process in msprof timelines, and msprof's C++ exporter writes LF line endings. The
+simulated mark lives in ``device_0/info.json.0`` (beside the device facts the advisor reads: ai_core_num,
+aiv_num) and in ``mindstudio_profiler_output/README.txt``.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ class MsprofWriter(StepStreamWriter):
     lineterminator = "\n"
     python = False
 
-    def __init__(self, out_dir: Path, cfg: RunConfig, *, variant: str, base_ns: int, synth_meta: dict[str, Any],
-                 seed: int):
+    def __init__(self, out_dir: Path, cfg: RunConfig, *, variant: str, base_ns: int,
+                 synth_meta: dict[str, Any], seed: int):
         self.ts14 = stamp17(base_ns)[:14]
         self.root = out_dir / f"PROF_000001_{stamp17(base_ns)}_PYPTOSYN{seed & 0xFFFFFFFF:08X}"
         out = self.root / "mindstudio_profiler_output"
@@ -49,14 +49,16 @@ class MsprofWriter(StepStreamWriter):
         for i, rec in enumerate(self.steps, start=1):
             fp, bp, end = rec.first_kernel_ns, rec.last_kernel_end_ns, rec.end_ns
             rows.append([DEVICE_ID, i, f"{fp / 1000:.3f}\t", f"{bp / 1000:.3f}\t", f"{end / 1000:.3f}\t",
-                         f"{(end - rec.start_ns) / 1000:.3f}", f"{(bp - fp) / 1000:.3f}", f"{(end - bp) / 1000:.3f}",
+                         f"{(end - rec.start_ns) / 1000:.3f}", f"{(bp - fp) / 1000:.3f}",
+                         f"{(end - bp) / 1000:.3f}",
                          "N/A" if prev_end is None else f"{(fp - prev_end) / 1000:.3f}", 1])
             prev_end = end
         write_csv(self.out / f"step_trace_{ts}.csv", STEP_TRACE_HEADER, rows, "\n")
         sku = self.cfg.sku
         info = {"DeviceInfo": [{"id": DEVICE_ID, "env_type": 3, "ctrl_cpu_id": "ARMv8_Cortex_A55",
                                 "ai_core_num": sku.ai_cores, "aiv_num": sku.vector_cores,
-                                "aic_frequency": str(sku.freq_mhz), "hwts_frequency": "50", "chip_name": sku.soc}],
+                                "aic_frequency": str(sku.freq_mhz), "hwts_frequency": "50",
+                                "chip_name": sku.soc}],
                 "simulated": True, "pypto_synth": self.synth_meta}
         (self.root / "device_0" / "info.json.0").write_text(json.dumps(info), encoding="utf-8")
         (self.out / "README.txt").write_text(

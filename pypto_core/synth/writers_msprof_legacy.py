@@ -24,11 +24,11 @@ CANN_VERSION = "7.0.0"
 
 
 class MsprofLegacyWriter(MsprofWriter):
-    row_prefix: list[str] = []
+    row_prefix = []
     legacy = True
 
-    def __init__(self, out_dir: Path, cfg: RunConfig, *, variant: str, base_ns: int, synth_meta: dict[str, Any],
-                 seed: int):
+    def __init__(self, out_dir: Path, cfg: RunConfig, *, variant: str, base_ns: int,
+                 synth_meta: dict[str, Any], seed: int):
         # MsprofWriter.close names every file {module}_{ts14}: here ts14 carries the device and model ids.
         self.ts14 = f"{DEVICE_ID}_1_{stamp17(base_ns)[:14]}"
         self.root = out_dir / f"PROF_000001_{stamp17(base_ns)}_PYPTOSYN{seed & 0xFFFFFFFF:08X}"
@@ -36,8 +36,8 @@ class MsprofLegacyWriter(MsprofWriter):
         summary, timeline = device / "summary", device / "timeline"
         for sub in (summary, timeline, device / "data", self.root / "host" / "data"):
             sub.mkdir(parents=True, exist_ok=sub != summary)
-        StepStreamWriter.__init__(self, cfg, variant=variant, base_ns=base_ns, synth_meta=synth_meta, out=summary,
-                                  kernels_path=summary / f"op_summary_{self.ts14}.csv",
+        StepStreamWriter.__init__(self, cfg, variant=variant, base_ns=base_ns, synth_meta=synth_meta,
+                                  out=summary, kernels_path=summary / f"op_summary_{self.ts14}.csv",
                                   kernels_header=op_summary_header(variant, cfg.sku.coupled, legacy=True),
                                   trace_path=timeline / f"msprof_{self.ts14}.json")
 

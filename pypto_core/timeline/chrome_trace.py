@@ -81,7 +81,8 @@ class _Writer:
 
 
 def export_chrome_trace(profile: Profile, out_path: str | os.PathLike[str]) -> int:
-    """Write ``profile`` as chrome-trace JSON (gzip when ``out_path`` ends in .gz); returns the event count."""
+    """Write ``profile`` as chrome-trace JSON (gzip when
+    ``out_path`` ends in .gz); returns the event count."""
     ev = collect_lanes(profile)
     pid, tid, meta_lines = _ids(ev)
     name_json = pa.array([orjson.dumps(s).decode() for s in ev.strings.to_pylist()], pa.string())
@@ -110,7 +111,8 @@ def export_chrome_trace(profile: Profile, out_path: str | os.PathLike[str]) -> i
             w.lines(_join('{"ph":"X","pid":', _text(pid[lane]), ',"tid":', _text(tid[lane]),
                           ',"ts":', _micros(ev.start[sl]), ',"dur":', _micros(ev.end[sl] - ev.start[sl]),
                           ',"name":', name_json.take(pa.array(ev.name[sl])),
-                          ',"cat":"', cat_of_lane.take(pa.array(lane)), '","args":{"row":', _text(ev.row[sl]), "}}"))
+                          ',"cat":"', cat_of_lane.take(pa.array(lane)), '","args":{"row":', _text(ev.row[sl]),
+                          "}}"))
 
         _write_flows(w, profile, ev, pid, tid)
 
@@ -119,14 +121,16 @@ def export_chrome_trace(profile: Profile, out_path: str | os.PathLike[str]) -> i
         counter_names = pa.array([orjson.dumps(ln.name).decode() for ln in ev.lanes] or [""], pa.string())
         for lo in range(0, len(c_t), CHUNK):
             sl = slice(lo, lo + CHUNK)
-            w.lines(_join('{"ph":"C","pid":', _text(pid[c_lane[sl]]), ',"name":', counter_names.take(pa.array(c_lane[sl])),
-                          ',"ts":', _micros(c_t[sl]), ',"args":{"value":', _text(c_v[sl]), "}}"))
+            w.lines(_join('{"ph":"C","pid":', _text(pid[c_lane[sl]]), ',"name":',
+                          counter_names.take(pa.array(c_lane[sl])), ',"ts":', _micros(c_t[sl]),
+                          ',"args":{"value":', _text(c_v[sl]), "}}"))
         sink.write("\n]}\n")
     return w.count
 
 
 def _write_flows(w: _Writer, profile: Profile, ev: LaneEvents, pid: np.ndarray, tid: np.ndarray) -> None:
-    """``s`` on the host op, ``f`` with ``bp:"e"`` on the kernel (binds to the enclosing slice, as Kineto does)."""
+    """``s`` on the host op, ``f`` with ``bp:"e"`` on the
+    kernel (binds to the enclosing slice, as Kineto does)."""
     flows = profile.flows
     if not flows.num_rows:
         return
@@ -149,8 +153,9 @@ def _write_flows(w: _Writer, profile: Profile, ev: LaneEvents, pid: np.ndarray, 
     for lo in range(0, len(flow_id), CHUNK):
         sl = slice(lo, lo + CHUNK)
         hs, ks, ids, kj = h[sl], k[sl], _text(flow_id[sl]), kind_json[lo:lo + CHUNK]
-        w.lines(_join('{"ph":"s","id":', ids, ',"pid":', _text(pid[ev.lane[hs]]), ',"tid":', _text(tid[ev.lane[hs]]),
-                      ',"ts":', _micros(ev.start[hs]), ',"name":', kj, ',"cat":', kj, "}"))
+        w.lines(_join('{"ph":"s","id":', ids, ',"pid":', _text(pid[ev.lane[hs]]), ',"tid":',
+                      _text(tid[ev.lane[hs]]), ',"ts":', _micros(ev.start[hs]), ',"name":', kj, ',"cat":', kj,
+                      "}"))
         w.lines(_join('{"ph":"f","bp":"e","id":', ids, ',"pid":', _text(pid[ev.lane[ks]]),
                       ',"tid":', _text(tid[ev.lane[ks]]), ',"ts":', _micros(ev.start[ks]), ',"name":', kj,
                       ',"cat":', kj, "}"))

@@ -38,7 +38,8 @@ from pypto_core.timeline.lanes import Lane, _base_ns, _Interner, counter_columns
 from pypto_core.timeline.lod import MAX_DEPTH, Bars, merge, nesting_depth, running_end
 
 CRITICAL_PATH_MAX_KERNELS = 2_000_000
-INDEX_VERSION = 3  # 2: rows by containment (lod.nesting_depth), lanes with hidden and detail; 3: critical path
+# 2: rows by containment (lod.nesting_depth), lanes with hidden and detail; 3: critical path
+INDEX_VERSION = 3
 # A level is stored only when it has at most half the bars of the last stored one, so the whole pyramid is
 # no bigger than the events, and a query merges on the fly from at most ~2x the bars it returns.
 STORE_RATIO = 0.5
@@ -91,7 +92,8 @@ def _compact(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 class _NpyWriter:
     """An ``.npy`` file of a 1-D array written in pieces: a fixed 128-byte header, patched with the final
-    length on close (numpy pads its headers with spaces to a multiple of 64 bytes, so this is a plain .npy)."""
+    length on close (numpy pads its headers with spaces to a multiple of 64 bytes, so this is a plain
+    .npy)."""
 
     HEADER = 128
 
@@ -105,7 +107,7 @@ class _NpyWriter:
 
     def write(self, array: np.ndarray) -> None:
         array = np.ascontiguousarray(array, self.dtype)
-        self._file.write(memoryview(array).cast("B"))
+        self._file.write(array.data.cast("B"))
         self.count += len(array)
 
     def close(self) -> None:
@@ -117,8 +119,10 @@ class _NpyWriter:
         self._file.close()
 
     def read(self, first: int, count: int) -> np.ndarray:
-        """``count`` items from ``first`` of a closed file, into ordinary memory (no mapping stays resident)."""
-        return np.fromfile(self.path, self.dtype, count=count, offset=self.HEADER + first * self.dtype.itemsize)
+        """``count`` items from ``first`` of a closed file,
+        into ordinary memory (no mapping stays resident)."""
+        return np.fromfile(self.path, self.dtype, count=count,
+                           offset=self.HEADER + first * self.dtype.itemsize)
 
 
 class _Columns:
@@ -203,10 +207,11 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
     sources = slice_tables(profile, base, lanes, interner)
     strings = interner.finish()
 
-    events = _Columns(tmp / "events", {"start": np.int64, "end": np.int64, "endmax": np.int64, "name": np.int32,
-                                       "row": np.int64})
+    events = _Columns(tmp / "events", {"start": np.int64, "end": np.int64, "endmax": np.int64,
+                                       "name": np.int32, "row": np.int64})
     rows: list[tuple[int, int]] = []  # (lane, depth) per track row
-    lane_spans: list[tuple[int, int, int]] = []  # (first event, event count, first track row) per lane
+    # (first event, event count, events per track row) per lane
+    lane_spans: list[tuple[int, int, np.ndarray]] = []
     breaks = np.zeros(65, np.int64)
     span_end = 0
     slice_lo, slice_hi = None, 0  # the span of the slices, which the first view fits (counters run longer)
@@ -343,7 +348,8 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
     if profile.kernels.num_rows <= CRITICAL_PATH_MAX_KERNELS:
         critical = _store_critical_path(profile, tmp, base, lanes, [r for r, _ in rows])
     else:
-        critical_note = (f"the critical path is computed for profiles of at most {CRITICAL_PATH_MAX_KERNELS:,} "
+        critical_note = ("the critical path is computed for profiles of at most "
+                         f"{CRITICAL_PATH_MAX_KERNELS:,} "
                          f"kernels; this one has {profile.kernels.num_rows:,}")
     doc = {
         "version": INDEX_VERSION,
@@ -458,10 +464,11 @@ class TimelineIndex:
         self.levels: list[int] = list(doc["levels"])
         self._arrays: dict[str, np.ndarray] = {}
         self._strings: pa.Array | None = None
-        self._cache: OrderedDict[tuple, dict] = OrderedDict()
+        # (start, end, width, lanes) -> the window's answer
+        self._cache: OrderedDict[tuple[int, int, int, tuple[int, ...] | None], dict[str, Any]] = OrderedDict()
 
     @classmethod
-    def open(cls, directory: str | os.PathLike[str]) -> "TimelineIndex":
+    def open(cls, directory: str | os.PathLike[str]) -> TimelineIndex:
         path = Path(directory)
         doc = json.loads((path / "timeline.json").read_text(encoding="utf-8"))
         if doc.get("version") != INDEX_VERSION:
@@ -496,7 +503,8 @@ class TimelineIndex:
     # -- window ----------------------------------------------------------------------------------------
     def _slice(self, prefix: str, rows: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         """Indices of bars of ``rows`` overlapping [start, end), and the row of each."""
-        offsets, starts, endmax = self._a(f"{prefix}/offsets"), self._a(f"{prefix}/start"), self._a(f"{prefix}/endmax")
+        offsets = self._a(f"{prefix}/offsets")
+        starts, endmax = self._a(f"{prefix}/start"), self._a(f"{prefix}/endmax")
         pieces, owners = [], []
         for r in rows.tolist():
             lo, hi = int(offsets[r]), int(offsets[r + 1])
@@ -550,8 +558,10 @@ class TimelineIndex:
             self._cache.move_to_end(key)
             return self._cache[key]
 
-        lane_set = set(range(len(self.lanes))) if wanted is None else {x for x in wanted if 0 <= x < len(self.lanes)}
-        rows = np.flatnonzero(np.isin(self.rows[:, 0], list(lane_set))) if len(self.rows) else np.empty(0, np.int64)
+        n_lanes = len(self.lanes)
+        lane_set = set(range(n_lanes)) if wanted is None else {x for x in wanted if 0 <= x < n_lanes}
+        rows = (np.flatnonzero(np.isin(self.rows[:, 0], list(lane_set))) if len(self.rows)
+                else np.empty(0, np.int64))
         bars = self._bars(level, rows, start, end)
         truncated_level = level
         while len(bars) > MAX_BARS:
@@ -681,7 +691,8 @@ class TimelineIndex:
             "by_time": listed(np.argsort(-by_time, kind="stable")),
         }
 
-    def critical(self, start_ns: int | None = None, end_ns: int | None = None, width_px: int = 1000) -> dict[str, Any]:
+    def critical(self, start_ns: int | None = None, end_ns: int | None = None,
+                 width_px: int = 1000) -> dict[str, Any]:
         """The critical path's segments overlapping [start_ns, end_ns) and the steps they belong to.
 
         Segments narrower than the time per pixel merge with their neighbours on the same lane (the longest
@@ -729,7 +740,8 @@ class TimelineIndex:
             "segments": _segments_dict(s, e, kind, lane, idx, depth, step, count),
         }
 
-    def _counter_tracks(self, lane_set: set[int], start: int, end: int, pixel: int, width: int) -> list[dict]:
+    def _counter_tracks(self, lane_set: set[int], start: int, end: int, pixel: int,
+                        width: int) -> list[dict[str, Any]]:
         ranges = {int(k): v for k, v in self.doc["counter_ranges"].items() if int(k) in lane_set}
         if not ranges:
             return []
@@ -757,15 +769,18 @@ class TimelineIndex:
     # -- search and details ----------------------------------------------------------------------------
     def _lane_of_event(self, idx: np.ndarray | int) -> np.ndarray:
         row = np.searchsorted(self._a("events/offsets"), idx, side="right") - 1
-        return self.rows[row, 0]
+        lanes: np.ndarray = self.rows[row, 0]
+        return lanes
 
     def search(self, query: str, limit: int = 100) -> dict[str, Any]:
-        """Events whose name contains ``query`` (case-insensitive): the total, and the first ``limit`` in time."""
+        """Events whose name contains ``query`` (case-insensitive):
+        the total, and the first ``limit`` in time."""
         query = (query or "").strip()
         strings = self.strings()
         if not query or len(strings) == 0:
             return {"query": query, "total": 0, "names": [], "matches": []}
-        hit_names = np.asarray(pc.match_substring(strings, query, ignore_case=True).to_numpy(zero_copy_only=False))
+        hits = pc.match_substring(strings, query, ignore_case=True)
+        hit_names = np.asarray(hits.to_numpy(zero_copy_only=False))
         name_ids = np.flatnonzero(hit_names)
         if not len(name_ids):
             return {"query": query, "total": 0, "names": [], "matches": []}
@@ -794,8 +809,8 @@ class TimelineIndex:
         s, e = int(self._a("events/start")[idx]), int(self._a("events/end")[idx])
         name = self.strings()[int(self._a("events/name")[idx])].as_py()
         row = int(np.searchsorted(self._a("events/offsets"), idx, side="right")) - 1
-        return {"lane": int(self.rows[row, 0]), "depth": int(self.rows[row, 1]), "idx": int(idx), "name": name,
-                "start_ns": s, "dur_ns": e - s}
+        return {"lane": int(self.rows[row, 0]), "depth": int(self.rows[row, 1]), "idx": int(idx),
+                "name": name, "start_ns": s, "dur_ns": e - s}
 
     def _source_row(self, table: str, row: int) -> dict[str, Any]:
         firsts = self.doc["details"].get(table)
@@ -804,7 +819,8 @@ class TimelineIndex:
         batch_no = int(np.searchsorted(firsts, row, side="right")) - 1
         reader = pa.ipc.open_file(pa.memory_map(str(self.dir / "details" / f"{table}.arrow")))
         batch = reader.get_batch(batch_no)
-        return _js_safe(batch.slice(row - firsts[batch_no], 1).to_pylist()[0])
+        fields: dict[str, Any] = _js_safe(batch.slice(row - firsts[batch_no], 1).to_pylist()[0])
+        return fields
 
     def _links(self, table: str, row: int) -> list[dict[str, Any]]:
         if not (self.dir / "flows" / "host.npy").exists() or table not in ("host_ops", "kernels"):

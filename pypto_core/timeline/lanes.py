@@ -8,9 +8,10 @@ index and the chrome-trace export share the same lane assignment and the same ti
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,10 +36,10 @@ class Lane:
     detail: str = ""  # what the name stands for, in full (an HCCL group's id, a stream left unrecorded)
     # The same three as stored messages (``Message.to_dict``), rendered in the page's language when served;
     # ``name``, ``group`` and ``detail`` stay English (the chrome-trace export, and the group's stable id).
-    texts: dict | None = None
+    texts: dict[str, dict[str, Any] | str] | None = None
 
     @classmethod
-    def make(cls, lane_id: int, name: Text, group: Text, kind: str, table: str, sort: int) -> "Lane":
+    def make(cls, lane_id: int, name: Text, group: Text, kind: str, table: str, sort: int) -> Lane:
         lane = cls(lane_id, render(name), render(group), kind, table, sort)
         lane.texts = {"name": _stored(name), "group": _stored(group)}
         return lane
@@ -47,10 +48,10 @@ class Lane:
         self.detail = render(detail)
         self.texts = {**(self.texts or {}), "detail": _stored(detail)}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def localized(self, language: str) -> dict:
+    def localized(self, language: str) -> dict[str, Any]:
         """The lane as answers show it: name, group and detail in ``language``, ``group_id`` the English
         heading (stable whatever the language: saved layouts name folded groups by it)."""
         out = {k: v for k, v in asdict(self).items() if k != "texts"}
@@ -60,7 +61,7 @@ class Lane:
         return out
 
 
-def _stored(text: Text) -> dict | str:
+def _stored(text: Text) -> dict[str, Any] | str:
     return text.to_dict() if isinstance(text, Message) else text
 
 
@@ -82,16 +83,18 @@ class LaneEvents:
 
 
 # Group order in the viewer, top to bottom (host above device, as Perfetto and MindStudio Insight show it).
-_SORT = {"steps": 0, "host_ops": 1, "api_calls": 2, "kernels": 3, "communication": 4, "counters": 5, "memory": 6}
+_SORT = {"steps": 0, "host_ops": 1, "api_calls": 2, "kernels": 3, "communication": 4,
+         "counters": 5, "memory": 6}
 
 
 def _int_column(table: pa.Table, name: str, fill: int) -> np.ndarray:
     col = table[name]
     if col.null_count:
         col = pc.fill_null(col, fill)
-    if col.num_chunks == 1:  # no copy for a single chunk without nulls
-        return col.chunk(0).to_numpy().astype(np.int64, copy=False)
-    return col.to_numpy().astype(np.int64, copy=False)
+    # no copy for a single chunk without nulls
+    values = col.chunk(0).to_numpy() if col.num_chunks == 1 else col.to_numpy()
+    as_int: np.ndarray = values.astype(np.int64, copy=False)
+    return as_int
 
 
 def _group_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -193,7 +196,8 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
             start = start - base
             return lane, start, start + np.maximum(dur, 0)
 
-        sources.append(SliceTable(table_name, first_lane, len(key_names), table.num_rows, interner.add(names), load))
+        sources.append(SliceTable(table_name, first_lane, len(key_names), table.num_rows, interner.add(names),
+                                  load))
 
     steps = profile.steps
     if steps.num_rows:
@@ -226,7 +230,8 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
 
     kernels = profile.kernels
     if kernels.num_rows:
-        pairs, inverse = _group_pairs(_int_column(kernels, "device_id", -1), _int_column(kernels, "stream_id", -1))
+        pairs, inverse = _group_pairs(_int_column(kernels, "device_id", -1),
+                                      _int_column(kernels, "stream_id", -1))
         device = _device_heading(profile)
         unrecorded = _unrecorded_stream_name(kernels)
         add("kernels", kernels, kernels["name"], plain(kernels, "dur_ns"), inverse.astype(np.int32),
@@ -303,8 +308,10 @@ def communication_group_name(profile: Profile, group: str) -> Message:
     return msg("{ops} · ranks {ranks} · group {group}", ops=collectives, ranks=listed, group=short)
 
 
-def counter_columns(profile: Profile, base: int, lanes: list[Lane]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Register the counter lanes in ``lanes``; returns lane (int32), time (relative ns) and value per sample."""
+def counter_columns(profile: Profile, base: int,
+                    lanes: list[Lane]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Register the counter lanes in ``lanes``; returns lane
+    (int32), time (relative ns) and value per sample."""
     c_lane, c_t, c_v = [], [], []
     counters = profile.counters
     if counters.num_rows:
@@ -345,7 +352,8 @@ def collect_lanes(profile: Profile) -> LaneEvents:
     for src in sources:
         lane, start, end = src.columns()
         rows = np.flatnonzero(lane >= 0)
-        parts.append((lane[rows] + src.first_lane, start[rows], end[rows], interner.ids(src.slot)[rows], rows))
+        parts.append((lane[rows] + src.first_lane, start[rows], end[rows], interner.ids(src.slot)[rows],
+                      rows))
     if parts:
         lane = np.concatenate([p[0] for p in parts]).astype(np.int32)
         start = np.concatenate([p[1] for p in parts])

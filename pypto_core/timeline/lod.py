@@ -24,9 +24,9 @@ def nesting_depth(lane: np.ndarray | None, start: np.ndarray, end: np.ndarray) -
     skipping rows still busy at its start. Properly nested slices get their stack depth. A slice that starts
     inside another but ends after it (real traces have them: an ``aten::to`` ending just after
     ``ProfilerStep#11`` begins) is not that slice's child: it keeps its times and goes on the next free row,
-    and its own children go below it. So a parent is always above its children, no two slices of a row overlap,
-    and a step bar is never covered. (Perfetto's JSON importer instead drops or truncates mis-nested slices;
-    we keep every slice as measured.) A zero-length event occupies its row for one ns.
+    and its own children go below it. So a parent is always above its children, no two slices of a row
+    overlap, and a step bar is never covered. (Perfetto's JSON importer instead drops or truncates mis-nested
+    slices; we keep every slice as measured.) A zero-length event occupies its row for one ns.
 
     Vectorised: the open-event count is the answer for properly nested runs; it is checked, and only the runs
     of overlapping events where it fails (between two instants when nothing is open) are placed one by one.
@@ -49,7 +49,8 @@ def nesting_depth(lane: np.ndarray | None, start: np.ndarray, end: np.ndarray) -
         for r in np.unique(run[bad]).tolist():
             a, b = int(bounds[r]), int(bounds[r + 1])
             depth[a:b] = place_rows(key_start[a:b], key_end[a:b])
-    return np.minimum(depth, MAX_DEPTH - 1).astype(np.uint8)
+    clipped: np.ndarray = np.minimum(depth, MAX_DEPTH - 1).astype(np.uint8)
+    return clipped
 
 
 def _misplaced(start: np.ndarray, end: np.ndarray, depth: np.ndarray) -> np.ndarray:
@@ -96,7 +97,8 @@ def place_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Bars:
-    """Bars of many rows, sorted by (row, start). ``longest`` is an event index; ``count`` 1 is a lone event."""
+    """Bars of many rows, sorted by (row, start). ``longest``
+    is an event index; ``count`` 1 is a lone event."""
 
     row: np.ndarray  # int32
     start: np.ndarray  # int64
@@ -110,12 +112,12 @@ class Bars:
         return len(self.start)
 
     @classmethod
-    def from_events(cls, row: np.ndarray, start: np.ndarray, end: np.ndarray, index: np.ndarray) -> "Bars":
+    def from_events(cls, row: np.ndarray, start: np.ndarray, end: np.ndarray, index: np.ndarray) -> Bars:
         dur = end - start
         return cls(row.astype(np.int32, copy=False), start, end, np.ones(len(start), np.int64), dur, dur,
                    index.astype(np.int64, copy=False))
 
-    def take(self, keep: np.ndarray) -> "Bars":
+    def take(self, keep: np.ndarray) -> Bars:
         return Bars(self.row[keep], self.start[keep], self.end[keep], self.count[keep], self.busy[keep],
                     self.longest_dur[keep], self.longest[keep])
 

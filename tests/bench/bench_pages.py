@@ -92,17 +92,20 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict:
     for i in range(args.profiles - 1):
         s = dict(real.summary)
         s["report"] = {**s.get("report", {}), "profile": {**s.get("report", {}).get("profile", {}),
-                       "decode": {"tokens": 64, "per_token_ms_p50": 40 + (i % 17), "tokens_per_s": 1000 / (40 + i % 17)}}}
-        rows.append(Profile(project=project, name=f"run {i}", original_filename=f"run{i}.zip", upload_kind="zip",
-                            status=ProfileStatus.READY, progress=100, summary=s, size=9_000_000, created_by=user,
+                       "decode": {"tokens": 64, "per_token_ms_p50": 40 + (i % 17),
+                                  "tokens_per_s": 1000 / (40 + i % 17)}}}
+        rows.append(Profile(project=project, name=f"run {i}", original_filename=f"run{i}.zip",
+                            upload_kind="zip", status=ProfileStatus.READY, progress=100, summary=s,
+                            size=9_000_000, created_by=user,
                             archive=f"projects/{project.pk}/archives/run{i}.zip"))
     Profile.objects.bulk_create(rows, batch_size=500)
-    Profile.objects.filter(project=project).exclude(pk=real.pk).update(created_at=now - timezone.timedelta(days=1))
-    others = list(Profile.objects.filter(project=project).exclude(pk=real.pk).values_list("pk", flat=True)[:20])
+    older = Profile.objects.filter(project=project).exclude(pk=real.pk)
+    older.update(created_at=now - timezone.timedelta(days=1))
+    others = list(older.values_list("pk", flat=True)[:20])
     comparison = None
     for pk in others:
-        comparison = Comparison.objects.create(project=project, base_id=pk, candidate_id=real.pk, created_by=user,
-                                               status=JobStatus.QUEUED)
+        comparison = Comparison.objects.create(project=project, base_id=pk, candidate_id=real.pk,
+                                               created_by=user, status=JobStatus.QUEUED)
     setup_rows_s = time.perf_counter() - t0
 
     # one real comparison result for the comparison page
@@ -147,15 +150,20 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict:
 
             prof = cProfile.Profile()
             prof.runcall(client.get, url)
-            pstats.Stats(prof, stream=sys.stderr).sort_stats(os.environ.get("BENCH_SORT", "tottime")).print_stats(int(os.environ.get("BENCH_LINES", "30")))
-        out[name] = {"url": url, "queries": n_queries, "first_ms": round(first_ms, 1), "median_ms": round(statistics.median(times), 1),
-                     # this process's CPU time (no database, no waiting): steadier than wall time on a busy machine
+            stats = pstats.Stats(prof, stream=sys.stderr).sort_stats(os.environ.get("BENCH_SORT", "tottime"))
+            stats.print_stats(int(os.environ.get("BENCH_LINES", "30")))
+        out[name] = {"url": url, "queries": n_queries, "first_ms": round(first_ms, 1),
+                     "median_ms": round(statistics.median(times), 1),
+                     # this process's CPU time (no database, no waiting):
+                     # steadier than wall time on a busy machine
                      "median_cpu_ms": round(statistics.median(cpu), 1),
                      "p95_ms": round(times[max(0, int(len(times) * 0.95) - 1)], 1), "bytes": len(res.content)}
-    return {"profiles": args.profiles, "repeat": args.repeat, "kernels_in_profile": real.summary.get("kernel_count"),
+    return {"profiles": args.profiles, "repeat": args.repeat,
+            "kernels_in_profile": real.summary.get("kernel_count"),
             "setup_real_profile_s": round(setup_real_s, 2), "setup_rows_s": round(setup_rows_s, 2),
             "database": settings_engine(), "pages": out, "target_p95_ms": 200,
-            "comparisons": Comparison.objects.filter(project=project).count(), "last_comparison": comparison.pk if comparison else None}
+            "comparisons": Comparison.objects.filter(project=project).count(),
+            "last_comparison": comparison.pk if comparison else None}
 
 
 def settings_engine() -> str:

@@ -41,7 +41,8 @@ READ_PAGE = """() => {
   document.querySelectorAll('[lang="en"]').forEach(el => { body = body.split(el.innerText).join(' '); });
   const out = [body];
   document.querySelectorAll('[title],[placeholder],[aria-label],[alt]').forEach(el => {
-    for (const a of ['title', 'placeholder', 'aria-label', 'alt']) if (el.getAttribute(a)) out.push(el.getAttribute(a));
+      for (const a of ['title', 'placeholder', 'aria-label', 'alt'])
+        if (el.getAttribute(a)) out.push(el.getAttribute(a));
   });
   out.push(document.title);
   const strings = (v) => Array.isArray(v) ? v.flatMap(strings)
@@ -54,7 +55,9 @@ READ_PAGE = """() => {
     for (const t of o.title || []) out.push(...strings(t.text));
     for (const l of o.legend || []) out.push(...strings(l.data));
     for (const s of o.series || []) out.push(...strings(s.name));
-    for (const a of [...(o.xAxis || []), ...(o.yAxis || [])]) { out.push(...strings(a.name)); out.push(...strings(a.data)); }
+    for (const a of [...(o.xAxis || []), ...(o.yAxis || [])]) {
+      out.push(...strings(a.name)); out.push(...strings(a.data));
+    }
   });
   const tl = document.getElementById('timeline');  // the timeline's lane names are drawn on its canvas
   if (tl && tl.pyptoTimeline) for (const l of tl.pyptoTimeline.lanes) {
@@ -189,7 +192,8 @@ def test_every_page_in_chinese_has_no_english_sentence(zh_page, worker, tmp_path
 
 
 def test_the_detector_finds_sentences_and_spares_names() -> None:
-    allowed = sorted({"llama2-7b 910B3 (simulated) before: all four anti-patterns", "aclnnMatmul_MatMulCommon"},
+    allowed = sorted({"llama2-7b 910B3 (simulated) before: all four anti-patterns",
+                      "aclnnMatmul_MatMulCommon"},
                      key=len, reverse=True)
     text = ("发现的问题 Open in Perfetto\n耗时 flagged_time_us MatMulV2 inputs shapes unknown\n"
             "llama2-7b 910B3 (simulated) before: all four anti-patterns · 12.3 ms tokens/s\n"

@@ -43,7 +43,8 @@ def test_npu_against_gpu_comparison_page_in_english_and_chinese(browser_page, ma
     noise = page.locator("#metrics-table tbody td.noise").all_inner_texts()
     assert noise and any("single value" in t for t in noise)
     verdicts = page.locator("#metrics-table tbody tr td:last-child").all_inner_texts()
-    assert "—" in verdicts  # a metric one side cannot have (AI Core utilisation on an A100) is not "unchanged"
+    # a metric one side cannot have (AI Core utilisation on an A100) is not "unchanged"
+    assert "—" in verdicts
     summary = page.locator("#summary-table").inner_text()
     assert "910B3" in summary and "A100" in summary and "TFLOPS" in summary
     rows = page.locator("#aligned-table tbody tr")
@@ -56,7 +57,8 @@ def test_npu_against_gpu_comparison_page_in_english_and_chinese(browser_page, ma
         "rows => rows.map(r => r.dataset.key)"))
     page.fill("#f-op", "")
     page.select_option("#f-slower", "base")
-    slower = page.locator("#aligned-table tbody tr:visible").evaluate_all("rows => rows.map(r => r.dataset.slower)")
+    slower = page.locator("#aligned-table tbody tr:visible").evaluate_all("rows => rows.map(r => "
+                                                                          "r.dataset.slower)")
     assert slower and set(slower) == {"base"}
     page.select_option("#f-slower", "")
     page.fill("#f-times", "5")

@@ -77,8 +77,8 @@ def wait_ready(page: Any, worker: Any) -> None:
     """The status page polls and reloads itself when the pipeline ends; the analysis section appears."""
     try:
         page.wait_for_selector("#analysis, #error:not([hidden])", timeout=WAIT_MS)
-    except Exception:
-        raise AssertionError("profile did not become ready\nworker log:\n" + worker.tail())
+    except Exception as exc:
+        raise AssertionError("profile did not become ready\nworker log:\n" + worker.tail()) from exc
     assert page.locator("#analysis").count() == 1, page.inner_text("#error") + "\n" + worker.tail()
 
 
@@ -98,7 +98,8 @@ def widest_kernel(page: Any, single: bool = True) -> dict | None:
             if (!lane || lane.info.table !== 'kernels') continue;
             for (let i = 0; i < t.start.length; i++) {
                 if (single && t.count[i] > 1) continue;
-                const x0 = Math.max(tl.x(t.start[i]), 190), x1 = Math.min(tl.x(t.start[i] + t.dur[i]), tl.cssW);
+                const x0 = Math.max(tl.x(t.start[i]), 190);
+                const x1 = Math.min(tl.x(t.start[i] + t.dur[i]), tl.cssW);
                 if (x1 - x0 > 1 && (!best || x1 - x0 > best.w)) {
                     const r = tl.canvas.getBoundingClientRect();
                     best = {x: r.left + (x0 + x1) / 2, y: r.top + lane.y + t.depth[i] * 18 + 9, w: x1 - x0,
@@ -119,7 +120,8 @@ def demo_archives(tmp_path_factory) -> tuple[Path, Path]:
     return zip_folder(before, root / "before.zip"), zip_folder(after, root / "after.zip")
 
 
-def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, make_user, demo_archives) -> None:
+def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, make_user,
+                                                       demo_archives) -> None:
     page = browser_page
     owner = make_user("mei")
     project = project_with(owner)
@@ -134,7 +136,8 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
     assert int(page.inner_text("#top-ops-count")) > 10
     page.select_option("#f-type", "MatMulV2")
     page.wait_for_function("() => document.querySelectorAll('#top-ops tbody tr').length > 0")
-    assert {t.strip() for t in page.locator("#top-ops tbody tr td:first-child").all_inner_texts()} == {"MatMulV2"}
+    first_cells = page.locator("#top-ops tbody tr td:first-child").all_inner_texts()
+    assert {t.strip() for t in first_cells} == {"MatMulV2"}
     page.select_option("#f-type", "")
     # tick two findings and replay them fixed together: the app's what-if API answers in the page
     boxes = page.locator(".whatif-pick input")
@@ -212,7 +215,8 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
     charts_ready(page)
     assert page.locator("#recent-comparisons li").count() == 1
     # the project's title comes first, then the dashboard, then the profiles
-    tops = [page.locator(sel).bounding_box()["y"] for sel in ("#project-header h1", "#dashboard", "#profiles")]
+    tops = [page.locator(sel).bounding_box()["y"] for sel in ("#project-header h1", "#dashboard",
+                                                              "#profiles")]
     assert tops == sorted(tops), tops
     page.screenshot(path=str(ARTIFACTS / "4-dashboard.png"), full_page=True)
 

@@ -149,10 +149,12 @@ def test_cnn_groups_fold_and_hidden_lanes_stay_hidden_after_reload(owner_page, t
 def test_cluster_page_of_the_qwen3_ranks_opens_a_rank_timeline_at_its_step(owner_page, tmp_path) -> None:
     page, owner, project = owner_page
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    profile = analysed_sample(project, owner, SAMPLES / "ascend_pt" / "qwen3_0.6b_train_4npu_level2", tmp_path)
+    profile = analysed_sample(project, owner, SAMPLES / "ascend_pt" / "qwen3_0.6b_train_4npu_level2",
+                              tmp_path)
     page.goto(f"{page.base}/profiles/{profile.pk}/cluster/")
     page.wait_for_selector("#cluster-strip[data-ready='1']")
-    page.wait_for_function("() => [...document.querySelectorAll('[data-chart]')].every(e => e.dataset.ready === '1')")
+    page.wait_for_function("() => [...document.querySelectorAll('[data-chart]')].every(e => e.dataset.ready "
+                           "=== '1')")
     assert page.locator(".cs-row").count() == 2
     page.screenshot(path=str(ARTIFACTS / "cluster-qwen3.png"), full_page=True)
     step = page.locator(".cs-row[data-rank='0'] a.cs-step").first
@@ -174,7 +176,8 @@ CRITICAL_PIXEL = """() => {
         if (!lane || tl.critical.kinds[g.kind[i]] !== 'task') continue;
         const x = tl.x(g.start[i] + g.dur[i] / 2);
         if (x < 200 || x > tl.cssW - 5 || tl.x(g.start[i] + g.dur[i]) - tl.x(g.start[i]) < 6) continue;
-        const y = lane.y + Math.min(g.depth[i], lane.info.rows - 1) * 18 + 9, dpr = window.devicePixelRatio || 1;
+        const y = lane.y + Math.min(g.depth[i], lane.info.rows - 1) * 18 + 9;
+        const dpr = window.devicePixelRatio || 1;
         return Array.from(tl.ctx.getImageData(Math.round(x * dpr), Math.round(y * dpr), 1, 1).data);
     }
     return null;
@@ -187,7 +190,8 @@ SCROLL_TO_LANE = """name => {
 }"""
 
 
-def test_critical_path_toggle_highlights_the_path_and_counter_labels_clear_the_area(owner_page, tmp_path) -> None:
+def test_critical_path_toggle_highlights_the_path_and_counter_labels_clear_the_area(owner_page,
+                                                                                    tmp_path) -> None:
     page, owner, project = owner_page
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     profile = analysed_sample(project, owner, CNN, tmp_path)

@@ -53,8 +53,8 @@ def serve(index: TimelineIndex) -> ThreadingHTTPServer:
                 if url.path == "/api/timeline/":
                     lanes = [int(x) for x in q["lanes"].split(",")] if q.get("lanes") else None
                     answer = index.window(int(q["start_ns"]) if "start_ns" in q else None,
-                                          int(q["end_ns"]) if "end_ns" in q else None, int(q.get("width_px", 1000)),
-                                          lanes=lanes)
+                                          int(q["end_ns"]) if "end_ns" in q else None,
+                                          int(q.get("width_px", 1000)), lanes=lanes)
                 elif url.path == "/api/timeline/event/":
                     answer = index.event(int(q["lane"]), int(q["idx"]))
                 elif url.path == "/api/timeline/search/":
@@ -131,7 +131,8 @@ def test_loads_with_lanes_and_crafted_names_as_text(page) -> None:
     assert point is not None, "the crafted op is drawn"
     page.mouse.click(point["x"], point["y"])
     page.wait_for_function("() => document.querySelector('.tl-ev-name') && "
-                           "document.querySelector('.tl-ev-name').textContent === '<script>alert(1)</script>'")
+                           "document.querySelector('.tl-ev-name').textContent === "
+                           "'<script>alert(1)</script>'")
     assert "&lt;script&gt;" in page.inner_html(".tl-ev-name")  # escaped in the markup, shown as typed
     assert page.dialogs == [] and page.locator("#tl script").count() == 0
 

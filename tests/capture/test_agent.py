@@ -8,8 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -26,15 +27,15 @@ LIMIT_S = 240.0
 class AgentProcess:
     def __init__(self, server: str, token: str, config: Path, log: Path, env: dict[str, str]) -> None:
         self.args = [sys.executable, "-m", "pypto_core", "agent", "--server", server, "--token", token,
-                     "--config", str(config), "--poll-s", "2", "--retry-max-s", "1", "--log-interval-s", "0.3",
-                     "--chunk-bytes", "4096"]
+                     "--config", str(config), "--poll-s", "2", "--retry-max-s", "1", "--log-interval-s",
+                     "0.3", "--chunk-bytes", "4096"]
         self.log, self.env = log, env
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> "AgentProcess":
+    def start(self) -> AgentProcess:
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.args, cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(self.args, cwd=REPO, env=self.env, stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
     def kill(self) -> None:
@@ -96,8 +97,8 @@ def deployment(transactional_db: None, live_server: Any, make_user, api_for, tmp
         agents.append(agent.start())
         return agent
 
-    yield {"api": api, "project": project, "agent_id": made["id"], "token": made["token"], "start_agent": start_agent,
-           "runs": Path(env_for_agent["RUN_COUNTER_FILE"]), "tmp": tmp_path}
+    yield {"api": api, "project": project, "agent_id": made["id"], "token": made["token"],
+           "start_agent": start_agent, "runs": Path(env_for_agent["RUN_COUNTER_FILE"]), "tmp": tmp_path}
     for agent in agents:
         agent.kill()
 
@@ -156,7 +157,8 @@ def test_capture_end_to_end_tiny_llama(deployment: dict[str, Any], worker: Any) 
 
     # the page links the profile; the profile enters the normal pipeline
     detail = deployment["api"].get(f"/api/captures/{job_id}/").json()
-    assert detail["profile"] == job.profile_id and detail["profile_url"].endswith(f"/profiles/{job.profile_id}/")
+    assert detail["profile"] == job.profile_id
+    assert detail["profile_url"].endswith(f"/profiles/{job.profile_id}/")
 
     def finished() -> Any:
         p = Profile.objects.get(pk=job.profile_id)
@@ -215,7 +217,8 @@ def test_killed_agent_resumes_its_upload_and_the_job_finishes_once(deployment: d
 
     def mid_upload() -> bool:
         job = job_row(job_id)
-        return job.status == "uploading" and job.upload is not None and 0 < job.upload.received < job.upload.size
+        return (job.status == "uploading" and job.upload is not None
+                and 0 < job.upload.received < job.upload.size)
 
     try:
         wait_until(mid_upload, "the upload to start", limit_s=LIMIT_S)
@@ -249,7 +252,8 @@ def test_cancel_during_the_upload_aborts_it(deployment: dict[str, Any]) -> None:
 
     def mid_upload() -> Any:
         job = job_row(job_id)
-        return job if job.status == "uploading" and job.upload and 0 < job.upload.received < job.upload.size else None
+        midway = job.status == "uploading" and job.upload and 0 < job.upload.received < job.upload.size
+        return job if midway else None
 
     try:
         job = wait_until(mid_upload, "the upload to start", limit_s=LIMIT_S)
@@ -296,7 +300,8 @@ def test_a_killed_agents_job_fails_after_the_staleness_window_and_is_not_rerun(
 
         answer = wait_until(failed, "the server to fail the job", limit_s=60)
         assert answer["status"] == "failed", answer
-        assert answer["message"].startswith("agent npu-host stopped sending heartbeats at "), answer["message"]
+        assert answer["message"].startswith("agent npu-host stopped sending heartbeats at "), \
+            answer["message"]
         assert answer["finished_at"] is not None
     finally:
         if pid is not None:  # the workload runs in its own session: the agent's SIGKILL did not reach it
@@ -305,7 +310,8 @@ def test_a_killed_agents_job_fails_after_the_staleness_window_and_is_not_rerun(
             except ProcessLookupError:
                 pass
     second = deployment["start_agent"]()
-    wait_until(lambda: "not run twice" in second.tail(), "the restarted agent to settle the job", limit_s=LIMIT_S)
+    wait_until(lambda: "not run twice" in second.tail(), "the restarted agent to settle the job",
+               limit_s=LIMIT_S)
     job = job_row(job_id)
     assert job.status == "failed" and "stopped sending heartbeats" in job.message  # kept, not overwritten
     assert runs(deployment) == 1 and second.proc.poll() is None

@@ -43,15 +43,16 @@ def test_token_shown_once_and_stored_hashed(setup) -> None:
     listed = setup["api"].get(f"/api/projects/{setup['project'].pk}/agents/").json()
     assert "token" not in listed[0] and listed[0]["online"] is True
     # the host's command never reaches the server: only names, kinds, descriptions
-    assert listed[0]["workloads"] == [{"name": "llama", "kind": "python", "description": "decode", "timeout_s": None,
-                                       "patchable": False}]
+    assert listed[0]["workloads"] == [{"name": "llama", "kind": "python", "description": "decode",
+                                       "timeout_s": None, "patchable": False}]
     # an agent that reports no remedy policy accepts none
     assert listed[0]["capabilities"]["remedies"] == {"kinds": [], "env": []}
 
 
 def test_viewer_cannot_register_agents_or_capture(setup) -> None:
     viewer_api = setup["api_for"](setup["viewer"])
-    assert viewer_api.post(f"/api/projects/{setup['project'].pk}/agents/", {"name": "x"}, format="json").status_code == 403
+    assert viewer_api.post(f"/api/projects/{setup['project'].pk}/agents/", {"name": "x"},
+                           format="json").status_code == 403
     r = viewer_api.post(f"/api/projects/{setup['project'].pk}/captures/",
                         {"agent": setup["agent_id"], "workload": "llama"}, format="json")
     assert r.status_code == 403
@@ -72,9 +73,11 @@ def test_non_members_get_404_everywhere(setup) -> None:
 
 def test_params_outside_the_schema_and_unknown_workloads_are_refused(setup) -> None:
     url = f"/api/projects/{setup['project'].pk}/captures/"
-    r = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama", "params": {"command": "id"}}, format="json")
+    r = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama", "params": {"command": "id"}},
+                          format="json")
     assert r.status_code == 400 and "params.command" in str(r.json())
-    r = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama", "params": {"active": 10**7}}, format="json")
+    r = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama", "params": {"active": 10**7}},
+                          format="json")
     assert r.status_code == 400
     r = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "rm-rf"}, format="json")
     assert r.status_code == 400 and "workload" in r.json()
@@ -86,7 +89,16 @@ def test_agent_token_opens_no_user_endpoint_and_user_token_no_agent_endpoint(set
     assert agent.get(f"/api/projects/{setup['project'].pk}/").status_code in (401, 403)
     assert agent.get("/api/projects/").status_code in (401, 403)
     assert setup["api"].post("/api/agent/jobs/next/", {}, format="json").status_code in (401, 403)
-    assert agent_client("pyag_not-a-token").post("/api/agent/heartbeat/", {}, format="json").status_code == 401
+    assert agent_client("pyag_not-a-token").post("/api/agent/heartbeat/", {},
+                                                 format="json").status_code == 401
+
+
+def test_a_body_that_is_not_an_object_is_a_400_not_a_crash(setup) -> None:
+    agent = agent_client(setup["token"])
+    for path in ("/api/agent/heartbeat/", "/api/agent/jobs/next/", "/api/agent/register/"):
+        answer = agent.post(path, [1, 2], format="json")
+        assert answer.status_code == 400, (path, answer.content)
+        assert "JSON object" in answer.json()["detail"], answer.content
 
 
 def test_a_second_agent_cannot_touch_the_first_agents_jobs(setup, make_user) -> None:
@@ -99,7 +111,8 @@ def test_a_second_agent_cannot_touch_the_first_agents_jobs(setup, make_user) -> 
     other = agent_client(other_token)
     assert other.post("/api/agent/jobs/next/", {}, format="json").status_code == 204  # not handed out
     for path in ("status/", "log/", "upload/"):
-        assert other.post(f"/api/agent/jobs/{job['id']}/{path}", {"status": "failed"}, format="json").status_code == 404
+        assert other.post(f"/api/agent/jobs/{job['id']}/{path}", {"status": "failed"},
+                          format="json").status_code == 404
     assert CaptureJob.objects.get(pk=job["id"]).status == JobStatus.QUEUED
 
 
@@ -129,7 +142,7 @@ def test_two_claimers_racing_get_the_job_once(setup) -> None:
         barrier = threading.Barrier(2)
         got: list[Any] = []
 
-        def claim() -> None:
+        def claim(barrier: threading.Barrier, got: list[Any]) -> None:
             try:
                 barrier.wait()
                 got.append(job_claim_next(agent=agent))
@@ -138,7 +151,7 @@ def test_two_claimers_racing_get_the_job_once(setup) -> None:
             finally:
                 connection.close()
 
-        threads = [threading.Thread(target=claim) for _ in range(2)]
+        threads = [threading.Thread(target=claim, args=(barrier, got)) for _ in range(2)]
         for t in threads:
             t.start()
         for t in threads:
@@ -153,14 +166,18 @@ def test_agent_transitions_are_checked(setup) -> None:
                             {"agent": setup["agent_id"], "workload": "llama"}, format="json").json()
     agent = agent_client(setup["token"])
     # not claimed yet: nothing may be reported
-    assert agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": "running"}, format="json").status_code == 409
+    assert agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": "running"},
+                      format="json").status_code == 409
     assert agent.post("/api/agent/jobs/next/", {}, format="json").json()["id"] == job["id"]
-    assert agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": "done"}, format="json").status_code == 409
+    assert agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": "done"},
+                      format="json").status_code == 409
     ok = agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": "running"}, format="json")
     assert ok.status_code == 200 and ok.json() == {"status": "running", "cancel": False}
     setup["api"].post(f"/api/captures/{job['id']}/cancel/")
-    assert agent.post(f"/api/agent/jobs/{job['id']}/log/", {"tail": "x"}, format="json").json()["cancel"] is True
-    assert agent.post("/api/agent/heartbeat/", {"running": [job["id"]]}, format="json").json() == {"cancel": [job["id"]]}
+    logged = agent.post(f"/api/agent/jobs/{job['id']}/log/", {"tail": "x"}, format="json")
+    assert logged.json()["cancel"] is True
+    beat = agent.post("/api/agent/heartbeat/", {"running": [job["id"]]}, format="json")
+    assert beat.json() == {"cancel": [job["id"]]}
 
 
 def test_revoked_token_is_refused_and_queued_jobs_cancelled(setup) -> None:
@@ -195,7 +212,8 @@ def test_pages_render_for_members(setup, client, settings) -> None:
     assert client.get(f"/captures/{job.pk}/").status_code == 404
 
 
-def test_a_cancelled_upload_is_refused_chunks_and_can_be_deleted(setup, django_capture_on_commit_callbacks) -> None:
+def test_a_cancelled_upload_is_refused_chunks_and_can_be_deleted(setup,
+                                                                 django_capture_on_commit_callbacks) -> None:
     from profiles.models import UploadSession
     from profiles.services import partial_upload_path
 
@@ -204,8 +222,10 @@ def test_a_cancelled_upload_is_refused_chunks_and_can_be_deleted(setup, django_c
     agent = agent_client(setup["token"])
     agent.post("/api/agent/jobs/next/", {}, format="json")
     for step in ("running", "uploading"):
-        assert agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": step}, format="json").status_code == 200
-    opened = agent.post(f"/api/agent/jobs/{job['id']}/upload/", {"filename": "c.tar.gz", "size": 8}, format="json")
+        assert agent.post(f"/api/agent/jobs/{job['id']}/status/", {"status": step},
+                          format="json").status_code == 200
+    opened = agent.post(f"/api/agent/jobs/{job['id']}/upload/", {"filename": "c.tar.gz", "size": 8},
+                        format="json")
     assert opened.status_code == 201, opened.content
     url = opened.json()["url"]
     put = agent.put(url, b"1234", content_type="application/octet-stream", HTTP_CONTENT_RANGE="bytes 0-3/8")
@@ -238,7 +258,8 @@ def test_claim_sets_a_deadline_and_a_late_job_is_failed_on_read(setup, settings)
         {"name": "vllm", "kind": "vllm", "timeout_s": 100}]}, format="json")
     assert reg.json()["heartbeat_s"] == 15  # a third of the default 300 s window, at most 15
     url = f"/api/projects/{setup['project'].pk}/captures/"
-    ids = [setup["api"].post(url, {"agent": setup["agent_id"], "workload": w, "params": p}, format="json").json()["id"]
+    ids = [setup["api"].post(url, {"agent": setup["agent_id"], "workload": w, "params": p},
+                             format="json").json()["id"]
            for w, p in (("llama", {}), ("untimed", {}), ("vllm", {"duration_s": 20}))]
     budgets = {}
     for _ in ids:
@@ -249,14 +270,18 @@ def test_claim_sets_a_deadline_and_a_late_job_is_failed_on_read(setup, settings)
     assert budgets == {"llama": 150, "untimed": 1030, "vllm": 2 * 100 + 20 + 30}
 
     late = ids[0]
-    assert agent.post(f"/api/agent/jobs/{late}/status/", {"status": "running"}, format="json").status_code == 200
+    assert agent.post(f"/api/agent/jobs/{late}/status/", {"status": "running"},
+                      format="json").status_code == 200
     assert setup["api"].get(f"/api/captures/{late}/").json()["status"] == "running"  # the agent is online
     CaptureJob.objects.filter(pk=late).update(deadline=timezone.now() - timedelta(seconds=1))  # time passes
     answer = setup["api"].get(f"/api/captures/{late}/").json()
-    assert answer["status"] == "failed" and "deadline" in answer["message"] and "npu-1 is online" in answer["message"]
-    # the agent still running it is told to stop, by its next log post or heartbeat; its late reports change nothing
+    assert answer["status"] == "failed"
+    assert "deadline" in answer["message"] and "npu-1 is online" in answer["message"]
+    # the agent still running it is told to stop, by its next
+    # log post or heartbeat; its late reports change nothing
     assert agent.post(f"/api/agent/jobs/{late}/log/", {"tail": "x"}, format="json").json()["cancel"] is True
-    assert agent.post("/api/agent/heartbeat/", {"running": [late]}, format="json").json() == {"cancel": [late]}
+    beat = agent.post("/api/agent/heartbeat/", {"running": [late]}, format="json")
+    assert beat.json() == {"cancel": [late]}
     r = agent.post(f"/api/agent/jobs/{late}/status/", {"status": "uploading"}, format="json")
     assert r.status_code == 409 and CaptureJob.objects.get(pk=late).status == JobStatus.FAILED
     # the others, within their deadlines and with a live agent, are untouched by reading the list
@@ -271,8 +296,10 @@ def test_a_silent_agents_jobs_fail_once_on_read(setup, settings) -> None:
 
     settings.PYPTO_CAPTURE_AGENT_STALE_S = 60
     url = f"/api/projects/{setup['project'].pk}/captures/"
-    job_id = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama"}, format="json").json()["id"]
-    queued = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama"}, format="json").json()["id"]
+    job_id = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama"},
+                               format="json").json()["id"]
+    queued = setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama"},
+                               format="json").json()["id"]
     agent = agent_client(setup["token"])
     agent.post("/api/agent/jobs/next/", {}, format="json")
     agent.post(f"/api/agent/jobs/{job_id}/status/", {"status": "running"}, format="json")
@@ -280,7 +307,8 @@ def test_a_silent_agents_jobs_fail_once_on_read(setup, settings) -> None:
     Agent.objects.filter(pk=setup["agent_id"]).update(last_seen=last)  # the agent went silent a minute ago
     listed = {j["id"]: j for j in setup["api"].get(url).json()}
     assert listed[job_id]["status"] == "failed" and listed[queued]["status"] == "queued"  # a queued job waits
-    assert listed[job_id]["message"].startswith(f"agent npu-1 stopped sending heartbeats at {last:%Y-%m-%d %H:%M:%S} UTC")
+    assert listed[job_id]["message"].startswith(
+        f"agent npu-1 stopped sending heartbeats at {last:%Y-%m-%d %H:%M:%S} UTC")
     finished = CaptureJob.objects.get(pk=job_id).finished_at
     assert setup["api"].get(f"/api/captures/{job_id}/").json()["finished_at"] is not None
     assert CaptureJob.objects.get(pk=job_id).finished_at == finished  # a second read changes nothing

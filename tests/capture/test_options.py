@@ -5,14 +5,20 @@ import json
 import pytest
 
 from pypto_core.capture.options import (
-    ENV_OPTIONS, CaptureOptions, OptionsError, options_from_env, schema_description, validate_params,
+    ENV_OPTIONS,
+    CaptureOptions,
+    OptionsError,
+    options_from_env,
+    schema_description,
+    validate_params,
 )
 
 
 def test_defaults_are_the_light_capture() -> None:
     opts = validate_params({})
     assert opts == CaptureOptions()
-    assert (opts.profiler_level, opts.aic_metrics, opts.l2_cache, opts.scheduled) == ("Level1", "PipeUtilization", False, False)
+    assert (opts.profiler_level, opts.aic_metrics, opts.l2_cache, opts.scheduled) == \
+        ("Level1", "PipeUtilization", False, False)
 
 
 def test_allowed_values_pass_through() -> None:

@@ -12,7 +12,11 @@ import pytest
 
 from pypto_core.capture.agent_config import RemedyPolicy, Workload, load_config
 from pypto_core.capture.remedy_apply import (
-    ENV_AOE_CONFIG, RemedyRefused, applied_workload, check_remedies, diff_paths,
+    ENV_AOE_CONFIG,
+    RemedyRefused,
+    applied_workload,
+    check_remedies,
+    diff_paths,
 )
 from pypto_core.errors import InputError
 
@@ -64,7 +68,8 @@ def test_env_only_listed_names_and_matching_sha256(src: Path) -> None:
         check_remedies([remedy("env", "TASK_QUEUE_ENABLE=2\n", sha256="0" * 64)], ALL, workload(src))
     with pytest.raises(RemedyRefused, match="not a NAME=value line"):
         check_remedies([remedy("env", "TASK_QUEUE_ENABLE=2; rm -rf /\nA B\n")], ALL, workload(src))
-    checked = check_remedies([remedy("env", "# fused launch queue\nTASK_QUEUE_ENABLE=2\n")], ALL, workload(src))
+    checked = check_remedies([remedy("env", "# fused launch queue\nTASK_QUEUE_ENABLE=2\n")], ALL,
+                             workload(src))
     notes: list[str] = []
     run = applied_workload(workload(src), checked, src.parent / "job", notes.append)
     assert run.env["TASK_QUEUE_ENABLE"] == "2" and run.cwd == src  # no patch: nothing copied or moved
@@ -78,7 +83,8 @@ def test_env_only_listed_names_and_matching_sha256(src: Path) -> None:
 def test_a_patch_outside_source_is_refused_before_anything_runs(src: Path, path: str, reason: str) -> None:
     with pytest.raises(RemedyRefused, match=reason):
         check_remedies([remedy("patch", unified(ORIGINAL, FIXED, path))], ALL, workload(src))
-    absolute = f"--- {src.parent}/outside.py\n+++ {src.parent}/outside.py\n@@ -1,2 +1,2 @@\n def answer():\n" \
+    absolute = f"--- {src.parent}/outside.py\n+++ {src.parent}/outside.py\n" \
+               "@@ -1,2 +1,2 @@\n def answer():\n" \
                "-    return 41\n+    return 42\n"
     with pytest.raises(RemedyRefused, match="outside the workload's source folder"):
         check_remedies([remedy("patch", absolute)], ALL, workload(src))
@@ -116,7 +122,8 @@ def test_a_patch_is_applied_to_a_scratch_copy_and_the_run_points_there(src: Path
     assert (src / "pkg" / "model.py").read_text() == ORIGINAL  # the original is never written
     assert run.cwd == scratch and run.command[1] == f"{scratch}/run.py" and run.source == src
     assert run.env["PYTHONPATH"] == f"{scratch}/pkg:/elsewhere"
-    assert any(n.startswith("applied patch answer.diff (sha256 ") and n.endswith("pkg/model.py") for n in notes)
+    assert any(n.startswith("applied patch answer.diff (sha256 ")
+               and n.endswith("pkg/model.py") for n in notes)
     assert "  patch: patching file pkg/model.py" in notes
 
 
@@ -124,7 +131,8 @@ def test_aoe_only_where_the_host_has_it(src: Path, tmp_path: Path) -> None:
     config = '{"tune_ops_type": ["MatMulV2"]}'
     with pytest.raises(RemedyRefused, match="this host has no AOE"):
         check_remedies([remedy("aoe", config)], ALL, workload(src), which=lambda name: None)
-    checked = check_remedies([remedy("aoe", config)], ALL, workload(src), which=lambda name: f"/usr/bin/{name}")
+    checked = check_remedies([remedy("aoe", config)], ALL, workload(src),
+                             which=lambda name: f"/usr/bin/{name}")
     run = applied_workload(workload(src), checked, tmp_path, lambda _: None)
     assert Path(run.env[ENV_AOE_CONFIG]).read_text() == config
 

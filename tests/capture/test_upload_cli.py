@@ -24,8 +24,8 @@ SAMPLE = SAMPLES / "ascend_pt" / "cnn_8npu_text_level1" / "rank0_ascend_pt"
 
 def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
-    return subprocess.run([sys.executable, "-m", "pypto_core", "upload", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", "pypto_core", "upload", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
 
 
 @pytest.fixture

@@ -15,13 +15,20 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from tests.capture.test_agent import (  # noqa: F401  (env_for_agent: a fixture)
-    LIMIT_S, AgentProcess, env_for_agent, job_row, registered, runs, wait_job,
+    LIMIT_S,
+    AgentProcess,
+    env_for_agent,
+    job_row,
+    registered,
+    runs,
+    wait_job,
 )
 from tests.conftest import wait_until
 from tests.web.helpers import project_with
@@ -69,8 +76,9 @@ timeout_s = 300
 
 
 @pytest.fixture
+# (env_for_agent: the fixture imported above, which pyflakes takes for a redefinition)
 def loop(transactional_db: None, live_server: Any, make_user, api_for, tmp_path: Path,
-         env_for_agent: dict[str, str]) -> Iterator[dict[str, Any]]:
+         env_for_agent: dict[str, str]) -> Iterator[dict[str, Any]]:  # noqa: F811
     from django.test import Client
 
     owner = make_user("owner")
@@ -127,7 +135,8 @@ def test_verify_the_norm_fusion_patch_on_the_agent(loop: dict[str, Any], worker:
 
     # the model file: the norm-fusion patch then also comes as a diff against it
     with open(loop["source"] / "modeling_tiny.py", "rb") as fh:
-        assert api.post(f"/api/profiles/{base.pk}/model-file/", {"file": fh}, format="multipart").status_code == 202
+        assert api.post(f"/api/profiles/{base.pk}/model-file/", {"file": fh},
+                        format="multipart").status_code == 202
 
     def diff_made() -> Any:
         names = [a["name"] for a in api.get(f"/api/profiles/{base.pk}/artifacts/").json()]
@@ -147,7 +156,8 @@ def test_verify_the_norm_fusion_patch_on_the_agent(loop: dict[str, Any], worker:
 
     done = wait_job(job["id"], ("done", "failed", "cancelled"), agent)
     assert done.status == "done", (done.message, agent.tail())
-    assert f"applied patch norm_fusion_patch.diff (sha256 {patch['sha256'][:12]}): modeling_tiny.py" in done.log_tail
+    applied = f"applied patch norm_fusion_patch.diff (sha256 {patch['sha256'][:12]}): modeling_tiny.py"
+    assert applied in done.log_tail
     assert "applied env TASK_QUEUE_ENABLE.env" in done.log_tail and "norms fused: True" in done.log_tail
     assert runs(loop) == 2
     assert tree_digest(loop["source"]) == original  # the original source was never written
@@ -162,7 +172,7 @@ def test_verify_the_norm_fusion_patch_on_the_agent(loop: dict[str, Any], worker:
     verdict = verification["verdicts"][0]
     # fixed: the chain is gone (on a busy CPU the fused norms may still wait on the host: the rule then flags
     # only those, a different finding named beside the verdict)
-    assert verdict["rule"] == NORM and verdict["verdict"] == "fixed" and verdict["finding"] == norm["id"], verdict
+    assert (verdict["rule"], verdict["verdict"], verdict["finding"]) == (NORM, "fixed", norm["id"]), verdict
     assert set(verdict["flagged_after"]) <= {"RmsNorm", "AddRmsNorm"}
     norm_block = next(b for b in verdict["kernels"] if b["block"] == "norm")
     assert {"Rsqrt", "ReduceMean", "Pow"} <= set(norm_block["base_op_types"])  # the unfused chain before
@@ -170,7 +180,8 @@ def test_verify_the_norm_fusion_patch_on_the_agent(loop: dict[str, Any], worker:
     assert isinstance(verdict["measured_saving_us"], float) and verdict["estimated_saving_us"] > 0
     assert verdict["npu_figure"] is False and verdict["measured_on"] == "cpu"
 
-    page = loop["browser"].get(f"/comparisons/{verification['comparison']}/?findings={norm['id']}").content.decode()
+    url = f"/comparisons/{verification['comparison']}/?findings={norm['id']}"
+    page = loop["browser"].get(url).content.decode()
     assert "not an NPU figure" in page and "verdict-fixed" in page
     ledger = api.get(f"/api/projects/{loop['project'].pk}/fixes/").json()
     events = next(f for f in ledger["fixes"] if f["rule"] == NORM)["events"]
@@ -183,14 +194,16 @@ def test_verify_the_norm_fusion_patch_on_the_agent(loop: dict[str, Any], worker:
     from pypto_core.capture.verify import VerificationFailed
 
     token = Token.objects.get_or_create(user=loop["owner"])[0].key
-    cli = subprocess.run([sys.executable, "-m", "pypto_core", "verify", str(base.pk), "--findings", str(norm["id"]),
-                          "--server", loop["server"], "--token", token, "--timeout-s", str(LIMIT_S)],
+    cli = subprocess.run([sys.executable, "-m", "pypto_core", "verify", str(base.pk), "--findings",
+                          str(norm["id"]), "--server", loop["server"], "--token", token, "--timeout-s",
+                          str(LIMIT_S)],
                          cwd=REPO, capture_output=True, text=True, timeout=LIMIT_S + 60, env=loop["env"])
     assert cli.returncode == 0, (cli.stderr, agent.tail())
     out = json.loads(cli.stdout)
     assert out["verification"]["verdicts"][0]["verdict"] == "fixed" and out["job"] != job["id"]
     with pytest.raises(VerificationFailed, match=r"refused \(unknown_findings\)"):
-        TuningSession("s", loop["tmp"] / "sdk").verify([10**9], profile=base.pk, server=loop["server"], token=token)
+        TuningSession("s", loop["tmp"] / "sdk").verify([10**9], profile=base.pk, server=loop["server"],
+                                                       token=token)
 
 
 @pytest.mark.slow
@@ -201,8 +214,8 @@ def test_refused_remedies_run_nothing(loop: dict[str, Any]) -> None:
     def job(workload: str, kind: str, content: str) -> int:
         remedy = {"kind": kind, "name": "x", "content": content,
                   "sha256": hashlib.sha256(content.encode()).hexdigest()}
-        return CaptureJob.objects.create(project=loop["project"], agent_id=loop["agent_id"], workload=workload,
-                                         remedies=[remedy]).pk
+        return CaptureJob.objects.create(project=loop["project"], agent_id=loop["agent_id"],
+                                         workload=workload, remedies=[remedy]).pk
 
     outside = "--- a/../escape.py\n+++ b/../escape.py\n@@ -0,0 +1 @@\n+import os\n"
     stale = "--- a/model.py\n+++ b/model.py\n@@ -1 +1 @@\n-FUSED = None\n+FUSED = True\n"
@@ -214,7 +227,8 @@ def test_refused_remedies_run_nothing(loop: dict[str, Any]) -> None:
     }
     for job_id, reason in cases.items():
         row = wait_job(job_id, ("failed", "done", "cancelled"), loop["agent"])
-        assert row.status == "failed" and row.message.startswith("refused: ") and reason in row.message, row.message
+        assert row.status == "failed", row.message
+        assert row.message.startswith("refused: ") and reason in row.message, row.message
     assert runs(loop) == 0  # nothing ran
     assert not (loop["tmp"] / "escape.py").exists()
     assert (loop["sleeper_src"] / "model.py").read_text() == "FUSED = False\n"

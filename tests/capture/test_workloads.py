@@ -4,9 +4,9 @@ vLLM needs a GPU or NPU, so the stand-in does what vLLM does: write a profile fo
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -37,7 +37,8 @@ def test_config_refuses_unknown_keys_kinds_and_missing_commands(tmp_path: Path) 
 
 
 def test_config_public_view_hides_commands(tmp_path: Path) -> None:
-    cfg = load_config(_config(tmp_path, '[workloads.a]\ncommand = "python run.py --secret s3"\nenv = {K = "v"}\n'))
+    cfg = load_config(_config(tmp_path,
+                              '[workloads.a]\ncommand = "python run.py --secret s3"\nenv = {K = "v"}\n'))
     assert cfg.workloads["a"].command == ("python", "run.py", "--secret", "s3")
     assert cfg.public_workloads() == [{"name": "a", "kind": "python", "description": "", "timeout_s": 3600,
                                        "patchable": False}]
@@ -45,7 +46,8 @@ def test_config_public_view_hides_commands(tmp_path: Path) -> None:
 
 def test_msprof_command_follows_the_options(tmp_path: Path) -> None:
     cfg = load_config(_config(tmp_path, '[workloads.om]\nkind = "msprof"\ncommand = ["./infer", "m.om"]\n'))
-    opts = validate_params({"profiler_level": "Level2", "aic_metrics": "Memory", "l2_cache": True, "export_type": "db"})
+    opts = validate_params({"profiler_level": "Level2", "aic_metrics": "Memory", "l2_cache": True,
+                            "export_type": "db"})
     cmd = msprof_command(cfg.workloads["om"], opts, tmp_path / "out")
     assert cmd[0] == "msprof" and cmd[-2:] == ["./infer", "m.om"]
     for flag in (f"--output={tmp_path / 'out'}", "--task-time=l1", "--ascendcl=on", "--runtime-api=on",
@@ -92,16 +94,19 @@ def test_vllm_workload_profiles_a_running_server(tmp_path: Path, fake_vllm) -> N
         written = run_workload(ctx)
     assert calls == ["/start_profile", "/stop_profile"]
     assert [p.name for p in written] == ["host_1_20260101000000000_ascend_pt"]
-    assert (out / "host_1_20260101000000000_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").exists()
+    assert (out / "host_1_20260101000000000_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv").exists()
 
 
 def test_vllm_cancel_still_stops_profiling(tmp_path: Path, fake_vllm) -> None:
     from pypto_core.capture.workloads import WorkloadCancelled
 
     url, profile_dir, calls = fake_vllm
-    cfg = load_config(_config(tmp_path, f'[workloads.v]\nkind = "vllm"\nurl = "{url}"\nprofile_dir = "{profile_dir}"\n'))
+    cfg = load_config(_config(tmp_path,
+                              f'[workloads.v]\nkind = "vllm"\nurl = "{url}"\nprofile_dir = '
+                              f'"{profile_dir}"\n'))
     cancel = threading.Event()
     cancel.set()
     with open(tmp_path / "job.log", "w") as log, pytest.raises(WorkloadCancelled):
-        profile_vllm(RunContext(cfg.workloads["v"], {}, validate_params({"duration_s": 600}), tmp_path / "o", log, cancel))
+        profile_vllm(RunContext(cfg.workloads["v"], {}, validate_params({"duration_s": 600}), tmp_path / "o",
+                                log, cancel))
     assert calls == ["/start_profile", "/stop_profile"]  # never left profiling

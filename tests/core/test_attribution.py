@@ -15,12 +15,12 @@ import re
 
 import pytest
 
+from pypto_core import formats  # noqa: E402
 from pypto_core.attribution import BUCKETS, IDLE_BUCKETS, attribute_group
 from pypto_core.rules import diagnose_group
 from tests.core.rules.test_real_samples import UNREADABLE, _samples
 from tests.paths import HAVE_SAMPLES, MISSING_SAMPLES, SAMPLES
 
-from pypto_core import formats  # noqa: E402
 if not HAVE_SAMPLES:  # pragma: no cover - a clone without ../shared
     pytest.skip(MISSING_SAMPLES, allow_module_level=True)
 
@@ -47,7 +47,8 @@ def test_buckets_add_up_to_every_step_of_every_rank(sample: str) -> None:
 def _step_trace(path) -> dict[str, float]:
     with open(path, newline="") as fh:
         row = next(csv.DictReader(fh))
-    return {k: float(v) * 1e3 for k, v in row.items() if k not in ("Step", "Device_id") and v != ""}  # us -> ns
+    # us -> ns
+    return {k: float(v) * 1e3 for k, v in row.items() if k not in ("Step", "Device_id") and v != ""}
 
 
 @pytest.mark.parametrize("path", STEP_TRACE, ids=lambda p: p.parts[-4] + "/" + p.parts[-3])
@@ -56,20 +57,23 @@ def test_agrees_with_torch_npu_step_trace_time(path) -> None:
     ref = _step_trace(path)
     (_, a), = attribute_group(formats.open_profiles(rank_dir))
     b = a.steps[0].breakdown
-    # trimmed_2023_memoryl0 keeps ~20 kernels of a full step: its task table covers a fraction of the device time
-    # step_trace_time records, so the attribution is step_trace_time's, and says so
+    # trimmed_2023_memoryl0 keeps ~20 kernels of a full step: its task table covers a fraction of the device
+    # time step_trace_time records, so the attribution is step_trace_time's, and says so
     # (a rank that kept no tasks at all, qwen3's rank 1, is step_trace_time's too, with nothing to explain)
     trimmed = "trimmed_" in str(path)
-    assert (a.note is not None) == trimmed and (a.source == "step_trace_time" or not trimmed), (a.source, a.note)
+    assert (a.note is not None) == trimmed, (a.source, a.note)
+    assert a.source == "step_trace_time" or not trimmed, (a.source, a.note)
     assert b.buckets["compute"] == pytest.approx(ref["Computing"], rel=0.01)
-    assert b.buckets["communication_not_overlapped"] == pytest.approx(ref["Communication(Not Overlapped)"], rel=0.01)
+    assert b.buckets["communication_not_overlapped"] == pytest.approx(ref["Communication(Not Overlapped)"],
+                                                                       rel=0.01)
     assert b.communication_overlapped_ns == pytest.approx(ref["Overlapped"], rel=0.01, abs=2e3)
     if a.source == "timeline":
         # msprof's Free is the idle time between the step's first and last device task; our idle buckets
         # also hold the time before the first task (Preparing) and after the last one (the step's tail)
         idle = b.idle_ns + b.buckets["memcpy"]
         assert idle >= ref["Free"] + ref.get("Preparing", 0) - 0.01 * b.wall_ns
-        assert b.wall_ns - idle == pytest.approx(ref["Computing"] + ref["Communication(Not Overlapped)"], rel=0.01)
+        assert b.wall_ns - idle == pytest.approx(ref["Computing"] + ref["Communication(Not Overlapped)"],
+                                                 rel=0.01)
 
 
 # HTA 0.5.0 temporal breakdown, last step included (us): compute, idle, non-compute (communication + memory)
@@ -90,16 +94,21 @@ def test_agrees_with_hta_temporal_breakdown(sample: str) -> None:
     assert b["compute"] / 1e3 == pytest.approx(compute, rel=tol)
     assert (b["communication_not_overlapped"] + b["memcpy"]) / 1e3 == pytest.approx(non_compute, rel=tol)
     span = compute + idle + non_compute
-    assert a.run.idle_ns / 1e3 == pytest.approx(idle + (a.run.wall_ns / 1e3 - span), rel=max(tol, 0.5 * (tol > 0.03)))
+    assert a.run.idle_ns / 1e3 == pytest.approx(idle + (a.run.wall_ns / 1e3 - span),
+                                                rel=max(tol, 0.5 * (tol > 0.03)))
 
 
 # sample -> (vendor, workload, dominant bucket, top finding): the dominant bucket comes from the profile's own
 # step trace (Ascend) or HTA's breakdown (Kineto) above; the top finding is the one that explains it.
 EXPECTED = {
-    "ascend_pt/cnn_8npu_text_level0": ("ascend", "training", "communication_not_overlapped", "communication_not_overlapped"),
-    "ascend_pt/cnn_8npu_text_level2": ("ascend", "training", "communication_not_overlapped", "communication_not_overlapped"),
-    "ascend_pt/cnn_8npu_db_level0": ("ascend", "training", "communication_not_overlapped", "communication_not_overlapped"),
-    "ascend_pt/cnn_8npu_db_level1": ("ascend", "training", "communication_not_overlapped", "communication_not_overlapped"),
+    "ascend_pt/cnn_8npu_text_level0": ("ascend", "training", "communication_not_overlapped",
+                                       "communication_not_overlapped"),
+    "ascend_pt/cnn_8npu_text_level2": ("ascend", "training", "communication_not_overlapped",
+                                       "communication_not_overlapped"),
+    "ascend_pt/cnn_8npu_db_level0": ("ascend", "training", "communication_not_overlapped",
+                                     "communication_not_overlapped"),
+    "ascend_pt/cnn_8npu_db_level1": ("ascend", "training", "communication_not_overlapped",
+                                     "communication_not_overlapped"),
     "ascend_pt/qwen3_0.6b_train_4npu_level2": ("ascend", "training", "communication_not_overlapped",
                                                "communication_not_overlapped"),
     "kineto/a100_nccl_2rank": ("nvidia", "training", "host_launch_bound", "host_bound_gaps"),
@@ -134,7 +143,8 @@ def test_dominant_bucket_top_finding_vendor_and_workload(sample: str) -> None:
 def test_idle_buckets_are_what_the_host_was_doing() -> None:
     """CNN step 50: the 17.5 ms before the first task hold the DataLoader's next() and an H2D sync; the gaps
     during forward/backward are eager dispatch (host_launch_bound)."""
-    (_, a), = attribute_group(formats.open_profiles(SAMPLES / "ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt"))
+    group = formats.open_profiles(SAMPLES / "ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt")
+    ((_, a),) = attribute_group(group)
     b = a.run.buckets
     assert b["data_loading"] == pytest.approx(3.56e6, rel=0.02)
     assert b["sync_wait"] > 5e6 and b["host_launch_bound"] > 20e6

@@ -17,7 +17,8 @@ def test_a_child_reports_its_own_peak_not_its_parents() -> None:
     ballast = bytearray(400 * 1024 * 1024)  # the parent's peak: 400 MB touched
     for i in range(0, len(ballast), 4096):
         ballast[i] = 1
-    code = "import json; from pypto_core.bench.timeline import _rss_mb; print(json.dumps({'peak': _rss_mb()}))"
+    code = ("import json; from pypto_core.bench.timeline import _rss_mb; "
+            "print(json.dumps({'peak': _rss_mb()}))")
     peak = child_json(code, check=True)["peak"]
     del ballast
     assert 0 < peak < 200, peak  # a bare interpreter with numpy and pyarrow is ~100 MB; ru_maxrss gave >= 400
@@ -56,7 +57,8 @@ def test_the_analyze_bench_reports_the_median_of_three_fresh_runs(tmp_path: Path
     from pypto_core.bench import analyze
 
     row = analyze.run([1.0], tmp_path)["results"][0]
-    assert len(row["runs_s"]) == 3 and sorted(row["runs_s"])[1] == pytest.approx(row["load_plus_analyze_s"], abs=1e-3)
+    assert len(row["runs_s"]) == 3
+    assert sorted(row["runs_s"])[1] == pytest.approx(row["load_plus_analyze_s"], abs=1e-3)
     assert row["load_plus_analyze_s"] == pytest.approx(row["load_s"] + row["analyze_s"], abs=0.01)
     assert row["load_avg"] is not None and row["kernels"] > 0
 

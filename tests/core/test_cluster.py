@@ -16,7 +16,8 @@ def simulated_ranks(n: int = 8) -> tuple[list[dict], list[int]]:
         steps = []
         for sid in (11, 12, 13):
             dur = 10_000_000 + (2_000_000 if r == 5 else 0)
-            steps.append({"step_id": sid, "start_ns": t, "end_ns": t + dur, "time_breakdown": {"wall_ns": dur}})
+            steps.append({"step_id": sid, "start_ns": t, "end_ns": t + dur,
+                          "time_breakdown": {"wall_ns": dur}})
             t += 12_500_000
         ranks.append({"rank": r, "steps": steps, "time_breakdown": {"wall_ns": 3 * 10_000_000}})
     return ranks, skew
@@ -30,7 +31,8 @@ def test_ranks_are_aligned_on_their_first_common_step_and_the_offset_is_stated()
     assert [r["offset_ns"] for r in view["ranks"]] == skew  # offsets against rank 0
     assert {r["steps"][0]["start_ns"] for r in view["ranks"]} == {0}
     assert view["ranks"][5]["steps"][0]["end_ns"] == 12_000_000  # the slow rank's step, longer on one axis
-    assert view["ranks"][3]["steps"][1]["abs_start_ns"] == str(1_736_408_883_000_000_000 + 41_000 + 12_500_000)
+    assert view["ranks"][3]["steps"][1]["abs_start_ns"] == str(1_736_408_883_000_000_000 + 41_000
+                                                               + 12_500_000)
 
 
 def test_no_common_step_keeps_the_clocks_and_says_so() -> None:
@@ -58,7 +60,8 @@ def test_cnn_8npu_matrix_links_match_msprof_bandwidth_and_name_the_slowest_link(
 
 
 def test_a_rank_without_step_timestamps_is_drawn_from_the_lowest_ranks_step_and_says_so() -> None:
-    """Rank 1 of the Qwen3 sample: step_trace_time with durations but no times (attribution start = end = 0)."""
+    """Rank 1 of the Qwen3 sample: step_trace_time with
+    durations but no times (attribution start = end = 0)."""
     ranks, _ = simulated_ranks(2)
     ranks[1]["steps"] = [dict(s, start_ns=0, end_ns=0) for s in ranks[1]["steps"]]
     view = align_ranks(ranks)

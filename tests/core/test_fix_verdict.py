@@ -19,9 +19,10 @@ def result(status: str, measured: float | None, *, significant: bool = True, bet
 
 def test_fixed_persisting_worse_and_the_measured_beside_the_estimate() -> None:
     fixed = verdict_of(result("fixed", 30.0), "norm_launch_overhead")
-    assert (fixed["verdict"], fixed["estimated_saving_us"], fixed["measured_saving_us"]) == ("fixed", 120.0, 30.0)
-    assert fixed["kernels"] == [{"block": "norm", "base_us": 50.0, "new_us": 20.0, "base_op_types": ["Rsqrt", "Pow"],
-                                 "new_op_types": ["RmsNorm"]}]
+    assert (fixed["verdict"], fixed["estimated_saving_us"], fixed["measured_saving_us"]) == \
+        ("fixed", 120.0, 30.0)
+    assert fixed["kernels"] == [{"block": "norm", "base_us": 50.0, "new_us": 20.0,
+                                 "base_op_types": ["Rsqrt", "Pow"], "new_op_types": ["RmsNorm"]}]
     assert fixed["noise"] == {"metric": "per_token_latency_ms", "base": 10.0, "new": 9.0, "delta_pct": -10.0,
                               "significant": True, "verdict": "better"}
     assert verdict_of(result("persisting", 3.0), "norm_launch_overhead")["verdict"] == "persisting"
@@ -33,7 +34,8 @@ def test_a_rule_that_now_flags_other_kernels_marks_the_old_finding_fixed() -> No
     moved = verdict_of(result("persisting", -3.0), "norm_launch_overhead",
                        base_ops=["Pow", "ReduceMean", "Rsqrt"], new_ops=["RmsNorm", "AddRmsNorm"])
     assert moved["verdict"] == "fixed" and moved["reason"].endswith("AddRmsNorm, RmsNorm")
-    same = verdict_of(result("persisting", -3.0), "norm_launch_overhead", base_ops=["Rsqrt"], new_ops=["Rsqrt"])
+    same = verdict_of(result("persisting", -3.0), "norm_launch_overhead", base_ops=["Rsqrt"],
+                      new_ops=["Rsqrt"])
     assert same["verdict"] == "worse"
 
 

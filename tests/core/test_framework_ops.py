@@ -15,7 +15,8 @@ from tests.paths import SAMPLES
 
 NPU = SAMPLES / "ascend_pt" / "cnn_8npu_text_level2" / "rank0_ascend_pt"
 GPU = SAMPLES / "kineto" / "a100_nccl_2rank" / "nccl_data.json.gz"
-needs_samples = pytest.mark.skipif(not NPU.exists(), reason="the real samples (../shared/samples) are not here")
+needs_samples = pytest.mark.skipif(not NPU.exists(),
+                                   reason="the real samples (../shared/samples) are not here")
 
 
 def test_host_parents_nests_by_thread_and_time() -> None:
@@ -41,7 +42,8 @@ def test_task_queue_pairing_reproduces_the_traces_enqueue_to_dequeue_flows() -> 
     def enclosing(flow_end: dict, cat: str) -> tuple[str, int]:
         ts = ns(flow_end["ts"])
         for e in slices:
-            if e["cat"] == cat and e["tid"] == flow_end["tid"] and ns(e["ts"]) <= ts <= ns(e["ts"]) + e["dur"] * 1000:
+            if (e["cat"] == cat and e["tid"] == flow_end["tid"]
+                    and ns(e["ts"]) <= ts <= ns(e["ts"]) + e["dur"] * 1000):
                 return e["name"], ns(e["ts"])
         raise AssertionError(flow_end)
 
@@ -107,5 +109,6 @@ def test_kernels_linked_only_to_their_runtime_call_reach_the_op_around_it() -> N
     k = next(i for i, n in enumerate(names) if n.startswith("Memcpy HtoD") and linked[i])
     call = api.slice(api_of[k], 1).to_pylist()[0]
     around = [h for h in host.to_pylist() if h["tid"] == call["tid"] and h["start_ns"] <= call["start_ns"]
-              and h["start_ns"] + h["dur_ns"] >= call["start_ns"] + call["dur_ns"] and h["name"].startswith("aten::")]
+              and h["start_ns"] + h["dur_ns"] >= call["start_ns"] + call["dur_ns"]
+              and h["name"].startswith("aten::")]
     assert fo.op_of(k) == min(around, key=lambda h: h["start_ns"])["name"]

@@ -19,7 +19,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pypto_core.archive import safe_extract
 from pypto_core.errors import InputError

@@ -5,9 +5,9 @@ every real sample."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
-import ast
 from pathlib import Path
 
 import pytest
@@ -140,15 +140,16 @@ def _literal_evidence_keys() -> dict[str, str]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.keyword) and node.arg == "evidence":
                 take(node.value, path.name)
-            elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "evidence" for t in node.targets):
+            elif isinstance(node, ast.Assign) and any(getattr(t, "id", None)
+                                                      == "evidence" for t in node.targets):
                 take(node.value, path.name)
             elif isinstance(node, ast.Assign):
                 for t in node.targets:
                     if (isinstance(t, ast.Subscript) and getattr(t.value, "id", None) == "evidence"
                             and isinstance(t.slice, ast.Constant)):
                         keys[t.slice.value] = path.name
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
-                  and getattr(node.func.value, "id", None) == "evidence"):
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr
+                  == "update" and getattr(node.func.value, "id", None) == "evidence"):
                 for arg in node.args:
                     take(arg, path.name)
     return keys

@@ -6,7 +6,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pypto_core.intervals import intersect_intervals, outermost, subtract_intervals, union_intervals, union_length
+from pypto_core.intervals import (
+    intersect_intervals,
+    outermost,
+    subtract_intervals,
+    union_intervals,
+    union_length,
+)
 
 spans = st.lists(st.tuples(st.integers(0, 60), st.integers(1, 20)), max_size=25)
 

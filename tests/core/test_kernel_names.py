@@ -35,7 +35,8 @@ def _mangled_names() -> list[str]:
      "bn_fw_tr_1C11_singleread<…> (fp16)"),
     ("Memcpy DtoD (Device -> Device)", "Memcpy DtoD (Device -> Device)"),
     ("aclnnAdd_AddAiCore_Add", "aclnnAdd_AddAiCore_Add"),  # Ascend names are readable already
-    ("=HYPERLINK(\"x\")|<script>", "=HYPERLINK(\"x\")|<script>"),  # not C++: untouched, escaped by the exporter
+    # not C++: untouched, escaped by the exporter
+    ("=HYPERLINK(\"x\")|<script>", "=HYPERLINK(\"x\")|<script>"),
 ])
 def test_readable_labels(name: str, label: str) -> None:
     assert readable(name) == label
@@ -48,7 +49,8 @@ def test_real_mangled_cutlass_convs_are_demangled_and_collapsed() -> None:
     labels = set()
     for name in names:
         full = demangle(name)
-        assert full.startswith("void cutlass_cudnn_train::Kernel<cutlass_cudnn_train::conv::kernel::ImplicitGemm")
+        assert full.startswith(
+            "void cutlass_cudnn_train::Kernel<cutlass_cudnn_train::conv::kernel::ImplicitGemm")
         labels.add(readable(name))
     assert labels == {"cutlass conv wgrad 128x128x32 (tf32)", "cutlass conv wgrad 64x128x32 (tf32)"}
 

@@ -11,16 +11,17 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pypto_core import formats  # noqa: E402
 from pypto_core.attribution import attribute
 from pypto_core.profile import Profile, ProfileMeta
 from pypto_core.replay import Change, Replay
 from tests.paths import HAVE_SAMPLES, MISSING_SAMPLES, REPO, SAMPLES
 
-from pypto_core import formats  # noqa: E402
 T0 = 1_736_408_883_688_177_930
 REAL = ["ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt", "ascend_pt/cnn_8npu_db_level1/rank0_ascend_pt",
         "ascend_pt/timeline_2024", "kineto/a100_nccl_2rank", "kineto/dlrm_8xv100",
-        "kineto/trace_diff_pair/control.json.gz", "kineto/trace_diff_pair/test.json.gz", "msprof/db_8npu_2023"]
+        "kineto/trace_diff_pair/control.json.gz", "kineto/trace_diff_pair/test.json.gz",
+        "msprof/db_8npu_2023"]
 
 
 @pytest.mark.parametrize("sample", REAL)
@@ -65,14 +66,16 @@ def _run(p: Profile, change: Change) -> int:
 def test_a_faster_task_on_a_busy_stream_saves_its_time() -> None:
     # device-bound: three tasks back to back, issued long before; halving the middle one saves 50 us
     p = _profile([(2, 10, 100), (2, 111, 100), (2, 212, 100)],
-                 host=[("aclnnAdd", 0, 2), ("aclnnAdd", 3, 2), ("aclnnAdd", 6, 2)], links=[(0, 0), (1, 1), (2, 2)])
+                 host=[("aclnnAdd", 0, 2), ("aclnnAdd", 3, 2), ("aclnnAdd", 6, 2)],
+                 links=[(0, 0), (1, 1), (2, 2)])
     assert _run(p, Change(kernels=np.array([1]), saving_ns=np.array([50_000.0]))) == 50_000
 
 
 def test_a_faster_task_saves_nothing_when_the_host_is_the_bottleneck() -> None:
     # host-bound: each task is issued only after the previous one ended, by a host busy all along
     p = _profile([(2, 10, 20), (2, 60, 20), (2, 110, 20)],
-                 host=[("aclnnAdd", 0, 10), ("aclnnAdd", 10, 50), ("aclnnAdd", 60, 50)], links=[(0, 0), (1, 1), (2, 2)])
+                 host=[("aclnnAdd", 0, 10), ("aclnnAdd", 10, 50), ("aclnnAdd", 60, 50)],
+                 links=[(0, 0), (1, 1), (2, 2)])
     assert _run(p, Change(kernels=np.array([0]), saving_ns=np.array([10_000.0]))) == 0
     # removing host time (the compile call the second launch waited through) moves everything after it
     removed = (np.array([T0 + 20_000]), np.array([T0 + 50_000]))
@@ -91,8 +94,9 @@ def test_what_if_in_the_cli_report(tmp_path) -> None:
     if not HAVE_SAMPLES:  # pragma: no cover
         pytest.skip(MISSING_SAMPLES)
     out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, "-m", "pypto_core", "analyze", str(SAMPLES / "kineto/a100_nccl_2rank"),
-                           "--what-if", "host_bound_gaps,nonexistent_rule", "-o", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "pypto_core", "analyze",
+                           str(SAMPLES / "kineto/a100_nccl_2rank"), "--what-if",
+                           "host_bound_gaps,nonexistent_rule", "-o", str(out)],
                           capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     w = json.loads(out.read_text())["what_if"]

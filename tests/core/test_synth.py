@@ -66,8 +66,8 @@ def test_kernel_details_format_cann83(planted) -> None:
     lines = raw.split(b"\r\n")
     assert lines[-1] == b"" and all(b"\n" not in line for line in lines), "every line ends in CRLF"
     header = lines[0].decode().split(",")
-    assert header[:12] == ["Step Id", "Device_id", "Model ID", "Task ID", "Stream ID", "Name", "Type", "OP State",
-                           "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)"]
+    assert header[:12] == ["Step Id", "Device_id", "Model ID", "Task ID", "Stream ID", "Name", "Type",
+                           "OP State", "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)"]
     assert header[12:14] == ["Block Dim", "Mix Block Dim"] and "Block Num" not in header
     assert header[-1] == "cube_utilization(%)" and "aic_mte2_ratio" in header and "aiv_vec_ratio" in header
     assert len(header) == 47  # Step Id + the 46 op_summary columns of docs/domain.md §3.2
@@ -78,7 +78,8 @@ def test_kernel_details_format_cann83(planted) -> None:
 
 
 def test_2026_variant_and_msprof_layout(tmp_path) -> None:
-    run = synthesize_run(tmp_path, tokens=1, prompt_tokens=64, layout="msprof", variant="2026", model="qwen2.5-7b")
+    run = synthesize_run(tmp_path, tokens=1, prompt_tokens=64, layout="msprof", variant="2026",
+                         model="qwen2.5-7b")
     assert re.fullmatch(r"PROF_\d{6}_\d{17}_[0-9A-Z]+", run.path.name)
     out = run.path / "mindstudio_profiler_output"
     names = sorted(p.name for p in out.iterdir())
@@ -144,11 +145,13 @@ def test_planted_op_types_and_shapes(planted) -> None:
     unaligned = [r for r in mms if any(d % 256 for dims in shape_dims(r["Input Shapes"]) for d in dims[-1:])
                  or any(d % 256 for d in shape_dims(r["Output Shapes"])[0][-1:])]
     assert unaligned, "FFN / LM-head MatMuls with an inner or output axis not a multiple of 256"
-    assert any(r["Accelerator Core"] == "MIX_AIC" for r in mms), "unaligned inner axis flips MatMul to MIX_AIC"
+    assert any(r["Accelerator Core"] == "MIX_AIC" for r in mms), \
+        "unaligned inner axis flips MatMul to MIX_AIC"
     decode_bmm = [r for r in rows if r["Type"] == "BatchMatMulV2" and r["Step Id"] != "0"]
     assert min(float(r["aic_mte2_ratio"]) for r in decode_bmm) > 0.7, "decode attention is MTE2-bound"
     # cache-shaped copies: TensorMove of [B, N_kv, S, D] with S = the context length
-    moves = [shape_dims(r["Input Shapes"])[0] for r in rows if r["Type"] == "TensorMove" and r["Step Id"] == "2"]
+    moves = [shape_dims(r["Input Shapes"])[0] for r in rows if r["Type"] == "TensorMove" and r["Step Id"]
+             == "2"]
     assert moves and all(m[2] == PROMPT + 2 for m in moves)
 
 
@@ -215,7 +218,7 @@ def test_each_single_fix_saves_its_stated_cost(tmp_path, planted, fixed) -> None
     assert base - fixed.per_token_ms == pytest.approx(total, rel=0.03)
 
 
-# --- determinism, size, CLI ----------------------------------------------------------------------------------
+# --- determinism, size, CLI ---------------------------------------------------------------------------------
 
 
 def test_deterministic_with_seed(tmp_path) -> None:
@@ -224,7 +227,8 @@ def test_deterministic_with_seed(tmp_path) -> None:
     b = synthesize(tmp_path / "b", seed=7, **kw)
     c = synthesize(tmp_path / "c", seed=8, **kw)
     for name in ("kernel_details.csv", "trace_view.json", "op_statistic.csv"):
-        assert (a / "ASCEND_PROFILER_OUTPUT" / name).read_bytes() == (b / "ASCEND_PROFILER_OUTPUT" / name).read_bytes()
+        out_a, out_b = a / "ASCEND_PROFILER_OUTPUT" / name, b / "ASCEND_PROFILER_OUTPUT" / name
+        assert out_a.read_bytes() == out_b.read_bytes()
     assert (a / "ASCEND_PROFILER_OUTPUT/kernel_details.csv").read_bytes() != (
         c / "ASCEND_PROFILER_OUTPUT/kernel_details.csv").read_bytes()
 
@@ -256,15 +260,16 @@ def test_cli_synth(tmp_path, capsys) -> None:
 @pytest.mark.parametrize("variant", ["cann83", "2026"])
 def test_readers_read_every_variant(tmp_path, layout, variant) -> None:
     from pypto_core import formats
-    run = synthesize_run(tmp_path, tokens=2, prompt_tokens=32, model="llama3-8b", layout=layout, variant=variant)
+    run = synthesize_run(tmp_path, tokens=2, prompt_tokens=32, model="llama3-8b", layout=layout,
+                         variant=variant)
     profile = formats.open_profile(run.path)
     kernels = profile.kernels
     assert kernels.num_rows == run.kernel_count
     written = read_kernels(run.path)
     block_col = "Block Num" if variant == "2026" else "Block Dim"
     assert kernels["block_dim"].to_pylist() == [int(r[block_col]) for r in written]
-    assert sorted(set(kernels["op_type"].to_pylist())) == sorted({r["OP Type" if layout == "msprof" else "Type"]
-                                                                  for r in written})
+    type_col = "OP Type" if layout == "msprof" else "Type"
+    assert sorted(set(kernels["op_type"].to_pylist())) == sorted({r[type_col] for r in written})
     assert kernels["start_ns"][0].as_py() % 1000 == int(written[0][
         "Task Start Time(us)" if layout == "msprof" else "Start Time(us)"].strip().split(".")[1])
     if layout == "ascend_pt":

@@ -35,14 +35,15 @@ TOLERANCE = 0.30  # as tests/core/rules/test_synth_rules.py: estimated savings w
 @pytest.fixture(scope="module")
 def pt_db(tmp_path_factory):
     """ascend_pt text + db of one run (cann83)."""
-    return synthesize_run(tmp_path_factory.mktemp("pt_db"), layout="ascend_pt", variant="cann83", db=True, **RUN)
+    return synthesize_run(tmp_path_factory.mktemp("pt_db"), layout="ascend_pt", variant="cann83", db=True,
+                          **RUN)
 
 
 @pytest.fixture(scope="module")
 def pt_db_only(tmp_path_factory):
     """The same run exported as db only, 2026 column names."""
-    return synthesize_run(tmp_path_factory.mktemp("pt_db_only"), layout="ascend_pt", variant="2026", db="only",
-                          **RUN)
+    return synthesize_run(tmp_path_factory.mktemp("pt_db_only"), layout="ascend_pt", variant="2026",
+                          db="only", **RUN)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +104,7 @@ def test_legacy_layout_file_names_and_columns(legacy) -> None:
 def test_legacy_reads_back_like_the_text_of_the_same_run(legacy, msprof_db) -> None:
     prof = open_profile(legacy.path)
     assert prof.meta.format == "msprof" and prof.meta.simulated is True
-    assert prof.meta.cann_version == "7.0.0" and prof.meta.device == "Ascend910B3" and prof.meta.device_id == 0
+    assert (prof.meta.cann_version, prof.meta.device, prof.meta.device_id) == ("7.0.0", "Ascend910B3", 0)
     assert prof.kernels.num_rows == legacy.kernel_count
     _same_kernels(prof, open_profile(msprof_db.path))
     assert prof.host_ops.num_rows == 0 and prof.api_calls.num_rows > 0  # the timeline was read too
@@ -117,8 +118,9 @@ def test_db_schema_is_the_real_samples(pt_db, pt_db_only) -> None:
     real1 = sqlite3.connect(f"file:{DB_SAMPLE.format(1)}?mode=ro&immutable=1", uri=True)
     ours = sqlite3.connect(_db(pt_db))
     tables = {r[0] for r in ours.execute("select name from sqlite_master where type='table'")}
-    assert {"TASK", "COMPUTE_TASK_INFO", "TASK_PMU_INFO", "STRING_IDS", "PYTORCH_API", "CONNECTION_IDS", "CANN_API",
-            "STEP_TIME", "META_DATA", "NPU_INFO", "SESSION_TIME_INFO", "RANK_DEVICE_MAP"} <= tables
+    assert {"TASK", "COMPUTE_TASK_INFO", "TASK_PMU_INFO", "STRING_IDS", "PYTORCH_API", "CONNECTION_IDS",
+            "CANN_API", "STEP_TIME", "META_DATA", "NPU_INFO", "SESSION_TIME_INFO",
+            "RANK_DEVICE_MAP"} <= tables
     for table in sorted(tables):
         real = real1 if table in ("COMPUTE_TASK_INFO", "TASK_PMU_INFO") else real0
         assert _columns(ours, table) == _columns(real, table), table
@@ -128,7 +130,8 @@ def test_db_schema_is_the_real_samples(pt_db, pt_db_only) -> None:
     assert ours.execute("select min(name) from PYTORCH_API").fetchone()[0] >= PTA_STRING_BASE
     assert ours.execute("select count(*) from COMPUTE_TASK_INFO c left join STRING_IDS s on s.id = c.opType "
                         "where s.value is null").fetchone()[0] == 0
-    assert ours.execute("select value from STRING_IDS where value like '\"%' limit 1").fetchone()[0].count('"') == 2
+    quoted = ours.execute("select value from STRING_IDS where value like '\"%' limit 1").fetchone()[0]
+    assert quoted.count('"') == 2
     meta = dict(ours.execute("select name, value from META_DATA"))
     assert meta["SCHEMA_VERSION"] == "1.0.0" and meta["SIMULATED"] == "true"
     assert json.loads(meta["PYPTO_SYNTH"])["kernel_count"] == pt_db.kernel_count

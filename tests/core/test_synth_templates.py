@@ -1,4 +1,5 @@
-"""pypto_core.synth's fast path: whole-step templates and decode tables write what the per-row reference writes.
+"""pypto_core.synth's fast path: whole-step templates and decode tables write what the per-row reference
+writes.
 
 The reference (``rows.kernel_cells`` + csv, ``trace_events.kernel_events`` + json) formats one placed kernel
 at a time; the step templates format a whole step from columns. For the same placed numbers both must give
@@ -28,7 +29,8 @@ CASES = [("910B3", "fp16", frozenset()),
          ("910B4", "fp16", frozenset({"matmul_tiling", "norm_launch_overhead"}))]
 
 
-def reference(placed, prev_end: int, *, python: bool, dtype: str, freq: int, coupled: bool) -> tuple[str, str]:
+def reference(placed, prev_end: int, *, python: bool, dtype: str, freq: int,
+              coupled: bool) -> tuple[str, str]:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\r\n" if python else "\n")
     events = []
@@ -42,7 +44,8 @@ def reference(placed, prev_end: int, *, python: bool, dtype: str, freq: int, cou
 
 @pytest.mark.parametrize("sku,dtype,fixed", CASES)
 def test_step_templates_write_the_reference_bytes(sku, dtype, fixed) -> None:
-    cfg = RunConfig(resolve_model("llama3-8b"), resolve_sku(sku), prompt_tokens=PROMPT, dtype=dtype, fixed=fixed)
+    cfg = RunConfig(resolve_model("llama3-8b"), resolve_sku(sku), prompt_tokens=PROMPT, dtype=dtype,
+                    fixed=fixed)
     builder = StepBuilder(cfg)
     decode = decode_table(builder, PROMPT + 1, PROMPT + 9)
     assert decode is not None and decode.moving, "decode steps move with the context"

@@ -13,8 +13,9 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -36,8 +37,8 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")
     exe = Path(sys.executable).with_name("moto_server")
-    proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)], stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -56,8 +57,8 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def s3_client(endpoint: str) -> Any:
     import boto3
 
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
-                        region_name="us-east-1")
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
+                        aws_secret_access_key="testing", region_name="us-east-1")
 
 
 @pytest.fixture
@@ -98,7 +99,6 @@ def own_broker(n: int) -> str:
 def sending_to(broker: str) -> Iterator[None]:
     """Send this process's tasks (``delay`` after commit) to ``broker`` for the duration."""
     from pypto_web.celery import app
-
     from tests.conftest import purge_broker
 
     purge_broker(broker)

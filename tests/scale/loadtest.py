@@ -111,8 +111,8 @@ def run(url: str, token: str, project: int, archive: Path, *, browsers: int = 20
         "requests": len(page_ms) + len(upload_ms), "failures": len(failures), "failure_samples": failures[:5],
         "page_ms": {"p50": round(percentile(page_ms, 0.5), 1), "p95": round(percentile(page_ms, 0.95), 1),
                     "max": round(max(page_ms, default=0.0), 1), "count": len(page_ms)},
-        "upload_ms": {"p50": round(percentile(upload_ms, 0.5), 1), "p95": round(percentile(upload_ms, 0.95), 1),
-                      "count": len(upload_ms)},
+        "upload_ms": {"p50": round(percentile(upload_ms, 0.5), 1),
+                      "p95": round(percentile(upload_ms, 0.95), 1), "count": len(upload_ms)},
         "uploads_accepted": len(uploaded), "upload_ids": sorted(uploaded), "archive_bytes": len(payload),
     }
 

@@ -54,9 +54,9 @@ def test_ingest_throughput_of_one_worker(make_user, api_for, tmp_path, settings)
             if isinstance(v, (int, float)):
                 phases[k] = phases.get(k, 0.0) + v / count
     out = {
-        "profiles": count, "archive_mb": round(archive.stat().st_size / 1e6, 2), "unpacked_mb": round(unpacked / 1e6, 1),
-        "kernels": done[0].summary.get("kernel_count"), "span_s": round(span, 1),
-        "profiles_per_min_per_worker": round(60 * count / span, 2),
+        "profiles": count, "archive_mb": round(archive.stat().st_size / 1e6, 2),
+        "unpacked_mb": round(unpacked / 1e6, 1), "kernels": done[0].summary.get("kernel_count"),
+        "span_s": round(span, 1), "profiles_per_min_per_worker": round(60 * count / span, 2),
         "unpacked_mb_per_min_per_worker": round(60 * count * unpacked / 1e6 / span, 1),
         "mean_phase_s": {k: round(v, 2) for k, v in sorted(phases.items())},
     }

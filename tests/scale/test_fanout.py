@@ -45,7 +45,8 @@ def test_four_ranks_fan_out_over_s3_and_survive_a_killed_worker(make_user, api_f
         diag = Worker(env=env, log_path=tmp_path / "diagnose.log", queues="diagnose,light").start()
         try:
             with open(archive, "rb") as fh:
-                resp = api_for(owner).post(f"/api/projects/{project.pk}/profiles/", {"file": fh}, format="multipart")
+                resp = api_for(owner).post(f"/api/projects/{project.pk}/profiles/", {"file": fh},
+                                           format="multipart")
             assert resp.status_code == 201, resp.content
             group_id = resp.json()["id"]
 
@@ -56,7 +57,8 @@ def test_four_ranks_fan_out_over_s3_and_survive_a_killed_worker(make_user, api_f
             wait_until(lambda: two_ranks_parsing() and all(
                 b"holding while" in w.log_path.read_bytes() for w in (ing_a, ing_b)), "two ranks held", ing_a)
             assert Profile.objects.filter(group_id=group_id).count() == 4
-            held = set(Profile.objects.filter(group_id=group_id, status="parsing").values_list("pk", flat=True))
+            parsing = Profile.objects.filter(group_id=group_id, status="parsing")
+            held = set(parsing.values_list("pk", flat=True))
             ing_a.kill()  # SIGKILL mid-rank: no ack, no requeue, its claim stays
             hold.unlink()
 
@@ -95,7 +97,8 @@ def test_four_ranks_fan_out_over_s3_and_survive_a_killed_worker(make_user, api_f
     assert any(k.endswith("/qwen3_4rank.zip") for k in keys)
     assert sum(k.endswith(".tar") and "/archives/" in k for k in keys) == 4
     for r in ranks:
-        assert any(k.startswith(r.parquet_prefix + "/") and k.endswith(".parquet") for k in keys), r.parquet_prefix
+        assert any(k.startswith(r.parquet_prefix + "/")
+                   and k.endswith(".parquet") for k in keys), r.parquet_prefix
     assert any(k.startswith(group.parquet_prefix + "/") for k in keys)
     for p in [group, *ranks]:
         assert p.archive.name in keys and not (Path(settings.MEDIA_ROOT) / p.archive.name).exists()

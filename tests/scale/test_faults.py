@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,8 @@ def _redis(port: int, data: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data),
                              "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_until(lambda: subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).stdout.strip()
+    wait_until(lambda: subprocess.run(["redis-cli", "-p", str(port), "ping"],
+                                      capture_output=True).stdout.strip()
                == b"PONG", "private redis")
     return proc
 
@@ -59,8 +59,10 @@ def test_redis_restarted_mid_run_tasks_resume(make_user, api_for, tmp_path) -> N
         with sending_to(broker):
             worker.start()
             with open(archive, "rb") as fh:
-                first = client.post(f"/api/projects/{project.pk}/profiles/", {"file": fh}, format="multipart").json()
-            wait_until(lambda: b"holding while" in worker.log_path.read_bytes(), "the worker inside the task", worker)
+                first = client.post(f"/api/projects/{project.pk}/profiles/", {"file": fh},
+                                    format="multipart").json()
+            wait_until(lambda: b"holding while" in worker.log_path.read_bytes(), "the worker inside the task",
+                       worker)
 
             subprocess.run(["redis-cli", "-p", str(port), "shutdown"], check=False, capture_output=True)
             server.wait(timeout=30)
@@ -68,7 +70,8 @@ def test_redis_restarted_mid_run_tasks_resume(make_user, api_for, tmp_path) -> N
             hold.unlink()
 
             second = client.post(f"/api/projects/{project.pk}/profiles/",
-                                 {"file": ContentFile(archive.read_bytes(), name="after.zip")}, format="multipart")
+                                 {"file": ContentFile(archive.read_bytes(), name="after.zip")},
+                                 format="multipart")
             assert second.status_code == 201, second.content
             done = [wait_finished(first["id"], worker), wait_finished(second.json()["id"], worker)]
     finally:

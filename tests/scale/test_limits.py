@@ -28,7 +28,8 @@ def _post(client, project_id: int, name: str, data: bytes):
 
 
 def _start(client, project_id: int, name: str, size: int):
-    return client.post(f"/api/projects/{project_id}/uploads/", {"filename": name, "size": size}, format="json")
+    return client.post(f"/api/projects/{project_id}/uploads/", {"filename": name, "size": size},
+                       format="json")
 
 
 @pytest.mark.django_db
@@ -67,7 +68,8 @@ def test_uploads_in_flight_per_user_and_per_project_are_429(make_user, api_for, 
     assert res.status_code == 429
     assert _start(theirs, project.pk, "4.zip", 10).status_code == 201  # the colleague has their own budget...
     res = _start(theirs, project.pk, "5.zip", 10)
-    assert res.status_code == 429 and "this project (3, limit 3)" in str(res.json())  # ...within the project's
+    # ...within the project's
+    assert res.status_code == 429 and "this project (3, limit 3)" in str(res.json())
     project.profiles.update(status="ready")  # analysed: no longer in flight
     assert _post(theirs, project.pk, "6.json", b"[]").status_code == 201
 
@@ -123,7 +125,8 @@ def test_disk_full_during_ingest_fails_with_the_reason_and_keeps_the_archive(
     archive = zip_folder(SMALL_RANK, tmp_path / "rank0.zip")
     with sending_to(broker):
         with open(archive, "rb") as fh:
-            res = api_for(owner).post(f"/api/projects/{project.pk}/profiles/", {"file": fh}, format="multipart")
+            res = api_for(owner).post(f"/api/projects/{project.pk}/profiles/", {"file": fh},
+                                      format="multipart")
         assert res.status_code == 201, res.content
         filler = tiny_disk / "filler"
         with open(filler, "wb") as out:  # take every byte left on the disk

@@ -23,9 +23,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, pytes
 
 
 def test_twenty_browsing_five_uploading(worker, live_server, make_user, tmp_path, settings) -> None:
+    from rest_framework.authtoken.models import Token
+
     from analysis.models import AnalysisRun
     from profiles.models import Profile
-    from rest_framework.authtoken.models import Token
 
     settings.PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_USER = 0  # the load test measures the server, not the limits
     settings.PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_PROJECT = 0
@@ -48,7 +49,8 @@ def test_twenty_browsing_five_uploading(worker, live_server, make_user, tmp_path
         with p.archive.open("rb") as fh:
             assert hashlib.sha256(fh.read()).hexdigest() == digest
     finished = [wait_finished(pk, worker) for pk in result["upload_ids"]]
-    assert all(p.status == "ready" for p in finished), [(p.pk, p.error) for p in finished if p.status != "ready"]
+    assert all(p.status == "ready" for p in finished), [(p.pk, p.error) for p in finished if p.status
+                                                        != "ready"]
 
     runs = AnalysisRun.objects.filter(profile_id__in=result["upload_ids"])
     first = min(r.started_at for r in runs)
@@ -58,7 +60,8 @@ def test_twenty_browsing_five_uploading(worker, live_server, make_user, tmp_path
     result["worker"] = {
         "profiles": len(finished), "pipeline_span_s": round(span, 1),
         "profiles_per_min_one_worker": round(60 * len(finished) / span, 1) if span else None,
-        "mb_per_min_one_worker": round(60 * len(finished) * result["archive_bytes"] / 1e6 / span, 2) if span else None,
+        "mb_per_min_one_worker": round(60 * len(finished) * result["archive_bytes"] / 1e6 / span,
+                                       2) if span else None,
         "ingest_s_mean": round(sum(d.total_seconds() for d in ingest) / len(ingest), 2),
     }
     result.pop("upload_ids")

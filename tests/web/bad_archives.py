@@ -10,9 +10,9 @@ import io
 import os
 import tarfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 MAX_MEMBERS = 50
 MAX_UNPACKED_BYTES = 40 * 1024**2  # above the 35 MB the Kineto .json.gz sample inflates to
@@ -101,7 +101,8 @@ def zip_bomb(d: Path) -> Path:
 def corrupt(d: Path) -> Path:
     good = d / "good.zip"
     with zipfile.ZipFile(good, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("kernel_details.csv", "Name,Duration(us)\n" + "".join(f"MatMulV2,{i * 7919 % 10007}\n" for i in range(5000)))
+        zf.writestr("kernel_details.csv",
+                    "Name,Duration(us)\n" + "".join(f"MatMulV2,{i * 7919 % 10007}\n" for i in range(5000)))
     data = bytearray(good.read_bytes())
     good.unlink()
     # Flip bytes inside the deflate stream, keep the central directory: the CRC or inflate fails.

@@ -1,4 +1,5 @@
-"""Small helpers for the web tests: archives of real samples, projects with members, waiting for the pipeline."""
+"""Small helpers for the web tests: archives of real
+samples, projects with members, waiting for the pipeline."""
 
 from __future__ import annotations
 

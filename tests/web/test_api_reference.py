@@ -66,7 +66,8 @@ def test_reference_page_lists_every_operation_without_inline_script_or_style(mak
     schema = schema_for_language("en")
     for path, ops in schema["paths"].items():
         for method, op in ops.items():
-            block = re.search(rf'<details class="api-op" id="op-{op["operationId"]}".*?</details>', html, re.S)
+            block = re.search(rf'<details class="api-op" id="op-{op["operationId"]}".*?</details>', html,
+                              re.S)
             assert block, op["operationId"]
             assert f'<code class="path">{path}</code>' in block.group(0)
             assert f">{method.upper()}</span>" in block.group(0)

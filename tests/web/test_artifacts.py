@@ -1,6 +1,7 @@
-"""Remedy artifacts on the web: stored per analysis as a versioned set, listed, downloaded one by one and as one
-zip, and made again with unified diffs when the user attaches their model file. The profiles are simulated
-(``pypto_core.synth``) and run by a real worker; the model file is the installed transformers' modeling_llama.py."""
+"""Remedy artifacts on the web: stored per analysis as a versioned set, listed, downloaded one by one and as
+one zip, and made again with unified diffs when the user attaches their model file. The profiles are simulated
+(``pypto_core.synth``) and run by a real worker; the model file is the installed transformers'
+modeling_llama.py."""
 
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ def _zip_of(client: Any, profile_id: int, query: str = "") -> zipfile.ZipFile:
 
 
 @pytest.mark.worker
-def test_artifacts_listed_downloaded_zipped_and_versioned_by_rerun(worker, make_user, api_for, synth_zip) -> None:
+def test_artifacts_listed_downloaded_zipped_and_versioned_by_rerun(worker, make_user, api_for,
+                                                                   synth_zip) -> None:
     owner = make_user("ada")
     project = project_with(owner)
     client = api_for(owner)
@@ -118,7 +120,8 @@ def test_artifacts_listed_downloaded_zipped_and_versioned_by_rerun(worker, make_
 
     work = str(settings.PYPTO_WORK_DIR)
     # the profile by its dashboard name and id (issue 18), never by where a worker read it
-    assert "aoe_tune.sh" in v1 and f"Profile: {profile.name or 'unnamed'} #{profile.pk} (".encode() in v1["aoe_tune.sh"]
+    assert "aoe_tune.sh" in v1
+    assert f"Profile: {profile.name or 'unnamed'} #{profile.pk} (".encode() in v1["aoe_tune.sh"]
     for name, data in v1.items():
         assert work.encode() not in data and b"/unpacked/" not in data, name
     assert work not in json.dumps(client.get(f"/api/profiles/{profile.pk}/").json()) and work not in html
@@ -189,8 +192,10 @@ def test_model_file_makes_diffs_that_apply_to_it(worker, make_user, api_for, syn
         (work / "remedy.diff").write_bytes(_download(client, item))
         out = subprocess.run(["patch", "-p1", "--batch", "--forward", "--dry-run", "-i", "remedy.diff"],
                              cwd=work, capture_output=True, text=True)
-        assert out.returncode == 0 and "fuzz" not in out.stdout.lower(), item["name"] + out.stdout + out.stderr
-    assert sorted(_zip_of(client, profile.pk).namelist()) == sorted([i["name"] for i in latest] + ["MANIFEST.json"])
+        assert out.returncode == 0 and "fuzz" not in out.stdout.lower(), \
+            item["name"] + out.stdout + out.stderr
+    zipped = _zip_of(client, profile.pk).namelist()
+    assert sorted(zipped) == sorted([i["name"] for i in latest] + ["MANIFEST.json"])
     assert len(client.get(f"/api/profiles/{profile.pk}/artifacts/?all=1").json()) == len(before) + len(latest)
 
 
@@ -229,9 +234,11 @@ def test_a_set_without_artifacts_lists_nothing_and_new_urls_hide_from_outsiders(
             return artifact_set_store(profile=profile, run=run, artifacts=artifacts)
 
     first = AnalysisRun.objects.create(profile=profile, kind="diagnose")
-    assert store(first, [CoreArtifact(name="aoe.json", kind="config", content=b"{}", rule="matmul_tiling")]) == 1
+    assert store(first, [CoreArtifact(name="aoe.json", kind="config", content=b"{}",
+                                      rule="matmul_tiling")]) == 1
     # The same run again (a redelivered task): its set is replaced, the version stays.
-    assert store(first, [CoreArtifact(name="aoe.json", kind="config", content=b"[]", rule="matmul_tiling")]) == 1
+    assert store(first, [CoreArtifact(name="aoe.json", kind="config", content=b"[]",
+                                      rule="matmul_tiling")]) == 1
     client = api_for(owner)
     listed = client.get(f"/api/profiles/{profile.pk}/artifacts/").json()
     assert [(i["name"], i["version"], i["size"]) for i in listed] == [("aoe.json", 1, 2)]

@@ -15,7 +15,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 def test_a_bare_worker_consumes_every_pipeline_queue(tmp_path) -> None:
     from django.conf import settings
 
-    routed = {route["queue"] for route in settings.CELERY_TASK_ROUTES.values()} | {settings.CELERY_TASK_DEFAULT_QUEUE}
+    routed = {route["queue"] for route in settings.CELERY_TASK_ROUTES.values()}
+    routed.add(settings.CELERY_TASK_DEFAULT_QUEUE)
     bare = Worker(env=worker_env(), log_path=tmp_path / "bare.log", queues="").start()
     try:
         banner = bare.log_path.read_text()

@@ -50,8 +50,8 @@ def people(make_user, settings, tmp_path):
 
 
 def test_qwen3_ranks_share_one_axis_with_the_report_breakdowns(client, people, tmp_path) -> None:
-    p = analysed_sample(people["project"], people["owner"], SAMPLES / "ascend_pt" / "qwen3_0.6b_train_4npu_level2",
-                        tmp_path)
+    p = analysed_sample(people["project"], people["owner"],
+                        SAMPLES / "ascend_pt" / "qwen3_0.6b_train_4npu_level2", tmp_path)
     client.force_login(people["owner"])
     data = client.get(f"/api/profiles/{p.pk}/cluster/").json()
     assert [r["rank"] for r in data["ranks"]] == [0, 1]

@@ -17,7 +17,8 @@ from tests.conftest import REPO
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k not in ("DEBUG",)}
     full.update(env)
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env=full, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env=full, capture_output=True,
+                          text=True)
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path) -> None:
@@ -57,7 +58,8 @@ def test_migrations_are_committed_and_current(tmp_path) -> None:
 
 
 def _compose() -> list[str] | None:
-    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"],
+                                                 capture_output=True).returncode == 0:
         return ["docker", "compose"]
     if shutil.which("docker-compose"):
         return ["docker-compose"]

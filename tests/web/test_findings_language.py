@@ -71,7 +71,8 @@ def test_profile_page_names_each_evidence_key_in_the_page_language(client, ready
     for language in ("en", "zh-hans"):
         client.post("/language/", {"language": language, "next": "/"})
         page = client.get(f"/profiles/{p.pk}/").content.decode()
-        rows = dict(re.findall(r'<tr data-key="([a-z0-9_]+)"><td>([^<]*?) <span class="hint mono small">\1</span>',
+        rows = dict(re.findall(r'<tr data-key="([a-z0-9_]+)"><td>([^<]*?) <span class="hint mono '
+                               r'small">\1</span>',
                                page))
         assert set(keys) <= set(rows), set(keys) - set(rows)
         for key in keys:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from django.core.files.base import ContentFile
@@ -58,24 +59,30 @@ class World:
             p.save()
             profiles.append(p)
         self.profile = profiles[0]
-        self.artifact = Artifact(profile=self.profile, name="aoe.json", kind="config", size=2, sha256="0" * 64)
+        self.artifact = Artifact(profile=self.profile, name="aoe.json", kind="config", size=2,
+                                 sha256="0" * 64)
         self.artifact.file.save("aoe.json", ContentFile(b"{}"), save=False)
         self.artifact.save()
-        self.comparison = Comparison.objects.create(project=self.project, base=profiles[0], candidate=profiles[1])
-        self.finding = Finding.objects.create(profile=self.profile, rule="norm_launch_overhead", severity="high",
-                                              title="norms", data={"rule": "norm_launch_overhead"})
-        self.invitation = Invitation.objects.create(project=self.project, user=self.invitee, invited_by=self.owner)
-        self.upload = UploadSession.objects.create(project=self.project, created_by=self.owner, filename="a.zip", size=10)
+        self.comparison = Comparison.objects.create(project=self.project, base=profiles[0],
+                                                    candidate=profiles[1])
+        self.finding = Finding.objects.create(profile=self.profile, rule="norm_launch_overhead",
+                                              severity="high", title="norms",
+                                              data={"rule": "norm_launch_overhead"})
+        self.invitation = Invitation.objects.create(project=self.project, user=self.invitee,
+                                                    invited_by=self.owner)
+        self.upload = UploadSession.objects.create(project=self.project, created_by=self.owner,
+                                                   filename="a.zip", size=10)
         self.extra: dict[str, Any] = {}
         try:
             from captures.models import Agent, CaptureJob
         except ImportError:
             pass
         else:
-            agent = Agent.objects.create(project=self.project, name="npu-01", token_hash=secrets.token_hex(32),
-                                         token_prefix="x")
+            agent = Agent.objects.create(project=self.project, name="npu-01",
+                                         token_hash=secrets.token_hex(32), token_prefix="x")
             self.extra["agent_id"] = agent.pk
-            self.extra["job_id"] = CaptureJob.objects.create(project=self.project, agent=agent, workload="w").pk
+            self.extra["job_id"] = CaptureJob.objects.create(project=self.project, agent=agent,
+                                                             workload="w").pk
 
     def ids(self) -> dict[str, Any]:
         """URL kwarg name -> an id of this world's object. A new kind of id must be added here."""
@@ -176,11 +183,13 @@ def test_viewer_can_read_but_not_change(make_user, api_for) -> None:
 
     assert api.post(f"/api/projects/{pid}/profiles/", {"file": ContentFile(b"a,b\n", name="k.csv")},
                     format="multipart").status_code == 403
-    assert api.post(f"/api/projects/{pid}/uploads/", {"filename": "a.zip", "size": 10}, format="json").status_code == 403
+    assert api.post(f"/api/projects/{pid}/uploads/", {"filename": "a.zip", "size": 10},
+                    format="json").status_code == 403
     assert api.delete(f"/api/profiles/{prof}/").status_code == 403
     Profile.objects.filter(pk=prof).update(status="failed")
     assert api.post(f"/api/profiles/{prof}/rerun/").status_code == 403
-    assert api.post(f"/api/projects/{pid}/invitations/", {"username": "owner"}, format="json").status_code == 403
+    assert api.post(f"/api/projects/{pid}/invitations/", {"username": "owner"},
+                    format="json").status_code == 403
     assert api.post("/api/comparisons/", {"base": prof, "candidate": world.comparison.candidate_id},
                     format="json").status_code == 403
     # The owner's open upload is not the viewer's to continue.

@@ -57,16 +57,19 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
 
     assert _number(page, "Kernels") == str(prof["kernel_count"])
     # rounded as the page rounds (Django's floatformat: half up on the decimal value)
-    assert _number(page, "Estimated speedup if all fixed") == f"{floatformat(api['estimated_combined_speedup'], 2)}×"
+    speedup = floatformat(api["estimated_combined_speedup"], 2)
+    assert _number(page, "Estimated speedup if all fixed") == f"{speedup}×"
     per_token = prof["metrics"]["per_token_latency_ms"]
-    assert _number(page, "Per-token latency (p50)") == (f"{floatformat(per_token, 3)} ms" if per_token else "—")
+    assert _number(page, "Per-token latency (p50)") == (f"{floatformat(per_token, 3)} ms" if per_token
+                                                        else "—")
 
     table = _table(page)  # the time attribution, bucket by bucket
     tb = prof["time_breakdown"]
     for b in BUCKETS:
         assert table[b][0] == pytest.approx(tb[b] / 1e6, abs=0.0005)
 
-    shown = re.findall(r'<article class="finding" data-rule="([a-z_]+)"[^>]*>.*?<p class="hint">([^<]*)</p>', page, re.S)
+    shown = re.findall(r'<article class="finding" data-rule="([a-z_]+)"[^>]*>.*?<p class="hint">([^<]*)</p>',
+                       page, re.S)
     by_rule = {f["rule"]: f for f in api["findings"]}
     assert [r for r, _ in shown] == [f["rule"] for f in api["findings"]]  # same findings, same order
     for rule, hint in shown:
@@ -82,13 +85,16 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
     # the wait for other ranks: the API's figure, shown beside the finding, never in its saving
     waits = {}
     for article in page.split('<article class="finding" data-rule="')[1:]:
-        wait = re.search(r'<p class="hint peer-wait">Wait for other ranks: ([\d.,]+) µs', article.split("</article>")[0])
+        body = article.split("</article>")[0]
+        wait = re.search(r'<p class="hint peer-wait">Wait for other ranks: ([\d.,]+) µs', body)
         if wait:
             waits[article.split('"')[0]] = wait.group(1)
-    assert waits == {f["rule"]: floatformat(f["peer_wait_us"], 1) for f in api["findings"] if f["peer_wait_us"]}
+    assert waits == {f["rule"]: floatformat(f["peer_wait_us"], 1)
+                     for f in api["findings"] if f["peer_wait_us"]}
     assert ('id="speedup-bound"' in page) == (api["combined_speedup_bound"] == "upper_bound")
 
-    metrics = dict(re.findall(r'<tr data-metric="([a-z0-9_]+)"><td>.*?</td><td class="num">([^<]+)</td></tr>', page))
+    metrics = dict(re.findall(r'<tr data-metric="([a-z0-9_]+)"><td>.*?</td><td class="num">([^<]+)</td></tr>',
+                              page))
     shown_metrics = {k: v for k, v in metrics.items() if k in prof["metrics"]}
     assert shown_metrics, "the metrics table is on the page"
     for k, v in shown_metrics.items():

@@ -1,6 +1,6 @@
-"""Dashboard pages (issue 7) on profiles analysed in-process: the project dashboard, the profile page (numbers,
-charts as json_script, top ops, findings with remedy links), the timeline page and its API, comparisons and
-their exports, membership 404s, and hostile op names shown as text everywhere."""
+"""Dashboard pages (issue 7) on profiles analysed in-process: the project dashboard, the profile page
+(numbers, charts as json_script, top ops, findings with remedy links), the timeline page and its API,
+comparisons and their exports, membership 404s, and hostile op names shown as text everywhere."""
 
 from __future__ import annotations
 
@@ -138,7 +138,8 @@ def test_comparison_page_and_exports(client, world) -> None:
     before, after = world["before"], world["after"]
     page = client.get(f"/projects/{world['project'].pk}/compare/?base={before.pk}")
     assert page.status_code == 200 and f'<option value="{before.pk}" selected>' in page.content.decode()
-    res = client.post(f"/projects/{world['project'].pk}/compare/", {"base": before.pk, "candidate": before.pk})
+    res = client.post(f"/projects/{world['project'].pk}/compare/",
+                      {"base": before.pk, "candidate": before.pk})
     assert res.status_code == 200 and "Pick two different profiles." in res.content.decode()
     res = client.post(f"/projects/{world['project'].pk}/compare/", {"base": before.pk, "candidate": after.pk})
     assert res.status_code == 302
@@ -167,7 +168,8 @@ def test_comparison_page_and_exports(client, world) -> None:
     html = client.get(f"/comparisons/{cid}/").content.decode()
     ranks = re.search(r'<table class="grid small" id="ranks-table">.*?</table>', html, re.S).group(0)
     assert ranks.count("<tr>") == 1 + 3 and "<td>7</td>" in ranks and ">25%<" in ranks
-    statuses = dict(re.findall(r'<td class="mono">([a-z_]+)</td><td>[^<]*</td>\s*<td class="st-([a-z]+)">', html))
+    statuses = dict(re.findall(r'<td class="mono">([a-z_]+)</td><td>[^<]*</td>\s*<td class="st-([a-z]+)">',
+                               html))
     assert statuses.get("matmul_tiling") == "fixed", statuses
     assert HOSTILE[1] in _json_scripts(html)["chart-ops"]["yAxis"][0]["data"]
     assert "&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;" in html  # op-type table cell, escaped
@@ -175,7 +177,8 @@ def test_comparison_page_and_exports(client, world) -> None:
     assert md.status_code == 200 and md["Content-Disposition"].endswith('.md"')
     md_text = md.content.decode()
     # escaped for Markdown (a backslash before each markup character), never with HTML entities (issue 22)
-    assert "per_token_latency_ms" in md_text and not re.search(r"(?<!\\)<img", md_text) and "&lt;" not in md_text
+    assert "per_token_latency_ms" in md_text
+    assert not re.search(r"(?<!\\)<img", md_text) and "&lt;" not in md_text
     assert "\\<img src=x onerror=alert(2)\\>" in md_text
     csv_text = client.get(f"/api/comparisons/{cid}/export/?format=csv").content.decode()
     assert csv_text.startswith("section,name,unit")
@@ -231,7 +234,8 @@ def test_non_members_get_404_everywhere(client, world) -> None:
         assert client.get(url).status_code == 404, url
     # viewers read but cannot start comparisons
     client.force_login(world["viewer"])
-    res = client.post(f"/projects/{world['project'].pk}/compare/", {"base": p.pk, "candidate": world["after"].pk})
+    res = client.post(f"/projects/{world['project'].pk}/compare/",
+                      {"base": p.pk, "candidate": world["after"].pk})
     assert res.status_code in (403, 404)
 
 

@@ -86,7 +86,8 @@ def test_project_page_queries_do_not_grow_with_profiles(client, make_user) -> No
     with CaptureQueriesContext(connection) as many:
         html = client.get(f"/projects/{project.pk}/").content.decode()
     assert len(names_in_table(html)) == 50
-    assert len(many.captured_queries) == len(few.captured_queries), [q["sql"][:90] for q in many.captured_queries]
+    assert len(many.captured_queries) == len(few.captured_queries), \
+        [q["sql"][:90] for q in many.captured_queries]
 
 
 def test_project_header_above_dashboard_and_history_slots(client, make_user) -> None:
@@ -100,7 +101,8 @@ def test_project_header_above_dashboard_and_history_slots(client, make_user) -> 
     chart = json.loads(re.search(r'<script id="chart-history" type="application/json">(.*?)</script>',
                                  html, re.S).group(1))
     assert chart["xAxis"]["type"] == "category"
-    assert chart["xAxis"]["data"] == [f"#{pk} run {i}" for i, pk in enumerate(ids)]  # one slot each, oldest first
+    # one slot each, oldest first
+    assert chart["xAxis"]["data"] == [f"#{pk} run {i}" for i, pk in enumerate(ids)]
     assert [row[0] for row in chart["series"][0]["data"]] == chart["xAxis"]["data"]
     # the axes name what they plot, in the page's language
     assert chart["xAxis"]["name"] == "Profile (#id name), oldest first"
@@ -133,7 +135,8 @@ def test_compare_form_bounded_with_search(client, make_user) -> None:
     assert HOSTILE not in html
     # an older profile preselected by the link is offered too
     html = client.get(url, {"base": old}).content.decode()
-    assert f'<option value="{old}" selected>' in html and "&lt;script&gt;alert(1)&lt;/script&gt; oldest" in html
+    assert f'<option value="{old}" selected>' in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; oldest" in html
     assert HOSTILE not in html
     # the search finds it by name; failed profiles are never offered
     found = client.get(url + "profiles/", {"q": "OLDEST"}).json()
@@ -199,12 +202,13 @@ def _po_entries(path: Path) -> dict[str, str]:
 
 
 def test_compiled_chinese_catalogue_matches_the_po() -> None:
-    """A stale django.mo (compiled before the .po changed) shows English or old text: scripts/setup.sh compiles
-    it on every run; this says so when the pages would not show what django.po says."""
+    """A stale django.mo (compiled before the .po changed) shows English or old text: scripts/setup.sh
+    compiles it on every run; this says so when the pages would not show what django.po says."""
     from django.utils import translation
 
     entries = _po_entries(REPO / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po")
     assert len(entries) > 150
     with translation.override("zh-hans"):
         stale = {k: v for k, v in entries.items() if translation.gettext(k) != v}
-    assert not stale, f"django.mo is stale: run scripts/setup.sh (manage.py compilemessages); {list(stale)[:5]}"
+    assert not stale, ("django.mo is stale: run scripts/setup.sh (manage.py compilemessages); "
+                       f"{list(stale)[:5]}")

@@ -32,7 +32,8 @@ def archives(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _upload(client: Any, project_id: int, path: Path, name: str) -> int:
     with open(path, "rb") as fh:
-        res = client.post(f"/api/projects/{project_id}/profiles/", {"file": fh, "name": name}, format="multipart")
+        res = client.post(f"/api/projects/{project_id}/profiles/", {"file": fh, "name": name},
+                          format="multipart")
     assert res.status_code == 201, res.content
     return res.json()["id"]
 
@@ -72,11 +73,13 @@ def test_pinned_baseline_flags_a_regression_and_not_an_improvement(worker, make_
     assert api.get(f"/api/profiles/{fixed.pk}/").json()["regression"] is None  # nothing pinned yet
 
     # Only maintainers and owners pin; non-members do not learn the project exists.
-    assert api_for(viewer).post(f"/api/projects/{pid}/baseline/", {"profile": fixed.pk}, format="json").status_code == 403
+    assert api_for(viewer).post(f"/api/projects/{pid}/baseline/", {"profile": fixed.pk},
+                                format="json").status_code == 403
     assert api_for(stranger).post(f"/api/projects/{pid}/baseline/", {"profile": fixed.pk},
                                   format="json").status_code == 404
     assert api_for(stranger).get(f"/api/projects/{pid}/regressions/").status_code == 404
-    res = api.post(f"/api/projects/{pid}/baseline/", {"profile": fixed.pk, "threshold_pct": 5.0}, format="json")
+    res = api.post(f"/api/projects/{pid}/baseline/", {"profile": fixed.pk, "threshold_pct": 5.0},
+                   format="json")
     assert res.status_code == 200, res.content
     shown = api.get(f"/api/projects/{pid}/").json()
     assert shown["baseline"] == fixed.pk and shown["regression_threshold_pct"] == 5.0
@@ -115,20 +118,23 @@ def test_pinned_baseline_flags_a_regression_and_not_an_improvement(worker, make_
     shown = client.get(f"/comparisons/{cid}/").content.decode()
     assert 'id="cmp-regression"' in shown and "per_token_latency_ms:" in shown
 
-    # Idempotent: running the automatic step again makes no second comparison; the baseline is never a candidate.
+    # Idempotent: running the automatic step again makes no
+    # second comparison; the baseline is never a candidate.
     assert comparison_auto_create(profile_id=planted.pk).pk == cid
     assert comparison_auto_create(profile_id=fixed.pk) is None
     assert Comparison.objects.filter(project=project, auto=True).count() == 1
 
     # Exports of the comparison: the Markdown table and the CSV, as attachments.
     md = api.get(f"/api/comparisons/{cid}/export/?format=md")
-    assert md.status_code == 200 and md["Content-Disposition"] == f'attachment; filename="comparison-{cid}.md"'
+    assert md.status_code == 200
+    assert md["Content-Disposition"] == f'attachment; filename="comparison-{cid}.md"'
     assert md["Content-Type"].startswith("text/markdown")
     text = md.content.decode()
     assert text.startswith("| Metric | Unit | Before | After | Δ | Better |")
     assert "| per_token_latency_ms | ms |" in text and "❌" in text
     got = api.get(f"/api/comparisons/{cid}/export/?format=csv")
-    assert got.status_code == 200 and got["Content-Disposition"] == f'attachment; filename="comparison-{cid}.csv"'
+    assert got.status_code == 200
+    assert got["Content-Disposition"] == f'attachment; filename="comparison-{cid}.csv"'
     rows = list(csv.DictReader(io.StringIO(got.content.decode())))
     row = next(r for r in rows if r["section"] == "metric" and r["name"] == "per_token_latency_ms")
     assert float(row["base"]) == ptl["base"] and float(row["new"]) == ptl["new"] and row["better"] == "False"
@@ -143,12 +149,14 @@ def test_pinned_baseline_flags_a_regression_and_not_an_improvement(worker, make_
     reg2 = _auto_result(api, faster.pk, worker)
     assert reg2["status"] == "done" and reg2["baseline"] == planted.pk
     assert reg2["is_regression"] is False and reg2["lines"] == []
-    better = _metric(api.get(f"/api/comparisons/{reg2['comparison']}/").json()["result"], "per_token_latency_ms")
+    better = _metric(api.get(f"/api/comparisons/{reg2['comparison']}/").json()["result"],
+                     "per_token_latency_ms")
     assert better["better"] is True and better["delta_pct"] < -5.0
     assert 'id="cmp-regression"' not in client.get(f"/comparisons/{reg2['comparison']}/").content.decode()
     assert api.get(f"/api/projects/{pid}/regressions/").json() == []  # against the current baseline
     page = client.get(f"/projects/{pid}/").content.decode()
-    assert 'id="no-regressions"' in page and "badge-regression" not in page.split('id="regressions"')[1][:2000]
+    assert 'id="no-regressions"' in page
+    assert "badge-regression" not in page.split('id="regressions"')[1][:2000]
 
 
 @pytest.mark.django_db
@@ -174,7 +182,8 @@ def test_baseline_refusals_and_unpin(make_user, api_for) -> None:
     res = api.post(url, {"profile": foreign.pk}, format="json")
     assert res.status_code == 400 and f"No profile {foreign.pk} in this project" in res.json()["profile"][0]
     missing = api.post(url, {"profile": 10**9}, format="json")
-    assert missing.status_code == 400 and "No profile" in missing.json()["profile"][0]  # same answer: no oracle
+    # same answer: no oracle
+    assert missing.status_code == 400 and "No profile" in missing.json()["profile"][0]
     res = api.post(url, {"profile": parsing.pk}, format="json")
     assert res.status_code == 400 and "parsing" in res.json()["profile"][0]
     for bad in (0, -1, 1001):

@@ -1,4 +1,5 @@
-"""Self sign-up is a setting, off by default (issue 2): accounts otherwise come from an admin or an invitation."""
+"""Self sign-up is a setting, off by default (issue 2):
+accounts otherwise come from an admin or an invitation."""
 
 from __future__ import annotations
 

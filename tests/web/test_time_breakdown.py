@@ -1,6 +1,7 @@
-"""The profile page's "Where the time goes" card (pypto_core/attribution.py): the run's seven buckets in a table
-whose ms figures are the report's numbers (the findings API is the source of truth), stacked bars per step and per
-rank, sampling past 200 steps, and the workload / vendor / SKU-source words in the numbers row."""
+"""The profile page's "Where the time goes" card (pypto_core/attribution.py): the run's seven buckets in a
+table whose ms figures are the report's numbers (the findings API is the source of truth), stacked bars per
+step and per rank, sampling past 200 steps, and the workload / vendor / SKU-source words in the numbers
+row."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from tests.web.test_pages import _json_scripts, analysed_profile
 
 pytestmark = pytest.mark.django_db
 
-BUCKETS = ("compute", "communication_not_overlapped", "memcpy", "sync_wait", "data_loading", "host_launch_bound",
-           "idle_other")
+BUCKETS = ("compute", "communication_not_overlapped", "memcpy", "sync_wait", "data_loading",
+           "host_launch_bound", "idle_other")
 EN_LABELS = ["Compute", "Communication (not overlapped)", "Memory copy", "Sync wait", "Data loading",
              "Host launch bound", "Other idle"]
 

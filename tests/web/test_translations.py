@@ -43,4 +43,5 @@ def test_translations_keep_their_placeholders() -> None:
     for e in _entries():
         if not e["msgid"] or not e.get("msgstr"):
             continue
-        assert sorted(pattern.findall(str(e["msgid"]))) == sorted(pattern.findall(str(e["msgstr"]))), e["msgid"]
+        assert sorted(pattern.findall(str(e["msgid"]))) == sorted(pattern.findall(str(e["msgstr"]))), \
+            e["msgid"]

@@ -9,9 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.web import bad_archives
 from tests.paths import SAMPLES
-from tests.web.helpers import SMALL_CSV, SMALL_RANK, project_with, sha256, stored_archive_sha256, wait_finished, zip_folder
+from tests.web import bad_archives
+from tests.web.helpers import (
+    SMALL_CSV,
+    SMALL_RANK,
+    project_with,
+    sha256,
+    stored_archive_sha256,
+    wait_finished,
+    zip_folder,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 KINETO_GZ = SAMPLES / "kineto" / "trace_diff_pair" / "control.json.gz"
@@ -20,7 +28,8 @@ TRACE_VIEW = SAMPLES / "ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt/ASCEND_PR
 
 def _upload(client, project_id: int, path: Path, **fields: str):
     with open(path, "rb") as fh:
-        return client.post(f"/api/projects/{project_id}/profiles/", {"file": fh, **fields}, format="multipart")
+        return client.post(f"/api/projects/{project_id}/profiles/", {"file": fh, **fields},
+                           format="multipart")
 
 
 def test_plain_upload_reaches_ready(worker, make_user, api_for, tmp_path) -> None:
@@ -57,7 +66,8 @@ def test_plain_upload_reaches_ready(worker, make_user, api_for, tmp_path) -> Non
     assert b"".join(download.streaming_content) == archive.read_bytes()
 
 
-@pytest.mark.parametrize("source", [SMALL_CSV, KINETO_GZ, TRACE_VIEW], ids=["kernel_csv", "kineto_gz", "trace_view"])
+@pytest.mark.parametrize("source", [SMALL_CSV, KINETO_GZ, TRACE_VIEW],
+                         ids=["kernel_csv", "kineto_gz", "trace_view"])
 def test_single_file_upload_is_streamed_into_parquet(worker, make_user, api_for, tmp_path, source) -> None:
     """A lone kernel table, Kineto trace or Ascend timeline is streamed by write_profiles (bounded memory);
     what is stored loads as the in-memory reader's profile."""
@@ -100,7 +110,8 @@ def test_chunked_and_resumed_upload(worker, live_server, make_user, api_for, tmp
     token = Token.objects.get(user=owner).key
 
     start = client.post(f"/api/projects/{project.pk}/uploads/",
-                        {"filename": archive.name, "size": len(data), "sha256": sha256(archive), "tags": ["x"]},
+                        {"filename": archive.name, "size": len(data), "sha256": sha256(archive),
+                         "tags": ["x"]},
                         format="json")
     assert start.status_code == 201, start.content
     url = start.json()["url"]
@@ -147,7 +158,8 @@ def test_chunked_upload_checksum_mismatch_is_refused(make_user, api_for, tmp_pat
     client = api_for(owner)
     start = client.post(f"/api/projects/{project.pk}/uploads/",
                         {"filename": "a.csv", "size": 4, "sha256": "0" * 64}, format="json").json()
-    client.generic("PUT", start["url"], b"a,b\n", content_type="application/octet-stream", HTTP_UPLOAD_OFFSET="0")
+    client.generic("PUT", start["url"], b"a,b\n", content_type="application/octet-stream",
+                   HTTP_UPLOAD_OFFSET="0")
     res = client.post(start["url"] + "complete/")
     assert res.status_code == 400 and "Checksum mismatch" in res.content.decode()
 
@@ -164,7 +176,8 @@ def test_unsupported_file_type_is_refused_at_upload(make_user, api_for) -> None:
     assert res.status_code == 400 and "unsupported file type" in res.content.decode()
 
 
-def test_every_bad_archive_fails_with_its_reason_and_keeps_the_bytes(worker, make_user, api_for, tmp_path) -> None:
+def test_every_bad_archive_fails_with_its_reason_and_keeps_the_bytes(worker, make_user, api_for,
+                                                                     tmp_path) -> None:
     from profiles.models import Membership, Profile
 
     owner = make_user("bea")

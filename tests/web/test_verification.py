@@ -87,8 +87,8 @@ def test_finding_ids_are_stable_across_reruns_and_in_the_api(world: dict[str, An
 
 
 def test_verify_a_finding_answers_202_with_the_job_and_its_remedies(world: dict[str, Any]) -> None:
-    r = world["api"].post(f"/api/findings/{world['norm'].pk}/verify/", {"agent": world["agent"], "workload": "llama"},
-                          format="json")
+    r = world["api"].post(f"/api/findings/{world['norm'].pk}/verify/",
+                          {"agent": world["agent"], "workload": "llama"}, format="json")
     assert r.status_code == 202, r.content
     job = r.json()
     kinds = {rem["kind"]: rem for rem in job["remedies"]}
@@ -99,10 +99,12 @@ def test_verify_a_finding_answers_202_with_the_job_and_its_remedies(world: dict[
     patch = kinds["patch"]
     assert patch["name"] == "norm_fusion_patch.diff" and patch["content"].startswith("--- a/modeling_tiny.py")
     assert patch["sha256"] == hashlib.sha256(patch["content"].encode()).hexdigest()
-    assert job["verification"]["findings"] == [{"id": world["norm"].pk, "rule": NORM, "title": world["norm"].title}]
+    assert job["verification"]["findings"] == [{"id": world["norm"].pk, "rule": NORM,
+                                                "title": world["norm"].title}]
     # the agent is told the remedies with their content and sha256, never more
     told = agent_client(world["token"]).post("/api/agent/jobs/next/", {"wait_s": 0}, format="json").json()
-    assert told["id"] == job["id"] and [t["sha256"] for t in told["remedies"]] == [x["sha256"] for x in job["remedies"]]
+    assert told["id"] == job["id"]
+    assert [t["sha256"] for t in told["remedies"]] == [x["sha256"] for x in job["remedies"]]
     assert set(told["remedies"][0]) == {"kind", "name", "content", "sha256", "rule"}
 
 
@@ -114,7 +116,8 @@ def test_a_ticked_set_of_findings(world: dict[str, Any]) -> None:
     assert {f["id"] for f in r.json()["verification"]["findings"]} == set(ids)
     assert {x["rule"] for x in r.json()["remedies"] if x["kind"] == "patch"} >= {NORM, "kv_cache_layout"}
     r = world["api"].post(f"/api/profiles/{world['before'].pk}/verify/",
-                          {"findings": [ids[0], 10**9], "agent": world["agent"], "workload": "llama"}, format="json")
+                          {"findings": [ids[0], 10**9], "agent": world["agent"], "workload": "llama"},
+                          format="json")
     assert r.status_code == 400 and r.json()["code"] == "unknown_findings"
 
 
@@ -144,7 +147,8 @@ def test_membership_on_every_verify_and_ledger_url(world: dict[str, Any]) -> Non
     body = {"agent": world["agent"], "workload": "llama", "findings": [world["norm"].pk]}
     stranger, viewer = world["api_for"](world["stranger"]), world["api_for"](world["viewer"])
     assert stranger.post(f"/api/findings/{world['norm'].pk}/verify/", body, format="json").status_code == 404
-    assert stranger.post(f"/api/profiles/{world['before'].pk}/verify/", body, format="json").status_code == 404
+    assert stranger.post(f"/api/profiles/{world['before'].pk}/verify/", body,
+                         format="json").status_code == 404
     assert stranger.get(f"/api/projects/{world['project'].pk}/fixes/").status_code == 404
     assert viewer.post(f"/api/findings/{world['norm'].pk}/verify/", body, format="json").status_code == 403
     assert viewer.get(f"/api/projects/{world['project'].pk}/fixes/").status_code == 200
@@ -161,13 +165,14 @@ def test_verdicts_ledger_and_a_fix_that_comes_back(world: dict[str, Any]) -> Non
     from profiles.models import Project
 
     api, project = world["api"], world["project"]
-    job_id = api.post(f"/api/findings/{world['norm'].pk}/verify/", {"agent": world["agent"], "workload": "llama"},
-                      format="json").json()["id"]
+    job_id = api.post(f"/api/findings/{world['norm'].pk}/verify/",
+                      {"agent": world["agent"], "workload": "llama"}, format="json").json()["id"]
     after = diagnosed(project, world["owner"], frozenset({"kv_cache_layout"}), world["tmp"], "after")
     CaptureJob.objects.filter(pk=job_id).update(profile=after, status="done")  # as the agent's upload does
     with transaction.atomic():
         comparison = verification_compare_queue(profile_id=after.pk)
-    assert comparison is not None and (comparison.base_id, comparison.candidate_id) == (world["before"].pk, after.pk)
+    assert comparison is not None
+    assert (comparison.base_id, comparison.candidate_id) == (world["before"].pk, after.pk)
     with transaction.atomic():
         assert verification_compare_queue(profile_id=after.pk) is None  # once
     comparison_run(comparison_id=comparison.pk)
@@ -223,7 +228,9 @@ def test_verify_on_agent_from_the_profile_page(world: dict[str, Any]) -> None:
 
     world["register"]([], [])
     r = owner.post(f"/profiles/{world['before'].pk}/verify/", {"finding": [world["norm"].pk],
-                                                               "target": f"{world['agent']}:llama"}, follow=True)
+                                                               "target": f"{world['agent']}:llama"},
+                   follow=True)
     assert "cannot apply any remedy" in r.content.decode() and CaptureJob.objects.count() == 1
-    assert viewer.post(f"/profiles/{world['before'].pk}/verify/", {"only": world["norm"].pk}).status_code == 302
+    assert viewer.post(f"/profiles/{world['before'].pk}/verify/",
+                       {"only": world["norm"].pk}).status_code == 302
     assert CaptureJob.objects.count() == 1  # a viewer changes nothing

@@ -1,5 +1,6 @@
 """``POST /api/profiles/{id}/what-if/``: the run replayed with the ticked findings fixed together (the
-profile page's "Replay the ticked findings"), the same numbers as ``pypto analyze --what-if``; members only."""
+profile page's "Replay the ticked findings"), the same numbers as ``pypto analyze --what-if``; members
+only."""
 
 from __future__ import annotations
 
@@ -40,10 +41,12 @@ def test_replay_of_ticked_findings_matches_the_engine(client, ready) -> None:
 def test_unknown_rules_are_refused_and_other_projects_see_nothing(client, ready, make_user) -> None:
     owner, _, p = ready
     client.force_login(owner)
-    bad = client.post(f"/api/profiles/{p.pk}/what-if/", {"rules": ["no_such_rule"]}, content_type="application/json")
+    bad = client.post(f"/api/profiles/{p.pk}/what-if/", {"rules": ["no_such_rule"]},
+                      content_type="application/json")
     assert bad.status_code == 400 and "no_such_rule" in bad.json()["rules"]
     empty = client.post(f"/api/profiles/{p.pk}/what-if/", {"rules": []}, content_type="application/json")
     assert empty.status_code == 400
     client.force_login(make_user("stranger"))
-    r = client.post(f"/api/profiles/{p.pk}/what-if/", {"rules": ["host_bound_gaps"]}, content_type="application/json")
+    r = client.post(f"/api/profiles/{p.pk}/what-if/", {"rules": ["host_bound_gaps"]},
+                    content_type="application/json")
     assert r.status_code == 404

@@ -59,7 +59,8 @@ def test_worker_killed_mid_task_job_redone_once(make_user, tmp_path) -> None:
         with app.connection_for_write(broker) as conn:
             ingest.apply_async(args=[profile.pk], connection=conn)
         # Worker A has claimed the profile and is inside the task (held before reading).
-        wait_until(lambda: b"holding while" in (tmp_path / "worker-a.log").read_bytes(), "worker A to hold", first)
+        wait_until(lambda: b"holding while" in (tmp_path / "worker-a.log").read_bytes(), "worker A to hold",
+                   first)
         assert Profile.objects.get(pk=profile.pk).status == "parsing"
         first.kill()
     finally:

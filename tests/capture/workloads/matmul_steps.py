@@ -1,4 +1,5 @@
-"""A small PyTorch workload under the SDK's Profiler (quicker than the Llama: for the agent's plumbing tests)."""
+"""A small PyTorch workload under the SDK's Profiler
+(quicker than the Llama: for the agent's plumbing tests)."""
 
 import os
 

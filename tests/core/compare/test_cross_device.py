@@ -58,7 +58,8 @@ def test_npu_against_gpu_is_aligned_by_framework_op(npu_gpu) -> None:
         # every kernel inside the steps is in exactly one row: the rows add up to the profile's own time
         assert total == pytest.approx(_scope_us(profile), rel=1e-9)
         by_op = sum(r[f"{side}_us"] for r in rows if r["aligned_by"] == "framework_op")
-        matched = sum(r[f"{side}_us"] for r in rows if r["aligned_by"] == "framework_op" and r["status"] == "matched")
+        matched = sum(r[f"{side}_us"] for r in rows if r["aligned_by"] == "framework_op" and r["status"]
+                      == "matched")
         assert al[side]["shares"]["framework_op"] == pytest.approx(by_op / total)
         assert by_op / total >= 0.8, (side, by_op / total)
         # measured on the samples: 99.3% (NPU) and 80.9% (GPU) of device time in ops both sides ran
@@ -102,7 +103,8 @@ def test_summary_side_by_side_is_the_attribution(npu_gpu) -> None:
         assert sum(s["per_step"][f"{p}_ms"] for p in parts) == pytest.approx(s["per_step"]["wall_ms"])
         assert len(s["steps"]) == s["step_count"] and s["workload"] == "training"
         (rank,) = s["ranks"]  # one rank per side here
-        assert rank["rank"] == profile.meta.rank and rank["wall_ms"] == pytest.approx(s["per_step"]["wall_ms"])
+        assert rank["rank"] == profile.meta.rank
+        assert rank["wall_ms"] == pytest.approx(s["per_step"]["wall_ms"])
         assert rank["compute_share"] == pytest.approx(s["per_step"]["compute_share"])
     assert result["summary"]["base"]["device"]["vendor"] == "ascend"
     gpu = result["summary"]["new"]["device"]
@@ -119,7 +121,8 @@ def test_every_metric_carries_its_noise_test(npu_gpu) -> None:
             continue
         # one step on the NPU side: a single value, judged against the relative tolerance
         assert noise["method"] == "single_value" and noise["threshold"] > 0
-        expect = "noise" if abs(m["new"] - m["base"]) <= noise["threshold"] else ("better" if m["better"] else "worse")
+        expect = ("noise" if abs(m["new"] - m["base"]) <= noise["threshold"]
+                  else "better" if m["better"] else "worse")
         assert noise["verdict"] == expect, m
     csv_text = to_csv(result)
     assert "noise_threshold" in csv_text.splitlines()[0] and "\naligned," in csv_text
@@ -153,7 +156,8 @@ def test_markdown_export_has_no_html_entity_and_short_cells(pair, npu_gpu) -> No
             cells = re.split(r"(?<!\\)\|", line)[1:-1]
             assert all(len(c.strip()) <= 200 for c in cells), max(cells, key=len)
     # the full names stay in the JSON, one click away on the page
-    fulls = [k["full_name"] for r in result["aligned"] for k in r["base_kernels"] + r["new_kernels"] if k["full_name"]]
+    fulls = [k["full_name"] for r in result["aligned"] for k in r["base_kernels"] + r["new_kernels"]
+             if k["full_name"]]
     if pair == "cuda_pair":
         assert any(len(f) > 200 for f in fulls)
 
@@ -161,7 +165,8 @@ def test_markdown_export_has_no_html_entity_and_short_cells(pair, npu_gpu) -> No
 @pytest.mark.parametrize("skus", [("910B3", "910B4"), ("910B2", "910B3")])
 def test_simulated_pairs_across_skus_say_how_each_row_is_aligned(tmp_path, skus) -> None:
     base = open_profile(synthesize(tmp_path / "a", tokens=4, sku=skus[0]))
-    new = open_profile(synthesize(tmp_path / "b", tokens=4, sku=skus[1], fixed=frozenset({"kv_cache_layout"})))
+    new = open_profile(synthesize(tmp_path / "b", tokens=4, sku=skus[1],
+                                  fixed=frozenset({"kv_cache_layout"})))
     result = ProfileComparer(base, new).compare().to_dict()
     assert result["alignment"]["unit"] == "per_token"
     assert result["aligned"] and all(r["aligned_by"] in ALIGN_LEVELS for r in result["aligned"])

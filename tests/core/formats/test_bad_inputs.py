@@ -1,4 +1,5 @@
-"""Bad input: a clear InputError naming the file and the reason, or a profile with a warning; never a crash."""
+"""Bad input: a clear InputError naming the file and the
+reason, or a profile with a warning; never a crash."""
 
 import shutil
 import zipfile
@@ -133,7 +134,8 @@ def test_cli_info_json(capsys):
     assert doc["profiles"][0]["op_types"][0]["op_type"].startswith("MatMul")
 
 
-_LINES = KD.read_text().splitlines() if HAVE_SAMPLES else ["Name"]  # without the samples its tests are skipped
+# without the samples its tests are skipped
+_LINES = KD.read_text().splitlines() if HAVE_SAMPLES else ["Name"]
 _HEADER, _ROWS = _LINES[0], _LINES[1:6]
 
 

@@ -1,4 +1,5 @@
-"""The JSON-reader benchmark's generated inputs are real traces (speed is printed by `pypto bench`, never asserted)."""
+"""The JSON-reader benchmark's generated inputs are real
+traces (speed is printed by `pypto bench`, never asserted)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def test_generated_trace_view_is_read_whole_with_shifted_exact_times(tmp_path: P
     shift = starts[535] - starts[0]
     assert shift > 10**9 and starts[1070] - starts[535] == shift
     # links stay unique per copy: every copy's async_npu flows bind
-    assert tt.flows.filter(pc.equal(tt.flows["kind"], "async_npu")).num_rows == copies * 206  # 210 pairs, 4 end on HCCL ops
+    # 210 pairs, 4 end on HCCL ops
+    assert tt.flows.filter(pc.equal(tt.flows["kind"], "async_npu")).num_rows == copies * 206
 
 
 def test_generated_kineto_is_read_whole(tmp_path: Path) -> None:

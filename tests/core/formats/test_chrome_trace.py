@@ -28,7 +28,8 @@ def ns(ts: str) -> int:
 
 def expected(path: Path) -> dict:
     events = json.loads(path.read_text(encoding="utf-8"))
-    procs = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    procs = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name")
+             == "process_name"}
 
     def on(proc: str) -> list[dict]:
         return [e for e in events if e.get("ph") == "X" and procs.get(e["pid"]) == proc]
@@ -63,13 +64,15 @@ def test_trace_view_matches_plain_json(path: Path) -> None:
     assert tt.kernels["name"].to_pylist() == [e["name"] for e in exp["kernels"]]
     assert tt.kernels["core_type"].to_pylist() == [e["args"].get("Task Type") for e in exp["kernels"]]
     # durations: µs with up to 8 decimals, rounded to the ns
-    want_dur = [int((Decimal(repr(e["dur"])) * 1000).to_integral_value(rounding="ROUND_HALF_UP")) for e in exp["kernels"]]
+    want_dur = [int((Decimal(repr(e["dur"])) * 1000).to_integral_value(rounding="ROUND_HALF_UP"))
+                for e in exp["kernels"]]
     assert tt.kernels["dur_ns"].to_pylist() == want_dur
     # time span over kernels
     if exp["kernels"]:
         assert pc.min(tt.kernels["start_ns"]).as_py() == min(ns(e["ts"]) for e in exp["kernels"])
     # counters: first args value
-    assert tt.counters["value"].to_pylist() == [float(next(iter(e["args"].values()))) for e in exp["counters"]]
+    want_values = [float(next(iter(e["args"].values()))) for e in exp["counters"]]
+    assert tt.counters["value"].to_pylist() == want_values
     # lanes: every named process is there
     assert set(tt.hints["processes"]) == set(exp["procs"].values())
     # steps
@@ -111,7 +114,8 @@ def test_level1_literal_values() -> None:
     assert k.num_rows == 1 and k["stream_id"][0].as_py() == 2
     # counter: {"name": "AI Core Freq", "ts": "1736408883573887.920", "args": {"MHz": 1800}}
     c = tt.counters.slice(0, 1).to_pylist()[0]
-    assert (c["track"], c["ts_ns"], c["value"], c["unit"]) == ("AI Core Freq", 1736408883573887920, 1800.0, "MHz")
+    assert (c["track"], c["ts_ns"], c["value"], c["unit"]) == ("AI Core Freq", 1736408883573887920, 1800.0,
+                                                               "MHz")
     # HostToDevice: CANN aclrtMemcpyAsync (connection_id 936) -> the device task with connection_id 936
     h2d = tt.flows.filter(pc.equal(tt.flows["kind"], "HostToDevice"))
     assert h2d.num_rows >= 200
@@ -200,7 +204,8 @@ def test_fallback_gives_the_same_columns(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(eventscan, "_NATIVE", None)
     slow = eventscan.scan_file(LEVEL1, ("Task Type", "connection_id", "name"))
     assert not slow.native
-    for col in ("ph", "name", "pid", "tid", "id", "ts_ns", "dur_ns", "arg:Task Type", "arg:connection_id", "arg:name"):
+    for col in ("ph", "name", "pid", "tid", "id", "ts_ns", "dur_ns", "arg:Task Type", "arg:connection_id",
+                "arg:name"):
         assert native.events[col].to_pylist() == slow.events[col].to_pylist(), col
 
 
@@ -228,7 +233,8 @@ def test_mangled_json_gives_input_error_or_a_result(tmp_path: Path, cut: int, po
 def test_slices_of_unnamed_processes_are_skipped_with_a_warning(tmp_path: Path) -> None:
     ev = [
         {"ph": "X", "name": "orphan", "pid": 7, "tid": 1, "ts": "1.000", "dur": 1},
-        {"ph": "X", "name": "late", "pid": 9, "tid": 2, "ts": "2.000", "dur": 1, "args": {"Task Type": "AI_CORE"}},
+        {"ph": "X", "name": "late", "pid": 9, "tid": 2, "ts": "2.000", "dur": 1,
+         "args": {"Task Type": "AI_CORE"}},
         {"ph": "M", "name": "process_name", "pid": 9, "tid": 0, "args": {"name": "Ascend Hardware"}},
     ]
     p = tmp_path / "t.json"
@@ -271,7 +277,8 @@ def test_streamed_folder_loads_as_the_in_memory_read(path: Path, tmp_path: Path)
 
 
 @pytest.mark.parametrize("cap", [97, 1000])
-def test_streamed_slices_named_late_land_in_file_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap: int) -> None:
+def test_streamed_slices_named_late_land_in_file_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       cap: int) -> None:
     # level2 names its processes only after event 1496: with small batches the first host slices (and the
     # flows starting on them) wait until the end, then go back before the streamed ones
     from pypto_core.formats import parquet_sink
@@ -285,7 +292,8 @@ def test_streamed_slices_named_late_land_in_file_order(tmp_path: Path, monkeypat
     _same_tables(LEVEL2, tmp_path / "p", read_trace_view(LEVEL2))
 
 
-def test_streamed_deferred_rows_are_merged_across_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_streamed_deferred_rows_are_merged_across_row_groups(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     # two device processes, interleaved; pid 2 is named only at the end: its kernels are classified last and
     # must be put back between pid 1's, across many row groups of kernels.parquet
     import pyarrow.parquet as pq
@@ -301,16 +309,20 @@ def test_streamed_deferred_rows_are_merged_across_row_groups(tmp_path: Path, mon
     for i in range(600):
         pid = 1 + (i % 3 == 0)  # every third kernel on the late-named pid 2
         ts = f"{1000 + 10 * i}.000"
-        ev.append({"ph": "X", "name": f"k{i}", "pid": pid, "tid": 3, "ts": ts, "dur": 5, "args": {"Task Type": "AI_CORE"}})
-        ev.append({"ph": "X", "name": f"op{i}", "cat": "cpu_op", "pid": 5, "tid": 9, "ts": f"{999 + 10 * i}.000", "dur": 2})
-        ev.append({"ph": "s", "cat": "async_npu", "id": str(i), "pid": 5, "tid": 9, "ts": f"{999 + 10 * i}.000"})
+        ev.append({"ph": "X", "name": f"k{i}", "pid": pid, "tid": 3, "ts": ts, "dur": 5,
+                   "args": {"Task Type": "AI_CORE"}})
+        ev.append({"ph": "X", "name": f"op{i}", "cat": "cpu_op", "pid": 5, "tid": 9,
+                   "ts": f"{999 + 10 * i}.000", "dur": 2})
+        ev.append({"ph": "s", "cat": "async_npu", "id": str(i), "pid": 5, "tid": 9,
+                   "ts": f"{999 + 10 * i}.000"})
         ev.append({"ph": "f", "cat": "async_npu", "id": str(i), "pid": pid, "tid": 3, "ts": ts, "bp": "e"})
     ev.append({"ph": "M", "name": "process_name", "pid": 2, "tid": 0, "args": {"name": "Ascend Hardware"}})
     src = tmp_path / "late.json"
     src.write_text(json.dumps(ev), encoding="utf-8")
     from pypto_core.formats import chrome_trace
 
-    monkeypatch.setattr(chrome_trace, "early_process_names", lambda *args: {})  # the late name is only seen late
+    # the late name is only seen late
+    monkeypatch.setattr(chrome_trace, "early_process_names", lambda *args: {})
     whole = read_trace_view(src)
     assert whole.kernels["name"].to_pylist() == [f"k{i}" for i in range(600)]
     monkeypatch.setattr(eventscan, "EVENT_CAP", 50)
@@ -320,10 +332,12 @@ def test_streamed_deferred_rows_are_merged_across_row_groups(tmp_path: Path, mon
     _same_tables(src, tmp_path / "p", whole)
     loaded = Profile.load(tmp_path / "p")
     assert loaded.flows.num_rows == 600
-    assert loaded.flows["kernel_index"].to_pylist() == loaded.flows["host_index"].to_pylist() == list(range(600))
+    assert loaded.flows["kernel_index"].to_pylist() == list(range(600))
+    assert loaded.flows["host_index"].to_pylist() == list(range(600))
 
 
-def test_counters_take_the_last_name_of_their_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_counters_take_the_last_name_of_their_process(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     # samples written before their pid is named, then under a first name: in small batches they are streamed
     # with the name known then, and rewritten at the end with the file's last one (as one whole read gives)
     from pypto_core.formats import parquet_sink
@@ -385,13 +399,15 @@ def test_flow_ids_pair_as_text_would(tmp_path: Path) -> None:
         {"ph": "X", "name": "op_a", "pid": 1, "tid": 1, "ts": "10.000", "dur": 5},
         {"ph": "X", "name": "op_b", "pid": 1, "tid": 1, "ts": "20.000", "dur": 5},
         {"ph": "X", "name": "op_c", "pid": 1, "tid": 1, "ts": "30.000", "dur": 5},
-        {"ph": "X", "name": "launch", "pid": 3, "tid": 3, "ts": "40.000", "dur": 5, "args": {"connection_id": "x1"}},
+        {"ph": "X", "name": "launch", "pid": 3, "tid": 3, "ts": "40.000", "dur": 5,
+         "args": {"connection_id": "x1"}},
         {"ph": "X", "name": "k1", "pid": 2, "tid": 7, "ts": "100.000", "dur": 1},
         {"ph": "X", "name": "k2", "pid": 2, "tid": 7, "ts": "200.000", "dur": 1},
         {"ph": "X", "name": "k3", "pid": 2, "tid": 7, "ts": "300.000", "dur": 1},
         {"ph": "X", "name": "k4", "pid": 2, "tid": 7, "ts": "400.000", "dur": 1},
         {"ph": "s", "cat": "async_npu", "id": 1764246877073569640, "pid": 1, "tid": 1, "ts": "10.000"},
-        {"ph": "f", "cat": "async_npu", "id": "1764246877073569640", "pid": 2, "tid": 7, "ts": "100.000", "bp": "e"},
+        {"ph": "f", "cat": "async_npu", "id": "1764246877073569640", "pid": 2, "tid": 7, "ts": "100.000",
+         "bp": "e"},
         {"ph": "s", "cat": "async_npu", "id": "007", "pid": 1, "tid": 1, "ts": "20.000"},
         {"ph": "f", "cat": "async_npu", "id": "007", "pid": 2, "tid": 7, "ts": "200.000", "bp": "e"},
         {"ph": "s", "cat": "async_npu", "id": "x9", "pid": 1, "tid": 1, "ts": "30.000"},

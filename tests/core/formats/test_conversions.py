@@ -15,15 +15,18 @@ def test_to_ns_is_exact_where_float_is_not():
 
 def test_to_ns_fraction_widths_quotes_and_nulls():
     notes = ConversionNotes()
-    out = to_ns(pa.array(["1695115378713661", "1695115378715400.2", '"5.1"', "N/A", "", None, "-3.5", "932.0498"]),
+    out = to_ns(pa.array(["1695115378713661", "1695115378715400.2", '"5.1"', "N/A", "", None, "-3.5",
+                          "932.0498"]),
                 column="t", notes=notes)
-    assert out.to_pylist() == [1695115378713661000, 1695115378715400200, 5100, None, None, None, -3500, 932050]
+    assert out.to_pylist() == [1695115378713661000, 1695115378715400200, 5100, None, None, None, -3500,
+                               932050]
     assert notes.bad_values == {}
 
 
 def test_to_ns_reports_unreadable_values_instead_of_guessing():
     notes = ConversionNotes()
-    # 1.69512E+15 is an Excel-mangled time with 6 significant digits: refusing it beats a number off by seconds.
+    # 1.69512E+15 is an Excel-mangled time with 6 significant
+    # digits: refusing it beats a number off by seconds.
     out = to_ns(pa.array(["1.69512E+15", "abc", "12.5"]), column="Timestamp(us)", notes=notes)
     assert out.to_pylist() == [None, None, 12500]
     assert notes.bad_values["Timestamp(us)"] == (2, "1.69512E+15")
@@ -50,10 +53,12 @@ def test_to_float():
 
 
 def test_shapes_keep_slots_aligned_with_dtypes():
-    shapes, bad, _ = parse_shapes(pa.array(['"4096,1,2048;4096,1,1024;;"', '"375815680"', "N/A", '""', "1,x"]))
+    shapes, bad, _ = parse_shapes(pa.array(['"4096,1,2048;4096,1,1024;;"', '"375815680"', "N/A", '""',
+                                            "1,x"]))
     assert shapes.to_pylist() == [[[4096, 1, 2048], [4096, 1, 1024], [], []], [[375815680]], None, None, None]
     assert bad == 1
-    assert parse_name_lists(pa.array(["DT_BF16;INT64;INT64", "N/A"])).to_pylist() == [["DT_BF16", "INT64", "INT64"], None]
+    parsed = parse_name_lists(pa.array(["DT_BF16;INT64;INT64", "N/A"]))
+    assert parsed.to_pylist() == [["DT_BF16", "INT64", "INT64"], None]
 
 
 def test_a_shape_dimension_beyond_int64_is_unreadable_not_a_crash() -> None:

@@ -15,15 +15,16 @@ from pypto_core.synth import synthesize_run
 from tests.paths import SAMPLES
 
 PT = SAMPLES / "ascend_pt"
-LEVEL1 = PT / "cnn_8npu_db_level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
-LEVEL0 = PT / "cnn_8npu_db_level0" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+LEVEL1 = PT / "cnn_8npu_db_level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+LEVEL0 = PT / "cnn_8npu_db_level0/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
 MSPROF = SAMPLES / "msprof" / "db_8npu_2023" / "msprof_0.db"
 RUN = {"model": "llama3-8b", "sku": "910B3", "tokens": 2, "prompt_tokens": 16, "seed": 5, "db": "only"}
 
 
 @pytest.fixture(scope="module")
 def synth_dbs(tmp_path_factory):
-    """Simulated db-only exports: torch_npu cann83 (blockDim, waitNs) and 2026 (opState, hf32Eligible), msprof."""
+    """Simulated db-only exports: torch_npu cann83 (blockDim,
+    waitNs) and 2026 (opState, hf32Eligible), msprof."""
     root = tmp_path_factory.mktemp("synth_db")
     runs = [synthesize_run(root / "pt83", layout="ascend_pt", variant="cann83", **RUN),
             synthesize_run(root / "pt26", layout="ascend_pt", variant="2026", **RUN),
@@ -58,12 +59,14 @@ class Reference:
                     "select t.startNs, t.endNs, t.connectionId, t.globalTaskId, c.name, t.rowid, c.rowid "
                     "from TASK t join COMPUTE_TASK_INFO c on c.globalTaskId = t.globalTaskId"):
                 rows.append({"key": (start is None, start or 0, 0, trid, crid), "start_ns": start,
-                             "dur_ns": end - start, "correlation_id": cid, "name": self.strings.get(name), "gid": gid})
+                             "dur_ns": end - start, "correlation_id": cid, "name": self.strings.get(name),
+                             "gid": gid})
         if "COMMUNICATION_OP" in self.tables:
             for start, end, cid, name, rid in self.conn.execute(
                     "select startNs, endNs, connectionId, opName, rowid from COMMUNICATION_OP"):
-                rows.append({"key": (start is None, start or 0, 1, rid, 0), "start_ns": start, "dur_ns": end - start,
-                             "correlation_id": cid, "name": self.strings.get(name), "gid": None})
+                rows.append({"key": (start is None, start or 0, 1, rid, 0), "start_ns": start,
+                             "dur_ns": end - start, "correlation_id": cid, "name": self.strings.get(name),
+                             "gid": None})
         return sorted(rows, key=lambda r: r["key"])
 
     def pmu(self) -> dict[tuple[int, str], float]:
@@ -185,7 +188,8 @@ def _tiny_db(path: Path, tasks: list[tuple[int, int, int]], comm: list[tuple[int
         "create table TASK (startNs integer, endNs integer, deviceId integer, connectionId integer, "
         "globalTaskId integer, streamId integer, taskId integer);"
         "create table COMPUTE_TASK_INFO (name integer, globalTaskId integer primary key, taskType integer);"
-        "create table COMMUNICATION_OP (opName integer, startNs integer, endNs integer, connectionId integer, "
+        "create table COMMUNICATION_OP (opName integer, startNs integer, endNs integer, connectionId "
+        "integer, "
         "opType integer);")
     for i, (start, end, cid) in enumerate(tasks):
         conn.execute("insert into STRING_IDS values (?, ?)", (i, f"k{i}"))
@@ -220,7 +224,8 @@ def test_a_repeated_metric_keeps_its_first_value(tmp_path):
     single = _written(db, tmp_path / "single")  # one value per task and metric: the one-pass pivot
     assert single.kernels["aic_mac_ratio"].to_pylist() == [0.25, 0.5, None]
     assert "name" in single.kernels.column_names and single.kernels["name"].to_pylist() == ["k0", "k1", "k2"]
-    conn.executemany("insert into TASK_PMU_INFO values (?, ?, ?)", [(100, 501, 0.75), (101, 500, 1), (101, 500, 2)])
+    conn.executemany("insert into TASK_PMU_INFO values (?, ?, ?)",
+                     [(100, 501, 0.75), (101, 500, 1), (101, 500, 2)])
     conn.commit()
     conn.close()
     repeated = _written(db, tmp_path / "repeated")  # written again with the two-pass pivot
@@ -273,6 +278,7 @@ def test_bench_runs_end_to_end_on_a_tiny_db(tmp_path):
     assert "readers_db" in registry()
     r = readers_db.run([1], tmp_path)["results"][0]
     assert "error" not in r and "load_error" not in r, r
-    assert r["input_mb"] > 0.3 and r["kernels"] > 0 and r["flows"] == r["kernels"]  # every task launched by an op
+    # every task launched by an op
+    assert r["input_mb"] > 0.3 and r["kernels"] > 0 and r["flows"] == r["kernels"]
     assert r["mb_per_s"] > 0 and r["peak_rss_mb"] > 0 and r["parquet_load_s"] >= 0
     assert list(tmp_path.iterdir()) == []  # the simulated input and its saved profile are removed

@@ -12,7 +12,7 @@ from pypto_core.formats.early_names import early_process_names
 from pypto_core.profile import TABLE_NAMES, Profile
 from tests.paths import SAMPLES
 
-LEVEL2 = SAMPLES / "ascend_pt" / "cnn_8npu_text_level2" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+LEVEL2 = SAMPLES / "ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"
 
 
 def test_names_are_found_wherever_they_are_and_however_they_are_written(tmp_path: Path) -> None:

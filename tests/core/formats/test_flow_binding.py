@@ -10,8 +10,18 @@ import pytest
 
 from pypto_core.formats import flow_binding
 from pypto_core.formats.chrome_trace import read_trace_view, write_trace_view
-from pypto_core.formats.flow_binding import (NO_START, NO_TS, SPAN, BucketedSpans, RowOrder, SpillDir,
-                                             TimeSample, bind_on_lanes, first_rows, hash_part)
+from pypto_core.formats.flow_binding import (
+    NO_START,
+    NO_TS,
+    SPAN,
+    BucketedSpans,
+    RowOrder,
+    SpillDir,
+    TimeSample,
+    bind_on_lanes,
+    first_rows,
+    hash_part,
+)
 from tests.paths import SAMPLES
 
 TRACE_VIEWS = sorted(SAMPLES.glob("ascend_pt/**/trace_view.json"))

@@ -7,6 +7,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from pypto_core.errors import InputError
 from pypto_core.formats import csvscan, csvtable, kernel_csv
 from pypto_core.formats.kernel_csv import kernel_device_ids, kernels_to_parquet, read_kernels
 from pypto_core.formats.shapes import CELL_TEXT_TYPE
@@ -15,7 +16,8 @@ from tests.paths import SAMPLES
 
 HEADER = ("Device_id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us),"
           "Wait Time(us),Block Dim,Input Shapes,Input Data Types,aic_mte2_ratio\n")
-ROW = '0,4294967295,{task},2,{name},MatMul,{core},{start}\t,{dur},0,{block},"""4096,1;{dim}""",DT_BF16;DT_BF16,{ratio}\n'
+ROW = ('0,4294967295,{task},2,{name},MatMul,{core},{start}\t,{dur},0,{block},"""4096,1;{dim}""",'
+       'DT_BF16;DT_BF16,{ratio}\n')
 
 
 def _write(path, rows):
@@ -35,7 +37,8 @@ def _native_takes(path):
     """True when the C scanner reads the whole file itself (no row left to the pyarrow paths)."""
     cols = kernel_csv.map_columns(path)
     try:
-        for _ in csvscan.scan_columns(path, cols.header, kernel_csv.native_column_kinds(cols), csvtable.NULL_TOKENS):
+        for _ in csvscan.scan_columns(path, cols.header, kernel_csv.native_column_kinds(cols),
+                                      csvtable.NULL_TOKENS):
             pass
     except csvscan.NotNative:
         return False
@@ -75,7 +78,8 @@ def test_fast_path_equals_string_path_on_real_samples(sample, monkeypatch, fast_
 
 def test_sub_ns_digits_round_half_away_from_zero_like_the_string_path(tmp_path, monkeypatch, fast_reader):
     # 2023 files carry 4 decimals (0.1 ns): "496.8508" -> 496851 ns, "-2.0005" -> -2001 ns
-    path = _write(tmp_path / "k.csv", [_row(dur="496.8508"), _row(task=2, dur="0.0004"), _row(task=3, dur="-2.0005"),
+    path = _write(tmp_path / "k.csv", [_row(dur="496.8508"), _row(task=2, dur="0.0004"),
+                                       _row(task=3, dur="-2.0005"),
                                        _row(task=4, start="1764246877073569.6405")])
     fast, _ = read_kernels(path)
     assert fast["dur_ns"].to_pylist() == [496851, 0, -2001, 1500]
@@ -99,7 +103,8 @@ def test_refused_cells_fall_back_to_the_validating_path(tmp_path, monkeypatch, b
 
 
 def test_text_cleaning_and_renames_work_on_dictionary_columns(tmp_path):
-    path = _write(tmp_path / "k.csv", [_row(core="HCCL", name='" hcom_x "'), _row(task=2, core="N/A", name="N/A")])
+    path = _write(tmp_path / "k.csv", [_row(core="HCCL", name='" hcom_x "'),
+                                       _row(task=2, core="N/A", name="N/A")])
     k, _ = read_kernels(path)
     assert k["core_type"].to_pylist() == ["COMMUNICATION", None]
     assert k["name"].to_pylist() == ["hcom_x", None]
@@ -127,7 +132,7 @@ def test_kernels_to_parquet_removes_its_file_on_bad_input(tmp_path):
     src = tmp_path / "k.csv"
     src.write_text("Name,Start Time(us),Duration(us),Type\n" + "\x00" * 10, encoding="utf-8")
     dest = tmp_path / "k.parquet"
-    with pytest.raises(Exception):
+    with pytest.raises(InputError, match="NUL bytes"):
         kernels_to_parquet(src, dest)
     assert not dest.exists()
 
@@ -140,7 +145,8 @@ def test_kernel_device_ids():
 def test_fallback_after_batches_were_delivered_keeps_every_row_once(tmp_path, monkeypatch, fast_reader):
     monkeypatch.setattr(csvscan, "MAX_ROWS", 128)  # the native scan delivers many batches before the junk
     monkeypatch.setattr(csvscan, "READ_CHUNK", 20_000)  # ... from many pieces, scanned in parallel
-    rows = [_row(task=i, start=f"1764246877{i:06d}.500") for i in range(2000)] + [_row(task=9999, ratio="junk")]
+    rows = [_row(task=i, start=f"1764246877{i:06d}.500") for i in range(2000)]
+    rows.append(_row(task=9999, ratio="junk"))
     path = _write(tmp_path / "k.csv", rows)
     batches = list(kernel_csv.iter_kernel_batches(path, kernel_csv.map_columns(path), block_size=8 * 1024))
     assert len(batches) > 10  # the refused cell sits many batches in
@@ -185,7 +191,8 @@ def test_native_scanner_pieces_keep_rows_whole_and_in_order(tmp_path, monkeypatc
     # CRLF and LF files cut into many pieces, one row longer than a read
     if csvscan.native_lib() is None:
         pytest.skip("no C compiler")
-    rows = [_row(task=i, start=f"1764246877{i:06d}.{i % 1000:03d}", name="x" * (3000 if i == 77 else 1 + i % 9))
+    rows = [_row(task=i, start=f"1764246877{i:06d}.{i % 1000:03d}",
+                 name="x" * (3000 if i == 77 else 1 + i % 9))
             for i in range(400)]
     path = tmp_path / "k.csv"
     path.write_bytes((HEADER + "".join(ROW.format(**r) for r in rows)).replace("\n", end).encode())
@@ -220,16 +227,19 @@ def test_native_scanner_refuses_what_it_cannot_read_exactly(tmp_path, text, take
     assert took == takes
 
 
-_CELLS = ["", "N/A", "NA", "-", "nan", "None", " 5 ", "5\t", '"5"', "+5", "5.0", "40.", "5.5", "-2.0005", "1e3",
-          ".5", "5.", "inf", "1e400", "4294967295", "abc", "-0", "0.0005", "9999999999999999.9999",
+_CELLS = ["", "N/A", "NA", "-", "nan", "None", " 5 ", "5\t", '"5"', "+5", "5.0", "40.", "5.5", "-2.0005",
+          "1e3", ".5", "5.", "inf", "1e400", "4294967295", "abc", "-0", "0.0005", "9999999999999999.9999",
           "1764246877073569.640\t", "0000000000000000001", "12345678901234567890123", "é", "\u00a05", "x y",
           "4096,1;7", '"4096,1;;2"', "DT_BF16;INT64", 'a"b', "HCCL", " MatMul "]
 
 
 # per HEADER column: cells the scanner takes (mangled ones are drawn from _CELLS now and then)
-_INT_OK, _TIME_OK = ["0", "7", "-3", "4294967295", "N/A", "", "40.0", '"12"'], ["1764246877073569.640\t", "1.5", "-2.0005", "0", "N/A", "496.8508"]
-_GOOD = [_INT_OK] * 4 + [["MatMul_1", "hcom_x", "N/A", " a b ", '"q"'], ["MatMul", "N/A"], ["AI_CORE", "HCCL", "N/A"]] + \
-    [_TIME_OK] * 3 + [_INT_OK, ['"4096,1;7"', '"""4096,1;;2"""', "", "N/A", '"x,1"'], ["DT_BF16;INT64", "", "N/A"],
+_INT_OK = ["0", "7", "-3", "4294967295", "N/A", "", "40.0", '"12"']
+_TIME_OK = ["1764246877073569.640\t", "1.5", "-2.0005", "0", "N/A", "496.8508"]
+_GOOD = [_INT_OK] * 4 + [["MatMul_1", "hcom_x", "N/A", " a b ", '"q"'], ["MatMul", "N/A"],
+                         ["AI_CORE", "HCCL", "N/A"]] + \
+    [_TIME_OK] * 3 + [_INT_OK, ['"4096,1;7"', '"""4096,1;;2"""', "", "N/A", '"x,1"'],
+                      ["DT_BF16;INT64", "", "N/A"],
                       ["0.25", "1e-3", "-0.0", "N/A", "", "12345678901234567890.5", "0.1234567890123456789"]]
 
 
@@ -259,7 +269,8 @@ def test_native_scanner_on_mangled_csv_equals_the_validating_path(tmp_path_facto
         for _ in range(draw(st.integers(1, 6))):
             n = draw(st.sampled_from([ncols] * 18 + [ncols - 1, ncols + 1]))
             rows.append(",".join(_cell(draw, st, c) for c in range(n)))
-        ends = draw(st.lists(st.sampled_from(["\n", "\r\n", "\r", "\n\n"]), min_size=len(rows), max_size=len(rows)))
+        ends = draw(st.lists(st.sampled_from(["\n", "\r\n", "\r", "\n\n"]), min_size=len(rows),
+                             max_size=len(rows)))
         last = draw(st.sampled_from(["", "\n"]))
         return HEADER + "".join(r + e for r, e in zip(rows[:-1], ends)) + rows[-1] + last
 
@@ -288,7 +299,8 @@ def test_native_scanner_on_mangled_csv_equals_the_validating_path(tmp_path_facto
 
 
 REAL_KERNEL_TABLES = sorted(
-    p for pattern in ("kernel_details*.csv", "op_summary*.csv") for p in SAMPLES.rglob(pattern) if p.stat().st_size
+    p for pattern in ("kernel_details*.csv", "op_summary*.csv") for p in SAMPLES.rglob(pattern)
+    if p.stat().st_size
 )
 
 

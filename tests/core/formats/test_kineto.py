@@ -1,4 +1,5 @@
-"""read_kineto on every real Kineto sample, checked against plain json parsing; synthetic 2021 and torch_npu."""
+"""read_kineto on every real Kineto sample, checked against
+plain json parsing; synthetic 2021 and torch_npu."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def load(path: Path) -> dict:
 
 
 def abs_ns(doc: dict, ts: Decimal | int) -> int:
-    """Independent conversion: µs (exact decimal) -> ns since the epoch, adding baseTimeNanoseconds when relative."""
+    """Independent conversion: µs (exact decimal) -> ns since
+    the epoch, adding baseTimeNanoseconds when relative."""
     v = int(Decimal(ts) * 1000)
     base = doc.get("baseTimeNanoseconds")
     return v + base if base and v < 10**18 else v
@@ -69,8 +71,10 @@ def test_kineto_matches_plain_json(path: Path) -> None:
     corr_to_api = {}
     for i, e in enumerate(api):
         corr_to_api.setdefault(e["args"].get("correlation"), i)
-    want = {(i, corr_to_api[e["args"]["correlation"]]) for i, e in enumerate(kern) if e["args"].get("correlation") in corr_to_api}
-    got = {(k, a) for k, a in zip(prof.flows["kernel_index"].to_pylist(), prof.flows["api_index"].to_pylist()) if a is not None}
+    want = {(i, corr_to_api[e["args"]["correlation"]]) for i, e in enumerate(kern)
+            if e["args"].get("correlation") in corr_to_api}
+    got = {(k, a) for k, a in zip(prof.flows["kernel_index"].to_pylist(),
+                                  prof.flows["api_index"].to_pylist()) if a is not None}
     assert got == want
 
 
@@ -81,12 +85,14 @@ def test_a100_nccl_literal_values() -> None:
     assert prof.meta.extra["distributed"]["world_size"] == 2
     # {"cat": "cpu_op", "name": "autograd::engine::evaluate_function: DivBackward1", "ts": 4458676522690.655}
     # + baseTimeNanoseconds 1711964646000000000
-    row = prof.host_ops.filter(pc.equal(prof.host_ops["name"], "autograd::engine::evaluate_function: DivBackward1"))
+    row = prof.host_ops.filter(pc.equal(prof.host_ops["name"],
+                                        "autograd::engine::evaluate_function: DivBackward1"))
     assert 1711964646000000000 + 4458676522690655 in row["start_ns"].to_pylist()
     # NCCL kernels -> communication
     assert prof.communication.num_rows > 0
     assert all("nccl" in n.lower() for n in prof.communication.column("kernel_name").to_pylist())
-    assert set(prof.kernels.filter(pc.match_substring(prof.kernels["name"], "ncclKernel"))["core_type"].to_pylist()) == {"COMMUNICATION"}
+    nccl = prof.kernels.filter(pc.match_substring(prof.kernels["name"], "ncclKernel"))
+    assert set(nccl["core_type"].to_pylist()) == {"COMMUNICATION"}
 
 
 def test_cpu_only_trace() -> None:
@@ -99,7 +105,8 @@ def test_cpu_only_trace() -> None:
     ("a100", [{"name": "NVIDIA A100-SXM4-80GB"}], "A100"),
     ("h100", [{"name": "NVIDIA H100 80GB HBM3"}], "H100"),
     ("h200", [{"name": "NVIDIA H200"}], "H200"),
-    ("mi250", [{"name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "numSms": 104}], "MI250"),
+    ("mi250", [{"name": "AMD Radeon Graphics", "computeMajor": 9, "computeMinor": 0, "numSms": 104}],
+     "MI250"),
     ("none", [], None),
 ])
 def test_device_names(name: str, props: list, want: str | None) -> None:
@@ -119,15 +126,18 @@ def write(tmp_path: Path, name: str, doc: dict) -> Path:
 def test_2021_schema(tmp_path: Path) -> None:
     # torch-tb-profiler era: cats Operator / Runtime / Kernel / Memcpy, absolute epoch µs, no distributedInfo
     doc = {"schemaVersion": 1, "traceEvents": [
-        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#3", "pid": 10, "tid": 10, "ts": 1621401187223005, "dur": 900},
-        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 10, "tid": 10, "ts": 1621401187223100, "dur": 40,
-         "args": {"External id": 7, "Input dims": [[8, 8], [8, 8]]}},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": 1621401187223110, "dur": 5,
-         "args": {"correlation": 99, "external id": 7}},
-        {"ph": "X", "cat": "Kernel", "name": "volta_sgemm_32x32", "pid": 0, "tid": "stream 7", "ts": 1621401187223200.5,
-         "dur": 3.25, "args": {"correlation": 99, "external id": 7, "stream": 7, "device": 0}},
+        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#3", "pid": 10, "tid": 10, "ts": 1621401187223005,
+         "dur": 900},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 10, "tid": 10, "ts": 1621401187223100,
+         "dur": 40, "args": {"External id": 7, "Input dims": [[8, 8], [8, 8]]}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10,
+         "ts": 1621401187223110, "dur": 5, "args": {"correlation": 99, "external id": 7}},
+        {"ph": "X", "cat": "Kernel", "name": "volta_sgemm_32x32", "pid": 0, "tid": "stream 7",
+         "ts": 1621401187223200.5, "dur": 3.25, "args": {"correlation": 99, "external id": 7, "stream": 7,
+                                                         "device": 0}},
         {"ph": "s", "cat": "async", "id": 99, "pid": 10, "tid": 10, "ts": 1621401187223110},
-        {"ph": "f", "cat": "async", "id": 99, "pid": 0, "tid": "stream 7", "ts": 1621401187223200.5, "bp": "e"},
+        {"ph": "f", "cat": "async", "id": 99, "pid": 0, "tid": "stream 7", "ts": 1621401187223200.5,
+         "bp": "e"},
     ]}
     prof = read_kineto(write(tmp_path, "old.json", doc))
     assert prof.host_ops.num_rows == 2 and prof.api_calls.num_rows == 1 and prof.kernels.num_rows == 1
@@ -142,12 +152,14 @@ def test_torch_npu_privateuse1_export(tmp_path: Path) -> None:
     # docs/formats.md §2.8: standard Kineto object, NPU kernels with args.type, privateuse1_runtime + ac2g
     base = 1782967788000000000
     doc = {"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms", "traceEvents": [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": 4307764838100.001, "dur": 30.5,
-         "args": {"External id": 11}},
-        {"ph": "X", "cat": "privateuse1_runtime", "name": "aclnnMatmul", "pid": 5, "tid": 5, "ts": 4307764838110.0,
-         "dur": 0, "args": {"correlation": 501, "External id": 11}},
-        {"ph": "X", "cat": "kernel", "name": "MatMulV2_ND_ND_ND_FP32_FP32_FP32_false_true_all_66115", "pid": 0, "tid": 47,
-         "ts": 4307764838119.042, "dur": 8.660, "args": {"streamId": 47, "type": "KERNEL_AICORE", "correlation": 501,
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": 4307764838100.001,
+         "dur": 30.5, "args": {"External id": 11}},
+        {"ph": "X", "cat": "privateuse1_runtime", "name": "aclnnMatmul", "pid": 5, "tid": 5,
+         "ts": 4307764838110.0, "dur": 0, "args": {"correlation": 501, "External id": 11}},
+        {"ph": "X", "cat": "kernel", "name": "MatMulV2_ND_ND_ND_FP32_FP32_FP32_false_true_all_66115",
+         "pid": 0, "tid": 47,
+         "ts": 4307764838119.042, "dur": 8.660, "args": {"streamId": 47, "type": "KERNEL_AICORE",
+                                                         "correlation": 501,
                                                           "External id": 11}},
         {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "NPU"}},
     ], "baseTimeNanoseconds": base}
@@ -203,7 +215,8 @@ SMALL = json.dumps({"schemaVersion": 1, "traceEvents": load(KINETO[0])["traceEve
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pos=st.integers(min_value=0, max_value=len(SMALL) - 1), junk=st.binary(min_size=0, max_size=6),
        cut=st.integers(min_value=0, max_value=len(SMALL)))
-def test_mangled_kineto_gives_input_error_or_a_profile(tmp_path: Path, pos: int, junk: bytes, cut: int) -> None:
+def test_mangled_kineto_gives_input_error_or_a_profile(tmp_path: Path, pos: int, junk: bytes,
+                                                       cut: int) -> None:
     data = (SMALL[:pos] + junk + SMALL[pos + len(junk):])[: max(cut, 1)]
     p = tmp_path / "mangled.json"
     p.write_bytes(data)
@@ -242,7 +255,8 @@ def test_streamed_relative_times_get_the_base_written_after_the_events(tmp_path:
                "args": {"External id": i}} for i in range(300)]
     events += [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 20 + i, "dur": 0.5,
                 "args": {"External id": i, "correlation": i, "stream": 7, "device": 0}} for i in range(300)]
-    events.append({"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 5, "dur": 900})
+    events.append({"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 5,
+                   "dur": 900})
     base = 1_700_000_000_000_000_000
     src = tmp_path / "rel.json"
     src.write_text(json.dumps({"traceEvents": events, "baseTimeNanoseconds": base}), encoding="utf-8")
@@ -259,7 +273,8 @@ def test_streamed_read_of_a_bad_file_leaves_no_folder(tmp_path: Path) -> None:
     from pypto_core.formats.kineto import write_kineto
 
     src = tmp_path / "cut.json"
-    src.write_bytes(gzip.decompress((SAMPLES / "kineto/trace_diff_pair/control.json.gz").read_bytes())[:300_000])
+    whole = gzip.decompress((SAMPLES / "kineto/trace_diff_pair/control.json.gz").read_bytes())
+    src.write_bytes(whole[:300_000])
     with pytest.raises(InputError, match="truncated"):
         write_kineto(src, tmp_path / "p")
     assert not (tmp_path / "p").exists()

@@ -15,8 +15,9 @@ from tests.paths import SAMPLES
 OP_SUMMARY = SAMPLES / "msprof" / "op_summary_fixture" / "op_summary_1.csv"
 PROF = "PROF_000001_20260323031749197_00815596RKPKAHRB"
 # Real info.json.N keys, from msprof's writer [SRC hicann/runtime info_json.cpp]; no chip_name.
-REAL_INFO = {"DeviceInfo": [{"id": 3, "env_type": 3, "ai_core_num": 24, "aiv_num": 48, "aic_frequency": "1800",
-                             "hwts_frequency": "50", "ctrl_cpu_id": "ARMv8_Cortex_A55"}],
+REAL_INFO = {"DeviceInfo": [{"id": 3, "env_type": 3, "ai_core_num": 24, "aiv_num": 48,
+                             "aic_frequency": "1800", "hwts_frequency": "50",
+                             "ctrl_cpu_id": "ARMv8_Cortex_A55"}],
              "platform_version": "5", "rank_id": -1, "cannVersion": "8.3.RC1", "pid": 1234}
 STEP_HEADER = ("Device_id,Iteration ID,FP Start(us),BP End(us),Iteration End(us),Iteration Time(us),"
                "FP to BP Time(us),Iteration Refresh(us),Data Aug Bound(us),Model ID,"
@@ -96,7 +97,8 @@ def test_real_layout_info_json_device_id_and_cann_without_simulated(tmp_path):
 
 
 def test_simulated_key_in_real_shaped_info(tmp_path):
-    info = {**REAL_INFO, "simulated": True, "DeviceInfo": [{**REAL_INFO["DeviceInfo"][0], "chip_name": "Ascend910B4"}]}
+    info = {**REAL_INFO, "simulated": True, "DeviceInfo": [{**REAL_INFO["DeviceInfo"][0],
+                                                            "chip_name": "Ascend910B4"}]}
     prof = open_profile(_real_layout(tmp_path, info=info))
     assert prof.meta.simulated is True and prof.meta.device == "Ascend910B4"
 
@@ -125,7 +127,8 @@ def test_device_id_from_kernels_device_id_column(tmp_path):
     root = _real_layout(tmp_path, info=None)
     csv = root / "mindstudio_profiler_output" / "op_summary_20260323031749.csv"
     lines = csv.read_text(encoding="utf-8").splitlines()
-    csv.write_text("\n".join(["Device_id," + lines[0]] + ["5," + ln for ln in lines[1:]]) + "\n", encoding="utf-8")
+    csv.write_text("\n".join(["Device_id," + lines[0]] + ["5," + ln for ln in lines[1:]]) + "\n",
+                   encoding="utf-8")
     prof = open_profile(root)
     assert prof.meta.device_id == 5 and prof.kernels["device_id"].to_pylist() == [5] * 20
 
@@ -154,7 +157,8 @@ def test_read_device_info_filters_by_device(tmp_path):
         (d / f"info.json.{dev}").write_text(json.dumps(info), encoding="utf-8")
     both = ProfileMeta()
     read_device_info(tmp_path, both)
-    assert both.device_id is None and set(both.extra["device_info"]) == {"0", "1"}  # two devices: no single id
+    # two devices: no single id
+    assert both.device_id is None and set(both.extra["device_info"]) == {"0", "1"}
     one = ProfileMeta()
     read_device_info(tmp_path, one, device_id=1)
     assert one.device_id == 1

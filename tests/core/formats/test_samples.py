@@ -1,4 +1,5 @@
-"""Every real sample under shared/samples (ascend_pt, msprof) read through open_profile(s), checked against the file."""
+"""Every real sample under shared/samples (ascend_pt, msprof)
+read through open_profile(s), checked against the file."""
 
 import pyarrow.compute as pc
 import pytest
@@ -35,7 +36,8 @@ def test_qwen3_rank0_kernels_exact(qwen0):
     assert first["start_ns"] == 1764246877073569640  # "1764246877073569.640\t"
     assert first["dur_ns"] == 1892920
     assert first["block_dim"] == 40 and first["step_id"] == 13 and first["device_id"] == 0
-    assert first["aiv_mte3_ratio"] == 0.996 and first["aiv_mte2_time(us)"] == 0.001  # PMU counters, real names
+    # PMU counters, real names
+    assert first["aiv_mte3_ratio"] == 0.996 and first["aiv_mte2_time(us)"] == 0.001
     fa = _row(k, task_id=34515)
     assert fa["op_type"] == "FlashAttentionScore" and fa["core_type"] == "MIX_AIC"
     assert fa["input_shapes"][:3] == [[4096, 1, 2048], [4096, 1, 1024], [4096, 1, 1024]]
@@ -54,7 +56,8 @@ def test_qwen3_rank0_totals_match_op_statistic(qwen0):
     assert pc.sum(fa_grad["dur_ns"]).as_py() == 63128660  # op_statistic.csv: Total Time(us) 63128.66
     stats = {r["OP Type"]: r for r in qwen0.meta.extra["op_statistic"]}
     assert stats["MatMulV3"]["Count"] == 280
-    assert set(pc.unique(k["core_type"]).to_pylist()) == {"AI_VECTOR_CORE", "AI_CORE", "MIX_AIC", "MIX_AIV", "COMMUNICATION"}
+    assert set(pc.unique(k["core_type"]).to_pylist()) == {"AI_VECTOR_CORE", "AI_CORE", "MIX_AIC", "MIX_AIV",
+                                                          "COMMUNICATION"}
 
 
 def test_qwen3_rank0_meta_steps_memory_communication(qwen0):
@@ -192,7 +195,8 @@ def test_msprof_zero_byte_placeholders(layout):
         open_profile(folder)
     msg = str(exc.value)
     assert "file is empty (0 bytes)" in msg
-    assert ("op_summary_slice_0_20230919172304.csv" if layout == "slice" else "op_summary_20230919172305.csv") in msg
+    assert ("op_summary_slice_0_20230919172304.csv" if layout == "slice"
+            else "op_summary_20230919172305.csv") in msg
 
 
 def test_analysis_db_alone():

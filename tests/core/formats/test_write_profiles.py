@@ -4,6 +4,7 @@ the upload pipeline stores, one rank at a time, with the big files never held in
 import json
 import shutil
 import zipfile
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -11,7 +12,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from pypto_core.errors import InputError
-from pypto_core.formats import csvscan, open_profile, open_profiles, parquet_sink, timeline_merge, write_profiles
+from pypto_core.formats import (
+    csvscan,
+    open_profile,
+    open_profiles,
+    parquet_sink,
+    timeline_merge,
+    write_profiles,
+)
 from pypto_core.formats.ascend_pt import write_ascend_pt
 from pypto_core.formats.timeline_merge import repoint_flows
 from pypto_core.profile import TABLE_NAMES, Profile
@@ -40,7 +48,8 @@ def test_folder_read_piece_by_piece_equals_one_piece(tmp_path, monkeypatch):
     assert whole[QWEN0].device_id == 0  # from kernel_details' Device_id column
     a = Profile.load(tmp_path / "whole" / LEVEL2.name)
     assert {"l2_hit_rate", "l2_victim_rate"} <= set(a.kernels.column_names)
-    assert pc.sum(pc.is_valid(a.kernels["l2_victim_rate"]).cast(pa.int64())).as_py() > 0  # hit rate is N/A here
+    # hit rate is N/A here
+    assert pc.sum(pc.is_valid(a.kernels["l2_victim_rate"]).cast(pa.int64())).as_py() > 0
     assert a.flows.num_rows > 0
 
 
@@ -54,16 +63,19 @@ def test_flows_point_at_the_csv_kernel_with_the_same_start_and_name(tmp_path):
     for row in p.flows.to_pylist()[:50]:
         kernel = p.kernels.slice(row["kernel_index"], 1).to_pylist()[0]
         assert any(t["start_ns"] == kernel["start_ns"] and t["name"] == kernel["name"]
-                   for t in trace.kernels.filter(pc.equal(trace.kernels["start_ns"], kernel["start_ns"])).to_pylist())
+                   for t in trace.kernels.filter(pc.equal(trace.kernels["start_ns"],
+                                                          kernel["start_ns"])).to_pylist())
 
 
 @pytest.mark.parametrize("keys_per_range", [1, 2, 1 << 20])
 def test_repoint_leaves_out_names_the_csv_lacks_and_takes_the_first_equal_row(monkeypatch, keys_per_range):
     monkeypatch.setattr(timeline_merge, "MAPPING_KEYS", keys_per_range)
-    trace_kernels = pa.table({"start_ns": [10, 20, 30, None, 40], "name": ["MatMul", "SDMA", "Add", "Add", None]})
+    trace_kernels = pa.table({"start_ns": [10, 20, 30, None, 40],
+                              "name": ["MatMul", "SDMA", "Add", "Add", None]})
     csv_kernels = pa.table({"start_ns": [30, 10, 10, 20, 10, None, 40],
                             "name": ["Add", "Cast", "MatMul", "Other", "MatMul", "Add", None]})
-    flows = pa.table({"host_index": [0, 1, 2, 3, 4, 5], "kernel_index": [0, 1, 2, None, 3, 4], "kind": ["a"] * 6})
+    flows = pa.table({"host_index": [0, 1, 2, 3, 4, 5], "kernel_index": [0, 1, 2, None, 3, 4],
+                      "kind": ["a"] * 6})
     out = repoint_flows(flows, trace_kernels, csv_kernels)
     assert out["host_index"].to_pylist() == [0, 2]  # in the flows' order; SDMA, null starts and names dropped
     assert out["kernel_index"].to_pylist() == [2, 0]  # MatMul@10: the first of CSV rows 2 and 4
@@ -170,7 +182,9 @@ def test_msprof_slices_are_read_in_order_as_one_table(tmp_path):
     names = [s.rsplit("/", 1)[-1] for s in b.meta.source_files]
     assert sum(n.startswith(("op_summary_slice_", "msprof_slice_")) for n in names) == 4
     # flows whose two ends fell into different slices are lost; every other one points at the same rows
-    triples = lambda p: set(zip(*(p.flows[c].to_pylist() for c in ("host_index", "kernel_index", "api_index"))))
+    def triples(p: Any) -> set[tuple[int, int, int]]:
+        return set(zip(*(p.flows[c].to_pylist() for c in ("host_index", "kernel_index", "api_index"))))
+
     assert 0 < b.flows.num_rows < a.flows.num_rows
     assert triples(b) <= triples(a)
 
@@ -227,7 +241,8 @@ def test_saved_ranks_are_copied_not_read_again(tmp_path, monkeypatch):
     again = write_profiles(tmp_path / "saved", tmp_path / "again")
     assert [n for n, _ in again.ranks] == ["rank_0", "rank_1"] and [m.rank for _, m in again.ranks] == [0, 1]
     for name in ("kernels.parquet", "flows.parquet"):
-        assert (tmp_path / "again" / "rank_0" / name).read_bytes() == (tmp_path / "saved" / "rank_0" / name).read_bytes()
+        again, saved = tmp_path / "again" / "rank_0" / name, tmp_path / "saved" / "rank_0" / name
+        assert again.read_bytes() == saved.read_bytes()
     (tmp_path / "saved" / "rank_1" / "kernels.parquet").write_bytes(b"PAR1 not parquet")
     with pytest.raises(InputError, match="could not be loaded"):
         write_profiles(tmp_path / "saved" / "rank_1", tmp_path / "bad")

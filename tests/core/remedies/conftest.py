@@ -53,6 +53,7 @@ def fake_torch_npu() -> ModuleType:
 def load_module(path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(path.stem + "_under_test", path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # inspect.getsource and transformers' docstring helpers look modules up here
+    # inspect.getsource and transformers' docstring helpers look modules up here
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module

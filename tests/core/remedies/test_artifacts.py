@@ -1,4 +1,5 @@
-"""Artifacts: names per rule, metadata, the zip bundle, and untrusted profile text kept out of generated code."""
+"""Artifacts: names per rule, metadata, the zip bundle,
+and untrusted profile text kept out of generated code."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from pypto_core.rules.finding import Report
 from .conftest import HOSTILE_NAME, PROFILE_META, make_finding
 
 EXPECTED = {
-    "matmul_tiling": ["aoe_tune_ops.json", "aoe_tune.sh", "aoe_singleop.json", "matmul_weight_format_patch.py"],
+    "matmul_tiling": ["aoe_tune_ops.json", "aoe_tune.sh", "aoe_singleop.json",
+                      "matmul_weight_format_patch.py"],
     "kv_cache_layout": ["kv_cache_layout_patch.py"],
     "attention_memory_bound": ["fused_attention_patch.py"],
     "norm_launch_overhead": ["norm_fusion_patch.py"],

@@ -1,7 +1,7 @@
 """Diffs against the user's model file: they apply cleanly with patch(1), and the patched file really patches.
 
-The model file is a copy of the installed transformers' modeling_llama.py, written at test time (not committed),
-with its package-relative imports made absolute so it imports from a temporary folder."""
+The model file is a copy of the installed transformers' modeling_llama.py, written at test time (not
+committed), with its package-relative imports made absolute so it imports from a temporary folder."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from .conftest import PROFILE_META, load_module, make_finding  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("patch") is None, reason="patch(1) is not installed")
 DIFFS = {"matmul_tiling": "matmul_weight_format_patch.diff", "kv_cache_layout": "kv_cache_layout_patch.diff",
-         "attention_memory_bound": "fused_attention_patch.diff", "norm_launch_overhead": "norm_fusion_patch.diff"}
+         "attention_memory_bound": "fused_attention_patch.diff",
+         "norm_launch_overhead": "norm_fusion_patch.diff"}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,8 @@ def model_source() -> str:
     from transformers.models.llama import modeling_llama
 
     text = Path(modeling_llama.__file__).read_text(encoding="utf-8")
-    text = text.replace("from .configuration_llama import", "from transformers.models.llama.configuration_llama import")
+    text = text.replace("from .configuration_llama import",
+                        "from transformers.models.llama.configuration_llama import")
     return re.sub(r"^from \.\.\.", "from transformers.", text, flags=re.MULTILINE)
 
 
@@ -64,7 +66,8 @@ def test_diff_applies_to_a_file_without_final_newline(tmp_path: Path) -> None:
                            module_name="x.py", apply_function="apply")
     (tmp_path / "tiny.py").write_text(source)
     (tmp_path / "d.diff").write_text(diff)
-    result = subprocess.run(["patch", "-p1", "--batch", "-i", "d.diff"], cwd=tmp_path, capture_output=True, text=True)
+    result = subprocess.run(["patch", "-p1", "--batch", "-i", "d.diff"], cwd=tmp_path, capture_output=True,
+                            text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     patched = (tmp_path / "tiny.py").read_text()
     assert patched.startswith(source + "\n") and "_pypto_apply_after_init(TinyForCausalLM, apply)" in patched
@@ -81,8 +84,9 @@ def test_patched_model_file_applies_the_kv_cache_patch_on_construction(tmp_path:
     result = apply(tmp_path, model_source, diff_for("kv_cache_layout", model_source), dry_run=False)
     assert result.returncode == 0, result.stdout
     patched = load_module(tmp_path / "modeling_llama.py")
-    config = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    config = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=64)
     torch.manual_seed(0)
     stock = transformers.LlamaForCausalLM(config).eval()
     model = patched.LlamaForCausalLM(config).eval()
@@ -101,8 +105,9 @@ def test_patched_model_file_applies_norm_fusion_after_from_pretrained(tmp_path: 
     result = apply(tmp_path, model_source, diff_for("norm_launch_overhead", model_source), dry_run=False)
     assert result.returncode == 0, result.stdout
     patched = load_module(tmp_path / "modeling_llama.py")
-    config = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    config = transformers.LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=64)
     torch.manual_seed(0)
     stock = transformers.LlamaForCausalLM(config).eval()
     with torch.no_grad():

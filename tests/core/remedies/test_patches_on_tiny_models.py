@@ -1,5 +1,5 @@
-"""The generated patches on tiny randomly initialised Hugging Face models, on CPU, with the torch_npu test double
-(the NPU cannot exist here): logits match the unpatched model for prefill and every decode step, greedy
+"""The generated patches on tiny randomly initialised Hugging Face models, on CPU, with the torch_npu test
+double (the NPU cannot exist here): logits match the unpatched model for prefill and every decode step, greedy
 generation is identical token for token, and the fused kernels were really called."""
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ def test_kv_cache_layout_patch(tmp_path: Path, fake_torch_npu, arch: str) -> Non
     calls = fake_torch_npu.calls
     assert calls["npu_incre_flash_attention"] == 2 * (NEW_TOKENS - 1)  # two layers, every decode step
     assert calls["npu_prompt_flash_attention"] == 2 * 2  # the plain forward and generate's prefill
-    assert calls["scatter_update_"] == 2 * calls["npu_prompt_flash_attention"] + 2 * calls["npu_incre_flash_attention"]
+    assert calls["scatter_update_"] == (2 * calls["npu_prompt_flash_attention"]
+                                       + 2 * calls["npu_incre_flash_attention"])
 
 
 def test_kv_cache_layout_patch_without_mask_and_cache_overflow(tmp_path: Path, fake_torch_npu) -> None:
@@ -110,7 +111,8 @@ def test_fused_attention_patch(tmp_path: Path, fake_torch_npu, decode: str, pref
     module.apply_fused_attention(model, decode=decode, prefill=prefill)
     fake_torch_npu.calls.clear()
     assert_same_run(reference, run(model, ids, mask), mask)
-    decode_fn = {"incre": "npu_incre_flash_attention", "fused_infer": "npu_fused_infer_attention_score"}[decode]
+    decode_fn = {"incre": "npu_incre_flash_attention",
+                 "fused_infer": "npu_fused_infer_attention_score"}[decode]
     prefill_fn = {"prompt": "npu_prompt_flash_attention", "fusion": "npu_fusion_attention"}[prefill]
     assert fake_torch_npu.calls[decode_fn] == 2 * (NEW_TOKENS - 1)
     assert fake_torch_npu.calls[prefill_fn] == 2 * 2
@@ -127,7 +129,8 @@ def test_norm_fusion_patch(tmp_path: Path, fake_torch_npu, arch: str) -> None:
     assert swapped == {"npu_rms_norm": norms, "npu_add_norm_layers": 2}
     fake_torch_npu.calls.clear()
     assert_same_run(reference, run(model, ids, mask), mask)
-    assert fake_torch_npu.calls["npu_add_rms_norm"] == 2 * (1 + NEW_TOKENS)  # 2 layers x (plain forward + prefill + decode steps)
+    # 2 layers x (plain forward + prefill + decode steps)
+    assert fake_torch_npu.calls["npu_add_rms_norm"] == 2 * (1 + NEW_TOKENS)
 
 
 def test_norm_fusion_uses_add_layer_norm_for_layernorm_models(tmp_path: Path, fake_torch_npu) -> None:

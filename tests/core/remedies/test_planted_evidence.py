@@ -6,8 +6,8 @@ names a path of the machine that made it or cuts a word."""
 from __future__ import annotations
 
 import io
-import re
 import json
+import re
 import zipfile
 
 import pytest
@@ -44,8 +44,9 @@ def test_artifacts_name_the_flagged_shapes(tmp_path, rule: str, layout: str) -> 
     for a in artifacts:
         header = manifest[a.name]["header"]
         assert [_shape_text(o["input_shapes"]) for o in header["ops"]] == listed
-        assert [(o["count"], o["total_us"], o["input_dtypes"], o["input_formats"]) for o in header["ops"]] == [
-            (g["count"], g["total_us"], g["input_dtypes"], g["input_formats"]) for g in groups[:20]]
+        keys = ("count", "total_us", "input_dtypes", "input_formats")
+        assert [tuple(o[k] for k in keys) for o in header["ops"]] == [
+            tuple(g[k] for k in keys) for g in groups[:20]]
         assert header["finding"]["rule"] == rule and header["finding"]["title"] == finding.title
         assert header["profile"]["name"] == run.path.name and "source" not in header["profile"]
         text = a.text()
@@ -64,4 +65,5 @@ def test_artifacts_name_the_flagged_shapes(tmp_path, rule: str, layout: str) -> 
             _shape_text(g["input_shapes"]) for g in groups)
         names = json.loads(by_name["aoe_tune_ops.json"].content).get("tune_ops_name", [])
         exclusive = {n for g in groups for n in g["names"] if n not in g["shared_names"]}
-        assert set(names) == exclusive and "tune_ops_type" not in json.loads(by_name["aoe_tune_ops.json"].content)
+        assert set(names) == exclusive
+        assert "tune_ops_type" not in json.loads(by_name["aoe_tune_ops.json"].content)

@@ -34,8 +34,9 @@ def test_tune_ops_file_lists_exactly_the_flagged_ops() -> None:
 def test_names_other_shapes_share_go_by_shape_and_a_group_without_names_or_shapes_by_type() -> None:
     finding = make_finding("matmul_tiling", ops=[
         {"names": ["mm_a", "mm_b"], "op_type": "MatMulV2", "input_shapes": [[1, 100], [100, 96]], "count": 4},
-        {"names": ["aclnnMatmul_MatMulCommon_MatMulV2"], "shared_names": ["aclnnMatmul_MatMulCommon_MatMulV2"],
-         "op_type": "MatMulV2", "input_shapes": [[1, 4096], [11008, 4096]], "input_dtypes": ["FLOAT16"] * 2,
+        {"names": ["aclnnMatmul_MatMulCommon_MatMulV2"],
+         "shared_names": ["aclnnMatmul_MatMulCommon_MatMulV2"], "op_type": "MatMulV2",
+         "input_shapes": [[1, 4096], [11008, 4096]], "input_dtypes": ["FLOAT16"] * 2,
          "input_formats": ["ND", "ND"], "output_shapes": [[1, 11008]], "count": 2},
         {"op_type": "GroupedMatmul", "count": 2}])
     arts = {a.name: a for a in generate_artifacts([finding], profile_meta=PROFILE_META)}
@@ -70,8 +71,8 @@ def test_script_refuses_to_run_without_aoe(tmp_path: Path) -> None:
     for artifact in artifacts_by_name().values():
         (tmp_path / artifact.name).write_bytes(artifact.content)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    result = subprocess.run(["bash", str(tmp_path / "aoe_tune.sh"), "infer.py"], capture_output=True, text=True,
-                            env=env, cwd=tmp_path)
+    result = subprocess.run(["bash", str(tmp_path / "aoe_tune.sh"), "infer.py"], capture_output=True,
+                            text=True, env=env, cwd=tmp_path)
     assert result.returncode == 2 and "aoe not found" in result.stderr
 
 

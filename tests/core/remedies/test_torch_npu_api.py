@@ -88,7 +88,8 @@ def test_the_test_double_has_the_real_signatures(fake_torch_npu) -> None:
         target = fake_torch_npu
         for part in function.split("."):
             target = getattr(target, part)
-        if api[function] is None or function == "npu_rotary_mul":  # meta file names its parameters differently
+        # meta file names its parameters differently
+        if api[function] is None or function == "npu_rotary_mul":
             continue
         params = inspect.signature(target).parameters.values()
         fake_keyword = [p.name for p in params if p.kind is p.KEYWORD_ONLY]

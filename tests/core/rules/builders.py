@@ -59,13 +59,14 @@ class _Run:
     def matmul(self, m: int, k: int, n: int, eff: float, gap_us: float, core: str = "AI_CORE") -> None:
         spec = get_sku(self.sku)
         bound_s = spec.bound_time_s(2 * m * k * n, 2 * (m * k + k * n + m * n))
-        self.add("MatMulV2", bound_s / eff * 1e6, [[m, k], [k, n]], [[m, n]], core=core, gap_us=gap_us, block=20)
+        self.add("MatMulV2", bound_s / eff * 1e6, [[m, k], [k, n]], [[m, n]], core=core, gap_us=gap_us,
+                 block=20)
 
 
-def decoder_profile(*, planted: frozenset[str] = frozenset(), tokens: int = 4, layers: int = 2, batch: int = 1,
-                    hidden: int = 4096, heads: int = 32, head_dim: int = 128, kv_len: int = 512, vocab: int = 32000,
-                    sku: str = "910B3", eager_gap_us: float = 20.0, device: str | None = "Ascend910B3",
-                    extra: list[str] | None = None) -> Profile:
+def decoder_profile(*, planted: frozenset[str] = frozenset(), tokens: int = 4, layers: int = 2,
+                    batch: int = 1, hidden: int = 4096, heads: int = 32, head_dim: int = 128,
+                    kv_len: int = 512, vocab: int = 32000, sku: str = "910B3", eager_gap_us: float = 20.0,
+                    device: str | None = "Ascend910B3", extra: list[str] | None = None) -> Profile:
     """A decode-only run of ``tokens`` steps of a Llama-like model with the ``planted`` anti-patterns."""
     run = _Run(sku)
     steps = {"step_id": [], "start_ns": [], "end_ns": []}
@@ -90,15 +91,18 @@ def decoder_profile(*, planted: frozenset[str] = frozenset(), tokens: int = 4, l
                     run.add("ConcatD", 12.0, [[B, N, S - 1, D], [B, N, 1, D]], [[B, N, S, D]], gap_us=gap)
             else:
                 for _ in range(2):
-                    run.add("ScatterUpdate", 3.0, [[B, S, N, D], [B], [B, 1, N, D]], [[B, S, N, D]], gap_us=gap)
+                    run.add("ScatterUpdate", 3.0, [[B, S, N, D], [B], [B, 1, N, D]], [[B, S, N, D]],
+                            gap_us=gap)
             if "attention_memory_bound" in planted:
-                run.add("BatchMatMulV2", 30.0, [[B, N, 1, D], [B, N, D, S]], [[B, N, 1, S]], core="AI_CORE", gap_us=gap)
+                run.add("BatchMatMulV2", 30.0, [[B, N, 1, D], [B, N, D, S]], [[B, N, 1, S]], core="AI_CORE",
+                        gap_us=gap)
                 run.add("Muls", 2.0, [[B, N, 1, S]], [[B, N, 1, S]], gap_us=gap)
                 run.add("SoftmaxV2", 6.0, [[B, N, 1, S]], [[B, N, 1, S]], gap_us=gap)
-                run.add("BatchMatMulV2", 30.0, [[B, N, 1, S], [B, N, S, D]], [[B, N, 1, D]], core="AI_CORE", gap_us=gap)
+                run.add("BatchMatMulV2", 30.0, [[B, N, 1, S], [B, N, S, D]], [[B, N, 1, D]], core="AI_CORE",
+                        gap_us=gap)
             else:
-                run.add("IncreFlashAttention", 24.0, [[B, 1, N, D], [B, S, N, D], [B, S, N, D]], [[B, 1, N, D]],
-                        core="MIX_AIC", gap_us=gap, mte2=0.5)
+                run.add("IncreFlashAttention", 24.0, [[B, 1, N, D], [B, S, N, D], [B, S, N, D]],
+                        [[B, 1, N, D]], core="MIX_AIC", gap_us=gap, mte2=0.5)
             run.matmul(B, H, H, mm_eff if "matmul_tiling" not in planted else 0.8, gap)
             _norm(run, planted, B, H, gap)
             run.matmul(B, H, 11008, 0.8, gap)
@@ -128,9 +132,10 @@ def decoder_profile(*, planted: frozenset[str] = frozenset(), tokens: int = 4, l
         "aiv_mte2_ratio": pa.array(run.rows["aiv_mte2_ratio"], pa.float64()),
     })
     steps_t = pa.table({k: pa.array(v, pa.int64()) for k, v in steps.items()})
-    host = pa.table({"name": run.host["name"], **{k: pa.array(run.host[k], pa.int64()) for k in ("start_ns", "dur_ns")}})
-    return Profile(meta=ProfileMeta(format="ascend_pt", device=device, simulated=True), kernels=kernels, steps=steps_t,
-                   host_ops=host)
+    host = pa.table({"name": run.host["name"],
+                     **{k: pa.array(run.host[k], pa.int64()) for k in ("start_ns", "dur_ns")}})
+    return Profile(meta=ProfileMeta(format="ascend_pt", device=device, simulated=True), kernels=kernels,
+                   steps=steps_t, host_ops=host)
 
 
 def _norm(run: _Run, planted: frozenset[str], B: int, H: int, gap: float) -> None:

@@ -3,10 +3,10 @@
 ``tests/core/rules/test_real_samples.py`` expects exactly the rules that this reading predicts, so a rule that
 starts firing (or stops) on a real profile fails the test unless the files themselves back it. Each predicate
 below states the evidence a person would check by hand: torch_npu's ``step_trace_time.csv`` and
-``communication.json`` (or their ``analysis.db`` tables), ``kernel_details.csv``'s ``OP State`` and ``Block Dim``,
-the CANN API calls in ``trace_view.json``, and for Kineto traces the kernels, copies and the runtime calls that
-launched them (HTA's "host wait" idle rule). The thresholds are the rules' documented ones (their @rule);
-the arithmetic here is our own, written a second time on purpose.
+``communication.json`` (or their ``analysis.db`` tables), ``kernel_details.csv``'s ``OP State`` and ``Block
+Dim``, the CANN API calls in ``trace_view.json``, and for Kineto traces the kernels, copies and the runtime
+calls that launched them (HTA's "host wait" idle rule). The thresholds are the rules' documented ones (their
+@rule); the arithmetic here is our own, written a second time on purpose.
 """
 
 from __future__ import annotations
@@ -160,11 +160,12 @@ def _read_kernel_csv(path: Path, facts: Facts) -> None:
         core = row.get("Accelerator Core") or row.get("Task Type") or ""
         start = _num(row.get("Start Time(us)", "0"))
         dur = _num(row.get("Duration(us)") or row.get("Task Duration(us)") or "0")
-        k = Kernel(row.get("Name") or row.get("Op Name") or "", core, start, dur, int(_num(row.get("Block Dim", "0"))),
-                   row.get("OP State", "").lower())
+        k = Kernel(row.get("Name") or row.get("Op Name") or "", core, start, dur,
+                   int(_num(row.get("Block Dim", "0"))), row.get("OP State", "").lower())
         facts.kernels.append(k)
         facts.device.append((start, start + dur))
-        (facts.comm if core in COMM_CORE_TYPES or k.name.lower().startswith("hcom") else facts.compute).append(
+        comm = core in COMM_CORE_TYPES or k.name.lower().startswith("hcom")
+        (facts.comm if comm else facts.compute).append(
             (start, start + dur))
 
 
@@ -246,20 +247,23 @@ def _read_ascend_db(folder: Path, facts: Facts) -> None:
     prof = next(folder.glob("ascend_pytorch_profiler*.db"))
     db = sqlite3.connect(f"file:{prof}?mode=ro", uri=True)
     text = dict(db.execute("select id, value from STRING_IDS"))
-    tasks = {gid: (s / 1e3, e / 1e3) for gid, s, e in db.execute("select globalTaskId, startNs, endNs from TASK")}
+    tasks = {gid: (s / 1e3, e / 1e3) for gid, s, e in db.execute("select globalTaskId, startNs, endNs from "
+                                                                 "TASK")}
     facts.device = list(tasks.values())
     tables = {n for (n,) in db.execute("select name from sqlite_master where type = 'table'")}
     if "OVERLAP_ANALYSIS" in tables:  # types 0 computing, 1 communication, 2 not overlapped, 3 free
         facts.profiler_busy = [(s / 1e3, e / 1e3) for s, e in
                                db.execute("select startNs, endNs from OVERLAP_ANALYSIS where type in (0, 1)")]
     if "COMMUNICATION_OP" in tables:
-        facts.comm = [(s / 1e3, e / 1e3) for s, e in db.execute("select startNs, endNs from COMMUNICATION_OP")]
+        facts.comm = [(s / 1e3, e / 1e3) for s, e in db.execute("select startNs, endNs from "
+                                                                "COMMUNICATION_OP")]
     for name, gid, block, task_type in db.execute(
             "select name, globalTaskId, blockDim, taskType from COMPUTE_TASK_INFO"):
         s, e = tasks[gid]
         facts.kernels.append(Kernel(text.get(name, ""), text.get(task_type, ""), s, e - s, int(block or 0)))
         facts.compute.append((s, e))
-    apis = [(text.get(n, ""), s / 1e3, e / 1e3) for n, s, e in db.execute("select name, startNs, endNs from CANN_API")]
+    apis = [(text.get(n, ""), s / 1e3, e / 1e3) for n, s, e in db.execute("select name, startNs, endNs from "
+                                                                          "CANN_API")]
     facts.host_present = bool(apis)
     facts.compile_calls = _outermost([(s, e) for n, s, e in apis if "compile" in n.lower()])
     facts.syncs = [(s, e) for n, s, e in apis if SYNC_CALL.search(n)]
@@ -320,7 +324,7 @@ def _read_kineto(path: Path, facts: Facts) -> None:
     busy = union(facts.device)
     frame = facts.span
     starts = sorted(kernels)
-    for (s0, e0), (s1, _) in zip(busy, busy[1:]):
+    for (_, e0), (s1, _) in zip(busy, busy[1:]):
         if not frame or e0 < frame[0][0] or s1 > frame[0][1]:
             continue
         nxt = next((k for k in starts if k[0] >= s1 - 1e-6), None)
@@ -353,7 +357,8 @@ def read_facts(sample: Path) -> Facts:
     return facts
 
 
-# ---------------------------------------------------------------------------------------------------- verdicts
+# ----------------------------------------------------------------------------------------------------
+# verdicts
 
 
 def _share(part: float, facts: Facts) -> float:
@@ -385,7 +390,8 @@ def expected_rules(facts: Facts) -> dict[str, str]:
 
     states = [k.op_state for k in facts.kernels if k.op_state not in ("", "n/a")]
     if ascend and ((states and all(s == "dynamic" for s in states)) or len(facts.compile_calls) >= 20):
-        out["dynamic_shape"] = f"OP State all dynamic ({len(states)} ops), {len(facts.compile_calls)} compiles"
+        out["dynamic_shape"] = (f"OP State all dynamic ({len(states)} ops), "
+                                f"{len(facts.compile_calls)} compiles")
 
     aicpu = [k for k in facts.kernels if k.core == "AI_CPU" and k.dur > 20]
     if aicpu:
@@ -425,5 +431,5 @@ def expected_rules(facts: Facts) -> dict[str, str]:
 
 # Rules whose verdict this reading does not predict (they fire on none of the samples; the test still requires
 # that they stay silent): the seed's LLM decode patterns and the PMU-counter rules.
-UNPREDICTED = re.compile(r"^(matmul_tiling|attention_memory_bound|kv_cache_layout|norm_launch_overhead|unfused_.*"
-                         r"|format_churn|aicore_frequency)$")
+UNPREDICTED = re.compile(r"^(matmul_tiling|attention_memory_bound|kv_cache_layout|norm_launch_overhead"
+                         r"|unfused_.*|format_churn|aicore_frequency)$")

@@ -15,23 +15,22 @@ import sys
 import pyarrow as pa
 import pytest
 
+from pypto_core import formats  # noqa: E402
 from pypto_core.errors import InputError
 from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
 from pypto_core.rules import diagnose_group
 from tests.core.rules.sample_oracle import UNPREDICTED, expected_rules, read_facts
 from tests.paths import REPO, SAMPLES
 
-from pypto_core import formats  # noqa: E402
-
 # Every sample's rules are predicted from its own files by tests/core/rules/sample_oracle.py (the standard
 # library reading step_trace_time, communication.json, kernel_details, the CANN API calls and torch_npu's
-# Overlap Analysis, or for Kineto the kernels, copies and launches), never from the engine. FLOOR pins what the
-# files say today, so that a change of the oracle itself cannot empty the expectation unnoticed: the CNN and
-# Qwen3 training steps are bound by communication not overlapped (torch_npu's own step_trace_time); the
+# Overlap Analysis, or for Kineto the kernels, copies and launches), never from the engine. FLOOR pins what
+# the files say today, so that a change of the oracle itself cannot empty the expectation unnoticed: the CNN
+# and Qwen3 training steps are bound by communication not overlapped (torch_npu's own step_trace_time); the
 # advisor's Dynamic Shape holds where kernel_details says every op is dynamic (docs/formats.md §4.3).
 FLOOR: dict[str, set[str]] = {
-    "ascend_pt/qwen3_0.6b_train_4npu_level2": {"communication_not_overlapped", "communication_wait", "slow_rank",
-                                               "dynamic_shape"},
+    "ascend_pt/qwen3_0.6b_train_4npu_level2": {"communication_not_overlapped", "communication_wait",
+                                               "slow_rank", "dynamic_shape"},
     "ascend_pt/cnn_8npu_text_level1": {"communication_not_overlapped", "host_bound_gaps", "dynamic_shape",
                                        "sync_stall", "block_dim"},
     "ascend_pt/trimmed_2023_memoryl0": {"communication_not_overlapped", "communication_wait", "block_dim",
@@ -66,7 +65,8 @@ def test_analyze_runs_on_every_sample(sample: str) -> None:
     report = diagnose_group(group)
     assert not [w for w in report.warnings if w.startswith("rule ")], report.warnings  # no rule crashed
     found = {f.rule for f in report.findings}
-    # None of these real runs is an LLM decode run with the seed's anti-patterns: no seed finding without evidence
+    # None of these real runs is an LLM decode run with the
+    # seed's anti-patterns: no seed finding without evidence
     assert not found & SEED_FOUR, (sample, found)
     evidence = expected_rules(read_facts(SAMPLES / sample))
     assert FLOOR.get(sample, set()) <= set(evidence), (sample, evidence)
@@ -79,20 +79,20 @@ def test_analyze_runs_on_every_sample(sample: str) -> None:
 def test_cli_analyze_json_on_a_real_sample(tmp_path) -> None:
     out = tmp_path / "r.json"
     proc = subprocess.run([sys.executable, "-m", "pypto_core", "analyze",
-                           str(SAMPLES / "ascend_pt/qwen3_0.6b_train_4npu_level2/rank_0_ascend_pt"), "--sku", "910B2",
-                           "-o", str(out)], capture_output=True, text=True, cwd=REPO)
+                           str(SAMPLES / "ascend_pt/qwen3_0.6b_train_4npu_level2/rank_0_ascend_pt"), "--sku",
+                           "910B2", "-o", str(out)], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert doc["profile"]["device"] == "910B2" and doc["profile"]["kernel_count"] == 2463
-    assert {"rule", "severity", "title", "description", "ops", "evidence", "time_share", "estimated_saving_us",
-            "estimated_speedup", "remedies"} <= set(doc["findings"][0])
+    assert {"rule", "severity", "title", "description", "ops", "evidence", "time_share",
+            "estimated_saving_us", "estimated_speedup", "remedies"} <= set(doc["findings"][0])
 
 
 def test_cli_analyze_unreadable_input_exits_2(tmp_path) -> None:
     bad = tmp_path / "nothing.csv"
     bad.write_text("not a profile\n")
-    proc = subprocess.run([sys.executable, "-m", "pypto_core", "analyze", str(bad)], capture_output=True, text=True,
-                          cwd=REPO)
+    proc = subprocess.run([sys.executable, "-m", "pypto_core", "analyze", str(bad)], capture_output=True,
+                          text=True, cwd=REPO)
     assert proc.returncode == 2 and "nothing.csv" in proc.stderr
 
 
@@ -104,24 +104,26 @@ def _group_from_cluster_csv(path) -> ProfileGroup:
                 continue
             steps = pa.table({"step_id": pa.array([0], pa.int64()),
                               "computing_ns": pa.array([int(float(row["Computing"]) * 1e3)], pa.int64()),
-                              "communication_ns": pa.array([int(float(row["Communication(Not Overlapped)"]) * 1e3)],
-                                                           pa.int64()),
+                              "communication_ns": pa.array(
+                                  [int(float(row["Communication(Not Overlapped)"]) * 1e3)], pa.int64()),
                               "free_ns": pa.array([int(float(row["Free"]) * 1e3)], pa.int64())})
             profiles.append(Profile(meta=ProfileMeta(rank=int(row["Index"]), device="910B3"), steps=steps))
     return ProfileGroup(profiles=profiles)
 
 
 def test_slow_rank_on_the_peer_cluster_tables() -> None:
-    # msprof-analyze's cluster step table (peer_outputs): the advisor's slow_rank compares the same three columns
-    # against the mean with a 5% threshold (docs/formats.md §4.3). In the 8-rank advisor run computing is even
-    # (max 1% over the mean) but rank 1 is free (host-idle) 26% above the mean: we name rank 1. The peer table
-    # itself carries no verdict, so agreement is on the rule's inputs and threshold, not on a printed rank.
+    # msprof-analyze's cluster step table (peer_outputs): the advisor's slow_rank compares the same three
+    # columns against the mean with a 5% threshold (docs/formats.md §4.3). In the 8-rank advisor run computing
+    # is even (max 1% over the mean) but rank 1 is free (host-idle) 26% above the mean: we name rank 1. The
+    # peer table itself carries no verdict, so agreement is on
+    # the rule's inputs and threshold, not on a printed rank.
     report = diagnose_group(_group_from_cluster_csv(SAMPLES / "peer_outputs/msprof_analyze_cluster_advisor/"
                                                     "cluster_step_trace_time.csv"))
     slow = [f for f in report.findings if f.rule == "slow_rank"]
     assert slow and slow[0].details["slow_rank"] == 1 and slow[0].evidence["kind"] == "free"
     assert slow[0].evidence["computing_gap_vs_mean"] < 0.05
-    # The 16-rank 2023 run: ranks 8-15 (second pipeline stage) compute ~6% more than ranks 0-7; rank 8 is the max.
+    # The 16-rank 2023 run: ranks 8-15 (second pipeline stage)
+    # compute ~6% more than ranks 0-7; rank 8 is the max.
     report16 = diagnose_group(_group_from_cluster_csv(SAMPLES / "peer_outputs/msprof_analyze_cluster_2023/"
                                                       "cluster_step_trace_time.csv"))
     slow16 = [f for f in report16.findings if f.rule == "slow_rank"]
@@ -129,7 +131,8 @@ def test_slow_rank_on_the_peer_cluster_tables() -> None:
 
 
 def _waiting_samples() -> list[str]:
-    """Samples whose own communication.json says the collectives mostly wait (Transit under half of Elapse)."""
+    """Samples whose own communication.json says the collectives mostly wait (Transit under half of
+    Elapse)."""
     out = []
     for sample in _samples():
         if sample.startswith("kineto") or sample in UNREADABLE:
@@ -142,10 +145,10 @@ def _waiting_samples() -> list[str]:
 
 @pytest.mark.parametrize("sample", _waiting_samples() if SAMPLES.exists() else [])
 def test_a_wait_for_other_ranks_is_never_this_ranks_saving(sample: str) -> None:
-    # A collective that waits is waiting for a late peer: only a fix on that rank removes the wait. On the CNN
-    # 8-NPU rank 0 (step_trace_time: Communication(Not Overlapped) 96.0 ms of a 130 ms step; communication.json:
-    # Transit 8.1 of 199.9 ms) counting the wait as this rank's saving read 6.8x; what is in this rank's power is
-    # the few ms of transfer that compute could hide.
+    # A collective that waits is waiting for a late peer: only a fix on that rank removes the wait. On the
+    # CNN 8-NPU rank 0 (step_trace_time: Communication(Not Overlapped) 96.0 ms of a 130 ms step;
+    # communication.json: Transit 8.1 of 199.9 ms) counting the wait as this rank's saving read 6.8x; what is
+    # in this rank's power is the few ms of transfer that compute could hide.
     facts = read_facts(SAMPLES / sample)
     waiting_share = (facts.comm_elapse - facts.comm_transit) / facts.comm_elapse
     exposed_us = facts.step_rows[0]["comm_no"]

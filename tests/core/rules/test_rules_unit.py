@@ -65,7 +65,8 @@ def test_finding_shape_and_remedies() -> None:
     for f in report.findings:
         assert f.saving_model and f.description and 0 < f.time_share <= 1
         assert f.estimated_speedup >= 1.0
-        assert any(("_us" in k) or ("_pct" in k) or ("share" in k) or ("_gbps" in k) for k in f.evidence), f.rule
+        assert any(("_us" in k) or ("_pct" in k) or ("share" in k)
+                   or ("_gbps" in k) for k in f.evidence), f.rule
     json.dumps(report.to_dict())  # serialisable
 
 
@@ -105,9 +106,11 @@ def test_block_dim_and_unfused_chains() -> None:
     t0 = int(k["start_ns"][0].as_py()) - 10_000_000
     extra = pa.table({"name": ops, "op_type": ops, "core_type": ["AI_VECTOR_CORE"] * len(ops),
                       "start_ns": pa.array([t0 + i * 30_000 for i in range(len(ops))], pa.int64()),
-                      "dur_ns": pa.array([3_000] * len(ops), pa.int64()), "stream_id": pa.array([2] * len(ops), pa.int64()),
+                      "dur_ns": pa.array([3_000] * len(ops), pa.int64()),
+                      "stream_id": pa.array([2] * len(ops), pa.int64()),
                       "block_dim": pa.array([4] * len(ops), pa.int64())})
-    prof2 = Profile(meta=prof.meta, kernels=pa.concat_tables([extra, k.select(extra.column_names)]), steps=prof.steps)
+    prof2 = Profile(meta=prof.meta, kernels=pa.concat_tables([extra, k.select(extra.column_names)]),
+                    steps=prof.steps)
     found = rules_of(diagnose(prof2))
     assert {"unfused_rope", "unfused_swiglu"} <= found
     assert not {"unfused_rope", "unfused_swiglu"} & rules_of(diagnose(prof))
@@ -120,8 +123,10 @@ def test_aicore_frequency_and_communication_wait() -> None:
                          "ts_ns": pa.array([start + i * 1000 for i in range(10)], pa.int64()),
                          "value": [1800.0] * 5 + [1200.0] * 5})
     comm = pa.table({"name": ["hcom_allReduce__1"], "start_ns": pa.array([start], pa.int64()),
-                     "elapse_ns": pa.array([2_000_000], pa.int64()), "wait_ns": pa.array([1_500_000], pa.int64())})
-    slow = Profile(meta=prof.meta, kernels=prof.kernels, steps=prof.steps, counters=counters, communication=comm)
+                     "elapse_ns": pa.array([2_000_000], pa.int64()),
+                     "wait_ns": pa.array([1_500_000], pa.int64())})
+    slow = Profile(meta=prof.meta, kernels=prof.kernels, steps=prof.steps, counters=counters,
+                   communication=comm)
     found = rules_of(diagnose(slow))
     assert {"aicore_frequency", "communication_wait"} <= found
     steady = Profile(meta=prof.meta, kernels=prof.kernels, steps=prof.steps,
@@ -135,7 +140,8 @@ def test_slow_rank_in_a_group() -> None:
         steps = pa.table({"step_id": pa.array([0], pa.int64()), "start_ns": pa.array([T0], pa.int64()),
                           "end_ns": pa.array([T0 + int(20e6)], pa.int64()),
                           "computing_ns": pa.array([int(computing_ms * 1e6)], pa.int64()),
-                          "communication_ns": pa.array([1_000_000], pa.int64()), "free_ns": pa.array([0], pa.int64())})
+                          "communication_ns": pa.array([1_000_000], pa.int64()),
+                          "free_ns": pa.array([0], pa.int64())})
         return Profile(meta=ProfileMeta(format="ascend_pt", rank=i, device="910B3"), steps=steps)
 
     skewed = diagnose_group(ProfileGroup(profiles=[rank(0, 10), rank(1, 10), rank(2, 14), rank(3, 10)]))
@@ -159,9 +165,9 @@ def test_graph_metrics_and_structure() -> None:
     g = OperatorCallGraph(decoder_profile(tokens=5, layers=3))
     m = g.metrics()
     assert set(METRICS) == set(m)
-    for name in ("per_token_latency_ms", "tokens_per_s", "attention_hbm_time_share", "matmul_ai_core_utilization",
-                 "kv_cache_noncontiguous_share", "norm_launch_overhead_share", "hbm_bandwidth_utilization",
-                 "ai_core_utilization"):
+    for name in ("per_token_latency_ms", "tokens_per_s", "attention_hbm_time_share",
+                 "matmul_ai_core_utilization", "kv_cache_noncontiguous_share", "norm_launch_overhead_share",
+                 "hbm_bandwidth_utilization", "ai_core_utilization"):
         assert m[name] is not None, name
     assert m["tokens_per_s"] == pytest.approx(1000 / m["per_token_latency_ms"], rel=0.01)
     assert 0.75 < m["matmul_ai_core_utilization"] <= 0.81  # the builder runs MatMuls at 80% of the bound
@@ -177,7 +183,8 @@ def test_links_fall_back_to_correlation_then_containment() -> None:
     n = prof.kernels.num_rows
     starts = prof.kernels["start_ns"].to_numpy()
     host = pa.table({"name": ["aten::op"] * n, "start_ns": pa.array(starts - 500, pa.int64()),
-                     "dur_ns": pa.array([1000] * n, pa.int64()), "correlation_id": pa.array(range(n), pa.int64())})
+                     "dur_ns": pa.array([1000] * n, pa.int64()),
+                     "correlation_id": pa.array(range(n), pa.int64())})
     with_corr = Profile(meta=prof.meta, kernels=prof.kernels.set_column(
         prof.kernels.schema.get_field_index("correlation_id"), "correlation_id",
         pa.array(range(n), pa.int64())), host_ops=host)
@@ -193,9 +200,11 @@ def test_sku_table_and_detection() -> None:
     assert get_sku("910B4").fp16_tflops.value == pytest.approx(245.76, abs=0.01)
     assert get_sku("910B2").fp16_tflops.tag == "derived"
     assert get_sku("910B2").ridge_flop_per_byte == pytest.approx(221, abs=1)
-    assert {"910B1", "910B2", "910B3", "910B4", "910_93", "910A", "310P3", "A100", "H100", "H200"} <= set(SKUS)
+    assert {"910B1", "910B2", "910B3", "910B4", "910_93", "910A", "310P3", "A100", "H100",
+            "H200"} <= set(SKUS)
     over = get_sku("910B3", {"hbm_gbps": 1200})
-    assert over.hbm_gbps.value == 1200 and over.hbm_gbps.tag == "project_override" and "hbm_gbps" in over.overridden
+    assert over.hbm_gbps.value == 1200 and over.hbm_gbps.tag == "project_override"
+    assert "hbm_gbps" in over.overridden
     assert normalize_sku_name("Ascend910B3") == "910B3"
     assert normalize_sku_name("NVIDIA A100-SXM4-80GB") == "A100"
     assert normalize_sku_name("Ascend910_9382") == "910_93"

@@ -91,7 +91,8 @@ def test_event_details_and_flow_links_both_ways(index: TimelineIndex) -> None:
     ev = index.event(found["lane"], found["idx"])
     assert ev["table"] == "host_ops" and ev["args"]["correlation_id"] == 3
     assert ev["args"]["start_ns"] == str(BASE + 150)  # beyond 2**53: sent as text
-    assert [(ln["name"], ln["role"], ln["kind"]) for ln in ev["links"]] == [("MatMulV2", "kernel", "async_npu")]
+    links = [(ln["name"], ln["role"], ln["kind"]) for ln in ev["links"]]
+    assert links == [("MatMulV2", "kernel", "async_npu")]
     kernel = ev["links"][0]
     back = index.event(kernel["lane"], kernel["idx"])
     assert back["args"]["block_dim"] == 24
@@ -128,7 +129,8 @@ def random_profile(n: int, seed: int = 0) -> Profile:
     kernels = pa.table({"name": names, "stream_id": streams, "device_id": np.zeros(n, np.int64),
                         "start_ns": starts + BASE, "dur_ns": durs})
     t = np.sort(rng.integers(0, int(starts.max()), size=20_000))
-    counters = pa.table({"track": ["HBM read (GB/s)"] * len(t), "ts_ns": t + BASE, "value": rng.random(len(t))})
+    counters = pa.table({"track": ["HBM read (GB/s)"] * len(t), "ts_ns": t + BASE,
+                         "value": rng.random(len(t))})
     return Profile(kernels=kernels, counters=counters)
 
 
@@ -187,9 +189,11 @@ def test_lane_by_lane_build_matches_a_global_sort_and_writes_compact_details(tmp
     start = rng.integers(0, 200_000, n)
     start[1::7] = start[::7][: len(start[1::7])]  # equal starts
     dur = rng.choice([0, 1, 10, 500, 5_000], n)
-    kernels = conform("kernels", pa.table({"name": rng.choice(["a", "b", "c"], n), "device_id": np.zeros(n, int),
-                                           "stream_id": tid, "start_ns": start + BASE, "dur_ns": dur}))
-    assert any(pa.types.is_list(f.type) for f in kernels.schema)  # all-null list columns, as readers leave them
+    kernels = conform("kernels", pa.table({"name": rng.choice(["a", "b", "c"], n),
+                                           "device_id": np.zeros(n, int), "stream_id": tid,
+                                           "start_ns": start + BASE, "dur_ns": dur}))
+    # all-null list columns, as readers leave them
+    assert any(pa.types.is_list(f.type) for f in kernels.schema)
     ix = TimelineIndex.open(build_timeline_index(Profile(kernels=kernels), tmp_path / "idx"))
     order = np.lexsort((-dur, start, tid))
     depth = nesting_depth(tid[order], start[order], start[order] + dur[order])
@@ -283,7 +287,8 @@ def test_lane_names_render_in_the_page_language_with_stable_ids(tmp_path) -> Non
     comm = next(ln for ln in zh if ln["table"] == "communication")
     assert comm["detail"] == "HCCL 通信域 11022204950826225271"
     # no English heading left untranslated in zh-Hans (NPU is the device's name in both)
-    assert not any(w in " ".join(zh_groups) for w in ("Host process", "Counters", "Memory", "Steps", "process"))
+    assert not any(w in " ".join(zh_groups) for w in ("Host process", "Counters", "Memory", "Steps",
+                                                      "process"))
     idx = int(track(ix.window(None, None, 1000), 9)["idx"][0])
     assert ix.event(None, idx, language="zh-Hans")["group"] == "NPU（Rank 0）"
 
@@ -317,7 +322,8 @@ def test_critical_path_answer_is_placed_on_lanes_and_bounded(tmp_path, monkeypat
     assert outside["segments"]["start"] == [] and outside["steps"] == []
 
 
-def test_a_profile_past_the_critical_path_bound_is_indexed_without_it_and_says_why(tmp_path, monkeypatch) -> None:
+def test_a_profile_past_the_critical_path_bound_is_indexed_without_it_and_says_why(tmp_path,
+                                                                                   monkeypatch) -> None:
     """Bounded work: the path needs the whole run's attribution and replay graph, so past the bound the index
     is built without it, and the answer says why instead of failing or taking minutes."""
     from pypto_core.formats import open_profile

@@ -45,7 +45,8 @@ def test_random_slices_keep_parents_above_children(pairs: list[tuple[int, int]])
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 200), st.integers(0, 80)), min_size=1, max_size=80))
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 200), st.integers(0, 80)), min_size=1,
+                max_size=80))
 def test_lanes_are_placed_independently(rows: list[tuple[int, int, int]]) -> None:
     lane = np.array([r[0] for r in rows], np.int64)
     start = np.array([r[1] for r in rows], np.int64)

@@ -18,8 +18,9 @@ from __future__ import annotations
 import functools
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -29,7 +30,8 @@ _OPS_PACKAGE = Path(__file__).resolve().parents[3] / "core" / "remedies" / "fake
 
 def _load_ops() -> Any:
     spec = importlib.util.spec_from_file_location(
-        "_pypto_fake_torch_npu_ops", _OPS_PACKAGE / "__init__.py", submodule_search_locations=[str(_OPS_PACKAGE)])
+        "_pypto_fake_torch_npu_ops", _OPS_PACKAGE / "__init__.py",
+        submodule_search_locations=[str(_OPS_PACKAGE)])
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -58,7 +60,6 @@ FUSED_OPS = ("npu_rms_norm", "npu_add_rms_norm", "npu_add_layer_norm", "npu_rota
 for _name in FUSED_OPS:
     globals()[_name] = _as_kernel(_name, getattr(_ops, _name))
 
-from . import npu  # noqa: E402
-from . import profiler  # noqa: E402,F401
+from . import npu, profiler  # noqa: E402,F401  (profiler: imported for its side effect, as the real one)
 
 torch.npu = npu  # type: ignore[attr-defined]  (the real torch_npu registers torch.npu too)

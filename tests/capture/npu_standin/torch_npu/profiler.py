@@ -12,8 +12,9 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch.profiler as _tprof
 
@@ -33,10 +34,11 @@ ATEN_KERNELS = {
 }
 FUSED_KERNELS = {
     "npu_rms_norm": "RmsNorm", "npu_add_rms_norm": "AddRmsNorm", "npu_add_layer_norm": "AddLayerNorm",
-    "npu_rotary_mul": "RotaryMul", "scatter_update_": "ScatterUpdate", "npu_scatter_nd_update_": "ScatterNdUpdate",
-    "npu_format_cast": "TransData", "npu_prompt_flash_attention": "PromptFlashAttention",
-    "npu_incre_flash_attention": "IncreFlashAttention",
-    "npu_fused_infer_attention_score": "FusedInferAttentionScore", "npu_fusion_attention": "FlashAttentionScore",
+    "npu_rotary_mul": "RotaryMul", "scatter_update_": "ScatterUpdate",
+    "npu_scatter_nd_update_": "ScatterNdUpdate", "npu_format_cast": "TransData",
+    "npu_prompt_flash_attention": "PromptFlashAttention", "npu_incre_flash_attention": "IncreFlashAttention",
+    "npu_fused_infer_attention_score": "FusedInferAttentionScore",
+    "npu_fusion_attention": "FlashAttentionScore",
 }
 _CUBE = {"MatMulV2", "BatchMatMulV2", "FlashAttentionScore", "PromptFlashAttention", "IncreFlashAttention",
          "FusedInferAttentionScore"}
@@ -106,7 +108,8 @@ def to_npu_trace(trace: dict[str, Any]) -> dict[str, Any]:
     return {**trace, "traceEvents": events + added}
 
 
-def tensorboard_trace_handler(dir_name: str, worker_name: str | None = None, **_: Any) -> Callable[[Any], None]:
+def tensorboard_trace_handler(dir_name: str, worker_name: str | None = None,
+                              **_: Any) -> Callable[[Any], None]:
     def handler(prof: Any) -> None:
         out = Path(dir_name)
         out.mkdir(parents=True, exist_ok=True)
@@ -123,9 +126,9 @@ def tensorboard_trace_handler(dir_name: str, worker_name: str | None = None, **_
     return handler
 
 
-def profile(*, activities: Any = None, schedule: Any = None, on_trace_ready: Any = None, record_shapes: bool = False,
-            profile_memory: bool = False, with_stack: bool = False, with_modules: bool = False,
-            experimental_config: Any = None) -> Any:
-    return _tprof.profile(activities=[_tprof.ProfilerActivity.CPU], schedule=schedule, on_trace_ready=on_trace_ready,
-                          record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
-                          with_modules=with_modules)
+def profile(*, activities: Any = None, schedule: Any = None, on_trace_ready: Any = None,
+            record_shapes: bool = False, profile_memory: bool = False, with_stack: bool = False,
+            with_modules: bool = False, experimental_config: Any = None) -> Any:
+    return _tprof.profile(activities=[_tprof.ProfilerActivity.CPU], schedule=schedule,
+                          on_trace_ready=on_trace_ready, record_shapes=record_shapes,
+                          profile_memory=profile_memory, with_stack=with_stack, with_modules=with_modules)

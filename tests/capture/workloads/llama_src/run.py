@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import torch
-
 from modeling_tiny import TinyLlamaForCausalLM, tiny_config
+
 from pypto_core.capture import Profiler
 
 

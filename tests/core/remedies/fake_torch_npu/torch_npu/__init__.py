@@ -79,11 +79,13 @@ def npu_add_layer_norm(x1, x2, gamma, beta, epsilon: float = 1e-5, additional_ou
     return y, mean, rstd, (x if additional_output else torch.empty(0, dtype=x.dtype))
 
 
-# ---- rotary embedding ---------------------------------------------------------------------------------------
+# ---- rotary embedding --------------------------------------------------------------------------------------
 
 
-def npu_rotary_mul(input: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor, rotary_mode: str = "half", rotate=None):
-    """half mode: output = r1 * input + r2 * cat(-x2, x1); 4-D input, r1/r2 broadcastable (e.g. BS1D for BSND)."""
+def npu_rotary_mul(input: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor, rotary_mode: str = "half",
+                   rotate=None):
+    """half mode: output = r1 * input + r2 * cat(-x2, x1);
+    4-D input, r1/r2 broadcastable (e.g. BS1D for BSND)."""
     _count("npu_rotary_mul")
     if rotary_mode != "half" or rotate is not None:
         raise NotImplementedError("test double models rotary_mode='half' without rotate only")
@@ -102,7 +104,8 @@ def _check_index(indices: torch.Tensor) -> None:
 
 
 def scatter_update_(data: torch.Tensor, indices: torch.Tensor, updates: torch.Tensor, axis: int):
-    """In place: for each batch b, data[b, ..., indices[b] : indices[b] + updates.size(axis), ...] = updates[b]."""
+    """In place: for each batch b, data[b, ..., indices[b] :
+    indices[b] + updates.size(axis), ...] = updates[b]."""
     _count("scatter_update_")
     _check_index(indices)
     if data.dim() != updates.dim() or not 2 <= data.dim() <= 8:
@@ -137,7 +140,7 @@ def npu_scatter_nd_update_(input: torch.Tensor, indices: torch.Tensor, updates: 
     return input
 
 
-# ---- formats -------------------------------------------------------------------------------------------------
+# ---- formats -----------------------------------------------------------------------------------------------
 
 
 def npu_format_cast(self: torch.Tensor, acl_format: int) -> torch.Tensor:
@@ -240,14 +243,14 @@ def _attention(q, k, v, *, num_heads, num_kv_heads, scale, layout, mask, q_lens,
 def npu_prompt_flash_attention(query, key, value, *, padding_mask=None, atten_mask=None, pse_shift=None,
                                actual_seq_lengths=None, deq_scale1=None, quant_scale1=None, deq_scale2=None,
                                quant_scale2=None, quant_offset2=None, num_heads=1, scale_value=1.0,
-                               pre_tokens=2147483647, next_tokens=0, input_layout="BSH", num_key_value_heads=0,
-                               actual_seq_lengths_kv=None, sparse_mode=0):
+                               pre_tokens=2147483647, next_tokens=0, input_layout="BSH",
+                               num_key_value_heads=0, actual_seq_lengths_kv=None, sparse_mode=0):
     """Prefill attention (op PromptFlashAttention). Models sparse_mode=0 only."""
     _count("npu_prompt_flash_attention")
     if sparse_mode != 0 or pse_shift is not None or padding_mask is not None or deq_scale1 is not None:
         raise NotImplementedError("test double models sparse_mode=0 without pse/quantisation")
-    return _attention(query, key, value, num_heads=num_heads, num_kv_heads=num_key_value_heads, scale=scale_value,
-                      layout=input_layout, mask=atten_mask, q_lens=actual_seq_lengths,
+    return _attention(query, key, value, num_heads=num_heads, num_kv_heads=num_key_value_heads,
+                      scale=scale_value, layout=input_layout, mask=atten_mask, q_lens=actual_seq_lengths,
                       kv_lens=actual_seq_lengths_kv, pre_tokens=pre_tokens, next_tokens=next_tokens)
 
 
@@ -264,23 +267,25 @@ def npu_incre_flash_attention(query, key, value, *, padding_mask=None, atten_mas
     seq_axis = 2 if input_layout == "BNSD" else 1
     if query.shape[seq_axis] != 1:
         raise ValueError("npu_incre_flash_attention: query sequence length must be 1")
-    return _attention(query, key, value, num_heads=num_heads, num_kv_heads=num_key_value_heads, scale=scale_value,
-                      layout=input_layout, mask=atten_mask, q_lens=None, kv_lens=actual_seq_lengths,
-                      pre_tokens=2147483647, next_tokens=2147483647)
+    return _attention(query, key, value, num_heads=num_heads, num_kv_heads=num_key_value_heads,
+                      scale=scale_value, layout=input_layout, mask=atten_mask, q_lens=None,
+                      kv_lens=actual_seq_lengths, pre_tokens=2147483647, next_tokens=2147483647)
 
 
-def npu_fused_infer_attention_score(query, key, value, *, pse_shift=None, atten_mask=None, actual_seq_lengths=None,
-                                    actual_seq_lengths_kv=None, dequant_scale1=None, quant_scale1=None,
-                                    dequant_scale2=None, quant_scale2=None, quant_offset2=None,
-                                    antiquant_scale=None, antiquant_offset=None, block_table=None,
-                                    query_padding_size=None, kv_padding_size=None, key_antiquant_scale=None,
-                                    key_antiquant_offset=None, value_antiquant_scale=None,
-                                    value_antiquant_offset=None, key_shared_prefix=None, value_shared_prefix=None,
+def npu_fused_infer_attention_score(query, key, value, *, pse_shift=None, atten_mask=None,
+                                    actual_seq_lengths=None, actual_seq_lengths_kv=None, dequant_scale1=None,
+                                    quant_scale1=None, dequant_scale2=None, quant_scale2=None,
+                                    quant_offset2=None, antiquant_scale=None, antiquant_offset=None,
+                                    block_table=None, query_padding_size=None, kv_padding_size=None,
+                                    key_antiquant_scale=None, key_antiquant_offset=None,
+                                    value_antiquant_scale=None, value_antiquant_offset=None,
+                                    key_shared_prefix=None, value_shared_prefix=None,
                                     actual_shared_prefix_len=None, query_rope=None, key_rope=None,
-                                    key_rope_antiquant_scale=None, num_heads=1, scale=1.0, pre_tokens=2147483647,
-                                    next_tokens=2147483647, input_layout="BSH", num_key_value_heads=0,
-                                    sparse_mode=0, inner_precise=0, block_size=0, antiquant_mode=0,
-                                    softmax_lse_flag=False, key_antiquant_mode=0, value_antiquant_mode=0):
+                                    key_rope_antiquant_scale=None, num_heads=1, scale=1.0,
+                                    pre_tokens=2147483647, next_tokens=2147483647, input_layout="BSH",
+                                    num_key_value_heads=0, sparse_mode=0, inner_precise=0, block_size=0,
+                                    antiquant_mode=0, softmax_lse_flag=False, key_antiquant_mode=0,
+                                    value_antiquant_mode=0):
     """Prefill or decode (op FusedInferAttentionScore); returns (attention_out, softmax_lse)."""
     _count("npu_fused_infer_attention_score")
     if sparse_mode != 0 or block_table is not None or pse_shift is not None or query_rope is not None:
@@ -291,12 +296,13 @@ def npu_fused_infer_attention_score(query, key, value, *, pse_shift=None, atten_
     return out, torch.empty(0)
 
 
-def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, padding_mask=None, atten_mask=None,
-                         scale=1.0, keep_prob=1.0, pre_tockens=2147483647, next_tockens=2147483647,
-                         inner_precise=0, prefix=None, actual_seq_qlen=None, actual_seq_kvlen=None, sparse_mode=0,
-                         gen_mask_parallel=True, sync=False, softmax_layout="", sink=None, dropout_mask=None, seed=0,
-                         offset=0):
-    """FlashAttentionScore; key/value heads are inferred from their shape (GQA). Returns a 7-tuple, [0] = out."""
+def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, padding_mask=None,
+                         atten_mask=None, scale=1.0, keep_prob=1.0, pre_tockens=2147483647,
+                         next_tockens=2147483647, inner_precise=0, prefix=None, actual_seq_qlen=None,
+                         actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False,
+                         softmax_layout="", sink=None, dropout_mask=None, seed=0, offset=0):
+    """FlashAttentionScore; key/value heads are inferred
+    from their shape (GQA). Returns a 7-tuple, [0] = out."""
     _count("npu_fusion_attention")
     if sparse_mode != 0 or keep_prob != 1.0 or pse is not None or input_layout not in _LAYOUTS:
         raise NotImplementedError("test double models sparse_mode=0, keep_prob=1, BSH/BSND/BNSD without pse")
