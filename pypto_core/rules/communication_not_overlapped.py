@@ -21,11 +21,12 @@ from pypto_core.rules._util import column_strings, share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("Overlapping the collectives with compute hides their transfer up to the compute that is not "
-                   "yet overlapped: saving = min(not-overlapped transfer, compute - overlapped), an upper bound. "
-                   "Where the collectives mostly wait for other ranks, that wait (not-overlapped time x waiting "
-                   "share) is reported apart as the wait for other ranks: only a fix on the late ranks removes it, "
-                   "so it is not counted in this profile's saving.")
+SAVING_MODEL = msg("Overlapping the collectives with compute hides their transfer up to the compute that "
+                   "is not yet overlapped: saving = min(not-overlapped transfer, compute - overlapped), an "
+                   "upper bound. Where the collectives mostly wait for other ranks, that wait "
+                   "(not-overlapped time x waiting share) is reported apart as the wait for other ranks: "
+                   "only a fix on the late ranks removes it, so it is not counted in this profile's "
+                   "saving.")
 
 _LIB = {"ascend": "HCCL", "nvidia": "NCCL", "amd": "RCCL"}
 _OVERLAP_ADVICE = {

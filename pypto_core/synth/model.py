@@ -17,7 +17,8 @@ FIXES: dict[str, str] = {
     "matmul_tiling": "weights padded to multiples of 256 elements, tuned MatMul at good efficiency",
     "attention_memory_bound": "FusedInferAttentionScore instead of BatchMatMulV2 + SoftmaxV2 + BatchMatMulV2",
     "kv_cache_layout": "BSND cache updated in place (ScatterUpdate), no Transpose/ConcatD/TensorMove",
-    "norm_launch_overhead": "RmsNorm / AddRmsNorm instead of Cast-Pows-ReduceMean-Add-Rsqrt-Mul-Cast-Mul chains",
+    "norm_launch_overhead": ("RmsNorm / AddRmsNorm instead of Cast-Pows-ReduceMean-Add-Rsqrt-Mul-Cast-Mul "
+                             "chains"),
 }
 RULES: tuple[str, ...] = tuple(FIXES)
 
@@ -56,13 +57,14 @@ def round_up(value: int, multiple: int) -> int:
 
 
 # Public configs: meta-llama/Llama-2-7b-hf, meta-llama/Meta-Llama-3-8B, Qwen/Qwen2.5-7B-Instruct
-# (docs/domain.md §7
-# repeats the llama2 numbers).
+# (docs/domain.md §7 repeats the llama2 numbers).
 MODELS: dict[str, ModelSpec] = {
-    "llama2-7b": ModelSpec("llama2-7b", layers=32, hidden=4096, heads=32, kv_heads=32, ffn=11008, vocab=32000),
-    "llama3-8b": ModelSpec("llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256),
-    "qwen2.5-7b": ModelSpec("qwen2.5-7b", layers=28, hidden=3584, heads=28, kv_heads=4, ffn=18944, vocab=152064,
-                            qkv_bias=True),
+    "llama2-7b": ModelSpec("llama2-7b", layers=32, hidden=4096, heads=32, kv_heads=32, ffn=11008,
+                           vocab=32000),
+    "llama3-8b": ModelSpec("llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336,
+                           vocab=128256),
+    "qwen2.5-7b": ModelSpec("qwen2.5-7b", layers=28, hidden=3584, heads=28, kv_heads=4, ffn=18944,
+                            vocab=152064, qkv_bias=True),
 }
 
 
@@ -89,9 +91,9 @@ class SkuSpec:
         return self.hbm_gbps * 1e9
 
 
-# docs/domain.md §2.2: 910B2 24/48 @1.8 GHz 353.9 T; 910B3 20/40 @1.8 GHz 294.9 T; 910B4 20/40 @1.5 GHz 245.8 T
-# with the INI-derived 0.96 TB/s; 1.6 TB/s is the common 910B1-B3 figure [3P]; 310P3 8 cores ~70 T (1070 MHz,
-# as pypto_core.hardware derives it), ~204 GB/s per chip.
+# docs/domain.md §2.2: 910B2 24/48 @1.8 GHz 353.9 T; 910B3 20/40 @1.8 GHz 294.9 T; 910B4 20/40 @1.5 GHz
+# 245.8 T with the INI-derived 0.96 TB/s; 1.6 TB/s is the common 910B1-B3 figure [3P]; 310P3 8 cores ~70 T
+# (1070 MHz, as pypto_core.hardware derives it), ~204 GB/s per chip.
 SKUS: dict[str, SkuSpec] = {
     "910B2": SkuSpec("910B2", "Ascend910B2", ai_cores=24, vector_cores=48, freq_mhz=1800, fp16_tflops=353.9,
                      hbm_gbps=1600.0, hbm_gib=64),
@@ -141,7 +143,8 @@ class RunConfig:
 
     @property
     def ffn(self) -> int:
-        return self.model.pruned_ffn if self.planted("matmul_tiling") else round_up(self.model.pruned_ffn, 256)
+        pruned = self.model.pruned_ffn
+        return pruned if self.planted("matmul_tiling") else round_up(pruned, 256)
 
     @property
     def vocab(self) -> int:
