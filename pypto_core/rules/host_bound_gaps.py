@@ -91,7 +91,8 @@ def match(ctx: RuleContext) -> None:
 
 def _graph_mode(ctx: RuleContext, a: TimeAttribution, residual_ns: int, min_gap_ns: float) -> Change:
     g = ctx.graph
-    ls, le = a.intervals("host_launch_bound", "idle_other")
+    # the host time graph mode removes is its launching, as the saving model counts: not its idle time
+    ls, le = a.intervals("host_launch_bound")
     launch_gap = overlap_ns(ls, le, g.start - g.gap_before_ns, g.start)
     return Change(graph_kernels=np.arange(g.n), gap_cut_kernels=np.nonzero(launch_gap > min_gap_ns)[0],
                   host_removed=(ls, le), residual_gap_ns=residual_ns)
