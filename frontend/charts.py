@@ -254,7 +254,9 @@ def communication_matrix_chart(links: list[dict[str, Any]], ranks: list[int]) ->
         "yAxis": {"type": "category", "data": labels, "name": _("from"), "inverse": True,
                   "splitArea": {"show": True}},
         # the colour scale spans the links between ranks; a LOCAL copy (hundreds of GB/s) reads as the top
-        "visualMap": {"min": round(min(remote), 3), "max": round(max(remote), 3), "calculable": True,
+        # dimension 2: without it ECharts colours by the last column of each cell (the time in ms)
+        "visualMap": {"dimension": 2, "min": round(min(remote), 3), "max": round(max(remote), 3),
+                      "calculable": True,
                       "orient": "horizontal", "left": "center", "bottom": 0, "text": ["GB/s", ""],
                       "inRange": {"color": ["#b91c1c", "#fde68a", "#15803d"]}},
         "series": [{"type": "heatmap", "name": "GB/s", "data": data,

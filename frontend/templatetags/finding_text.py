@@ -22,3 +22,12 @@ def in_language(finding: Any, field: str) -> str:
     fallback = {"title": getattr(finding, "title", "")} if not isinstance(finding, dict) else {}
     language = normalize_language(translation.get_language()) or "en"
     return str(localize_finding({**fallback, **data}, language).get(field) or "")
+
+
+@register.filter
+def share_percent(share: Any) -> str:
+    """A share of the step (0.645) as the page's other shares read: ``64.5%`` (empty when missing)."""
+    try:
+        return f"{100 * float(share):.1f}%"
+    except (TypeError, ValueError):
+        return ""

@@ -57,6 +57,8 @@ def _facts(profile: Profile, data: dict[str, Any] | None) -> dict[str, Any]:
         "tokens": decode.get("tokens"),
         "speedup": (s.get("report") or {}).get("estimated_combined_speedup"),
         "speedup_bound": (s.get("report") or {}).get("combined_speedup_bound", "estimate"),
+        # "replay": the headline re-times the run with every fix, so it is not the findings' estimates combined
+        "speedup_source": report_profile.get("combined_speedup_source"),
         "warnings": list(dict.fromkeys((s.get("report") or {}).get("warnings") or s.get("warnings") or [])),
     }
 

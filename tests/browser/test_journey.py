@@ -148,6 +148,14 @@ def test_journey_upload_profile_timeline_patch_compare(worker, browser_page, mak
         "() => document.getElementById('whatif-result').textContent.startsWith('Replayed:')")
     assert "faster" in page.inner_text("#whatif-result")
     page.screenshot(path=str(ARTIFACTS / "1-profile.png"), full_page=True)
+    # the time table fits its column (its English header used to push it 16px out of the card), and each
+    # finding's replay pick and rule id sit on one line beside the title (a global label style broke them)
+    table, box = page.evaluate("() => { const t = document.getElementById('time-table');"
+                               " return [t.scrollWidth, t.parentElement.clientWidth]; }")
+    assert table <= box, f"time table {table}px wide in a {box}px column"
+    picks = page.evaluate("() => [...document.querySelectorAll('.finding > .row > .hint')].map(e =>"
+                          " e.getClientRects().length === 1 && e.getBoundingClientRect().height < 30)")
+    assert picks and all(picks), picks
     # at the narrowest page width the top-ops table fits its card: long names and shapes wrap
     page.set_viewport_size({"width": 1100, "height": 900})
     table, box = page.evaluate("() => { const t = document.getElementById('top-ops');"

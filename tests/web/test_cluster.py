@@ -82,3 +82,19 @@ def test_cnn_8npu_one_rank_with_its_links_to_all_eight(client, people, tmp_path)
     assert (data["slowest_link"]["src"], data["slowest_link"]["dst"]) == (0, 7)
     html = client.get(f"/profiles/{p.pk}/cluster/").content.decode()
     assert "Slowest link: rank 0 → rank 7" in html
+
+
+def test_the_matrix_colours_each_link_by_its_bandwidth() -> None:
+    """The colour scale reads the cell's GB/s: ECharts' default is a cell's last column (here the time in ms),
+    which painted the CNN's links all red and its 420 GB/s local copy as the slowest."""
+    from frontend.charts import communication_matrix_chart
+
+    links = [{"src": 0, "dst": 0, "bandwidth_gbps": 420.0, "size_mb": 10.0, "time_ms": 0.02, "transport": "LOCAL"},
+             {"src": 0, "dst": 1, "bandwidth_gbps": 15.2, "size_mb": 10.0, "time_ms": 0.66, "transport": "HCCS"},
+             {"src": 0, "dst": 2, "bandwidth_gbps": 14.8, "size_mb": 10.0, "time_ms": 0.68, "transport": "HCCS"}]
+    chart = communication_matrix_chart(links, [0, 1, 2])
+    series = chart["series"][0]
+    value_column = series["encode"]["value"]
+    assert chart["visualMap"]["dimension"] == value_column
+    assert series["dimensions"][value_column] == "GB/s"
+    assert (chart["visualMap"]["min"], chart["visualMap"]["max"]) == (14.8, 15.2)  # between ranks only

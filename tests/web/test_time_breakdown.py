@@ -37,7 +37,8 @@ def _table(html: str) -> dict[str, tuple[float, float, str]]:
     """bucket -> (ms, %, label) as the page's table shows them."""
     body = re.search(r'<table class="grid small" id="time-table">(.*?)</table>', html, re.S)
     assert body, "the time table is on the page"
-    rows = re.findall(r'<tr data-bucket="([a-z_]+)"><td><span class="swatch"[^>]*></span>([^<]*)</td>'
+    rows = re.findall(r'<tr data-bucket="([a-z_]+)"><td><span class="swatch"[^>]*></span>'
+                      r'<span class="bucket">([^<]*)</span></td>'
                       r'<td class="num ms">([^<]+)</td><td class="num pct">([^<]+)%</td></tr>', body.group(1))
     return {key: (float(ms), float(pct), htmllib.unescape(label)) for key, label, ms, pct in rows}
 
