@@ -6,7 +6,8 @@ timeline, cluster, comparison, download and API pages in both languages and save
 It prints what a reader would trip on that a script can see: HTTP errors, page errors, slow pages, English
 words left on Chinese pages, tables wider than their card, charts that stay empty.
 
-    python scripts/walk_pages.py --base http://127.0.0.1:8000 --user demo --password ... --out test-artifacts/walk
+    python scripts/walk_pages.py --base http://127.0.0.1:8000 --user demo --password ... \
+        --out test-artifacts/walk
 """
 
 from __future__ import annotations
@@ -150,12 +151,14 @@ def run(args: argparse.Namespace) -> int:
                     page.wait_for_url(re.compile(r".*/profiles/\d+/$"), timeout=WAIT_MS)
                 except PlaywrightTimeout:
                     walk.note(f"upload {name}: no profile page; status: {page.inner_text('#upload-status')}")
-                    page.screenshot(path=str(out / f"upload-failed-{name.replace(' ', '_')}.png"), full_page=True)
+                    shot = out / f"upload-failed-{name.replace(' ', '_')}.png"
+                    page.screenshot(path=str(shot), full_page=True)
                     continue
                 pid = int(re.search(r"/profiles/(\d+)/", page.url).group(1))
                 page.wait_for_selector("#analysis, #error:not([hidden])", timeout=WAIT_MS)
                 walk.note(f"upload {name}: profile {pid} finished in {time.monotonic() - t0:.0f} s"
-                          + ("" if page.locator("#analysis").count() else " WITH ERROR: " + page.inner_text("#error")))
+                          + ("" if page.locator("#analysis").count()
+                             else " WITH ERROR: " + page.inner_text("#error")))
                 ids["profiles"][name] = pid
             state.write_text(json.dumps(ids))
 
@@ -180,8 +183,10 @@ def run(args: argparse.Namespace) -> int:
             walk.visit(f"/projects/{project}/upload/", f"{lang}-03-upload")
             for name, pid in profiles.items():
                 slug = name.replace(" ", "_")
-                walk.visit(f"/profiles/{pid}/", f"{lang}-10-profile-{slug}", "#analysis, #error:not([hidden])")
-                walk.visit(f"/profiles/{pid}/timeline/", f"{lang}-11-timeline-{slug}", "#timeline[data-ready='1']")
+                walk.visit(f"/profiles/{pid}/", f"{lang}-10-profile-{slug}",
+                           "#analysis, #error:not([hidden])")
+                walk.visit(f"/profiles/{pid}/timeline/", f"{lang}-11-timeline-{slug}",
+                           "#timeline[data-ready='1']")
                 walk.visit(f"/profiles/{pid}/cluster/", f"{lang}-12-cluster-{slug}")
             walk.visit(f"/projects/{project}/compare/", f"{lang}-20-compare-new")
             for label, cid in comparisons.items():

@@ -89,9 +89,11 @@ def test_the_matrix_colours_each_link_by_its_bandwidth() -> None:
     which painted the CNN's links all red and its 420 GB/s local copy as the slowest."""
     from frontend.charts import communication_matrix_chart
 
-    links = [{"src": 0, "dst": 0, "bandwidth_gbps": 420.0, "size_mb": 10.0, "time_ms": 0.02, "transport": "LOCAL"},
-             {"src": 0, "dst": 1, "bandwidth_gbps": 15.2, "size_mb": 10.0, "time_ms": 0.66, "transport": "HCCS"},
-             {"src": 0, "dst": 2, "bandwidth_gbps": 14.8, "size_mb": 10.0, "time_ms": 0.68, "transport": "HCCS"}]
+    def link(dst: int, gbps: float, ms: float, transport: str) -> dict[str, object]:
+        return {"src": 0, "dst": dst, "bandwidth_gbps": gbps, "size_mb": 10.0, "time_ms": ms,
+                "transport": transport}
+
+    links = [link(0, 420.0, 0.02, "LOCAL"), link(1, 15.2, 0.66, "HCCS"), link(2, 14.8, 0.68, "HCCS")]
     chart = communication_matrix_chart(links, [0, 1, 2])
     series = chart["series"][0]
     value_column = series["encode"]["value"]

@@ -73,7 +73,8 @@ def test_analyze_runs_on_every_sample(sample: str) -> None:
     assert found == set(evidence), {"sample": sample, "unbacked": sorted(found - set(evidence)),
                                     "missed": sorted(set(evidence) - found), "evidence": evidence}
     assert not {r for r in found if UNPREDICTED.match(r)}, found
-    # an upper bound bounds the replay of its own fix too: "at most X" never sits beside a larger replayed saving
+    # an upper bound bounds the replay of its own fix too: "at most X" never sits beside a larger replayed
+    # saving
     for f in report.findings:
         alone = f.details.get("replayed_alone_us")
         if f.saving_bound == "upper_bound" and alone is not None:
