@@ -24,9 +24,10 @@ import pyarrow.compute as pc
 
 from pypto_core.compare import kernel_blocks
 from pypto_core.graph import OperatorCallGraph
+from pypto_core.kernel_names import readable
 from pypto_core.profile import Profile
 
-PAGE_DATA_VERSION = 1
+PAGE_DATA_VERSION = 2  # 2: kernels without an op type grouped by their readable name
 TOP_OPS = 500  # rows of the top-ops table: the table filters client-side, 500 rows stay < 200 KB of JSON
 TOP_OP_TYPES = 30  # bars of the breakdown chart; the rest are summed into "(other)"
 ROOFLINE_POINTS = 300  # points of the roofline scatter (the largest groups by time that have FLOPs)
@@ -38,6 +39,17 @@ _SHAPE_BATCH = 65_536  # kernels whose shapes are converted to Python at once
 
 def _strings(column: Any, fill: str) -> np.ndarray:
     return np.asarray(pc.fill_null(column, fill).to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _op_types(op_type: np.ndarray, name: np.ndarray) -> np.ndarray:
+    """A kernel's op type, else its readable name: a CUDA trace records no op type, and one "?" bar for all
+    of its kernels says nothing (the comparison groups by the same fallback)."""
+    missing = np.flatnonzero(op_type == "")
+    if len(missing):
+        names, inverse = np.unique(name[missing].astype(str), return_inverse=True)
+        op_type = op_type.copy()
+        op_type[missing] = np.asarray([readable(n) or "?" for n in names], dtype=object)[inverse]
+    return op_type
 
 
 def _shape_strings(column: Any) -> np.ndarray:
@@ -82,8 +94,8 @@ def profile_page_data(profile: Profile, sku: str | None = None) -> dict[str, Any
     out["roofline"] = roof
     if g.n == 0:
         return out
-    op_type = _strings(k["op_type"], "?")
     name = _strings(k["name"], "?")
+    op_type = _op_types(_strings(k["op_type"], ""), name)
     shapes = _shape_strings(k["input_shapes"])
     blocks = kernel_blocks(g)
     dur = g.dur.astype(np.float64)
