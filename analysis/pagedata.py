@@ -23,18 +23,19 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
+from analysis.storage import ProfileStore, delete_prefix, fetch_folder, store_folder
+from analysis.workdirs import make_workdir
 from profiles.models import Profile
 
 log = logging.getLogger(__name__)
 
-VIEWS = "views"
 _OPEN_INDEXES = 8  # timeline indexes kept open per process (memory maps; each holds its own window cache)
 _lock = threading.Lock()
-_indexes: "OrderedDict[str, Any]" = OrderedDict()
+_indexes: OrderedDict[str, Any] = OrderedDict()
 
 
 def _views_prefix(profile: Profile) -> str:
-    return f"{profile.parquet_prefix}/{VIEWS}"
+    return ProfileStore(profile).views_prefix()
 
 
 def _cache_dir(profile: Profile) -> Path:
@@ -48,29 +49,26 @@ def views_build(*, profile: Profile, core: Any, workdir: Path) -> dict[str, floa
 
     from pypto_core.pagedata import profile_page_data
     from pypto_core.timeline import build_timeline_index
-    from analysis.services import _store_folder, storage_delete_prefix
 
     timings: dict[str, float] = {}
     prefix = _views_prefix(profile)
-    storage_delete_prefix(prefix)
+    delete_prefix(prefix)
     t0 = time.monotonic()
     data = profile_page_data(core, profile.sku or None)
     default_storage.save(f"{prefix}/pages.json", ContentFile(json.dumps(data).encode("utf-8")))
     timings["page_data_s"] = round(time.monotonic() - t0, 3)
     t0 = time.monotonic()
     local = build_timeline_index(core, Path(workdir) / "timeline-index")
-    _store_folder(local, f"{prefix}/timeline")
+    store_folder(local, f"{prefix}/timeline")
     timings["timeline_index_s"] = round(time.monotonic() - t0, 3)
     return timings
 
 
 def _build_missing(profile: Profile) -> None:
     """Views of a profile analysed before they existed (or whose build failed): build them now."""
-    from analysis.services import _workdir, load_saved_profile
-
-    workdir = _workdir(profile.pk, "views")
+    workdir = make_workdir(profile.pk, "views")
     try:
-        core = load_saved_profile(profile, workdir / "tables")
+        core = ProfileStore(profile).load(workdir / "tables")
         views_build(profile=profile, core=core, workdir=workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -97,8 +95,6 @@ def timeline_index(*, profile: Profile) -> Any:
     """The profile's open ``TimelineIndex`` (fetched to the local cache, or built, on first use)."""
     from pypto_core.timeline import TimelineIndex
 
-    from analysis.services import _fetch_folder
-
     local = _cache_dir(profile) / "timeline"
     key = str(local)
     with _lock:
@@ -110,7 +106,7 @@ def timeline_index(*, profile: Profile) -> Any:
         if not default_storage.exists(f"{prefix}/timeline.json"):
             _build_missing(profile)
         tmp = Path(tempfile.mkdtemp(prefix="tl-", dir=_ensure(local.parent)))
-        _fetch_folder(prefix, tmp / "timeline")
+        fetch_folder(prefix, tmp / "timeline")
         try:
             (tmp / "timeline").rename(local)
         except OSError:  # another request fetched it first
@@ -123,7 +119,7 @@ def timeline_index(*, profile: Profile) -> Any:
         shutil.rmtree(local, ignore_errors=True)
         _build_missing(profile)
         tmp = Path(tempfile.mkdtemp(prefix="tl-", dir=_ensure(local.parent)))
-        _fetch_folder(f"{_views_prefix(profile)}/timeline", tmp / "timeline")
+        fetch_folder(f"{_views_prefix(profile)}/timeline", tmp / "timeline")
         try:
             (tmp / "timeline").rename(local)
         except OSError:
@@ -146,14 +142,12 @@ def chrome_trace_path(*, profile: Profile) -> Path:
     """A chrome-trace file of the profile's primary rank, exported once per parse into the local cache."""
     from pypto_core.timeline import export_chrome_trace
 
-    from analysis.services import _workdir, load_saved_profile
-
     target = _cache_dir(profile) / "trace.json"
     if target.exists():
         return target
-    workdir = _workdir(profile.pk, "trace")
+    workdir = make_workdir(profile.pk, "trace")
     try:
-        core = load_saved_profile(profile, workdir / "tables")
+        core = ProfileStore(profile).load(workdir / "tables")
         tmp = workdir / "trace.json"
         export_chrome_trace(core, tmp)
         _ensure(target.parent)

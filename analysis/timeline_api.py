@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.utils.translation import get_language, gettext as _
+from django.utils.translation import get_language
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.renderers import BaseRenderer
@@ -21,6 +22,7 @@ from analysis.timeline_layout import lanes_with_layout, timeline_layout_get, tim
 from profiles.api import attachment_response
 from profiles.models import Profile, ProfileStatus
 from profiles.selectors import profile_get_for_user
+from pypto_core.compare import to_csv, to_markdown
 from pypto_core.i18n import pick_language
 
 
@@ -92,8 +94,9 @@ class TimelineLayoutView(APIView):
         profile = profile_get_for_user(user=request.user, profile_id=profile_id)
         data = request.data if isinstance(request.data, dict) else {}
         try:
-            return Response(timeline_layout_set(user=request.user, profile=profile, hidden=data.get("hidden", []),
-                                                shown=data.get("shown", []), collapsed=data.get("collapsed", [])))
+            return Response(timeline_layout_set(
+                user=request.user, profile=profile, hidden=data.get("hidden", []),
+                shown=data.get("shown", []), collapsed=data.get("collapsed", [])))
         except ValueError as exc:
             raise ValidationError({"layout": str(exc)}) from None
 
@@ -128,7 +131,8 @@ class TimelineCriticalView(APIView):
 
 
 class TimelineEventView(APIView):
-    @extend_schema(parameters=[OpenApiParameter("lane", int), OpenApiParameter("idx", int)], responses={200: dict})
+    @extend_schema(parameters=[OpenApiParameter("lane", int), OpenApiParameter("idx", int)],
+                   responses={200: dict})
     def get(self, request: Request, profile_id: int) -> Response:
         profile = _ready_profile(request, profile_id)
         idx = _int(request, "idx")
@@ -142,12 +146,13 @@ class TimelineEventView(APIView):
 
 
 class TimelineSearchView(APIView):
-    @extend_schema(parameters=[OpenApiParameter("q", str), OpenApiParameter("limit", int)], responses={200: dict})
+    @extend_schema(parameters=[OpenApiParameter("q", str), OpenApiParameter("limit", int)],
+                   responses={200: dict})
     def get(self, request: Request, profile_id: int) -> Response:
         profile = _ready_profile(request, profile_id)
         limit = max(0, min(_int(request, "limit", 100) or 0, 1000))
-        return Response(pagedata.timeline_index(profile=profile).search(request.query_params.get("q", "")[:200],
-                                                                        limit))
+        query = request.query_params.get("q", "")[:200]
+        return Response(pagedata.timeline_index(profile=profile).search(query, limit))
 
 
 class TraceDownloadView(APIView):
@@ -159,8 +164,8 @@ class TraceDownloadView(APIView):
 
 
 class ClusterView(APIView):
-    """Every rank on one page (``analysis.cluster``): aligned step rows, per-rank breakdowns, links, the slowest
-    link and the slow-rank finding's evidence. 404 when the profile has one rank and no matrix."""
+    """Every rank on one page (``analysis.cluster``): aligned step rows, per-rank breakdowns, links, the
+    slowest link and the slow-rank finding's evidence. 404 when the profile has one rank and no matrix."""
 
     @extend_schema(responses={200: dict})
     def get(self, request: Request, profile_id: int) -> Response:
@@ -186,7 +191,8 @@ class PageDataView(APIView):
 class _TextRenderer(BaseRenderer):
     charset = "utf-8"
 
-    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+    def render(self, data: Any, accepted_media_type: str | None = None,
+               renderer_context: Any = None) -> bytes:
         return data.encode("utf-8") if isinstance(data, str) else json.dumps(data).encode("utf-8")
 
 
@@ -208,8 +214,6 @@ class ComparisonExportView(APIView):
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=["md", "csv"])],
                    responses={(200, "text/markdown"): str, (200, "text/csv"): str})
     def get(self, request: Request, comparison_id: int, format: str | None = None) -> Response:
-        from pypto_core.compare import to_csv, to_markdown
-
         comparison = selectors.comparison_get_for_user(user=request.user, comparison_id=comparison_id)
         fmt = request.accepted_renderer.format
         if comparison.status != JobStatus.DONE:

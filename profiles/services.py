@@ -1,7 +1,13 @@
-"""Writes on projects, members, invitations, uploads and profiles (``<entity>_<action>``)."""
+"""Writes on projects, members, invitations, uploads and profile rows (``<entity>_<action>``).
+
+This app stores an upload and makes its row; it knows nothing of the analysis. What also starts, re-runs or
+removes a profile's analysis is ``analysis.profile_services``, which calls these.
+"""
 
 from __future__ import annotations
 
+import ast
+import errno
 import hashlib
 import os
 import uuid
@@ -20,6 +26,8 @@ from django.utils.text import get_valid_filename
 from django.utils.translation import gettext as _
 
 from profiles.models import (
+    IN_PIPELINE,
+    MODEL_FILE_MAX_BYTES,
     Invitation,
     Membership,
     Profile,
@@ -206,9 +214,6 @@ class UploadRefused(ValidationError):
         self.http_status = http_status
 
 
-_IN_FLIGHT = (ProfileStatus.UPLOADED, ProfileStatus.QUEUED, ProfileStatus.PARSING, ProfileStatus.ANALYZING)
-
-
 def upload_limits_check(*, project: Project, user: AbstractBaseUser, size: int, filename: str,
                         concurrency: bool = True) -> None:
     """Size, project quota and uploads in flight (per user and per project), from settings (env)."""
@@ -234,7 +239,7 @@ def upload_limits_check(*, project: Project, user: AbstractBaseUser, size: int, 
     ):
         if not limit:
             continue
-        busy = (profiles.filter(group__isnull=True, status__in=_IN_FLIGHT).count()
+        busy = (profiles.filter(group__isnull=True, status__in=IN_PIPELINE).count()
                 + sessions.filter(status=UploadSession.Status.OPEN).count())
         if busy >= limit:
             raise UploadRefused(
@@ -245,8 +250,6 @@ def upload_limits_check(*, project: Project, user: AbstractBaseUser, size: int, 
 
 def _storage_save(field: Any, name: str, content: File, filename: str) -> None:
     """Save to storage; a full or unreachable store is a clear refusal (the caller keeps the bytes)."""
-    import errno
-
     try:
         field.save(name, content, save=False)
     except OSError as exc:
@@ -261,7 +264,7 @@ def _storage_save(field: Any, name: str, content: File, filename: str) -> None:
         raise
 
 
-def profile_upload(
+def profile_create(
     *,
     project: Project,
     user: AbstractBaseUser,
@@ -273,7 +276,8 @@ def profile_upload(
     model_file: File | None = None,
     concurrency: bool = True,
 ) -> Profile:
-    """Store the upload untouched (kept for good), record its checksum, and queue the pipeline.
+    """Store the upload untouched (kept for good), record its checksum, and make its row (status uploaded);
+    ``analysis.profile_services.profile_upload`` queues its analysis in the same transaction.
 
     ``model_file`` (optional): the user's model source, for the remedies' unified diffs.
     """
@@ -303,11 +307,7 @@ def profile_upload(
     _storage_save(profile.archive, filename, file, filename)
     if model_file is not None:
         _storage_save(profile.model_file, model_name, model_file, model_name)
-    with transaction.atomic():
-        profile.save()
-        from analysis.services import pipeline_start
-
-        pipeline_start(profile=profile)
+    profile.save()
     return profile
 
 
@@ -397,7 +397,8 @@ def upload_session_append(
 
 
 def upload_session_complete(*, session: UploadSession, user: AbstractBaseUser) -> Profile:
-    """Turn a fully received upload into a profile. Completing twice returns the same profile."""
+    """Turn a fully received upload into a profile (``profile_create``). Completing twice returns the same
+    profile; ``analysis.profile_services.upload_complete`` queues its analysis."""
     require_write(user=user, project=session.project)
     with transaction.atomic():
         locked = UploadSession.objects.select_for_update().get(pk=session.pk)
@@ -413,7 +414,7 @@ def upload_session_complete(*, session: UploadSession, user: AbstractBaseUser) -
                 digest, _size = _sha256_of(fh)
                 if digest != locked.sha256:
                     raise ValidationError({"sha256": _("Checksum mismatch: the upload is corrupt.")})
-            profile = profile_upload(
+            profile = profile_create(
                 project=locked.project,
                 user=user,
                 file=File(fh, name=locked.filename),
@@ -433,52 +434,11 @@ def upload_session_complete(*, session: UploadSession, user: AbstractBaseUser) -
 # --- profiles -------------------------------------------------------------------------------------
 
 
-def profile_rerun(*, profile: Profile, user: AbstractBaseUser) -> Profile:
-    """Run the pipeline again from the kept archive (after a failure, or after the engine improved)."""
-    require_write(user=user, project=profile.project)
-    from analysis.services import pipeline_restart
-
-    return pipeline_restart(profile=profile)
-
-
-def profile_delete(*, profile: Profile, user: AbstractBaseUser) -> None:
-    """Delete a profile on a member's request: the only way its archive is ever removed."""
-    require_write(user=user, project=profile.project)
-    names: list[str] = []
-    prefixes: list[str] = []
-    # A multi-rank upload takes its rank profiles (rows cascade; their files are listed here) with it.
-    for p in [profile, *profile.ranks.all()]:
-        if p.archive:
-            names.append(p.archive.name)
-        if p.model_file:
-            names.append(p.model_file.name)
-        names.extend(artifact.file.name for artifact in p.artifacts.all())
-        if p.parquet_prefix:
-            prefixes.append(p.parquet_prefix)
-    storage = profile.archive.storage
-    with transaction.atomic():
-        profile.delete()
-
-        def remove_files() -> None:
-            from analysis.services import storage_delete_prefix
-
-            for name in names:
-                storage.delete(name)
-            for prefix in prefixes:
-                storage_delete_prefix(prefix)
-
-        transaction.on_commit(remove_files)
-
-
 def _check_model_file(*, file: File, filename: str) -> str:
     """A model file is one UTF-8 Python module under the size limit; returns its cleaned name.
 
     It is parsed (never run) so that a wrong file is refused here rather than making diffs nobody can apply.
     """
-    import ast
-
-    from analysis.artifact_services import MODEL_FILE_MAX_BYTES
-
     name = _clean_filename(filename)
     if not name.endswith(".py"):
         raise ValidationError({"file": _("%(name)s is not a Python file (.py).") % {"name": name}})
@@ -500,13 +460,9 @@ def _check_model_file(*, file: File, filename: str) -> str:
     return name
 
 
-def profile_model_file_attach(*, profile: Profile, user: AbstractBaseUser, file: File, filename: str) -> Any:
-    """Attach (or replace) the profile's model file and make the remedies again for its latest analysis, so
-    each patch also comes as a unified diff against this file (a new artifact version).
-
-    Returns the queued remedies run, or None when there is nothing to make them for yet (a failed profile;
-    a re-run reads the file). A profile still in the pipeline gets them from its diagnosis and the queued run.
-    """
+def profile_model_file_set(*, profile: Profile, user: AbstractBaseUser, file: File, filename: str) -> None:
+    """Attach (or replace) the profile's model file; ``analysis.profile_services.profile_model_file_attach``
+    also makes the remedies again with it."""
     require_write(user=user, project=profile.project)
     name = _check_model_file(file=file, filename=filename)
     old = profile.model_file.name if profile.model_file else ""
@@ -515,12 +471,8 @@ def profile_model_file_attach(*, profile: Profile, user: AbstractBaseUser, file:
     with transaction.atomic():
         Profile.objects.filter(pk=profile.pk).update(model_file=profile.model_file.name)
         profile.refresh_from_db(fields=["status", "model_file"])
-        from analysis.artifact_services import remedies_start
-
-        run = remedies_start(profile=profile)
         if old and old != profile.model_file.name:
             transaction.on_commit(lambda: storage.delete(old))
-    return run
 
 
 def partial_upload_path(session: UploadSession) -> Path:

@@ -41,7 +41,8 @@ def hostile_core(planted: frozenset[str]) -> Any:
 
 def analysed_profile(project: Any, owner: Any, core: Any, tmp: Path, name: str) -> Any:
     """A profile row with its Parquet in storage, taken through the real diagnose step in this process."""
-    from analysis.services import _store_folder, pipeline_diagnose
+    from analysis.pipeline.diagnose import pipeline_diagnose
+    from analysis.storage import store_folder
     from profiles.models import Profile, ProfileStatus
 
     profile = Profile.objects.create(project=project, name=name, original_filename="p.zip", upload_kind="zip",
@@ -50,7 +51,7 @@ def analysed_profile(project: Any, owner: Any, core: Any, tmp: Path, name: str) 
     local = tmp / f"pq-{profile.pk}"
     core.save(local / "rank_0")
     prefix = f"projects/{project.pk}/parquet/{profile.pk}/t"
-    _store_folder(local, prefix)
+    store_folder(local, prefix)
     summary = core.summary()
     summary.update({"ranks": 1, "rank_folders": ["rank_0"], "warnings": [HOSTILE[0] + " could not be read"]})
     Profile.objects.filter(pk=profile.pk).update(parquet_prefix=prefix, summary=summary)
@@ -112,7 +113,7 @@ def test_profile_page_numbers_charts_table_findings(client, world) -> None:
 
 
 def test_dashboard_history_findings_comparisons(client, world) -> None:
-    from analysis.services import comparison_create, comparison_run
+    from analysis.comparisons import comparison_create, comparison_run
 
     c = comparison_create(user=world["owner"], base=world["before"], candidate=world["after"])
     comparison_run(comparison_id=c.pk)
@@ -146,7 +147,7 @@ def test_comparison_page_and_exports(client, world) -> None:
     waiting = client.get(res["Location"]).content.decode()
     assert 'data-finished="0"' in waiting and "spinner" in waiting
 
-    from analysis.services import comparison_run
+    from analysis.comparisons import comparison_run
 
     comparison_run(comparison_id=cid)
     html = client.get(f"/comparisons/{cid}/").content.decode()
@@ -208,7 +209,7 @@ def test_timeline_page_and_api(client, world) -> None:
 
 
 def test_non_members_get_404_everywhere(client, world) -> None:
-    from analysis.services import comparison_create
+    from analysis.comparisons import comparison_create
 
     p = world["before"]
     c = comparison_create(user=world["owner"], base=world["before"], candidate=world["after"])
@@ -227,10 +228,10 @@ def test_non_members_get_404_everywhere(client, world) -> None:
 
 def test_views_built_on_first_use_when_missing(client, world) -> None:
     """A profile analysed before page data existed gets it built on the first visit."""
-    from analysis.services import storage_delete_prefix
+    from analysis.storage import delete_prefix
 
     p = world["after"]
-    storage_delete_prefix(f"{p.parquet_prefix}/views")
+    delete_prefix(f"{p.parquet_prefix}/views")
     assert not default_storage.exists(f"{p.parquet_prefix}/views/pages.json")
     client.force_login(world["owner"])
     html = client.get(f"/profiles/{p.pk}/").content.decode()
