@@ -27,6 +27,7 @@ from typing import Any, Callable, TypeVar
 from pypto_core.capture import backend as backends
 from pypto_core.capture.options import ENV_DIR, ENV_OPTIONS, CaptureOptions, OptionsError, validate_params
 from pypto_core.errors import PyptoError
+from pypto_core.formats import open_profile
 from pypto_core.profile import Profile
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -223,17 +224,4 @@ def read_capture(folder: Path) -> Profile:
     folder = Path(folder)
     if not folder.is_dir():
         raise PyptoError(f"{folder}: no capture here")
-    try:
-        from pypto_core.formats import open_profile  # type: ignore[attr-defined]
-    except ImportError:
-        open_profile = None
-    if open_profile is not None:
-        result = open_profile(folder)
-        primary = getattr(result, "primary", None)
-        return primary() if callable(primary) else result
-    traces = sorted(folder.glob("*.pt.trace.json*"), key=lambda p: p.stat().st_mtime)
-    if not traces:
-        raise PyptoError(f"{folder}: no trace written (was any step inside the active window?)")
-    from pypto_core.formats.kineto import read_kineto  # type: ignore[import-not-found]
-
-    return read_kineto(traces[-1])
+    return open_profile(folder)
