@@ -207,7 +207,7 @@ class RemediesStep(Step):
                                                           finished_at=timezone.now())
 
     def release(self, exc: BaseException) -> None:
-        """Nothing to give back: the retry claims the run row again (it stays running, which a claim takes)."""
+        """Nothing to give back: the retry claims the run row again (a claim takes a running run too)."""
 
 
 def artifact_profile_meta(profile: Profile, meta: ProfileMeta | dict[str, Any]) -> dict[str, Any]:

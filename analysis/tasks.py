@@ -49,7 +49,8 @@ def compare(self: Task, comparison_id: int) -> None:
     try:
         comparison_run(comparison_id=comparison_id)
     except ProfilesNotReady as exc:
-        raise self.retry(exc=exc, countdown=_NOT_READY_COUNTDOWN_S, max_retries=_NOT_READY_MAX_RETRIES) from exc
+        raise self.retry(exc=exc, countdown=_NOT_READY_COUNTDOWN_S,
+                         max_retries=_NOT_READY_MAX_RETRIES) from exc
 
 
 @shared_task(name=TaskName.COMPARE_WITH_BASELINE.value, **_RETRY)
@@ -65,7 +66,8 @@ def remedies(self: Task, run_id: int) -> None:
     try:
         remedies_run(run_id=run_id)
     except ProfileBusy as exc:
-        raise self.retry(exc=exc, countdown=_NOT_READY_COUNTDOWN_S, max_retries=_NOT_READY_MAX_RETRIES) from exc
+        raise self.retry(exc=exc, countdown=_NOT_READY_COUNTDOWN_S,
+                         max_retries=_NOT_READY_MAX_RETRIES) from exc
 
 
 @shared_task(name=TaskName.SWEEP.value, ignore_result=True)

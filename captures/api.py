@@ -339,7 +339,8 @@ class VerifySerializer(serializers.Serializer):
     agent = serializers.IntegerField(required=False)
     workload = serializers.CharField(max_length=100, required=False)
     params = serializers.DictField(required=False)
-    findings = serializers.ListField(child=serializers.IntegerField(), required=False, min_length=1, max_length=20)
+    findings = serializers.ListField(child=serializers.IntegerField(), required=False, min_length=1,
+                                     max_length=20)
 
 
 def _verify(request: Request, profile: Any, finding_ids: list[int]) -> Response:

@@ -1,5 +1,5 @@
-"""API routes of projects, members, invitations, chunked uploads and archives (mounted under /api/); the rest of
-the profiles' routes are in analysis/urls.py."""
+"""API routes of projects, members, invitations, chunked uploads and archives (mounted under /api/); the
+rest of the profiles' routes are in analysis/urls.py."""
 
 from django.urls import path
 

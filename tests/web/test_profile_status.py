@@ -47,7 +47,8 @@ def test_every_status_is_in_the_table_and_either_in_the_pipeline_or_finished() -
 def test_a_transition_outside_the_table_is_refused(make_user: Any) -> None:
     profile = _profile(make_user("owner"), status=ProfileStatus.READY)
     with pytest.raises(InvalidTransition):
-        Profile.objects.filter(pk=profile.pk).transition(ProfileStatus.ANALYZING, among=(ProfileStatus.READY,))
+        Profile.objects.filter(pk=profile.pk).transition(ProfileStatus.ANALYZING,
+                                                         among=(ProfileStatus.READY,))
     # without ``among``: every status the table lets reach ANALYZING, which READY is not
     assert Profile.objects.filter(pk=profile.pk).transition(ProfileStatus.ANALYZING) == 0
     profile.refresh_from_db()
@@ -59,14 +60,13 @@ def test_a_claim_is_taken_once(make_user: Any) -> None:
     profile = _profile(make_user("owner"), status=ProfileStatus.QUEUED)
     rows = Profile.objects.filter(pk=profile.pk)
     lease = timezone.now() + timedelta(minutes=5)
-    first = rows.unleased().transition(ProfileStatus.PARSING, among=(ProfileStatus.QUEUED, ProfileStatus.PARSING),
-                                       lease_until=lease)
-    second = rows.unleased().transition(ProfileStatus.PARSING, among=(ProfileStatus.QUEUED, ProfileStatus.PARSING),
-                                        lease_until=lease)
+    claimable = (ProfileStatus.QUEUED, ProfileStatus.PARSING)
+    first = rows.unleased().transition(ProfileStatus.PARSING, among=claimable, lease_until=lease)
+    second = rows.unleased().transition(ProfileStatus.PARSING, among=claimable, lease_until=lease)
     assert (first, second) == (1, 0)
     # once the lease ran out (the worker died), a redelivered message takes it over
     rows.update(lease_until=timezone.now() - timedelta(seconds=1))
-    assert rows.unleased().transition(ProfileStatus.PARSING, among=(ProfileStatus.PARSING,), lease_until=lease) == 1
+    assert rows.unleased().transition(ProfileStatus.PARSING, among=claimable, lease_until=lease) == 1
 
 
 def test_an_old_summary_reads_as_the_current_version_and_keeps_what_it_does_not_know() -> None:
