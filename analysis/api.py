@@ -1,7 +1,10 @@
-"""REST API for analysis results: findings, artifacts, downloads, comparisons (docs/contract.md)."""
+"""REST API for analysis results: findings, the what-if replay, artifacts, downloads, comparisons, the fix
+ledger and regressions (docs/contract.md). The profiles themselves are ``analysis.profile_api``; verifying a
+fix on an agent is ``captures.api``."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -15,14 +18,20 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from analysis import selectors, services
+from analysis import selectors
+from analysis.artifact_services import artifact_set_zip
+from analysis.comparisons import comparison_create
+from analysis.fix_ledger import fix_ledger, verdicts_of_comparison
 from analysis.models import Artifact, Comparison
+from analysis.pipeline.diagnose import profile_what_if
+from analysis.regressions import regressions_of_project
 from profiles.api import attachment_response
 from profiles.models import ProfileStatus
-from profiles.selectors import profile_get_for_user
+from profiles.selectors import profile_get_for_user, project_get_for_user
+from profiles.services import require_write
 from pypto_core.errors import InputError
 from pypto_core.i18n import pick_language
-from profiles.services import require_write
+from pypto_core.remedies.artifact import MEDIA_TYPES
 
 
 class ArtifactSerializer(serializers.ModelSerializer):
@@ -30,7 +39,8 @@ class ArtifactSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Artifact
-        fields = ["id", "name", "kind", "rule", "size", "sha256", "version", "created_at", "download_url", "header"]
+        fields = ["id", "name", "kind", "rule", "size", "sha256", "version", "created_at", "download_url",
+                  "header"]
 
     def get_download_url(self, obj: Artifact) -> str:
         return reverse("api-artifact-download", args=[obj.pk])
@@ -39,7 +49,8 @@ class ArtifactSerializer(serializers.ModelSerializer):
 class ComparisonSerializer(serializers.ModelSerializer):
     class Meta:
         model = Comparison
-        fields = ["id", "project", "base", "candidate", "status", "error", "result", "created_at", "finished_at",
+        fields = ["id", "project", "base", "candidate", "status", "error", "result", "created_at",
+                  "finished_at",
                   "auto", "is_regression", "regression", "threshold_pct"]
 
 
@@ -78,7 +89,7 @@ class ProfileWhatIfView(APIView):
         body = WhatIfSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            result = services.profile_what_if(profile=profile, rules=body.validated_data["rules"])
+            result = profile_what_if(profile=profile, rules=body.validated_data["rules"])
         except InputError as exc:
             raise ValidationError({"rules": exc.reason}) from exc
         return Response(result)
@@ -95,7 +106,8 @@ def _version_param(request: Request) -> int | None:
 
 
 class ProfileArtifactsView(APIView):
-    """The latest analysis's artifacts; ``?version=N`` one older set; ``?all=1`` every version, newest first."""
+    """The latest analysis's artifacts; ``?version=N`` one older set; ``?all=1`` every version, newest
+    first."""
 
     @extend_schema(responses=ArtifactSerializer(many=True))
     def get(self, request: Request, profile_id: int) -> Response:
@@ -108,14 +120,11 @@ class ProfileArtifactsView(APIView):
 
 
 class ProfileArtifactsZipView(APIView):
-    """One zip of one analysis's artifacts (latest, or ``?version=N``) with MANIFEST.json, as an attachment."""
+    """One zip of one analysis's artifacts (latest, or ``?version=N``) with MANIFEST.json, as an
+    attachment."""
 
     @extend_schema(responses={(200, "application/zip"): bytes})
     def get(self, request: Request, profile_id: int) -> FileResponse:
-        import io
-
-        from analysis.artifact_services import artifact_set_zip
-
         profile = profile_get_for_user(user=request.user, profile_id=profile_id)
         rows = list(selectors.artifacts_of_profile(profile=profile, version=_version_param(request)))
         if not rows:
@@ -130,8 +139,6 @@ class ProfileArtifactsZipView(APIView):
 class ArtifactDownloadView(APIView):
     @extend_schema(responses={(200, "application/octet-stream"): bytes})
     def get(self, request: Request, artifact_id: int) -> FileResponse:
-        from pypto_core.remedies.artifact import MEDIA_TYPES
-
         artifact = selectors.artifact_get_for_user(user=request.user, artifact_id=artifact_id)
         response = attachment_response(artifact.file.open("rb"), artifact.name)
         suffix = artifact.name[artifact.name.rfind("."):] if "." in artifact.name else ""
@@ -149,7 +156,7 @@ class ComparisonCreateView(APIView):
         candidate = profile_get_for_user(user=request.user, profile_id=serializer.validated_data["candidate"])
         require_write(user=request.user, project=base.project)
         try:
-            comparison = services.comparison_create(user=request.user, base=base, candidate=candidate)
+            comparison = comparison_create(user=request.user, base=base, candidate=candidate)
         except DjangoValidationError as exc:
             raise ValidationError(exc.messages) from exc
         return Response(ComparisonSerializer(comparison).data, status=status.HTTP_201_CREATED)
@@ -158,60 +165,10 @@ class ComparisonCreateView(APIView):
 class ComparisonDetailView(APIView):
     @extend_schema(responses=ComparisonSerializer)
     def get(self, request: Request, comparison_id: int) -> Response:
-        from analysis.verification import verdicts_of_comparison
-
         comparison = selectors.comparison_get_for_user(user=request.user, comparison_id=comparison_id)
         data: dict[str, Any] = ComparisonSerializer(comparison).data
         data["verdicts"] = verdicts_of_comparison(comparison=comparison)  # a verification job's comparison
         return Response(data)
-
-
-# --- verifying fixes (issue 21) -------------------------------------------------------------------------
-
-
-class VerifySerializer(serializers.Serializer):
-    agent = serializers.IntegerField(required=False)
-    workload = serializers.CharField(max_length=100, required=False)
-    params = serializers.DictField(required=False)
-    findings = serializers.ListField(child=serializers.IntegerField(), required=False, min_length=1, max_length=20)
-
-
-def _verify(request: Request, profile: Any, finding_ids: list[int]) -> Response:
-    from analysis.verification import VerificationRefused, verification_create
-    from captures.api import CaptureJobSerializer
-
-    body = VerifySerializer(data=request.data)
-    body.is_valid(raise_exception=True)
-    data = body.validated_data
-    try:
-        job = verification_create(user=request.user, profile=profile, finding_ids=finding_ids,
-                                  agent_id=data.get("agent"), workload=data.get("workload"), params=data.get("params"))
-    except VerificationRefused as exc:
-        code = status.HTTP_409_CONFLICT if exc.code == "profile_not_ready" else status.HTTP_400_BAD_REQUEST
-        return Response(exc.body(), status=code)
-    return Response(CaptureJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
-
-
-class FindingVerifyView(APIView):
-    """``POST {"agent": id, "workload": name}``: run the workload again with this finding's remedies (202: the
-    capture job); a named 4xx refusal (``code``) when no agent can run it."""
-
-    @extend_schema(request=VerifySerializer, responses={202: dict, 400: dict})
-    def post(self, request: Request, finding_id: int) -> Response:
-        finding = selectors.finding_get_for_user(user=request.user, finding_id=finding_id)
-        return _verify(request, finding.profile, [finding.pk])
-
-
-class ProfileVerifyView(APIView):
-    """``POST {"findings": [ids], "agent": id, "workload": name}``: the same for a ticked set of findings."""
-
-    @extend_schema(request=VerifySerializer, responses={202: dict, 400: dict})
-    def post(self, request: Request, profile_id: int) -> Response:
-        profile = profile_get_for_user(user=request.user, profile_id=profile_id)
-        findings = request.data.get("findings") if isinstance(request.data, dict) else None
-        if not isinstance(findings, list) or not findings:
-            raise ValidationError({"findings": _("a list of finding ids")})
-        return _verify(request, profile, [int(i) for i in findings if isinstance(i, int)])
 
 
 class ProjectFixesView(APIView):
@@ -219,9 +176,6 @@ class ProjectFixesView(APIView):
 
     @extend_schema(responses={200: dict})
     def get(self, request: Request, project_id: int) -> Response:
-        from analysis.fix_ledger import fix_ledger
-        from profiles.selectors import project_get_for_user
-
         project = project_get_for_user(user=request.user, project_id=project_id)
         return Response(fix_ledger(project=project))
 
@@ -247,8 +201,5 @@ class ProjectRegressionsView(APIView):
 
     @extend_schema(responses=RegressionSerializer(many=True))
     def get(self, request: Request, project_id: int) -> Response:
-        from analysis.regressions import regressions_of_project
-        from profiles.selectors import project_get_for_user
-
         project = project_get_for_user(user=request.user, project_id=project_id)
         return Response(RegressionSerializer(regressions_of_project(project=project), many=True).data)

@@ -1,4 +1,5 @@
-"""Remedy artifacts: made by the engine, stored per run as one versioned set, made again when a model file comes.
+"""Remedy artifacts: made by the engine, stored per run as one versioned set, made again when a model file
+comes.
 
 Every run that makes remedies (a diagnosis, or a remedies run after the user attached a model file) stores its
 whole set as the profile's next version; older versions stay listed under ``?all=1`` and downloadable. The
@@ -8,38 +9,41 @@ version is allocated under a lock on the profile row, so a diagnosis and a remed
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-from typing import Any, Iterable
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import F, Max
 from django.utils import timezone
 
 from analysis.models import AnalysisRun, Artifact, Finding, JobStatus
-from analysis.services import TRANSIENT_ERRORS
-from profiles.models import Profile, ProfileStatus
+from analysis.pipeline.queue import TaskName, enqueue_on_commit
+from analysis.pipeline.steps import ERROR_CHARS, Step, run_step
+from analysis.storage import ProfileStore
+from analysis.summary import summary_of
+from profiles.models import FINISHED, MODEL_FILE_MAX_BYTES, Profile, ProfileStatus
 from pypto_core.errors import InputError
+from pypto_core.profile import ProfileMeta
 from pypto_core.remedies import generate_artifacts
-from pypto_core.remedies.context import profile_meta_dict
-from pypto_core.remedies.artifact import KINDS, Artifact as CoreArtifact
+from pypto_core.remedies.artifact import KINDS
+from pypto_core.remedies.artifact import Artifact as CoreArtifact
 from pypto_core.remedies.bundle import bundle_zip
+from pypto_core.remedies.context import profile_meta_dict
+from pypto_core.rules import Report
 from pypto_core.rules.finding import Finding as CoreFinding
 
 log = logging.getLogger(__name__)
-
-# A model file is one Python module (transformers' modeling_llama.py is about 40 KB; the largest modeling
-# files are a few hundred KB); the remedies read at most this much of it.
-MODEL_FILE_MAX_BYTES = 4 * 1024 * 1024
 
 
 # --- making and storing sets ----------------------------------------------------------------------------
 
 
-def remedies_generate(*, report: Any, profile_meta: Any, model_source: str | None,
-                      model_filename: str | None) -> list[CoreArtifact]:
+def remedies_generate(*, report: Report | list[CoreFinding], profile_meta: dict[str, Any],
+                      model_source: str | None, model_filename: str | None) -> list[CoreArtifact]:
     """The engine's artifacts for a report (or findings), with diffs against the model file when given."""
     return list(generate_artifacts(report, profile_meta=profile_meta, model_source=model_source,
                                    model_filename=model_filename))
@@ -55,7 +59,7 @@ def model_source_of(profile: Profile) -> tuple[str | None, str | None]:
         text = raw[:MODEL_FILE_MAX_BYTES].decode("utf-8")
     except UnicodeDecodeError:
         return None, None
-    return text, profile.model_file.name.rsplit("/", 1)[-1]
+    return text, (profile.model_file.name or "").rsplit("/", 1)[-1]
 
 
 def artifact_set_store(*, profile: Profile, run: AnalysisRun, artifacts: Iterable[CoreArtifact],
@@ -75,9 +79,14 @@ def artifact_set_store(*, profile: Profile, run: AnalysisRun, artifacts: Iterabl
         version = max(top_artifact, top_run) + 1
     else:
         old = list(profile.artifacts.filter(version=version))
-        names = [a.file.name for a in old]
+        names = [a.file.name for a in old if a.file.name]
         Artifact.objects.filter(pk__in=[a.pk for a in old]).delete()
-        transaction.on_commit(lambda: [default_storage.delete(n) for n in names])
+
+        def remove_files() -> None:
+            for name in names:
+                default_storage.delete(name)
+
+        transaction.on_commit(remove_files)
     for item in artifacts:
         content = item.content if isinstance(item.content, bytes) else str(item.content).encode("utf-8")
         row = Artifact(
@@ -93,14 +102,6 @@ def artifact_set_store(*, profile: Profile, run: AnalysisRun, artifacts: Iterabl
 
 
 # --- reading sets ----------------------------------------------------------------------------------------
-
-
-def artifact_latest_version(*, profile: Profile) -> int | None:
-    """The version of the last stored set (which may be empty), or None when no set was ever stored."""
-    top_run = profile.runs.filter(artifact_version__isnull=False).aggregate(v=Max("artifact_version"))["v"]
-    top_artifact = profile.artifacts.aggregate(v=Max("version"))["v"]
-    versions = [v for v in (top_run, top_artifact) if v is not None]
-    return max(versions) if versions else None
 
 
 def artifact_content(artifact: Artifact) -> bytes:
@@ -131,34 +132,64 @@ def remedies_start(*, profile: Profile) -> AnalysisRun | None:
 
     A profile that failed has no findings to make remedies for (a re-run reads the model file itself).
     """
-    from analysis import tasks
-
     if profile.status == ProfileStatus.FAILED:
         return None
     run = AnalysisRun.objects.create(profile=profile, kind=AnalysisRun.Kind.REMEDIES)
-    transaction.on_commit(lambda: tasks.remedies.delay(run.pk))
+    enqueue_on_commit(TaskName.REMEDIES, run.pk)
     return run
 
 
 def remedies_run(*, run_id: int) -> None:
     """Make the remedies again from the stored findings with the attached model file; a new version."""
-    run = AnalysisRun.objects.filter(pk=run_id, kind=AnalysisRun.Kind.REMEDIES).select_related("profile").first()
-    if run is None or run.status in (JobStatus.DONE, JobStatus.FAILED):
-        return
-    profile = run.profile
-    if profile.status not in (ProfileStatus.READY, ProfileStatus.FAILED):
-        raise ProfileBusy(profile.pk)
-    AnalysisRun.objects.filter(pk=run.pk).update(status=JobStatus.RUNNING, started_at=timezone.now(),
-                                                 attempts=run.attempts + 1)
-    try:
+    run_step(RemediesStep(run_id))
+
+
+class RemediesStep(Step):
+    """The claim is the run row (no lease: a redelivered run takes over, and the set is stored once, under a
+    lock on the run); the profile must have left the pipeline first (``ProfileBusy``: the task retries)."""
+
+    kind = "remedies"
+    doing = "making remedies"
+    run: AnalysisRun
+    profile: Profile
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+    @property
+    def owner_id(self) -> int:
+        return self.profile.pk
+
+    def subject(self) -> str:
+        return self.profile.name
+
+    def claim(self) -> bool:
+        run = (AnalysisRun.objects.filter(pk=self.run_id, kind=AnalysisRun.Kind.REMEDIES)
+               .select_related("profile").first())
+        if run is None or run.status in (JobStatus.DONE, JobStatus.FAILED):
+            return False
+        if run.profile.status not in FINISHED:
+            raise ProfileBusy(run.profile_id)
+        open_run = AnalysisRun.objects.filter(pk=run.pk, status__in=(JobStatus.QUEUED, JobStatus.RUNNING))
+        claimed = open_run.update(status=JobStatus.RUNNING, started_at=timezone.now(),
+                                  attempts=F("attempts") + 1)
+        if not claimed:
+            return False
+        run.refresh_from_db()
+        self.run, self.profile = run, run.profile
+        return True
+
+    def work(self, workdir: Path) -> None:
+        profile, run = self.profile, self.run
         if profile.status == ProfileStatus.FAILED:
             raise InputError(profile.name, "the profile failed; run it again to make its remedies")
         findings = list(profile.findings.order_by("order", "id"))
-        core_findings = [_core_finding(f.data) for f in findings]
         model_source, model_filename = model_source_of(profile)
-        meta = artifact_profile_meta(profile, _profile_meta(profile))
-        artifacts = remedies_generate(report=core_findings, profile_meta=meta,
-                                      model_source=model_source, model_filename=model_filename)
+        with self.timed("remedies_s"):
+            artifacts = remedies_generate(report=[_core_finding(f.data) for f in findings],
+                                          profile_meta=artifact_profile_meta(profile, _profile_meta(profile)),
+                                          model_source=model_source, model_filename=model_filename)
         with transaction.atomic():
             locked = AnalysisRun.objects.select_for_update().get(pk=run.pk)
             if locked.status == JobStatus.DONE:
@@ -166,23 +197,20 @@ def remedies_run(*, run_id: int) -> None:
             version = artifact_set_store(profile=profile, run=locked, artifacts=artifacts,
                                          findings_by_rule={f.rule: f for f in findings})
             AnalysisRun.objects.filter(pk=run.pk).update(
-                status=JobStatus.DONE, progress=100, finished_at=timezone.now(),
+                status=JobStatus.DONE, progress=100, finished_at=timezone.now(), timings=self.timings,
                 log=run.log + f"version {version}: {len(artifacts)} artifacts"
                 + (f", diffs against {model_filename}\n" if model_filename else "\n"),
             )
-    except InputError as exc:
-        AnalysisRun.objects.filter(pk=run.pk).update(status=JobStatus.FAILED, error=str(exc)[:4000],
-                                                     finished_at=timezone.now())
-    except TRANSIENT_ERRORS:
-        raise
-    except Exception as exc:
-        log.exception("remedies run %s failed", run_id)
-        AnalysisRun.objects.filter(pk=run.pk).update(
-            status=JobStatus.FAILED, finished_at=timezone.now(),
-            error=f"{profile.name}: internal error while making remedies ({type(exc).__name__}: {exc})"[:4000])
+
+    def fail(self, reason: str) -> None:
+        AnalysisRun.objects.filter(pk=self.run.pk).update(status=JobStatus.FAILED, error=reason[:ERROR_CHARS],
+                                                          finished_at=timezone.now())
+
+    def release(self, exc: BaseException) -> None:
+        """Nothing to give back: the retry claims the run row again (a claim takes a running run too)."""
 
 
-def artifact_profile_meta(profile: Profile, meta: Any) -> dict[str, Any]:
+def artifact_profile_meta(profile: Profile, meta: ProfileMeta | dict[str, Any]) -> dict[str, Any]:
     """What the artifacts' headers say of the profile: its id and name on the dashboard (never the storage
     path it was read from) beside its format, device and versions."""
     out = profile_meta_dict(meta)
@@ -197,12 +225,9 @@ def _core_finding(data: dict[str, Any]) -> CoreFinding:
 
 def _profile_meta(profile: Profile) -> dict[str, Any]:
     """The primary rank's saved metadata (what the diagnosis gave the remedies), else the report's block."""
-    folders = profile.summary.get("rank_folders") or ["rank_0"]
-    source = (profile.summary.get("rank_sources") or {}).get(folders[0]) or f"{profile.parquet_prefix}/{folders[0]}"
+    meta = ProfileStore(profile).rank_meta()
+    if meta is not None:
+        return meta
     if profile.parquet_prefix:
-        try:
-            with default_storage.open(f"{source}/profile.json", "rb") as fh:
-                return dict(json.loads(fh.read()).get("meta") or {})
-        except (FileNotFoundError, OSError, ValueError):
-            log.warning("profile %s: no saved profile.json under %s", profile.pk, source)
-    return dict((profile.summary.get("report") or {}).get("profile") or {})
+        log.warning("profile %s: no saved profile.json for its primary rank", profile.pk)
+    return summary_of(profile).report_profile

@@ -4,46 +4,44 @@ report's per-rank breakdowns, each rank's communication matrix (its saved ``prof
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
-from django.core.files.storage import default_storage
-
 from analysis.models import Finding
+from analysis.storage import ProfileStore
+from analysis.summary import summary_of
 from profiles.models import Profile, ProfileStatus
+from pypto_core.cluster import cluster_view
 
 log = logging.getLogger(__name__)
 
 
 def _rank_breakdowns(profile: Profile) -> list[dict[str, Any]]:
-    report = (profile.summary.get("report") or {}).get("profile") or {}
+    report = summary_of(profile).report_profile
     ranks = [r for r in report.get("rank_breakdowns") or [] if isinstance(r, dict)]
     if ranks:
         return ranks
     if report.get("time_breakdown") is None and not report.get("steps"):
         return []
-    return [{"rank": profile.rank if profile.rank is not None else 0, "source": report.get("attribution_source"),
+    return [{"rank": profile.rank if profile.rank is not None else 0,
+             "source": report.get("attribution_source"),
              "time_breakdown": report.get("time_breakdown"), "dominant_bucket": report.get("dominant_bucket"),
              "steps": report.get("steps") or []}]
 
 
 def _matrices(profile: Profile) -> dict[int, dict[str, Any]]:
     """Each rank's communication matrix, from its saved metadata (no table is read)."""
-    folders = profile.summary.get("rank_folders") or ["rank_0"]
-    sources = profile.summary.get("rank_sources") or {}
+    store = ProfileStore(profile)
     out: dict[int, dict[str, Any]] = {}
-    for i, folder in enumerate(folders):
-        name = f"{sources.get(folder) or f'{profile.parquet_prefix}/{folder}'}/profile.json"
-        try:
-            with default_storage.open(name, "rb") as fh:
-                meta = json.loads(fh.read()).get("meta") or {}
-        except (OSError, ValueError):
+    for i, folder in enumerate(store.rank_folders()):
+        meta = store.rank_meta(folder)
+        if meta is None:
             log.warning("profile %s: no readable metadata for %s", profile.pk, folder)
             continue
         matrix = (meta.get("extra") or {}).get("communication_matrix")
         if matrix:
-            out[meta.get("rank") if meta.get("rank") is not None else i] = matrix
+            rank = meta.get("rank")
+            out[int(rank) if rank is not None else i] = matrix
     return out
 
 
@@ -57,7 +55,7 @@ def _slow_rank(profile: Profile) -> dict[str, Any] | None:
 def _rank_profiles(profile: Profile) -> dict[int, int]:
     """Rank -> the profile whose timeline shows it (a fanned-out rank's own profile, else this one)."""
     out: dict[int, int] = {}
-    for r in profile.summary.get("rank_profiles") or []:
+    for r in summary_of(profile).rank_profiles:
         if r.get("rank") is not None and r.get("status") == ProfileStatus.READY:
             out[int(r["rank"])] = int(r["id"])
     return out
@@ -65,8 +63,6 @@ def _rank_profiles(profile: Profile) -> dict[int, int]:
 
 def cluster_data(*, profile: Profile) -> dict[str, Any] | None:
     """The cluster view, or None when the profile has neither several ranks nor a communication matrix."""
-    from pypto_core.cluster import cluster_view
-
     ranks = _rank_breakdowns(profile)
     matrices = _matrices(profile)
     if len(ranks) < 2 and not matrices:

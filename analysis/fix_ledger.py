@@ -4,6 +4,9 @@ Events, oldest first: ``found`` (the rule found it in a profile), ``verified_fix
 / ``verified_worse`` (a verification job's measured verdict), ``regressed`` (found again in a profile
 uploaded after a verified fix). The regression check against the pinned baseline reads
 ``fixes_found_again`` so a verified fix that comes back is a regression whatever the headline metrics say.
+
+The verdicts themselves are written by the verification of a fix (``captures.verification``); they are read
+here (``verdicts_of_comparison``), beside the ledger made of them.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from analysis.models import Finding, FixVerification, Verdict
+from analysis.models import Comparison, Finding, FixVerification, Verdict
 from profiles.models import Profile, Project
 
 STATES = {"found": "open", "verified_fixed": "fixed", "verified_persisting": "open", "verified_worse": "open",
@@ -30,10 +33,12 @@ def fix_ledger(*, project: Project) -> dict[str, Any]:
         titles.setdefault(v.rule, v.title)
         data = v.data or {}
         events.setdefault(v.rule, []).append({
-            "event": f"verified_{v.verdict}", "at": v.created_at, "profile": v.base_id, "candidate": v.candidate_id,
-            "comparison": v.comparison_id, "job": v.job_id, "finding": v.finding_id,
-            "estimated_saving_us": data.get("estimated_saving_us"), "measured_saving_us": data.get("measured_saving_us"),
-            "noise": data.get("noise"), "npu_figure": data.get("npu_figure"), "measured_on": data.get("measured_on"),
+            "event": f"verified_{v.verdict}", "at": v.created_at, "profile": v.base_id,
+            "candidate": v.candidate_id, "comparison": v.comparison_id, "job": v.job_id,
+            "finding": v.finding_id,
+            "estimated_saving_us": data.get("estimated_saving_us"),
+            "measured_saving_us": data.get("measured_saving_us"), "noise": data.get("noise"),
+            "npu_figure": data.get("npu_figure"), "measured_on": data.get("measured_on"),
         })
     fixed_at = _fixed_at(verifications)
     rows = (Finding.objects.filter(profile__project=project, profile__group__isnull=True)
@@ -69,7 +74,8 @@ def fixes_found_again(*, profile: Profile) -> list[str]:
     if not rules:
         return []
     lines = []
-    fixed = (FixVerification.objects.filter(project_id=profile.project_id, verdict=Verdict.FIXED, rule__in=rules,
+    fixed = (FixVerification.objects.filter(project_id=profile.project_id, verdict=Verdict.FIXED,
+                                            rule__in=rules,
                                             candidate__created_at__lt=profile.created_at)
              .exclude(candidate_id=profile.pk).order_by("rule", "-created_at"))
     seen: set[str] = set()
@@ -77,6 +83,18 @@ def fixes_found_again(*, profile: Profile) -> list[str]:
         if v.rule in seen:
             continue
         seen.add(v.rule)
-        lines.append(_("%(rule)s: verified fixed in profile %(candidate)s (capture job %(job)s) and found again")
+        lines.append(_("%(rule)s: verified fixed in profile %(candidate)s (capture job %(job)s) and found "
+                       "again")
                      % {"rule": v.rule, "candidate": v.candidate_id, "job": v.job_id or "-"})
     return lines
+
+
+def verdicts_of_comparison(*, comparison: Comparison) -> list[dict[str, Any]]:
+    return [verdict_data(row) for row in comparison.verdicts.order_by("id")]
+
+
+def verdict_data(row: FixVerification) -> dict[str, Any]:
+    return {**row.data, "id": row.pk, "finding": row.finding_id, "rule": row.rule,
+            "title": row.title or row.data.get("title", ""), "verdict": row.verdict, "base": row.base_id,
+            "candidate": row.candidate_id, "comparison": row.comparison_id, "job": row.job_id,
+            "created_at": row.created_at}

@@ -27,7 +27,8 @@ class AnalysisRun(models.Model):
     class Kind(models.TextChoices):
         INGEST = "ingest", _("Ingest")
         DIAGNOSE = "diagnose", _("Diagnose")
-        REMEDIES = "remedies", _("Remedies")  # remedies made again for the latest analysis (a model file came)
+        # remedies made again for the latest analysis (a model file came)
+        REMEDIES = "remedies", _("Remedies")
 
     profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="runs")
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -64,8 +65,9 @@ class Finding(models.Model):
         ordering = ["profile_id", "order", "id"]
 
 
-def artifact_upload_to(instance: "Artifact", filename: str) -> str:
-    return f"projects/{instance.profile.project_id}/artifacts/{instance.profile_id}/{uuid.uuid4().hex}/{filename}"
+def artifact_upload_to(instance: Artifact, filename: str) -> str:
+    project_id, profile_id = instance.profile.project_id, instance.profile_id
+    return f"projects/{project_id}/artifacts/{profile_id}/{uuid.uuid4().hex}/{filename}"
 
 
 class Artifact(models.Model):
@@ -73,10 +75,13 @@ class Artifact(models.Model):
     profile's next version (all artifacts of one run share it); older versions are kept."""
 
     profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="artifacts")
-    finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL, related_name="artifacts")
-    run = models.ForeignKey(AnalysisRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="artifacts")
+    finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="artifacts")
+    run = models.ForeignKey(AnalysisRun, null=True, blank=True, on_delete=models.SET_NULL,
+                            related_name="artifacts")
     rule = models.CharField(max_length=64, blank=True, default="")  # kept when the finding row is replaced
-    header = models.JSONField(default=dict, blank=True)  # pypto_core Artifact.header: finding, profile, shapes
+    # the engine's Artifact.header (pypto_core.remedies.artifact): finding, profile, shapes
+    header = models.JSONField(default=dict, blank=True)
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=32)  # config | script | patch | report | ...
     size = models.BigIntegerField(default=0)
@@ -133,10 +138,12 @@ class FixVerification(models.Model):
     ledger of a project is these rows beside the findings of its profiles."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="fix_verifications")
-    finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL, related_name="verifications")
+    finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="verifications")
     rule = models.CharField(max_length=64, db_index=True)  # kept when the finding row goes
     title = models.CharField(max_length=300, blank=True, default="")
-    base = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+")  # where the finding was found
+    # where the finding was found
+    base = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+")
     candidate = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+")  # the run with the fix
     comparison = models.ForeignKey(Comparison, on_delete=models.CASCADE, related_name="verdicts")
     job = models.ForeignKey("captures.CaptureJob", null=True, blank=True, on_delete=models.SET_NULL,
@@ -162,7 +169,8 @@ class TimelineLayout(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "profile"], name="one_timeline_layout_per_user")]
+        constraints = [models.UniqueConstraint(fields=["user", "profile"],
+                                               name="one_timeline_layout_per_user")]
 
 
 class PageBuild(models.Model):

@@ -27,14 +27,16 @@ from django.utils import timezone
 
 from analysis import pagedata
 from analysis.models import JobStatus, PageBuild
-from analysis.services import TRANSIENT_ERRORS, _workdir
+from analysis.pipeline.queue import TaskName
+from analysis.pipeline.steps import TRANSIENT_ERRORS
+from analysis.workdirs import make_workdir
 from profiles.models import Profile, ProfileStatus
 from pypto_core.errors import InputError
 
 log = logging.getLogger(__name__)
 
 # Sent by name: analysis.tasks imports this module, so importing the task here would make a cycle.
-BUILD_TASK = "analysis.tasks.page_build"
+BUILD_TASK = TaskName.PAGE_BUILD.value
 
 # The states a page shows: a build's own (queued, running, failed), or ready / absent.
 READY = "ready"
@@ -200,7 +202,7 @@ def build_run(*, build_id: int) -> None:
         # Parsed again since it was asked for: the new diagnosis builds the views, a new request the trace.
         _finish(build_id, JobStatus.DONE)
         return
-    workdir = _workdir(profile.pk, f"page-build-{build.kind}")
+    workdir = make_workdir(profile.pk, str(build.kind))  # "views" or "trace"
     try:
         if build.kind == PageBuild.Kind.TRACE:
             events = pagedata.trace_export(profile=profile, workdir=workdir)

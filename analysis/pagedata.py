@@ -26,6 +26,7 @@ from django.core.files import File
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
+from analysis.storage import ProfileStore, delete_prefix, fetch_folder, store_folder
 from profiles.models import Profile
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ _indexes: "OrderedDict[str, Any]" = OrderedDict()
 
 
 def _views_prefix(profile: Profile) -> str:
-    return f"{profile.parquet_prefix}/{VIEWS}"
+    return ProfileStore(profile).views_prefix()
 
 
 def _cache_dir(profile: Profile) -> Path:
@@ -51,18 +52,17 @@ def views_build(*, profile: Profile, core: Any, workdir: Path) -> dict[str, floa
 
     from pypto_core.pagedata import profile_page_data
     from pypto_core.timeline import build_timeline_index
-    from analysis.services import _store_folder, storage_delete_prefix
 
     timings: dict[str, float] = {}
     prefix = _views_prefix(profile)
-    storage_delete_prefix(prefix)
+    delete_prefix(prefix)
     t0 = time.monotonic()
     data = profile_page_data(core, profile.sku or None)
     default_storage.save(f"{prefix}/pages.json", ContentFile(json.dumps(data).encode("utf-8")))
     timings["page_data_s"] = round(time.monotonic() - t0, 3)
     t0 = time.monotonic()
     local = build_timeline_index(core, Path(workdir) / "timeline-index")
-    _store_folder(local, f"{prefix}/timeline")
+    store_folder(local, f"{prefix}/timeline")
     timings["timeline_index_s"] = round(time.monotonic() - t0, 3)
     return timings
 
@@ -77,9 +77,8 @@ class ViewsMissing(Exception):
 
 def views_rebuild(*, profile: Profile, workdir: Path) -> dict[str, float]:
     """The views of a profile analysed before they existed (or whose build failed), from its saved tables."""
-    from analysis.services import load_saved_profile
 
-    core = load_saved_profile(profile, workdir / "tables")
+    core = ProfileStore(profile).load(workdir / "tables")
     return views_build(profile=profile, core=core, workdir=workdir)
 
 
@@ -124,7 +123,6 @@ def timeline_index_cached(*, profile: Profile) -> Any:
 def timeline_index(*, profile: Profile) -> Any:
     """The profile's open ``TimelineIndex``, fetched from storage to the local cache on first use; raises
     ``ViewsMissing`` when storage has none or one built by an older version (a worker builds it again)."""
-    from analysis.services import _fetch_folder
     from pypto_core.timeline import TimelineIndex
 
     index = timeline_index_cached(profile=profile)
@@ -136,7 +134,7 @@ def timeline_index(*, profile: Profile) -> Any:
         raise ViewsMissing(profile.pk)
     tmp = Path(tempfile.mkdtemp(prefix="tl-", dir=_ensure(local.parent)))
     try:
-        _fetch_folder(prefix, tmp / "timeline")
+        fetch_folder(prefix, tmp / "timeline")
         try:
             (tmp / "timeline").rename(local)
         except OSError:  # another request fetched it first
@@ -174,10 +172,9 @@ def trace_name(profile: Profile) -> str:
 def trace_export(*, profile: Profile, workdir: Path) -> int:
     """Export the chrome trace of the profile's primary rank into storage (``trace_name``); returns the
     event count."""
-    from analysis.services import load_saved_profile
     from pypto_core.timeline import export_chrome_trace
 
-    core = load_saved_profile(profile, workdir / "tables")
+    core = ProfileStore(profile).load(workdir / "tables")
     local = workdir / "trace.json"
     count = export_chrome_trace(core, local)
     name = trace_name(profile)

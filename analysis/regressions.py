@@ -2,8 +2,8 @@
 compared with that baseline automatically, and a headline metric worse by more than the project's threshold
 (``pypto_core.compare.regression``, which ignores deltas inside the noise) flags a regression.
 
-Writes here are services (``comparison_auto_*``, ``comparison_regression_record``); reads are the
-``*_regression*`` selectors. The comparison itself is the ordinary comparison task (analysis.services).
+Writes here are services (``comparison_auto_*``, ``comparison_regression_lines``); reads are the
+``*_regression*`` selectors. The comparison itself is the ordinary comparison task (analysis.comparisons).
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.urls import reverse
 
+from analysis.fix_ledger import fixes_found_again
 from analysis.models import Comparison, JobStatus
+from analysis.pipeline.queue import TaskName, enqueue_on_commit
 from profiles.models import Profile, ProfileStatus, Project
-
+from pypto_core.compare import regression
 
 # --- services -----------------------------------------------------------------------------------------
 
@@ -24,20 +26,16 @@ from profiles.models import Profile, ProfileStatus, Project
 def comparison_auto_queue(*, profile_id: int) -> None:
     """Call in the transaction that makes a profile ready: after the commit, queue its comparison with the
     project's baseline (a light task), when the project has one and this profile is not it."""
-    from analysis import tasks
-
     wanted = Profile.objects.filter(
         pk=profile_id, group__isnull=True, project__baseline__isnull=False
     ).exclude(project__baseline_id=profile_id).exists()
     if wanted:
-        transaction.on_commit(lambda: tasks.compare_with_baseline.delay(profile_id))
+        enqueue_on_commit(TaskName.COMPARE_WITH_BASELINE, profile_id)
 
 
 def comparison_auto_create(*, profile_id: int) -> Comparison | None:
     """The automatic comparison of a ready profile with its project's baseline: made once per
     (baseline, candidate) however often this runs; its task is queued after the commit."""
-    from analysis import tasks
-
     profile = Profile.objects.select_related("project").filter(pk=profile_id).first()
     if profile is None or profile.group_id is not None or profile.status != ProfileStatus.READY:
         return None
@@ -53,7 +51,7 @@ def comparison_auto_create(*, profile_id: int) -> Comparison | None:
                 project_id=profile.project_id, base_id=baseline_id, candidate=profile, auto=True,
                 threshold_pct=profile.project.regression_threshold_pct,
             )
-            transaction.on_commit(lambda: tasks.compare.delay(comparison.pk))
+            enqueue_on_commit(TaskName.COMPARE, comparison.pk)
     except IntegrityError:  # another run of this task made it first (one_auto_comparison_per_pair)
         return Comparison.objects.filter(base_id=baseline_id, candidate_id=profile.pk, auto=True).first()
     return comparison
@@ -61,21 +59,20 @@ def comparison_auto_create(*, profile_id: int) -> Comparison | None:
 
 def comparison_regression_lines(*, comparison: Comparison, result: dict[str, Any]) -> tuple[list[str], float]:
     """The regression lines of a finished comparison at its project's threshold (``pypto check``'s test)."""
-    from pypto_core.compare import regression
-
     threshold = comparison.threshold_pct
     if threshold is None:
         threshold = Project.objects.filter(pk=comparison.project_id).values_list(
             "regression_threshold_pct", flat=True).first() or 5.0
     lines = regression(result, float(threshold))
     if comparison.auto:  # against the pinned baseline: a verified fix that came back is a regression too
-        from analysis.fix_ledger import fixes_found_again
-
         lines += fixes_found_again(profile=comparison.candidate)
     return lines, float(threshold)
 
 
 # --- selectors ----------------------------------------------------------------------------------------
+
+
+_SUMMARY_FIELDS = ("id", "base_id", "candidate_id", "status", "is_regression", "regression", "threshold_pct")
 
 
 def regression_summary(comparison: Comparison) -> dict[str, Any]:
@@ -94,8 +91,7 @@ def regression_summary(comparison: Comparison) -> dict[str, Any]:
 def regression_of_profile(*, profile: Profile) -> dict[str, Any] | None:
     """The latest automatic comparison of this profile with a baseline, summarised; None if it has none."""
     comparison = (Comparison.objects.filter(candidate_id=profile.pk, auto=True)
-                  .only("id", "base_id", "candidate_id", "status", "is_regression", "regression", "threshold_pct")
-                  .order_by("-created_at", "-id").first())
+                  .only(*_SUMMARY_FIELDS).order_by("-created_at", "-id").first())
     return regression_summary(comparison) if comparison is not None else None
 
 
@@ -103,8 +99,7 @@ def regressions_by_candidate(*, profile_ids: list[int]) -> dict[int, dict[str, A
     """``regression_of_profile`` for many profiles in one query (the profile list of the API)."""
     out: dict[int, dict[str, Any]] = {}
     rows = (Comparison.objects.filter(candidate_id__in=profile_ids, auto=True)
-            .only("id", "base_id", "candidate_id", "status", "is_regression", "regression", "threshold_pct")
-            .order_by("-created_at", "-id"))
+            .only(*_SUMMARY_FIELDS).order_by("-created_at", "-id"))
     for comparison in rows:
         out.setdefault(comparison.candidate_id, regression_summary(comparison))
     return out

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 from django.http import Http404
 
 from analysis.models import Artifact, Comparison, Finding
+from analysis.summary import summary_of
 from profiles.models import Profile
 from profiles.selectors import projects_for_user
 from pypto_core.i18n import DEFAULT_LANGUAGE
@@ -27,13 +28,14 @@ def finding_in_language(finding: Finding, language: str = DEFAULT_LANGUAGE) -> d
 
 def findings_report(*, profile: Profile, language: str = DEFAULT_LANGUAGE) -> dict[str, Any]:
     """The ``analyze --format json`` shape (docs/contract.md) from stored rows, the text in ``language``."""
-    report = dict(profile.summary.get("report") or {})
+    summary = summary_of(profile)
+    report = dict(summary.report or {})
     return {
-        "profile": report.get("profile", {k: v for k, v in profile.summary.items() if k != "report"}),
+        "profile": report.get("profile", {k: v for k, v in summary.to_dict().items() if k != "report"}),
         "findings": [finding_in_language(f, language) for f in findings_of_profile(profile=profile)],
         "estimated_combined_speedup": report.get("estimated_combined_speedup", 1.0),
         "combined_speedup_bound": report.get("combined_speedup_bound", "estimate"),
-        "warnings": report.get("warnings", profile.summary.get("warnings", [])),
+        "warnings": report.get("warnings", summary.warnings),
     }
 
 
@@ -48,11 +50,19 @@ def finding_get_for_user(*, user: Any, finding_id: int) -> Finding:
 def artifacts_of_profile(*, profile: Profile, version: int | None = None) -> QuerySet[Artifact]:
     """One stored set: the latest analysis's (default) or ``version``'s. A run that made no remedies stored
     an empty set, so a profile whose findings went away lists nothing rather than stale files."""
-    from analysis.artifact_services import artifact_latest_version
-
     if version is None:
         version = artifact_latest_version(profile=profile)
+    if version is None:
+        return profile.artifacts.none()
     return profile.artifacts.filter(version=version).order_by("name", "id")
+
+
+def artifact_latest_version(*, profile: Profile) -> int | None:
+    """The version of the last stored set (which may be empty), or None when no set was ever stored."""
+    top_run = profile.runs.filter(artifact_version__isnull=False).aggregate(v=Max("artifact_version"))["v"]
+    top_artifact = profile.artifacts.aggregate(v=Max("version"))["v"]
+    versions = [v for v in (top_run, top_artifact) if v is not None]
+    return max(versions) if versions else None
 
 
 def artifacts_history_of_profile(*, profile: Profile) -> QuerySet[Artifact]:

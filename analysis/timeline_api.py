@@ -9,7 +9,8 @@ import json
 from typing import Any
 
 from django.core.files.storage import default_storage
-from django.utils.translation import get_language, gettext as _, gettext_lazy
+from django.utils.translation import get_language, gettext_lazy
+from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import APIException, NotFound, ValidationError
@@ -25,6 +26,7 @@ from analysis.timeline_layout import lanes_with_layout, timeline_layout_get, tim
 from profiles.api import attachment_response
 from profiles.models import Profile, ProfileStatus
 from profiles.selectors import profile_get_for_user
+from pypto_core.compare import to_csv, to_markdown
 from pypto_core.i18n import pick_language
 
 
@@ -143,8 +145,9 @@ class TimelineLayoutView(APIView):
         profile = profile_get_for_user(user=request.user, profile_id=profile_id)
         data = request.data if isinstance(request.data, dict) else {}
         try:
-            return Response(timeline_layout_set(user=request.user, profile=profile, hidden=data.get("hidden", []),
-                                                shown=data.get("shown", []), collapsed=data.get("collapsed", [])))
+            return Response(timeline_layout_set(
+                user=request.user, profile=profile, hidden=data.get("hidden", []),
+                shown=data.get("shown", []), collapsed=data.get("collapsed", [])))
         except ValueError as exc:
             raise ValidationError({"layout": str(exc)}) from None
 
@@ -233,8 +236,8 @@ def _state_dict(state: page_builds.BuildState) -> dict[str, str]:
 
 
 class ClusterView(APIView):
-    """Every rank on one page (``analysis.cluster``): aligned step rows, per-rank breakdowns, links, the slowest
-    link and the slow-rank finding's evidence. 404 when the profile has one rank and no matrix."""
+    """Every rank on one page (``analysis.cluster``): aligned step rows, per-rank breakdowns, links, the
+    slowest link and the slow-rank finding's evidence. 404 when the profile has one rank and no matrix."""
 
     @extend_schema(responses={200: dict})
     def get(self, request: Request, profile_id: int) -> Response:
@@ -261,7 +264,8 @@ class PageDataView(_BuiltView):
 class _TextRenderer(BaseRenderer):
     charset = "utf-8"
 
-    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+    def render(self, data: Any, accepted_media_type: str | None = None,
+               renderer_context: Any = None) -> bytes:
         return data.encode("utf-8") if isinstance(data, str) else json.dumps(data).encode("utf-8")
 
 
@@ -283,8 +287,6 @@ class ComparisonExportView(APIView):
     @extend_schema(parameters=[OpenApiParameter("format", str, enum=["md", "csv"])],
                    responses={(200, "text/markdown"): str, (200, "text/csv"): str})
     def get(self, request: Request, comparison_id: int, format: str | None = None) -> Response:
-        from pypto_core.compare import to_csv, to_markdown
-
         comparison = selectors.comparison_get_for_user(user=request.user, comparison_id=comparison_id)
         fmt = request.accepted_renderer.format
         if comparison.status != JobStatus.DONE:

@@ -12,7 +12,7 @@ MAX_ITEMS = 5000  # lanes or groups one layout may name (the CNN 8-NPU sample ha
 MAX_GROUP_CHARS = 300
 
 
-def timeline_layout_get(*, user: Any, profile: Profile) -> dict[str, list]:
+def timeline_layout_get(*, user: Any, profile: Profile) -> dict[str, Any]:
     row = TimelineLayout.objects.filter(user=user, profile=profile).first()
     if row is None:
         return {"hidden": [], "shown": [], "collapsed": [], "saved": False}
@@ -27,7 +27,8 @@ def _lane_ids(values: Any, name: str) -> list[int]:
     return sorted(set(values))
 
 
-def timeline_layout_set(*, user: Any, profile: Profile, hidden: Any, shown: Any, collapsed: Any) -> dict[str, list]:
+def timeline_layout_set(*, user: Any, profile: Profile, hidden: Any, shown: Any,
+                        collapsed: Any) -> dict[str, Any]:
     """Replace the user's layout of ``profile``; ``ValueError`` names the field that is wrong."""
     hidden_ids, shown_ids = _lane_ids(hidden, "hidden"), _lane_ids(shown, "shown")
     if not isinstance(collapsed, list) or len(collapsed) > MAX_ITEMS or not all(

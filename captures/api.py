@@ -22,6 +22,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -31,11 +32,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from analysis.profile_api import ProfileSerializer
+from analysis.selectors import finding_get_for_user
 from captures import selectors, services
 from captures.auth import AgentTokenAuthentication, IsAgent
 from captures.models import FINAL_STATUSES, Agent, CaptureJob
+from captures.verification import VerificationRefused, verification_create, verification_of_job
 from profiles import selectors as profile_selectors
-from profiles.api import ProfileSerializer, request_object, upload_session_data
+from profiles.api import request_object, upload_session_data
 
 
 def _drf_error(exc: DjangoValidationError) -> ValidationError:
@@ -81,8 +85,6 @@ class CaptureJobSerializer(serializers.ModelSerializer):
 
     def get_verification(self, obj: CaptureJob) -> dict[str, Any] | None:
         """A verification job (issue 21): the findings, its comparison with the original, the verdicts."""
-        from analysis.verification import verification_of_job
-
         return verification_of_job(job=obj)
 
 
@@ -350,6 +352,54 @@ class AgentUploadCompleteView(AgentView):
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc
         return Response({"profile": ProfileSerializer(profile).data}, status=status.HTTP_201_CREATED)
+
+
+# --- verifying fixes (issue 21; captures/verification.py) -------------------------------------------------
+
+
+class VerifySerializer(serializers.Serializer):
+    agent = serializers.IntegerField(required=False)
+    workload = serializers.CharField(max_length=100, required=False)
+    params = serializers.DictField(required=False)
+    findings = serializers.ListField(child=serializers.IntegerField(), required=False, min_length=1,
+                                     max_length=20)
+
+
+def _verify(request: Request, profile: Any, finding_ids: list[int]) -> Response:
+    body = VerifySerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    data = body.validated_data
+    try:
+        job = verification_create(user=profile_selectors.signed_in(request.user), profile=profile,
+                                  finding_ids=finding_ids,
+                                  agent_id=data.get("agent"), workload=data.get("workload"),
+                                  params=data.get("params"))
+    except VerificationRefused as exc:
+        code = status.HTTP_409_CONFLICT if exc.code == "profile_not_ready" else status.HTTP_400_BAD_REQUEST
+        return Response(exc.body(), status=code)
+    return Response(CaptureJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class FindingVerifyView(APIView):
+    """``POST {"agent": id, "workload": name}``: run the workload again with this finding's remedies (202: the
+    capture job); a named 4xx refusal (``code``) when no agent can run it."""
+
+    @extend_schema(request=VerifySerializer, responses={202: dict, 400: dict})
+    def post(self, request: Request, finding_id: int) -> Response:
+        finding = finding_get_for_user(user=request.user, finding_id=finding_id)
+        return _verify(request, finding.profile, [finding.pk])
+
+
+class ProfileVerifyView(APIView):
+    """``POST {"findings": [ids], "agent": id, "workload": name}``: the same for a ticked set of findings."""
+
+    @extend_schema(request=VerifySerializer, responses={202: dict, 400: dict})
+    def post(self, request: Request, profile_id: int) -> Response:
+        profile = profile_selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+        findings = request.data.get("findings") if isinstance(request.data, dict) else None
+        if not isinstance(findings, list) or not findings:
+            raise ValidationError({"findings": _("a list of finding ids")})
+        return _verify(request, profile, [int(i) for i in findings if isinstance(i, int)])
 
 
 def _chunk_offset(request: Request) -> int:

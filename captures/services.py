@@ -24,6 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from analysis.profile_services import upload_complete
 from captures.models import (
     ACTIVE_STATUSES,
     AGENT_TRANSITIONS,
@@ -243,6 +244,11 @@ def _utc(moment: datetime) -> str:
     return moment.astimezone(dt_timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def on_recovery_sweep(**kwargs: Any) -> dict[str, int]:
+    """The recovery sweep's part here (``analysis.signals.recovery_sweep``; connected in captures/apps.py)."""
+    return {"capture_jobs": jobs_expire()}
+
+
 def jobs_expire(*, project_id: int | None = None, job_id: int | None = None) -> int:
     """Fail the jobs an agent holds but will not finish; returns how many changed. Idempotent and cheap, so it
     runs on read (the capture selectors) as well as from anywhere periodic.
@@ -377,7 +383,7 @@ def job_upload_complete(*, agent: Agent, job: CaptureJob) -> Profile:
         raise PermissionDenied(f"the job is {job.status}")
     if job.status == JobStatus.UPLOADING and job.cancel_requested:
         raise PermissionDenied("the job was cancelled")  # cancelled after the last chunk: no profile
-    profile = profile_services.upload_session_complete(session=job.upload, user=_uploader(job))
+    profile = upload_complete(session=job.upload, user=_uploader(job))
     CaptureJob.objects.filter(pk=job.pk, status=JobStatus.UPLOADING).update(
         status=JobStatus.DONE, profile=profile, finished_at=timezone.now(), message=""
     )

@@ -11,6 +11,9 @@ urlpatterns = [
          name="api-project-captures"),
     path("api/captures/<int:job_id>/", api.CaptureDetailView.as_view(), name="api-capture"),
     path("api/captures/<int:job_id>/cancel/", api.CaptureCancelView.as_view(), name="api-capture-cancel"),
+    # verifying a fix (captures/verification.py)
+    path("api/findings/<int:finding_id>/verify/", api.FindingVerifyView.as_view(), name="api-finding-verify"),
+    path("api/profiles/<int:profile_id>/verify/", api.ProfileVerifyView.as_view(), name="api-profile-verify"),
     path("api/agent/register/", api.AgentRegisterView.as_view(), name="api-agent-register"),
     path("api/agent/heartbeat/", api.AgentHeartbeatView.as_view(), name="api-agent-heartbeat"),
     path("api/agent/jobs/next/", api.AgentNextJobView.as_view(), name="api-agent-next"),

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from captures import selectors, services
 from captures.models import JobStatus
+from captures.verification import VerificationRefused, verification_create, verification_of_job
 from profiles import selectors as profile_selectors
 from pypto_core.capture.options import schema_description
 
@@ -98,8 +99,6 @@ def capture_form(request: HttpRequest, project_id: int) -> HttpResponse:
 @login_required
 def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
     job = selectors.job_get_for_user(user=request.user, job_id=job_id)
-    from analysis.verification import verification_of_job
-
     return render(request, "captures/job.html", {
         "status_labels": dict(JobStatus.choices),  # job.js shows the live status in the page's language
         "verification": verification_of_job(job=job),  # a verification job: its findings, remedies, verdicts
@@ -112,8 +111,6 @@ def job_page(request: HttpRequest, job_id: int) -> HttpResponse:
 @require_POST
 def profile_verify(request: HttpRequest, profile_id: int) -> HttpResponse:
     """"Verify on agent" from the profile page: one finding (``only``) or the ticked ones (``finding``)."""
-    from analysis.verification import VerificationRefused, verification_create
-
     profile = profile_selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
     raw = [request.POST["only"]] if request.POST.get("only") else request.POST.getlist("finding")
     ids = [int(v) for v in raw if v.isdigit()]

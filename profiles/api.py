@@ -1,5 +1,6 @@
-"""REST API for projects, members, invitations, uploads and profiles (docs/contract.md). Thin: validate, call
-a service or selector, serialise.
+"""REST API for projects, members, invitations, chunked uploads and profile archives (docs/contract.md). Thin:
+validate, call a service or selector, serialise. The profile endpoints that involve the analysis (list,
+upload, detail, delete, re-run, model file, completing an upload) are ``analysis.profile_api``.
 
 Chunked, resumable upload (for multi-GB archives):
 
@@ -9,8 +10,8 @@ Chunked, resumable upload (for multi-GB archives):
    ``Upload-Offset: N`` (where the chunk starts) -> 200 ``{"offset": N + len}``. A chunk that does not start
    at the current offset gets 409 ``{"offset": current}``: the client continues from there.
 3. To resume after a broken connection: ``GET /api/uploads/{upload_id}/`` -> ``{"offset", "size", ...}``.
-4. ``POST /api/uploads/{upload_id}/complete/`` -> 201 with the profile (same shape as ``GET
-/api/profiles/{id}/``).
+4. ``POST /api/uploads/{upload_id}/complete/`` -> 201 with the profile (same shape as
+   ``GET /api/profiles/{id}/``).
    If ``sha256`` was given at step 1, the assembled file must match it.
 """
 
@@ -28,6 +29,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.exceptions import APIException, Throttled, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
@@ -36,10 +38,13 @@ from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from profiles import selectors, services
-from profiles.models import Invitation, Membership, Profile, Project, Role, UploadSession
+from profiles.auth import token_expires_at, token_for
+from profiles.models import Invitation, Membership, Project, Role, UploadSession
+from profiles.throttling import login_blocked_for, login_failed, login_succeeded
 
 
-def _drf_error(exc: DjangoValidationError) -> APIException:
+def drf_error(exc: DjangoValidationError) -> APIException:
+    """A service's Django ``ValidationError`` as the API's: 400, or an upload refusal's own status."""
     detail: Any = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
     http_status = getattr(exc, "http_status", None)  # services.UploadRefused: 413, 429, 503, 507
     if http_status:
@@ -58,13 +63,13 @@ def request_object(request: Request) -> dict[str, Any]:
 
 
 @contextmanager
-def _service_errors() -> Iterator[None]:
-    """A service's Django ``ValidationError`` answered as
-    the API's own (400, or an upload refusal's status)."""
+def service_errors() -> Iterator[None]:
+    """A service's Django ``ValidationError`` answered as the API's own (400, or an upload refusal's
+    status)."""
     try:
         yield
     except DjangoValidationError as exc:
-        raise _drf_error(exc) from exc
+        raise drf_error(exc) from exc
 
 
 class ProjectSerializer(serializers.ModelSerializer):
@@ -77,41 +82,10 @@ class ProjectSerializer(serializers.ModelSerializer):
 
     def get_role(self, obj: Project) -> str | None:
         request = self.context.get("request")
-        membership = selectors.membership_get(user=request.user, project=obj) if request else None
+        membership = (
+            selectors.membership_get(user=selectors.signed_in(request.user), project=obj) if request else None
+        )
         return membership.role if membership else None
-
-
-class ProfileSerializer(serializers.ModelSerializer):
-    project = serializers.IntegerField(source="project_id", read_only=True)
-    error = serializers.SerializerMethodField()
-    archive_url = serializers.SerializerMethodField()
-    regression = serializers.SerializerMethodField(help_text=gettext_lazy(
-        "The automatic comparison with the project's baseline (comparison, is_regression, lines)."))
-
-    class Meta:
-        model = Profile
-        fields = [
-            "id", "project", "name", "sku", "tags", "status", "progress", "error", "summary",
-            "original_filename", "upload_kind", "size", "sha256", "detected_format", "rank", "group",
-            "created_at", "updated_at", "archive_url", "regression",
-        ]
-        read_only_fields = fields
-
-    def get_error(self, obj: Profile) -> str | None:
-        return obj.error or None
-
-    def get_regression(self, obj: Profile) -> dict[str, Any] | None:
-        """The automatic comparison with the project's baseline:
-        ``{"comparison", "is_regression", "lines", ...}``."""
-        from analysis.regressions import regression_of_profile
-
-        known = self.context.get("regressions")  # a list view fetched them all at once
-        if known is not None:
-            return known.get(obj.pk)
-        return regression_of_profile(profile=obj)
-
-    def get_archive_url(self, obj: Profile) -> str:
-        return reverse("api-profile-archive", args=[obj.pk])
 
 
 class MembershipSerializer(serializers.ModelSerializer):
@@ -137,29 +111,16 @@ class InvitationCreateSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=Role.choices, default=Role.VIEWER)
 
 
-class UploadFormSerializer(serializers.Serializer):
-    file = serializers.FileField()
-    name = serializers.CharField(required=False, allow_blank=True, default="")
-    sku = serializers.CharField(required=False, allow_blank=True, default="")
-    tags = serializers.CharField(required=False, allow_blank=True, default="",
-                                 help_text=gettext_lazy("comma-separated"))
-    model_file = serializers.FileField(required=False, allow_null=True, default=None,
-                                       help_text=gettext_lazy("optional: your model's .py file, for diffs "
-                                                              "against it"))
-
-
-class ModelFileSerializer(serializers.Serializer):
-    file = serializers.FileField(help_text=gettext_lazy("your model's .py file (e.g. modeling_llama.py)"))
-
-
 class UploadStartSerializer(serializers.Serializer):
     filename = serializers.CharField(max_length=255)
     size = serializers.IntegerField(min_value=1)
     name = serializers.CharField(required=False, allow_blank=True, default="")
     sku = serializers.CharField(required=False, allow_blank=True, default="")
-    # the stubs type JSONField's default as a mapping; DRF takes any JSON value or a callable making one
-    tags = serializers.JSONField(required=False, default=list,  # type: ignore[arg-type]
-                                 help_text=gettext_lazy("a list, or a comma-separated string"))
+    tags = serializers.JSONField(
+        required=False,
+        default=list,  # type: ignore[arg-type]  # stubs: list is fine
+        help_text=gettext_lazy("a list, or a comma-separated string"),
+    )
     sha256 = serializers.CharField(required=False, allow_blank=True, default="")
 
 
@@ -191,13 +152,7 @@ class TokenView(APIView):
 
     @extend_schema(request=None, responses={200: dict})
     def post(self, request: Request) -> Response:
-        from rest_framework.authtoken.serializers import AuthTokenSerializer
-
-        from profiles.auth import token_expires_at, token_for
-        from profiles.throttling import login_blocked_for, login_failed, login_succeeded
-
         body = request_object(request)
-
         username = str(body.get("username", ""))[:150]
         wait = login_blocked_for(request, username)
         if wait:
@@ -222,71 +177,88 @@ class ProjectListView(APIView):
     def post(self, request: Request) -> Response:
         serializer = ProjectSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        with _service_errors():
-            project = services.project_create(user=selectors.signed_in(request.user),
-                                              **serializer.validated_data)
-        return Response(ProjectSerializer(project, context={"request": request}).data,
-                        status=status.HTTP_201_CREATED)
+        with service_errors():
+            project = services.project_create(
+                user=selectors.signed_in(request.user), **serializer.validated_data
+            )
+        return Response(
+            ProjectSerializer(project, context={"request": request}).data, status=status.HTTP_201_CREATED
+        )
 
 
 class ProjectDetailView(APIView):
     @extend_schema(responses=ProjectSerializer)
     def get(self, request: Request, project_id: int) -> Response:
-        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        project = selectors.project_get_for_user(
+            user=selectors.signed_in(request.user), project_id=project_id
+        )
         return Response(ProjectSerializer(project, context={"request": request}).data)
 
 
 class BaselineSerializer(serializers.Serializer):
-    profile = serializers.IntegerField(required=False, allow_null=True,
-                                       help_text=gettext_lazy("a profile id; null unpins"))
-    threshold_pct = serializers.FloatField(required=False,
-                                           help_text=gettext_lazy("regression threshold in percent"))
+    profile = serializers.IntegerField(
+        required=False, allow_null=True, help_text=gettext_lazy("a profile id; null unpins")
+    )
+    threshold_pct = serializers.FloatField(
+        required=False, help_text=gettext_lazy("regression threshold in percent")
+    )
 
 
 class ProjectBaselineView(APIView):
-    """``POST {"profile": id|null, "threshold_pct": float}``:
-    pin the baseline new profiles are compared with."""
+    """``POST {"profile": id|null, "threshold_pct": float}``: pin the baseline new profiles are compared
+    with."""
 
     @extend_schema(request=BaselineSerializer, responses={200: ProjectSerializer})
     def post(self, request: Request, project_id: int) -> Response:
-        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        project = selectors.project_get_for_user(
+            user=selectors.signed_in(request.user), project_id=project_id
+        )
         serializer = BaselineSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         kwargs: dict[str, Any] = {"threshold_pct": data.get("threshold_pct")}
         if "profile" in data:
             kwargs["profile_id"] = data["profile"]
-        with _service_errors():
-            project = services.project_baseline_set(project=project, user=selectors.signed_in(request.user),
-                                                    **kwargs)
+        with service_errors():
+            project = services.project_baseline_set(
+                project=project, user=selectors.signed_in(request.user), **kwargs
+            )
         return Response(ProjectSerializer(project, context={"request": request}).data)
 
 
 class ProjectMembersView(APIView):
     @extend_schema(responses=MembershipSerializer(many=True))
     def get(self, request: Request, project_id: int) -> Response:
-        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        project = selectors.project_get_for_user(
+            user=selectors.signed_in(request.user), project_id=project_id
+        )
         return Response(MembershipSerializer(selectors.members_of_project(project=project), many=True).data)
 
 
 class ProjectInvitationsView(APIView):
     @extend_schema(responses=InvitationSerializer(many=True))
     def get(self, request: Request, project_id: int) -> Response:
-        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        project = selectors.project_get_for_user(
+            user=selectors.signed_in(request.user), project_id=project_id
+        )
         invitations = selectors.invitations_pending_of_project(project=project)
         return Response(InvitationSerializer(invitations, many=True, context={"request": request}).data)
 
     @extend_schema(request=InvitationCreateSerializer, responses={201: InvitationSerializer})
     def post(self, request: Request, project_id: int) -> Response:
-        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        project = selectors.project_get_for_user(
+            user=selectors.signed_in(request.user), project_id=project_id
+        )
         serializer = InvitationCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        with _service_errors():
-            invitation = services.invitation_create(project=project,
-                                                    invited_by=selectors.signed_in(request.user),
-                                                    **serializer.validated_data)
-        return Response(InvitationSerializer(invitation, context={"request": request}).data,
-                        status=status.HTTP_201_CREATED)
+        with service_errors():
+            invitation = services.invitation_create(
+                project=project, invited_by=selectors.signed_in(request.user), **serializer.validated_data
+            )
+        return Response(
+            InvitationSerializer(invitation, context={"request": request}).data,
+            status=status.HTTP_201_CREATED,
+        )
 
 
 class MyInvitationsView(APIView):
@@ -301,53 +273,31 @@ class InvitationAnswerView(APIView):
 
     @extend_schema(request=None, responses={200: dict})
     def post(self, request: Request, invitation_id: int) -> Response:
-        invitation = selectors.invitation_get_for_invitee(user=request.user, invitation_id=invitation_id)
+        invitation = selectors.invitation_get_for_invitee(
+            user=selectors.signed_in(request.user), invitation_id=invitation_id
+        )
         if self.accept:
-            membership = services.invitation_accept(invitation=invitation,
-                                                    user=selectors.signed_in(request.user))
+            membership = services.invitation_accept(
+                invitation=invitation, user=selectors.signed_in(request.user)
+            )
             return Response({"status": "accepted", "project": membership.project_id, "role": membership.role})
         services.invitation_decline(invitation=invitation, user=selectors.signed_in(request.user))
         return Response({"status": "declined"})
 
 
-class ProjectProfilesView(APIView):
-    parser_classes = [MultiPartParser, FormParser]
-
-    @extend_schema(responses=ProfileSerializer(many=True))
-    def get(self, request: Request, project_id: int) -> Response:
-        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
-        from analysis.regressions import regressions_by_candidate
-
-        profiles = list(selectors.profiles_of_project(project=project))
-        regressions = regressions_by_candidate(profile_ids=[p.pk for p in profiles])
-        return Response(ProfileSerializer(profiles, many=True, context={"regressions": regressions}).data)
-
-    @extend_schema(request={"multipart/form-data": UploadFormSerializer}, responses={201: ProfileSerializer})
-    def post(self, request: Request, project_id: int) -> Response:
-        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
-        services.require_write(user=selectors.signed_in(request.user), project=project)
-        serializer = UploadFormSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        with _service_errors():
-            profile = services.profile_upload(
-                project=project, user=selectors.signed_in(request.user), file=data["file"],
-                filename=data["file"].name, name=data["name"], sku=data["sku"], tags=data["tags"],
-                model_file=data.get("model_file"),
-            )
-        return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
-
-
 class UploadStartView(APIView):
     @extend_schema(request=UploadStartSerializer, responses={201: dict})
     def post(self, request: Request, project_id: int) -> Response:
-        project = selectors.project_get_for_user(user=request.user, project_id=project_id)
+        project = selectors.project_get_for_user(
+            user=selectors.signed_in(request.user), project_id=project_id
+        )
         services.require_write(user=selectors.signed_in(request.user), project=project)
         serializer = UploadStartSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        with _service_errors():
-            session = services.upload_session_start(project=project, user=selectors.signed_in(request.user),
-                                                    **serializer.validated_data)
+        with service_errors():
+            session = services.upload_session_start(
+                project=project, user=selectors.signed_in(request.user), **serializer.validated_data
+            )
         return Response(upload_session_data(session), status=status.HTTP_201_CREATED)
 
 
@@ -357,12 +307,16 @@ class UploadView(APIView):
 
     @extend_schema(responses={200: dict})
     def get(self, request: Request, upload_id: Any) -> Response:
-        session = selectors.upload_session_get_for_user(user=request.user, session_id=upload_id)
+        session = selectors.upload_session_get_for_user(
+            user=selectors.signed_in(request.user), session_id=upload_id
+        )
         return Response(upload_session_data(session))
 
     @extend_schema(request={"application/octet-stream": bytes}, responses={200: dict, 409: dict})
     def put(self, request: Request, upload_id: Any) -> Response:
-        session = selectors.upload_session_get_for_user(user=request.user, session_id=upload_id)
+        session = selectors.upload_session_get_for_user(
+            user=selectors.signed_in(request.user), session_id=upload_id
+        )
         try:
             offset = _chunk_offset(request)
             length = int(request.headers.get("Content-Length", ""))
@@ -371,10 +325,13 @@ class UploadView(APIView):
                 {"chunk": _("the Upload-Offset (or Content-Range) and Content-Length headers are required")}
             ) from exc
         try:
-            with _service_errors():
+            with service_errors():
                 session = services.upload_session_append(
-                    session=session, user=selectors.signed_in(request.user), offset=offset,
-                    stream=request._request, length=length
+                    session=session,
+                    user=selectors.signed_in(request.user),
+                    offset=offset,
+                    stream=request._request,
+                    length=length,
                 )
         except services.OffsetMismatch as exc:
             return Response({"offset": exc.expected, "detail": str(exc)}, status=status.HTTP_409_CONFLICT)
@@ -391,75 +348,22 @@ def _chunk_offset(request: Request) -> int:
     return int(spec.split("-", 1)[0])
 
 
-class UploadCompleteView(APIView):
-    @extend_schema(request=None, responses={201: ProfileSerializer})
-    def post(self, request: Request, upload_id: Any) -> Response:
-        session = selectors.upload_session_get_for_user(user=request.user, session_id=upload_id)
-        with _service_errors():
-            profile = services.upload_session_complete(session=session,
-                                                       user=selectors.signed_in(request.user))
-        return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
-
-
-class ProfileDetailView(APIView):
-    @extend_schema(responses=ProfileSerializer)
-    def get(self, request: Request, profile_id: int) -> Response:
-        profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
-        return Response(ProfileSerializer(profile).data)
-
-    @extend_schema(responses={204: None})
-    def delete(self, request: Request, profile_id: int) -> Response:
-        profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
-        services.profile_delete(profile=profile, user=selectors.signed_in(request.user))
-        return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-class ProfileRerunView(APIView):
-    @extend_schema(request=None, responses={202: ProfileSerializer})
-    def post(self, request: Request, profile_id: int) -> Response:
-        profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
-        with _service_errors():
-            profile = services.profile_rerun(profile=profile, user=selectors.signed_in(request.user))
-        return Response(ProfileSerializer(profile).data, status=status.HTTP_202_ACCEPTED)
-
-
-class ProfileModelFileView(APIView):
-    """``POST`` multipart ``file``: attach the model file;
-    the remedies are made again with diffs against it."""
-
-    parser_classes = [MultiPartParser, FormParser]
-
-    @extend_schema(request={"multipart/form-data": ModelFileSerializer}, responses={202: dict})
-    def post(self, request: Request, profile_id: int) -> Response:
-        profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
-        services.require_write(user=selectors.signed_in(request.user), project=profile.project)
-        serializer = ModelFileSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        upload = serializer.validated_data["file"]
-        with _service_errors():
-            run = services.profile_model_file_attach(profile=profile, user=selectors.signed_in(request.user),
-                                                     file=upload, filename=upload.name)
-        return Response(
-            {"profile": profile.pk, "model_file": (profile.model_file.name or "").rsplit("/", 1)[-1],
-             "run": run.pk if run else None,
-             "artifacts_url": reverse("api-profile-artifacts", args=[profile.pk])},
-            status=status.HTTP_202_ACCEPTED,
-        )
-
-
 class ProfileArchiveView(APIView):
     """The original upload, byte for byte, as an attachment."""
 
     @extend_schema(responses={(200, "application/octet-stream"): bytes})
     def get(self, request: Request, profile_id: int) -> FileResponse:
-        profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+        profile = selectors.profile_get_for_user(
+            user=selectors.signed_in(request.user), profile_id=profile_id
+        )
         return attachment_response(profile.archive.open("rb"), profile.original_filename)
 
 
 def attachment_response(fileobj: Any, filename: str) -> FileResponse:
     """A download that browsers save, never render (no sniffing, attachment disposition)."""
-    response = FileResponse(fileobj, as_attachment=True, filename=filename,
-                            content_type="application/octet-stream")
+    response = FileResponse(
+        fileobj, as_attachment=True, filename=filename, content_type="application/octet-stream"
+    )
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response

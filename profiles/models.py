@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 
@@ -91,8 +94,67 @@ class ProfileStatus(models.TextChoices):
     FAILED = "failed", _("Failed")
 
 
+# --- the state machine of a profile's analysis ------------------------------------------------------------
+# status -> the statuses it may move to. A step holds PARSING or ANALYZING under a lease (``lease_until``):
+# moving to the same status is how a step claims it again after a dead worker's lease ran out, or gives it
+# back for a retry. ``ProfileQuerySet.transition`` is the only way a status changes.
+TRANSITIONS: dict[str, frozenset[str]] = {
+    ProfileStatus.UPLOADED: frozenset({ProfileStatus.QUEUED}),  # the upload is committed: queue ingest
+    ProfileStatus.QUEUED: frozenset({ProfileStatus.QUEUED,  # a re-run of a message that was lost
+                                     ProfileStatus.PARSING}),  # ingest claims it
+    ProfileStatus.PARSING: frozenset({
+        ProfileStatus.PARSING,  # claimed again (lease ran out), or a fanned-out upload waiting for its ranks
+        ProfileStatus.QUEUED,  # released for a retry, or queued again by the recovery sweep or a re-run
+        ProfileStatus.ANALYZING,  # the tables are saved: diagnose next
+        ProfileStatus.FAILED,
+    }),
+    ProfileStatus.ANALYZING: frozenset({
+        ProfileStatus.ANALYZING,  # diagnose claims it, releases it for a retry, or the sweep queues it again
+        ProfileStatus.QUEUED,  # a re-run of a stuck step
+        ProfileStatus.READY,
+        ProfileStatus.FAILED,
+    }),
+    ProfileStatus.READY: frozenset({ProfileStatus.QUEUED}),  # a re-run from the kept archive
+    ProfileStatus.FAILED: frozenset({ProfileStatus.QUEUED}),
+}
+# Still in the pipeline: counted as uploads in flight, and a comparison waits for them.
+IN_PIPELINE: tuple[str, ...] = (ProfileStatus.UPLOADED, ProfileStatus.QUEUED, ProfileStatus.PARSING,
+                                ProfileStatus.ANALYZING)
+FINISHED: tuple[str, ...] = (ProfileStatus.READY, ProfileStatus.FAILED)
+
+
+class InvalidTransition(ValueError):
+    """A transition the table does not allow: a bug in the caller, never bad input."""
+
+
+def sources_of(status: str) -> frozenset[str]:
+    """The statuses from which a profile may move to ``status``."""
+    return frozenset(s for s, targets in TRANSITIONS.items() if status in targets)
+
+
+class ProfileQuerySet(models.QuerySet["Profile"]):
+    def transition(self, to: str, *, among: Iterable[str] | None = None, **fields: Any) -> int:
+        """Move these profiles to ``to`` in one conditional UPDATE: only rows in one of ``among`` (default:
+        every status allowed to reach ``to``) move, so two workers (or a worker and the sweep) racing for a
+        row move it once. ``fields`` are written with the status. Returns how many rows moved."""
+        allowed = sources_of(to)
+        sources = allowed if among is None else frozenset(among)
+        if not sources <= allowed:
+            raise InvalidTransition(f"{sorted(sources - allowed)} -> {to} is not in TRANSITIONS")
+        return self.filter(status__in=sources).update(status=to, updated_at=timezone.now(), **fields)
+
+    def unleased(self) -> ProfileQuerySet:
+        """Rows no live worker holds: no lease, or one that ran out (its worker died)."""
+        return self.filter(models.Q(lease_until__isnull=True) | models.Q(lease_until__lt=timezone.now()))
+
+
 def archive_upload_to(instance: Profile, filename: str) -> str:
     return f"projects/{instance.project_id}/archives/{uuid.uuid4().hex}/{filename}"
+
+
+# A model file is one Python module (transformers' modeling_llama.py is about 40 KB; the largest modeling
+# files are a few hundred KB); it is refused above this, and the remedies read at most this much of it.
+MODEL_FILE_MAX_BYTES = 4 * 1024 * 1024
 
 
 def model_file_upload_to(instance: Profile, filename: str) -> str:
@@ -117,7 +179,12 @@ class Profile(models.Model):
     size = models.BigIntegerField(default=0)
     sha256 = models.CharField(max_length=64, blank=True, default="")
     detected_format = models.CharField(max_length=32, blank=True, default="")
+    # What the analysis found out, as ``analysis.summary.ProfileSummary`` (versioned; parsed in one place).
     summary = models.JSONField(default=dict, blank=True)
+    # The headline figures of ``summary``, as columns: the project page charts and sorts profiles by them.
+    per_token_ms = models.FloatField(null=True, blank=True)  # decode latency per token (median)
+    tokens_per_s = models.FloatField(null=True, blank=True)  # decode throughput
+    simulated = models.BooleanField(default=False)  # written by pypto synth, not measured on hardware
     parquet_prefix = models.CharField(max_length=500, blank=True, default="")  # storage folder of Parquet
     model_file = models.FileField(upload_to=model_file_upload_to, max_length=500, blank=True, default="")
     # Multi-rank: a rank profile points at the profile of the whole upload (issue 10 fans out per rank).
@@ -132,6 +199,8 @@ class Profile(models.Model):
     # after that (the worker that held it was killed). Renewed whenever progress is written.
     lease_until = models.DateTimeField(null=True, blank=True)
 
+    objects = ProfileQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["project", "-created_at"])]
@@ -141,7 +210,7 @@ class Profile(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in (ProfileStatus.READY, ProfileStatus.FAILED)
+        return self.status in FINISHED
 
 
 class UploadSession(models.Model):

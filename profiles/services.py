@@ -1,8 +1,14 @@
-"""Writes on projects, members, invitations, uploads and profiles (``<entity>_<action>``)."""
+"""Writes on projects, members, invitations, uploads and profile rows (``<entity>_<action>``).
+
+This app stores an upload and makes its row; it knows nothing of the analysis. What also starts, re-runs or
+removes a profile's analysis is ``analysis.profile_services``, which calls these.
+"""
 
 from __future__ import annotations
 
+import ast
 import enum
+import errno
 import hashlib
 import os
 import uuid
@@ -22,6 +28,8 @@ from django.utils.text import get_valid_filename
 from django.utils.translation import gettext as _
 
 from profiles.models import (
+    IN_PIPELINE,
+    MODEL_FILE_MAX_BYTES,
     Invitation,
     Membership,
     Profile,
@@ -72,8 +80,9 @@ def invitation_create(
         raise ValidationError({"username": _("No active user with that username.")})
     if Membership.objects.filter(project=project, user=invitee).exists():
         raise ValidationError({"username": _("That user is already a member.")})
-    existing = Invitation.objects.filter(project=project, user=invitee,
-                                         status=Invitation.Status.PENDING).first()
+    existing = Invitation.objects.filter(
+        project=project, user=invitee, status=Invitation.Status.PENDING
+    ).first()
     if existing is not None:
         existing.role = role
         existing.invited_by = invited_by
@@ -82,8 +91,7 @@ def invitation_create(
     return Invitation.objects.create(project=project, user=invitee, role=role, invited_by=invited_by)
 
 
-def _invitation_answer(*, invitation: Invitation, user: Account, status: str,
-                       not_yours: str) -> None:
+def _invitation_answer(*, invitation: Invitation, user: Account, status: str, not_yours: str) -> None:
     """Mark ``user``'s own pending invitation answered; anyone else's, or one already answered, is refused."""
     if invitation.user_id != user.pk or invitation.status != Invitation.Status.PENDING:
         raise PermissionDenied(not_yours)
@@ -94,8 +102,12 @@ def _invitation_answer(*, invitation: Invitation, user: Account, status: str,
 
 @transaction.atomic
 def invitation_accept(*, invitation: Invitation, user: Account) -> Membership:
-    _invitation_answer(invitation=invitation, user=user, status=Invitation.Status.ACCEPTED,
-                       not_yours=_("This invitation is not yours to accept."))
+    _invitation_answer(
+        invitation=invitation,
+        user=user,
+        status=Invitation.Status.ACCEPTED,
+        not_yours=_("This invitation is not yours to accept."),
+    )
     membership, _created = Membership.objects.get_or_create(
         project=invitation.project, user=user, defaults={"role": invitation.role}
     )
@@ -104,8 +116,12 @@ def invitation_accept(*, invitation: Invitation, user: Account) -> Membership:
 
 @transaction.atomic
 def invitation_decline(*, invitation: Invitation, user: Account) -> None:
-    _invitation_answer(invitation=invitation, user=user, status=Invitation.Status.DECLINED,
-                       not_yours=_("This invitation is not yours to decline."))
+    _invitation_answer(
+        invitation=invitation,
+        user=user,
+        status=Invitation.Status.DECLINED,
+        not_yours=_("This invitation is not yours to decline."),
+    )
 
 
 @transaction.atomic
@@ -134,7 +150,10 @@ MAX_REGRESSION_THRESHOLD_PCT = 1000.0
 
 @transaction.atomic
 def project_baseline_set(
-    *, project: Project, user: Account, profile_id: int | None | _Unset = _UNSET,
+    *,
+    project: Project,
+    user: Account,
+    profile_id: int | None | _Unset = _UNSET,
     threshold_pct: float | None = None,
 ) -> Project:
     """Pin (or, with ``profile_id=None``, unpin) the project's baseline and set its regression threshold.
@@ -150,17 +169,23 @@ def project_baseline_set(
         else:
             profile = Profile.objects.filter(pk=profile_id, project=project).first()
             if profile is None:
-                raise ValidationError({"profile": _("No profile %(id)s in this project.")
-                                       % {"id": profile_id}})
+                raise ValidationError(
+                    {"profile": _("No profile %(id)s in this project.") % {"id": profile_id}}
+                )
             if profile.status != ProfileStatus.READY:
-                raise ValidationError({"profile": _("%(name)s is %(status)s: pin a ready profile.")
-                                       % {"name": profile.name, "status": profile.status}})
+                raise ValidationError(
+                    {
+                        "profile": _("%(name)s is %(status)s: pin a ready profile.")
+                        % {"name": profile.name, "status": profile.status}
+                    }
+                )
             project.baseline = profile
         fields.append("baseline")
     if threshold_pct is not None:
         if not 0 < threshold_pct <= MAX_REGRESSION_THRESHOLD_PCT:
-            raise ValidationError({"threshold_pct": _("The threshold is a percentage above 0 and at most "
-                                                      "1000.")})
+            raise ValidationError(
+                {"threshold_pct": _("The threshold is a percentage above 0 and at most 1000.")}
+            )
         project.regression_threshold_pct = float(threshold_pct)
         fields.append("regression_threshold_pct")
     if fields:
@@ -222,63 +247,84 @@ class UploadRefused(ValidationError):
         self.http_status = http_status
 
 
-_IN_FLIGHT = (ProfileStatus.UPLOADED, ProfileStatus.QUEUED, ProfileStatus.PARSING, ProfileStatus.ANALYZING)
-
-
-def upload_limits_check(*, project: Project, user: Account, size: int, filename: str,
-                        concurrency: bool = True) -> None:
+def upload_limits_check(
+    *, project: Project, user: Account, size: int, filename: str, concurrency: bool = True
+) -> None:
     """Size, project quota and uploads in flight (per user and per project), from settings (env)."""
     if size > settings.PYPTO_MAX_UPLOAD_BYTES:
         raise UploadRefused(
             _("%(name)s is %(size)d bytes, over the upload limit of %(limit)d bytes.")
-            % {"name": filename, "size": size, "limit": settings.PYPTO_MAX_UPLOAD_BYTES}, http_status=413)
+            % {"name": filename, "size": size, "limit": settings.PYPTO_MAX_UPLOAD_BYTES},
+            http_status=413,
+        )
     quota = settings.PYPTO_PROJECT_QUOTA_BYTES
     if quota:
         used = sum(Profile.objects.filter(project=project, group__isnull=True).values_list("size", flat=True))
         if used + size > quota:
             raise UploadRefused(
-                _("%(name)s (%(size)d bytes) would take the project over its storage quota "
-                  "(%(used)d of %(quota)d bytes used). Delete old profiles or ask an administrator.")
-                % {"name": filename, "size": size, "used": used, "quota": quota}, http_status=413)
+                _(
+                    "%(name)s (%(size)d bytes) would take the project over its storage quota "
+                    "(%(used)d of %(quota)d bytes used). Delete old profiles or ask an administrator."
+                )
+                % {"name": filename, "size": size, "used": used, "quota": quota},
+                http_status=413,
+            )
     if not concurrency:
         return
     for scope, limit, profiles, sessions in (
-        (_("you"), settings.PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_USER,
-         Profile.objects.filter(created_by=user), UploadSession.objects.filter(created_by=user)),
-        (_("this project"), settings.PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_PROJECT,
-         Profile.objects.filter(project=project), UploadSession.objects.filter(project=project)),
+        (
+            _("you"),
+            settings.PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_USER,
+            Profile.objects.filter(created_by=user),
+            UploadSession.objects.filter(created_by=user),
+        ),
+        (
+            _("this project"),
+            settings.PYPTO_MAX_UPLOADS_IN_FLIGHT_PER_PROJECT,
+            Profile.objects.filter(project=project),
+            UploadSession.objects.filter(project=project),
+        ),
     ):
         if not limit:
             continue
-        busy = (profiles.filter(group__isnull=True, status__in=_IN_FLIGHT).count()
-                + sessions.filter(status=UploadSession.Status.OPEN).count())
+        busy = (
+            profiles.filter(group__isnull=True, status__in=IN_PIPELINE).count()
+            + sessions.filter(status=UploadSession.Status.OPEN).count()
+        )
         if busy >= limit:
             raise UploadRefused(
-                _("Too many uploads in flight for %(scope)s (%(busy)d, limit %(limit)d): wait until some are "
-                  "analysed, then upload again.") % {"scope": scope, "busy": busy, "limit": limit},
-                http_status=429)
+                _(
+                    "Too many uploads in flight for %(scope)s (%(busy)d, limit %(limit)d): wait until some "
+                    "are analysed, then upload again."
+                )
+                % {"scope": scope, "busy": busy, "limit": limit},
+                http_status=429,
+            )
 
 
 def _storage_save(field: Any, name: str, content: File, filename: str) -> None:
     """Save to storage; a full or unreachable store is a clear refusal (the caller keeps the bytes)."""
-    import errno
-
     try:
         field.save(name, content, save=False)
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise UploadRefused(_("Storage is full: %(name)s was not stored (%(why)s). Try again later.")
-                                % {"name": filename, "why": exc.strerror}, http_status=507) from exc
+            raise UploadRefused(
+                _("Storage is full: %(name)s was not stored (%(why)s). Try again later.")
+                % {"name": filename, "why": exc.strerror},
+                http_status=507,
+            ) from exc
         raise
     except Exception as exc:
         if type(exc).__module__.startswith(("botocore", "urllib3")):
-            raise UploadRefused(_("Storage is unreachable: %(name)s was not stored (%(why)s). Try again "
-                                  "later.")
-                                % {"name": filename, "why": type(exc).__name__}, http_status=503) from exc
+            raise UploadRefused(
+                _("Storage is unreachable: %(name)s was not stored (%(why)s). Try again later.")
+                % {"name": filename, "why": type(exc).__name__},
+                http_status=503,
+            ) from exc
         raise
 
 
-def profile_upload(
+def profile_create(
     *,
     project: Project,
     user: Account,
@@ -290,7 +336,8 @@ def profile_upload(
     model_file: File | None = None,
     concurrency: bool = True,
 ) -> Profile:
-    """Store the upload untouched (kept for good), record its checksum, and queue the pipeline.
+    """Store the upload untouched (kept for good), record its checksum, and make its row (status uploaded);
+    ``analysis.profile_services.profile_upload`` queues its analysis in the same transaction.
 
     ``model_file`` (optional): the user's model source, for the remedies' unified diffs.
     """
@@ -320,11 +367,7 @@ def profile_upload(
     _storage_save(profile.archive, filename, file, filename)
     if model_file is not None:
         _storage_save(profile.model_file, model_name, model_file, model_name)
-    with transaction.atomic():
-        profile.save()
-        from analysis.services import pipeline_start
-
-        pipeline_start(profile=profile)
+    profile.save()
     return profile
 
 
@@ -414,7 +457,8 @@ def upload_session_append(
 
 
 def upload_session_complete(*, session: UploadSession, user: Account) -> Profile:
-    """Turn a fully received upload into a profile. Completing twice returns the same profile."""
+    """Turn a fully received upload into a profile (``profile_create``). Completing twice returns the same
+    profile; ``analysis.profile_services.upload_complete`` queues its analysis."""
     require_write(user=user, project=session.project)
     with transaction.atomic():
         locked = UploadSession.objects.select_for_update().get(pk=session.pk)
@@ -422,8 +466,10 @@ def upload_session_complete(*, session: UploadSession, user: Account) -> Profile
             return Profile.objects.get(pk=locked.profile_id)
         if locked.received != locked.size:
             raise ValidationError(
-                {"upload": _("Received %(got)d of %(size)d bytes.")
-                 % {"got": locked.received, "size": locked.size}}
+                {
+                    "upload": _("Received %(got)d of %(size)d bytes.")
+                    % {"got": locked.received, "size": locked.size}
+                }
             )
         path = _partial_path(locked)
         with open(path, "rb") as fh:
@@ -431,7 +477,7 @@ def upload_session_complete(*, session: UploadSession, user: Account) -> Profile
                 digest, _size = _sha256_of(fh)
                 if digest != locked.sha256:
                     raise ValidationError({"sha256": _("Checksum mismatch: the upload is corrupt.")})
-            profile = profile_upload(
+            profile = profile_create(
                 project=locked.project,
                 user=user,
                 file=File(fh, name=locked.filename),
@@ -451,52 +497,11 @@ def upload_session_complete(*, session: UploadSession, user: Account) -> Profile
 # --- profiles -------------------------------------------------------------------------------------
 
 
-def profile_rerun(*, profile: Profile, user: Account) -> Profile:
-    """Run the pipeline again from the kept archive (after a failure, or after the engine improved)."""
-    require_write(user=user, project=profile.project)
-    from analysis.services import pipeline_restart
-
-    return pipeline_restart(profile=profile)
-
-
-def profile_delete(*, profile: Profile, user: Account) -> None:
-    """Delete a profile on a member's request: the only way its archive is ever removed."""
-    require_write(user=user, project=profile.project)
-    names: list[str] = []
-    prefixes: list[str] = []
-    # A multi-rank upload takes its rank profiles (rows cascade; their files are listed here) with it.
-    for p in [profile, *profile.ranks.all()]:
-        if p.archive.name:
-            names.append(p.archive.name)
-        if p.model_file.name:
-            names.append(p.model_file.name)
-        names.extend(artifact.file.name for artifact in p.artifacts.all() if artifact.file.name)
-        if p.parquet_prefix:
-            prefixes.append(p.parquet_prefix)
-    storage = profile.archive.storage
-    with transaction.atomic():
-        profile.delete()
-
-        def remove_files() -> None:
-            from analysis.services import storage_delete_prefix
-
-            for name in names:
-                storage.delete(name)
-            for prefix in prefixes:
-                storage_delete_prefix(prefix)
-
-        transaction.on_commit(remove_files)
-
-
 def _check_model_file(*, file: File, filename: str) -> str:
     """A model file is one UTF-8 Python module under the size limit; returns its cleaned name.
 
     It is parsed (never run) so that a wrong file is refused here rather than making diffs nobody can apply.
     """
-    import ast
-
-    from analysis.artifact_services import MODEL_FILE_MAX_BYTES
-
     name = _clean_filename(filename)
     if not name.endswith(".py"):
         raise ValidationError({"file": _("%(name)s is not a Python file (.py).") % {"name": name}})
@@ -506,40 +511,35 @@ def _check_model_file(*, file: File, filename: str) -> str:
     if not raw:
         raise ValidationError({"file": _("%(name)s is empty.") % {"name": name}})
     if len(raw) > MODEL_FILE_MAX_BYTES:
-        raise ValidationError({"file": _("%(name)s is larger than %(n)d bytes.")
-                               % {"name": name, "n": MODEL_FILE_MAX_BYTES}})
+        raise ValidationError(
+            {"file": _("%(name)s is larger than %(n)d bytes.") % {"name": name, "n": MODEL_FILE_MAX_BYTES}}
+        )
     try:
         ast.parse(raw.decode("utf-8"), filename=name)
     except UnicodeDecodeError as exc:
         raise ValidationError({"file": _("%(name)s is not UTF-8 text.") % {"name": name}}) from exc
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise ValidationError({"file": _("%(name)s is not valid Python: %(why)s")
-                               % {"name": name, "why": str(exc)[:200]}}) from exc
+        raise ValidationError(
+            {"file": _("%(name)s is not valid Python: %(why)s") % {"name": name, "why": str(exc)[:200]}}
+        ) from exc
     return name
 
 
-def profile_model_file_attach(*, profile: Profile, user: Account, file: File, filename: str) -> Any:
-    """Attach (or replace) the profile's model file and make the remedies again for its latest analysis, so
-    each patch also comes as a unified diff against this file (a new artifact version).
-
-    Returns the queued remedies run, or None when there is nothing to make them for yet (a failed profile;
-    a re-run reads the file). A profile still in the pipeline gets them from its diagnosis and the queued run.
-    """
+def profile_model_file_set(*, profile: Profile, user: Account, file: File, filename: str) -> None:
+    """Attach (or replace) the profile's model file; ``analysis.profile_services.profile_model_file_attach``
+    also makes the remedies again with it."""
     require_write(user=user, project=profile.project)
     name = _check_model_file(file=file, filename=filename)
     old = profile.model_file.name if profile.model_file else ""
     storage = profile.model_file.storage
-    # bytes first: a failed update leaves an orphan, not a hole
-    profile.model_file.save(name, file, save=False)
+    profile.model_file.save(
+        name, file, save=False
+    )  # bytes first: a failed update leaves an orphan, not a hole
     with transaction.atomic():
         Profile.objects.filter(pk=profile.pk).update(model_file=profile.model_file.name)
         profile.refresh_from_db(fields=["status", "model_file"])
-        from analysis.artifact_services import remedies_start
-
-        run = remedies_start(profile=profile)
         if old and old != profile.model_file.name:
             transaction.on_commit(lambda: storage.delete(old))
-    return run
 
 
 def partial_upload_path(session: UploadSession) -> Path:

@@ -1,4 +1,5 @@
-"""API routes of projects, members, invitations, uploads and profiles (mounted under /api/)."""
+"""API routes of projects, members, invitations, chunked uploads and archives (mounted under /api/); the
+rest of the profiles' routes are in analysis/urls.py."""
 
 from django.urls import path
 
@@ -8,24 +9,27 @@ urlpatterns = [
     path("auth/token/", api.TokenView.as_view(), name="api-token"),
     path("projects/", api.ProjectListView.as_view(), name="api-projects"),
     path("projects/<int:project_id>/", api.ProjectDetailView.as_view(), name="api-project"),
-    path("projects/<int:project_id>/baseline/", api.ProjectBaselineView.as_view(),
-         name="api-project-baseline"),
+    path(
+        "projects/<int:project_id>/baseline/", api.ProjectBaselineView.as_view(), name="api-project-baseline"
+    ),
     path("projects/<int:project_id>/members/", api.ProjectMembersView.as_view(), name="api-project-members"),
-    path("projects/<int:project_id>/invitations/", api.ProjectInvitationsView.as_view(),
-         name="api-project-invitations"),
-    path("projects/<int:project_id>/profiles/", api.ProjectProfilesView.as_view(),
-         name="api-project-profiles"),
+    path(
+        "projects/<int:project_id>/invitations/",
+        api.ProjectInvitationsView.as_view(),
+        name="api-project-invitations",
+    ),
     path("projects/<int:project_id>/uploads/", api.UploadStartView.as_view(), name="api-upload-start"),
     path("uploads/<uuid:upload_id>/", api.UploadView.as_view(), name="api-upload"),
-    path("uploads/<uuid:upload_id>/complete/", api.UploadCompleteView.as_view(), name="api-upload-complete"),
     path("invitations/", api.MyInvitationsView.as_view(), name="api-invitations"),
-    path("invitations/<int:invitation_id>/accept/", api.InvitationAnswerView.as_view(accept=True),
-         name="api-invitation-accept"),
-    path("invitations/<int:invitation_id>/decline/", api.InvitationAnswerView.as_view(accept=False),
-         name="api-invitation-decline"),
-    path("profiles/<int:profile_id>/", api.ProfileDetailView.as_view(), name="api-profile"),
-    path("profiles/<int:profile_id>/rerun/", api.ProfileRerunView.as_view(), name="api-profile-rerun"),
+    path(
+        "invitations/<int:invitation_id>/accept/",
+        api.InvitationAnswerView.as_view(accept=True),
+        name="api-invitation-accept",
+    ),
+    path(
+        "invitations/<int:invitation_id>/decline/",
+        api.InvitationAnswerView.as_view(accept=False),
+        name="api-invitation-decline",
+    ),
     path("profiles/<int:profile_id>/archive/", api.ProfileArchiveView.as_view(), name="api-profile-archive"),
-    path("profiles/<int:profile_id>/model-file/", api.ProfileModelFileView.as_view(),
-         name="api-profile-model-file"),
 ]

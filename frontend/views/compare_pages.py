@@ -18,7 +18,8 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
 from analysis import selectors as analysis_selectors
-from analysis import services as analysis_services
+from analysis.comparisons import comparison_create
+from analysis.fix_ledger import verdicts_of_comparison
 from analysis.models import JobStatus
 from frontend import charts
 from frontend import selectors as frontend_selectors
@@ -72,7 +73,7 @@ def compare_new(request: HttpRequest, project_id: int) -> HttpResponse:
         services.require_write(user=request.user, project=project)
         if form.is_valid():
             try:
-                comparison = analysis_services.comparison_create(
+                comparison = comparison_create(
                     user=request.user, base=form.cleaned_data["base"], candidate=form.cleaned_data["candidate"])
             except ValidationError as exc:
                 messages.error(request, " ".join(exc.messages))
@@ -169,8 +170,6 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     context["many_ranks"] = any(len(side["ranks"]) > 1 for side, _label in rank_sides)
     if done and result.get("ops"):
         context["chart_ops"] = charts.op_diff_chart([{**o, "op_type": o["label"]} for o in context["ops"]], unit)
-    from analysis.verification import verdicts_of_comparison
-
     # a verification job's comparison (issue 21): the verdicts, the findings it was opened on picked out
     picked = {int(v) for v in request.GET.get("findings", "").split(",") if v.isdigit()}
     verdicts = [{**v, "picked": v.get("finding") in picked} for v in verdicts_of_comparison(comparison=comparison)]

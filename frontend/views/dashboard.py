@@ -5,39 +5,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models.fields.json import KT
-
 from analysis import selectors as analysis_selectors
-from analysis.models import Finding
+from analysis.fix_ledger import fix_ledger
+from analysis.models import Finding, FixVerification
+from analysis.regressions import regressions_of_project
 from frontend import charts
 from profiles.models import Profile, ProfileStatus
 
 # The newest ready profiles drawn in the history chart, one category slot each. 500 made the project page
-# miss 200 ms with 1,000 profiles (three JSON extractions per row, ~80 KB of chart JSON); 200 slots are
-# about as many as a 1,000 px wide chart can show apart.
+# miss 200 ms with 1,000 profiles (~80 KB of chart JSON, when the figures were still read out of the
+# summary JSON); 200 slots are about as many as a 1,000 px wide chart can show apart.
 HISTORY_POINTS = 200
 
 
-def _float(text: Any) -> float | None:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None
-    return value if value > 0 else None
+def _positive(value: float | None) -> float | None:
+    return value if value is not None and value > 0 else None
 
 
 def project_dashboard_context(project: Any) -> dict[str, Any]:
     ready = Profile.objects.filter(project=project, status=ProfileStatus.READY)
     rows = list(
         ready.order_by("-created_at", "-id")
-        .annotate(ptl=KT("summary__report__profile__decode__per_token_ms_p50"),
-                  tps=KT("summary__report__profile__decode__tokens_per_s"),
-                  sim=KT("summary__simulated"))
-        .values("id", "name", "created_at", "ptl", "tps", "sim")[:HISTORY_POINTS]
+        .values("id", "name", "created_at", "per_token_ms", "tokens_per_s", "simulated")[:HISTORY_POINTS]
     )
     rows.reverse()
     history = [{"id": r["id"], "name": r["name"], "when": r["created_at"].isoformat(),
-                "per_token_ms": _float(r["ptl"]), "tokens_per_s": _float(r["tps"])} for r in rows]
+                "per_token_ms": _positive(r["per_token_ms"]), "tokens_per_s": _positive(r["tokens_per_s"])}
+               for r in rows]
     latest = rows[-1] if rows else None
     open_findings = []
     if latest is not None:
@@ -61,17 +55,12 @@ def project_dashboard_context(project: Any) -> dict[str, Any]:
 
 
 def _fixes(project: Any) -> list[dict[str, Any]]:
-    from analysis.fix_ledger import fix_ledger
-    from analysis.models import FixVerification
-
     if not FixVerification.objects.filter(project=project).exists():
         return []
     return [f for f in fix_ledger(project=project)["fixes"] if any(e["event"] != "found" for e in f["events"])]
 
 
 def _regressions(project: Any) -> dict[str, Any]:
-    from analysis.regressions import regressions_of_project
-
     baseline = None
     if project.baseline_id:
         baseline = Profile.objects.filter(pk=project.baseline_id).only("id", "name").first()

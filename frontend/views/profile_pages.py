@@ -17,7 +17,10 @@ from django.utils.translation import gettext_lazy
 
 from analysis import page_builds
 from analysis import selectors as analysis_selectors
+from analysis.cluster import cluster_data
 from analysis.models import PageBuild
+from analysis.summary import ProfileSummary, summary_of
+from captures.verification import verify_targets
 from frontend import charts
 from profiles import selectors
 from profiles.models import Profile, ProfileStatus
@@ -26,40 +29,39 @@ from pypto_core.i18n import normalize_language
 from pypto_core.rules.evidence_labels import evidence_rows
 
 
-def _step_count(report_profile: dict[str, Any], summary: dict[str, Any]) -> int | None:
+def _step_count(report_profile: dict[str, Any], summary: ProfileSummary) -> int | None:
     """``report.profile.steps`` is the per-step breakdown list now and ``step_count`` the count; reports stored
     before that carry the count in ``steps``."""
-    for value in (report_profile.get("step_count"), report_profile.get("steps"), summary.get("steps")):
+    for value in (report_profile.get("step_count"), report_profile.get("steps"), summary.steps):
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return None
 
 
 def _facts(profile: Profile, data: dict[str, Any] | None) -> dict[str, Any]:
-    s = profile.summary or {}
-    report_profile = (s.get("report") or {}).get("profile") or {}
-    decode = report_profile.get("decode") or {}
-    dur = s.get("duration_ns") or 0
+    s = summary_of(profile)
+    report_profile = s.report_profile
+    report = s.report or {}
     return {
-        "format": s.get("format") or profile.detected_format,
-        "ranks": s.get("ranks") or 1,
-        "kernel_count": s.get("kernel_count"),
-        "host_op_count": s.get("host_op_count"),
+        "format": s.format or profile.detected_format,
+        "ranks": s.ranks or 1,
+        "kernel_count": s.kernel_count,
+        "host_op_count": s.host_op_count,
         "steps": _step_count(report_profile, s),
-        "duration_ms": dur / 1e6 if dur else None,
-        "sku": (data or {}).get("sku") or report_profile.get("device") or profile.sku or s.get("device"),
+        "duration_ms": s.duration_ns / 1e6 if s.duration_ns else None,
+        "sku": (data or {}).get("sku") or report_profile.get("device") or profile.sku or s.device,
         "sku_source": report_profile.get("sku_source") or (data or {}).get("sku_source"),
         "workload": _label(WORKLOAD_LABELS, report_profile.get("workload")),
         "vendor": _label(VENDOR_LABELS, report_profile.get("device_vendor")),
-        "simulated": bool(s.get("simulated") or report_profile.get("simulated")),
-        "per_token_ms": decode.get("per_token_ms_p50"),
-        "tokens_per_s": decode.get("tokens_per_s"),
-        "tokens": decode.get("tokens"),
-        "speedup": (s.get("report") or {}).get("estimated_combined_speedup"),
-        "speedup_bound": (s.get("report") or {}).get("combined_speedup_bound", "estimate"),
+        "simulated": s.is_simulated,
+        "per_token_ms": s.per_token_ms,
+        "tokens_per_s": s.tokens_per_s,
+        "tokens": s.decode.get("tokens"),
+        "speedup": report.get("estimated_combined_speedup"),
+        "speedup_bound": report.get("combined_speedup_bound", "estimate"),
         # "replay": the headline re-times the run with every fix, so it is not the findings' estimates combined
         "speedup_source": report_profile.get("combined_speedup_source"),
-        "warnings": list(dict.fromkeys((s.get("report") or {}).get("warnings") or s.get("warnings") or [])),
+        "warnings": list(dict.fromkeys(report.get("warnings") or s.warnings or [])),
     }
 
 
@@ -114,8 +116,6 @@ def _time_breakdown(report_profile: dict[str, Any]) -> dict[str, Any] | None:
 
 def profile_analysis_context(profile: Profile) -> dict[str, Any]:
     """Context the profile page adds once the profile is ready (``analysis`` is None before)."""
-    from analysis.verification import verify_targets
-
     if profile.status != ProfileStatus.READY:
         return {"analysis": None}
     data, views = page_builds.page_data_or_build(profile=profile)
@@ -136,7 +136,7 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
             "has_data": data is not None,
             "views": views,  # being prepared by a worker, or why that failed, while there is no data
             "verify": verify_targets(profile=profile),  # "Verify on agent" (issue 21)
-            "time": _time_breakdown(((profile.summary or {}).get("report") or {}).get("profile") or {}),
+            "time": _time_breakdown(summary_of(profile).report_profile),
         }
     }
     if data is not None:
@@ -181,10 +181,6 @@ def profile_trace(request: HttpRequest, profile_id: int) -> HttpResponse:
 
 def _cluster_url(profile: Profile) -> str | None:
     """The cluster page of this profile (several ranks or a matrix) or of the upload this rank belongs to."""
-    from django.urls import reverse
-
-    from analysis.cluster import cluster_data
-
     if profile.group_id is not None:
         return reverse("profile-cluster", args=[profile.group_id])
     return reverse("profile-cluster", args=[profile.pk]) if cluster_data(profile=profile) else None
@@ -193,8 +189,6 @@ def _cluster_url(profile: Profile) -> str | None:
 @login_required
 def profile_cluster(request: HttpRequest, profile_id: int) -> HttpResponse:
     """Every rank on one page (``analysis.cluster``): aligned step rows, per-rank breakdown, link heatmap."""
-    from analysis.cluster import cluster_data
-
     profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
     ready = profile.status == ProfileStatus.READY
     data = cluster_data(profile=profile) if ready else None

@@ -10,9 +10,11 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from analysis import profile_services
 from analysis import selectors as analysis_selectors
+from analysis.summary import summary_of
 from frontend.views.profile_pages import profile_analysis_context
-from profiles import selectors, services
+from profiles import selectors
 from profiles.models import ProfileStatus
 
 
@@ -21,6 +23,7 @@ def profile_detail(request: HttpRequest, profile_id: int) -> HttpResponse:
     profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
     return render(request, "frontend/profile_detail.html", {
         "profile": profile,
+        "summary": summary_of(profile).to_dict(),
         "project": profile.project,
         "can_write": selectors.can_write(user=request.user, project=profile.project),
         "findings": analysis_selectors.findings_of_profile(profile=profile),
@@ -36,7 +39,7 @@ def profile_detail(request: HttpRequest, profile_id: int) -> HttpResponse:
 def profile_rerun(request: HttpRequest, profile_id: int) -> HttpResponse:
     profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
     try:
-        services.profile_rerun(profile=profile, user=request.user)
+        profile_services.profile_rerun(profile=profile, user=request.user)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:
@@ -49,6 +52,6 @@ def profile_rerun(request: HttpRequest, profile_id: int) -> HttpResponse:
 def profile_delete(request: HttpRequest, profile_id: int) -> HttpResponse:
     profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
     project_id = profile.project_id
-    services.profile_delete(profile=profile, user=request.user)
+    profile_services.profile_delete(profile=profile, user=request.user)
     messages.success(request, _("Profile deleted."))
     return redirect("project", project_id=project_id)

@@ -60,7 +60,9 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict:
     from django.utils import timezone
 
     from analysis.models import Comparison, JobStatus
-    from analysis.services import _store_folder, pipeline_diagnose
+    from analysis.pipeline.diagnose import pipeline_diagnose
+    from analysis.storage import store_folder
+    from analysis.summary import ProfileSummary, summary_fields
     from profiles.models import Membership, Profile, ProfileStatus, Project
     from pypto_core.formats import open_profile
     from pypto_core.synth import demo_pair
@@ -77,7 +79,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict:
                                   upload_kind="zip", created_by=user, status=ProfileStatus.ANALYZING)
     core.save(tmp / "pq" / "rank_0")
     prefix = f"projects/{project.pk}/parquet/{real.pk}/bench"
-    _store_folder(tmp / "pq", prefix)
+    store_folder(tmp / "pq", prefix)
     summary = core.summary()
     summary.update({"ranks": 1, "rank_folders": ["rank_0"]})
     Profile.objects.filter(pk=real.pk).update(parquet_prefix=prefix, summary=summary)
@@ -95,9 +97,10 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict:
                        "decode": {"tokens": 64, "per_token_ms_p50": 40 + (i % 17),
                                   "tokens_per_s": 1000 / (40 + i % 17)}}}
         rows.append(Profile(project=project, name=f"run {i}", original_filename=f"run{i}.zip",
-                            upload_kind="zip", status=ProfileStatus.READY, progress=100, summary=s,
+                            upload_kind="zip", status=ProfileStatus.READY, progress=100,
                             size=9_000_000, created_by=user,
-                            archive=f"projects/{project.pk}/archives/run{i}.zip"))
+                            archive=f"projects/{project.pk}/archives/run{i}.zip",
+                            **summary_fields(ProfileSummary.from_dict(s))))  # as diagnose writes it
     Profile.objects.bulk_create(rows, batch_size=500)
     older = Profile.objects.filter(project=project).exclude(pk=real.pk)
     older.update(created_at=now - timezone.timedelta(days=1))
@@ -109,7 +112,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> dict:
     setup_rows_s = time.perf_counter() - t0
 
     # one real comparison result for the comparison page
-    from analysis.services import comparison_run
+    from analysis.comparisons import comparison_run
 
     real_cmp = Comparison.objects.create(project=project, base=real, candidate=real, created_by=user)
     comparison_run(comparison_id=real_cmp.pk)

@@ -71,12 +71,12 @@ def data_names(profiles: list[Any], tmp: Path) -> set[str]:
     """Every string value of every table of these profiles' canonical data (what the trace names)."""
     import pyarrow as pa
 
-    from analysis.services import load_saved_profile
+    from analysis.storage import ProfileStore
     from pypto_core.profile import TABLE_NAMES
 
     names: set[str] = set()
     for p in profiles:
-        core = load_saved_profile(p, tmp / f"p{p.pk}")
+        core = ProfileStore(p).load(tmp / f"p{p.pk}")
         for table_name in TABLE_NAMES:
             table = core.table(table_name)
             for column in table.columns:
@@ -134,8 +134,8 @@ def zh_page(live_server, monkeypatch):
 
 
 def test_every_page_in_chinese_has_no_english_sentence(zh_page, worker, tmp_path) -> None:
+    from analysis.demo import demo_setup, load_demo_profiles
     from analysis.models import Comparison
-    from profiles.demo import demo_setup, load_demo_profiles
     from profiles.models import Profile
 
     page = zh_page

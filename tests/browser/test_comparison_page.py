@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def test_npu_against_gpu_comparison_page_in_english_and_chinese(browser_page, make_user, tmp_path,  # noqa: F811
                                                                   settings) -> None:
-    from analysis.services import comparison_create, comparison_run
+    from analysis.comparisons import comparison_create, comparison_run
     from frontend import services as frontend_services
     from tests.paths import SAMPLES
 

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(tra
 
 
 def test_being_prepared_shows_then_resolves(worker, browser_page, make_user, tmp_path) -> None:  # noqa: F811
-    from analysis.services import storage_delete_prefix
+    from analysis.storage import delete_prefix as storage_delete_prefix
 
     page = browser_page
     owner = make_user("eve")

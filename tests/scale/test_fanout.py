@@ -118,7 +118,7 @@ def test_four_ranks_fan_out_over_s3_and_survive_a_killed_worker(make_user, api_f
     assert f'href="{reverse("profile", args=[group_id])}"' in rank_page and 'id="rank-selector"' in rank_page
 
     # Deleting the upload removes its ranks and every file of theirs from the store.
-    from profiles.services import profile_delete
+    from analysis.profile_services import profile_delete
 
     profile_delete(profile=Profile.objects.get(pk=group_id), user=owner)
     assert not Profile.objects.filter(group_id=group_id).exists()

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.django_db
 
 def analysed_sample(project: Any, owner: Any, folder: Path, tmp: Path) -> Any:
     """Every rank of a real sample saved as the pipeline saves them, then diagnosed in this process."""
-    from analysis.services import _store_folder, pipeline_diagnose
+    from analysis.pipeline.diagnose import pipeline_diagnose
+    from analysis.storage import store_folder
     from profiles.models import Profile, ProfileStatus
     from pypto_core.formats import open_profiles
 
@@ -32,7 +33,7 @@ def analysed_sample(project: Any, owner: Any, folder: Path, tmp: Path) -> Any:
         folders.append(f"rank_{i}")
         core.save(local / folders[-1])
     prefix = f"projects/{project.pk}/parquet/{profile.pk}/t"
-    _store_folder(local, prefix)
+    store_folder(local, prefix)
     summary = group.primary().summary()
     summary.update({"ranks": len(folders), "rank_folders": folders})
     Profile.objects.filter(pk=profile.pk).update(parquet_prefix=prefix, summary=summary)

@@ -98,7 +98,7 @@ def test_trace_export_runs_on_the_worker_and_the_download_then_serves_it(worker,
 def test_missing_views_are_built_on_the_worker_while_the_pages_say_so(worker, client, ready,
                                                                       monkeypatch) -> None:
     from analysis.models import PageBuild
-    from analysis.services import storage_delete_prefix
+    from analysis.storage import delete_prefix as storage_delete_prefix
 
     p = ready["profile"]
     storage_delete_prefix(f"{p.parquet_prefix}/views")  # analysed before the views existed
@@ -175,7 +175,7 @@ def test_queueing_rules_one_build_per_parse(make_user, tmp_path, settings, monke
 def test_failed_export_is_a_clear_message_without_server_paths(client, make_user, tmp_path, settings,
                                                                monkeypatch) -> None:
     from analysis import page_builds
-    from analysis.services import storage_delete_prefix
+    from analysis.storage import delete_prefix as storage_delete_prefix
 
     settings.PYPTO_WORK_DIR = tmp_path / "work"
     owner = make_user("cy")

@@ -41,7 +41,8 @@ def hostile_core(planted: frozenset[str]) -> Any:
 
 def analysed_profile(project: Any, owner: Any, core: Any, tmp: Path, name: str) -> Any:
     """A profile row with its Parquet in storage, taken through the real diagnose step in this process."""
-    from analysis.services import _store_folder, pipeline_diagnose
+    from analysis.pipeline.diagnose import pipeline_diagnose
+    from analysis.storage import store_folder
     from profiles.models import Profile, ProfileStatus
 
     profile = Profile.objects.create(project=project, name=name, original_filename="p.zip", upload_kind="zip",
@@ -50,7 +51,7 @@ def analysed_profile(project: Any, owner: Any, core: Any, tmp: Path, name: str) 
     local = tmp / f"pq-{profile.pk}"
     core.save(local / "rank_0")
     prefix = f"projects/{project.pk}/parquet/{profile.pk}/t"
-    _store_folder(local, prefix)
+    store_folder(local, prefix)
     summary = core.summary()
     summary.update({"ranks": 1, "rank_folders": ["rank_0"], "warnings": [HOSTILE[0] + " could not be read"]})
     Profile.objects.filter(pk=profile.pk).update(parquet_prefix=prefix, summary=summary)
@@ -112,7 +113,7 @@ def test_profile_page_numbers_charts_table_findings(client, world) -> None:
 
 
 def test_dashboard_history_findings_comparisons(client, world) -> None:
-    from analysis.services import comparison_create, comparison_run
+    from analysis.comparisons import comparison_create, comparison_run
 
     c = comparison_create(user=world["owner"], base=world["before"], candidate=world["after"])
     comparison_run(comparison_id=c.pk)
@@ -147,7 +148,7 @@ def test_comparison_page_and_exports(client, world) -> None:
     waiting = client.get(res["Location"]).content.decode()
     assert 'data-finished="0"' in waiting and "spinner" in waiting
 
-    from analysis.services import comparison_run
+    from analysis.comparisons import comparison_run
 
     comparison_run(comparison_id=cid)
     html = client.get(f"/comparisons/{cid}/").content.decode()
@@ -220,7 +221,7 @@ def test_timeline_page_and_api(client, world) -> None:
 
 
 def test_non_members_get_404_everywhere(client, world) -> None:
-    from analysis.services import comparison_create
+    from analysis.comparisons import comparison_create
 
     p = world["before"]
     c = comparison_create(user=world["owner"], base=world["before"], candidate=world["after"])
@@ -244,10 +245,10 @@ def test_views_missing_are_built_by_a_worker_while_the_page_shows_it(client, wor
     being prepared (the build is queued, not run in the request); once a worker built them, the charts."""
     from analysis.models import PageBuild
     from analysis.page_builds import build_run
-    from analysis.services import storage_delete_prefix
+    from analysis.storage import delete_prefix
 
     p = world["after"]
-    storage_delete_prefix(f"{p.parquet_prefix}/views")
+    delete_prefix(f"{p.parquet_prefix}/views")
     client.force_login(world["owner"])
     html = client.get(f"/profiles/{p.pk}/").content.decode()
     assert 'id="views-preparing"' in html and f'data-builds-url="/api/profiles/{p.pk}/builds/"' in html

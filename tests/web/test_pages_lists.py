@@ -29,13 +29,17 @@ HOSTILE = "<script>alert(1)</script>"
 def add_profiles(project: Any, owner: Any, n: int, *, status: str = "ready", start: int = 0,
                  seconds_apart: int = 60) -> list[int]:
     """``n`` profile rows (no files), ``seconds_apart`` seconds apart, the highest number the newest."""
+    from analysis.summary import ProfileSummary, summary_fields
     from profiles.models import Profile
+
+    def summary(i: int) -> dict[str, Any]:  # as diagnose writes it: the JSON and its headline columns
+        decode = {"per_token_ms_p50": 40 + i % 5, "tokens_per_s": 25.0}
+        return summary_fields(ProfileSummary.from_dict({"report": {"profile": {"decode": decode}}}))
 
     now = timezone.now()
     rows = [Profile(project=project, name=f"run {start + i}", original_filename="p.zip", upload_kind="zip",
                     status=status, progress=100 if status == "ready" else 10, created_by=owner, size=1000,
-                    summary={"report": {"profile": {"decode": {"per_token_ms_p50": 40 + i % 5,
-                                                               "tokens_per_s": 25.0}}}})
+                    **summary(i))
             for i in range(n)]
     made = Profile.objects.bulk_create(rows)
     for i, p in enumerate(made):  # created_at is auto_now_add: set it after the insert

@@ -71,7 +71,7 @@ def test_plain_upload_reaches_ready(worker, make_user, api_for, tmp_path) -> Non
 def test_single_file_upload_is_streamed_into_parquet(worker, make_user, api_for, tmp_path, source) -> None:
     """A lone kernel table, Kineto trace or Ascend timeline is streamed by write_profiles (bounded memory);
     what is stored loads as the in-memory reader's profile."""
-    from analysis.services import load_saved_profile
+    from analysis.storage import ProfileStore
     from pypto_core.formats import open_profile
 
     owner = make_user("carl")
@@ -83,7 +83,7 @@ def test_single_file_upload_is_streamed_into_parquet(worker, make_user, api_for,
     expected = open_profile(source)
     assert profile.summary["kernel_count"] == expected.kernels.num_rows > 0
     assert profile.summary["start_ns"] == expected.time_span_ns()[0]
-    stored = load_saved_profile(profile, tmp_path)
+    stored = ProfileStore(profile).load(tmp_path)
     for name in ("kernels", "host_ops", "api_calls", "flows", "steps"):
         assert stored.table(name).equals(expected.table(name)), name
 

@@ -24,7 +24,8 @@ NORM = "norm_launch_overhead"
 
 def diagnosed(project: Any, owner: Any, planted: frozenset[str], tmp: Path, name: str) -> Any:
     """A profile with its Parquet in storage and the model file attached, through the real diagnose step."""
-    from analysis.services import _store_folder, pipeline_diagnose
+    from analysis.pipeline.diagnose import pipeline_diagnose
+    from analysis.storage import store_folder
     from profiles.models import Profile, ProfileStatus
 
     core = decoder_profile(planted=planted, tokens=4, layers=2)
@@ -35,7 +36,7 @@ def diagnosed(project: Any, owner: Any, planted: frozenset[str], tmp: Path, name
     local = tmp / f"pq-{profile.pk}"
     core.save(local / "rank_0")
     prefix = f"projects/{project.pk}/parquet/{profile.pk}/t"
-    _store_folder(local, prefix)
+    store_folder(local, prefix)
     summary = {**core.summary(), "ranks": 1, "rank_folders": ["rank_0"]}
     Profile.objects.filter(pk=profile.pk).update(parquet_prefix=prefix, summary=summary)
     pipeline_diagnose(profile_id=profile.pk)
@@ -74,7 +75,7 @@ def world(make_user, api_for, tmp_path: Path, settings: Any) -> dict[str, Any]:
 
 
 def test_finding_ids_are_stable_across_reruns_and_in_the_api(world: dict[str, Any]) -> None:
-    from analysis.services import pipeline_diagnose
+    from analysis.pipeline.diagnose import pipeline_diagnose
     from profiles.models import Profile, ProfileStatus
 
     before = world["before"]
@@ -157,11 +158,11 @@ def test_membership_on_every_verify_and_ledger_url(world: dict[str, Any]) -> Non
 def test_verdicts_ledger_and_a_fix_that_comes_back(world: dict[str, Any]) -> None:
     """The job's profile (norm fixed) compared with the original: a verdict per finding; the ledger shows
     found -> verified fixed; a later profile with the finding again is a regression against the baseline."""
+    from analysis.comparisons import comparison_run
     from analysis.models import Comparison, FixVerification
     from analysis.regressions import comparison_auto_create
-    from analysis.services import comparison_run
-    from analysis.verification import verification_compare_queue
     from captures.models import CaptureJob
+    from captures.verification import verification_compare_queue
     from profiles.models import Project
 
     api, project = world["api"], world["project"]

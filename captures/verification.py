@@ -7,7 +7,10 @@ applied, then the automatic comparison with the original and a measured verdict 
   is a named refusal. The agent checks everything again against its own config before anything runs.
 * ``verification_compare_queue``: once the job's profile is ready, its comparison with the original.
 * ``verdicts_record``: once that comparison is done, one ``FixVerification`` per finding
-  (``pypto_core.fix_verdict``), which the fix ledger reads.
+  (``pypto_core.fix_verdict``), which the fix ledger reads (``analysis.fix_ledger``).
+
+The analysis below tells this module when a profile is ready and when a comparison is done
+(``analysis.signals``; connected in ``captures/apps.py``).
 """
 
 from __future__ import annotations
@@ -15,15 +18,21 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User as Account
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
+from analysis.artifact_services import artifact_content
+from analysis.fix_ledger import verdicts_of_comparison
 from analysis.models import Comparison, Finding, FixVerification, JobStatus
+from analysis.pipeline.queue import TaskName, enqueue_on_commit
+from analysis.selectors import artifacts_of_profile
 from captures.models import Agent, CaptureJob
+from captures.services import capture_create
 from profiles.models import Profile, ProfileStatus
 from profiles.services import require_write
+from pypto_core.fix_verdict import verdict_of
 
 MAX_FINDINGS = 20
 
@@ -42,11 +51,11 @@ class VerificationRefused(Exception):
 # --- the remedies a finding brings -----------------------------------------------------------------
 
 
-def finding_remedies(*, profile: Profile, finding: Finding) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """What can be sent to an agent for ``finding`` (from the latest remedies set), and what cannot."""
-    from analysis.artifact_services import artifact_content
-    from analysis.selectors import artifacts_of_profile
+Remedy = dict[str, Any]  # {"kind", "name", "content", "sha256", "rule", "finding"}, or what was left out
 
+
+def finding_remedies(*, profile: Profile, finding: Finding) -> tuple[list[Remedy], list[Remedy]]:
+    """What can be sent to an agent for ``finding`` (from the latest remedies set), and what cannot."""
     found: list[dict[str, Any]] = []
     left_out: list[dict[str, Any]] = []
     artifacts = [a for a in artifacts_of_profile(profile=profile) if a.rule == finding.rule]
@@ -59,12 +68,14 @@ def finding_remedies(*, profile: Profile, finding: Finding) -> tuple[list[dict[s
             continue
         content = artifact_content(artifact)
         if hashlib.sha256(content).hexdigest() != artifact.sha256:
-            left_out.append(_left(artifact.name, kind, finding, _("its stored file changed since it was made")))
+            left_out.append(_left(artifact.name, kind, finding,
+                                  _("its stored file changed since it was made")))
             continue
         found.append(_remedy(kind, artifact.name, content.decode("utf-8", "replace"), finding))
     if not any(r["kind"] == "patch" for r in found) and any(a.kind == "patch" for a in artifacts):
-        left_out.append(_left(next(a.name for a in artifacts if a.kind == "patch"), "patch", finding,
-                              _("attach the model file to this profile: the patch is sent as a diff against it")))
+        patch = next(a.name for a in artifacts if a.kind == "patch")
+        why = _("attach the model file to this profile: the patch is sent as a diff against it")
+        left_out.append(_left(patch, "patch", finding, why))
     env = (finding.data.get("details") or {}).get("env")
     if isinstance(env, dict):  # one remedy per variable: an agent may allow one and not another
         for key, value in env.items():
@@ -108,14 +119,12 @@ def agent_accepts(*, agent: Agent, workload: str, remedy: dict[str, Any]) -> str
 # --- services --------------------------------------------------------------------------------------
 
 
-def verification_create(*, user: AbstractBaseUser, profile: Profile, finding_ids: list[int],
+def verification_create(*, user: Account, profile: Profile, finding_ids: list[int],
                         agent_id: int | None = None, workload: str | None = None,
                         params: dict[str, Any] | None = None) -> CaptureJob:
     """A capture job that runs the workload again with the findings' remedies; ``VerificationRefused``
     when no agent can run it. A profile that came from a capture defaults to that job's agent, workload
     and params: the same workload with the same parameters."""
-    from captures.services import capture_create
-
     require_write(user=user, project=profile.project)
     if profile.status != ProfileStatus.READY:
         raise VerificationRefused("profile_not_ready", _("The profile is not ready."))
@@ -131,15 +140,16 @@ def verification_create(*, user: AbstractBaseUser, profile: Profile, finding_ids
     if params is None:
         params = dict(origin.params) if origin is not None else {}
     if agent_id is None or not workload:
-        raise VerificationRefused("agent_needed", _("This profile did not come from a capture: choose an agent "
-                                                   "and a workload."))
+        raise VerificationRefused("agent_needed", _("This profile did not come from a capture: choose an "
+                                                   "agent and a workload."))
     agent = Agent.objects.filter(project=profile.project, pk=agent_id).first()
     if agent is None or agent.revoked:
         raise VerificationRefused("agent_unavailable", _("No such agent in this project, or its token was "
                                                          "revoked."))
     if workload not in agent.workload_names():
         raise VerificationRefused("workload_unknown", _("Agent %(agent)s does not offer a workload named "
-                                                        "%(name)s.") % {"agent": agent.name, "name": repr(workload)})
+                                                        "%(name)s.") % {"agent": agent.name,
+                                                                        "name": repr(workload)})
     send: list[dict[str, Any]] = []
     left_out: list[dict[str, Any]] = []
     for finding in findings:
@@ -152,8 +162,9 @@ def verification_create(*, user: AbstractBaseUser, profile: Profile, finding_ids
             else:
                 send.append(remedy)
     if not send:
-        raise VerificationRefused("no_applicable_remedy", _("Agent %(agent)s cannot apply any remedy of these "
-                                                            "findings.") % {"agent": agent.name}, left_out)
+        raise VerificationRefused("no_applicable_remedy", _("Agent %(agent)s cannot apply any remedy of "
+                                                            "these findings.") % {"agent": agent.name},
+                                  left_out)
     with transaction.atomic():
         try:
             job = capture_create(project=profile.project, user=user, agent_id=agent.pk, workload=workload,
@@ -171,23 +182,19 @@ def verification_create(*, user: AbstractBaseUser, profile: Profile, finding_ids
 def verification_compare_queue(*, profile_id: int) -> Comparison | None:
     """Call in the transaction that makes a profile ready: when it is a verification job's output, make the
     comparison with the original (queued after the commit), once."""
-    from analysis import tasks
-
     job = (CaptureJob.objects.select_for_update().filter(profile_id=profile_id, verifies__isnull=False,
                                                          comparison__isnull=True).first())
-    if job is None or job.verifies_id == profile_id:
+    if job is None or job.verifies_id is None or job.verifies_id == profile_id:
         return None
     comparison = Comparison.objects.create(project_id=job.project_id, base_id=job.verifies_id,
                                            candidate_id=profile_id, created_by=job.created_by)
     CaptureJob.objects.filter(pk=job.pk).update(comparison=comparison)
-    transaction.on_commit(lambda: tasks.compare.delay(comparison.pk))
+    enqueue_on_commit(TaskName.COMPARE, comparison.pk)
     return comparison
 
 
 def verdicts_record(*, comparison_id: int) -> list[FixVerification]:
     """One verdict per verified finding, from the finished comparison of a verification job (idempotent)."""
-    from pypto_core.fix_verdict import verdict_of
-
     comparison = Comparison.objects.filter(pk=comparison_id, status=JobStatus.DONE).first()
     job = CaptureJob.objects.select_related("agent").filter(comparison_id=comparison_id).first()
     if comparison is None or job is None:
@@ -206,7 +213,8 @@ def verdicts_record(*, comparison_id: int) -> list[FixVerification]:
             row, _created = FixVerification.objects.update_or_create(
                 comparison=comparison, rule=data["rule"],
                 defaults={"project_id": comparison.project_id, "finding": finding,
-                          "title": str(item.get("title") or data["title"])[:300], "base_id": comparison.base_id,
+                          "title": str(item.get("title") or data["title"])[:300],
+                          "base_id": comparison.base_id,
                           "candidate_id": comparison.candidate_id, "job": job, "verdict": data["verdict"],
                           "data": data})
         except IntegrityError:  # a concurrent run of this made it first
@@ -221,16 +229,6 @@ def _ops(finding: Finding | None) -> list[str] | None:
 
 
 # --- selectors -------------------------------------------------------------------------------------
-
-
-def verdicts_of_comparison(*, comparison: Comparison) -> list[dict[str, Any]]:
-    return [verdict_data(row) for row in comparison.verdicts.order_by("id")]
-
-
-def verdict_data(row: FixVerification) -> dict[str, Any]:
-    return {**row.data, "id": row.pk, "finding": row.finding_id, "rule": row.rule, "title": row.title or
-            row.data.get("title", ""), "verdict": row.verdict, "base": row.base_id, "candidate": row.candidate_id,
-            "comparison": row.comparison_id, "job": row.job_id, "created_at": row.created_at}
 
 
 def verification_of_job(*, job: CaptureJob) -> dict[str, Any] | None:
@@ -251,7 +249,19 @@ def verify_targets(*, profile: Profile) -> dict[str, Any]:
     live agent's workloads."""
     origin = CaptureJob.objects.filter(profile=profile).select_related("agent").order_by("-id").first()
     targets = []
-    for agent in Agent.objects.filter(project_id=profile.project_id, revoked_at__isnull=True).order_by("name"):
+    live = Agent.objects.filter(project_id=profile.project_id, revoked_at__isnull=True).order_by("name")
+    for agent in live:
         for name in agent.workload_names():
             targets.append({"value": f"{agent.pk}:{name}", "label": f"{agent.name} · {name}"})
     return {"origin": origin, "targets": targets}
+
+
+# --- what the analysis tells (analysis.signals; connected in captures/apps.py) -----------------------
+
+
+def on_profile_ready(*, profile_id: int, **kwargs: Any) -> None:
+    verification_compare_queue(profile_id=profile_id)  # a verification job's run: compared with the original
+
+
+def on_comparison_done(*, comparison_id: int, **kwargs: Any) -> None:
+    verdicts_record(comparison_id=comparison_id)  # a verification job's comparison: a verdict per finding

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import secrets
 import shutil
 import tempfile
@@ -12,32 +11,28 @@ from django.contrib.auth import get_user_model
 from django.core.files import File
 from django.db import transaction
 
+from analysis.comparisons import comparison_create
+from analysis.profile_services import profile_upload
 from profiles.models import Membership, Project, Role
+from pypto_core.synth import demo_pair
 
 DEMO_USERNAME = "demo"
 DEMO_PROJECT = "Demo: Llama inference on 910B"
 
 
 def load_demo_profiles(project: Project) -> int:
-    """Add simulated profiles to the demo project; returns how many were added.
-
-    Hook for the simulator's issue (pypto_core.synth): does nothing until that module exists.
-    """
-    if importlib.util.find_spec("pypto_core.synth") is None:
-        return 0
+    """Add the simulator's before/after pair (``pypto_core.synth``) to the demo project, and their comparison;
+    returns how many profiles were added."""
     if project.profiles.exists():
         return 0  # already loaded: make run is re-runnable
-    from analysis.services import comparison_create
-    from profiles.services import profile_upload
-    from pypto_core.synth import demo_pair
-
     owner = project.created_by
-    assert owner is not None  # the demo account made the demo project
+    if owner is None:
+        return 0  # the demo user made it (demo_setup); nobody to upload as
     with tempfile.TemporaryDirectory(prefix="pypto-demo-") as tmp:
         before_dir, after_dir = demo_pair(Path(tmp) / "pair")
         uploaded = []
-        for label, folder in (("before: all four anti-patterns", before_dir),
-                              ("after: all four fixed", after_dir)):
+        pair = (("before: all four anti-patterns", before_dir), ("after: all four fixed", after_dir))
+        for label, folder in pair:
             archive = shutil.make_archive(str(Path(tmp) / folder.name), "zip", root_dir=folder.parent,
                                           base_dir=folder.name)
             with open(archive, "rb") as fh:

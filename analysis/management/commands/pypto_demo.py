@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from profiles.demo import demo_setup, load_demo_profiles
+from analysis.demo import demo_setup, load_demo_profiles
 
 
 class Command(BaseCommand):

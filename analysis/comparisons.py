@@ -1,0 +1,114 @@
+"""Comparisons of two profiles of one project (``pypto_core.compare``): made by a user, by regression tracking
+(``regressions``) or by a verification job, and computed by a task once both profiles are ready.
+
+The findings' status (fixed, persisting, new) comes from each profile's stored findings (no second
+diagnosis); the metrics (per-token latency...) are measured on the tables, of which only the columns a
+comparison reads are fetched (``COMPARE_COLUMNS``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from analysis import signals
+from analysis.models import Comparison, JobStatus
+from analysis.pipeline.queue import TaskName, enqueue_on_commit
+from analysis.pipeline.steps import ERROR_CHARS, Step, run_step
+from analysis.regressions import comparison_regression_lines
+from analysis.selectors import findings_report
+from analysis.storage import ProfileStore
+from analysis.summary import summary_of
+from profiles.models import IN_PIPELINE, Profile, ProfileStatus
+from pypto_core.compare import COMPARE_COLUMNS, ProfileComparer
+from pypto_core.errors import InputError
+
+
+def comparison_create(*, user: Any, base: Profile, candidate: Profile) -> Comparison:
+    """A comparison of two profiles of one project, queued after the commit."""
+    if base.project_id != candidate.project_id:
+        raise ValidationError(_("Both profiles must belong to the same project."))
+    if base.pk == candidate.pk:
+        raise ValidationError(_("Compare two different profiles."))
+    with transaction.atomic():
+        comparison = Comparison.objects.create(
+            project_id=base.project_id, base=base, candidate=candidate, created_by=user
+        )
+        enqueue_on_commit(TaskName.COMPARE, comparison.pk)
+    return comparison
+
+
+class ProfilesNotReady(Exception):
+    """A comparison's profiles are still in the pipeline: the task retries later instead of failing."""
+
+
+def comparison_run(*, comparison_id: int) -> None:
+    run_step(CompareStep(comparison_id))
+
+
+class CompareStep(Step):
+    """The claim is the comparison's status (queued -> running); a transient error puts it back in the
+    queue."""
+
+    kind = "compare"
+    doing = "comparing"
+    comparison: Comparison
+
+    def __init__(self, comparison_id: int) -> None:
+        super().__init__()
+        self.comparison_id = comparison_id
+
+    @property
+    def owner_id(self) -> int:
+        return self.comparison.base_id
+
+    def subject(self) -> str:
+        return f"{self.comparison.base.name} vs {self.comparison.candidate.name}"
+
+    def claim(self) -> bool:
+        queued = Comparison.objects.filter(pk=self.comparison_id, status=JobStatus.QUEUED)
+        if queued.filter(Q(base__status__in=IN_PIPELINE) | Q(candidate__status__in=IN_PIPELINE)).exists():
+            raise ProfilesNotReady(self.comparison_id)  # e.g. made right after both uploads (the demo, CI)
+        if not queued.update(status=JobStatus.RUNNING):
+            return False
+        self.comparison = Comparison.objects.select_related("base", "candidate").get(pk=self.comparison_id)
+        return True
+
+    def work(self, workdir: Path) -> None:
+        comparison = self.comparison
+        base, candidate = comparison.base, comparison.candidate
+        for p in (base, candidate):
+            if p.status != ProfileStatus.READY:
+                raise InputError(p.name, f"profile is {p.status}, not ready")
+        base_core = ProfileStore(base).load(workdir / "base", columns=COMPARE_COLUMNS)
+        new_core = ProfileStore(candidate).load(workdir / "new", columns=COMPARE_COLUMNS)
+        same_sku = base.sku if base.sku == candidate.sku else ""
+        result = ProfileComparer(base_core, new_core, sku=same_sku or None, base_report=stored_report(base),
+                                 candidate_report=stored_report(candidate)).compare().to_dict()
+        lines, threshold = comparison_regression_lines(comparison=comparison, result=result)
+        Comparison.objects.filter(pk=comparison.pk).update(
+            status=JobStatus.DONE, result=result, error="", finished_at=timezone.now(),
+            regression=lines, is_regression=bool(lines), threshold_pct=threshold,
+        )
+        signals.comparison_done.send(sender=Comparison, comparison_id=comparison.pk)
+
+    def fail(self, reason: str) -> None:
+        Comparison.objects.filter(pk=self.comparison_id).update(
+            status=JobStatus.FAILED, error=reason[:ERROR_CHARS], finished_at=timezone.now())
+
+    def release(self, exc: BaseException) -> None:
+        running = Comparison.objects.filter(pk=self.comparison_id, status=JobStatus.RUNNING)
+        running.update(status=JobStatus.QUEUED)
+
+
+def stored_report(profile: Profile) -> dict[str, Any] | None:
+    """The ``analyze`` JSON of a profile from its stored Finding rows; None when it was never diagnosed."""
+    if summary_of(profile).report is None and not profile.findings.exists():
+        return None
+    return findings_report(profile=profile)
