@@ -27,7 +27,7 @@ from analysis.pipeline.diagnose import profile_what_if
 from analysis.regressions import regressions_of_project
 from profiles.api import attachment_response
 from profiles.models import ProfileStatus
-from profiles.selectors import profile_get_for_user, project_get_for_user
+from profiles.selectors import profile_get_for_user, project_get_for_user, signed_in
 from profiles.services import require_write
 from pypto_core.errors import InputError
 from pypto_core.i18n import pick_language
@@ -154,9 +154,9 @@ class ComparisonCreateView(APIView):
         serializer.is_valid(raise_exception=True)
         base = profile_get_for_user(user=request.user, profile_id=serializer.validated_data["base"])
         candidate = profile_get_for_user(user=request.user, profile_id=serializer.validated_data["candidate"])
-        require_write(user=request.user, project=base.project)
+        require_write(user=signed_in(request.user), project=base.project)
         try:
-            comparison = comparison_create(user=request.user, base=base, candidate=candidate)
+            comparison = comparison_create(user=signed_in(request.user), base=base, candidate=candidate)
         except DjangoValidationError as exc:
             raise ValidationError(exc.messages) from exc
         return Response(ComparisonSerializer(comparison).data, status=status.HTTP_201_CREATED)

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 VIEWS = "views"
 _OPEN_INDEXES = 8  # timeline indexes kept open per process (memory maps; each holds its own window cache)
 _lock = threading.Lock()
-_indexes: "OrderedDict[str, Any]" = OrderedDict()
+_indexes: OrderedDict[str, Any] = OrderedDict()
 
 
 def _views_prefix(profile: Profile) -> str:

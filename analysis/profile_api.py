@@ -23,6 +23,7 @@ from analysis.summary import summary_of
 from profiles import selectors
 from profiles.api import service_errors
 from profiles.models import Profile
+from profiles.selectors import signed_in
 from profiles.services import require_write
 
 
@@ -91,13 +92,13 @@ class ProjectProfilesView(APIView):
     @extend_schema(request={"multipart/form-data": UploadFormSerializer}, responses={201: ProfileSerializer})
     def post(self, request: Request, project_id: int) -> Response:
         project = selectors.project_get_for_user(user=request.user, project_id=project_id)
-        require_write(user=request.user, project=project)
+        require_write(user=signed_in(request.user), project=project)
         serializer = UploadFormSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         with service_errors():
             profile = profile_services.profile_upload(
-                project=project, user=request.user, file=data["file"], filename=data["file"].name,
+                project=project, user=signed_in(request.user), file=data["file"], filename=data["file"].name,
                 name=data["name"], sku=data["sku"], tags=data["tags"], model_file=data.get("model_file"),
             )
         return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
@@ -108,7 +109,7 @@ class UploadCompleteView(APIView):
     def post(self, request: Request, upload_id: Any) -> Response:
         session = selectors.upload_session_get_for_user(user=request.user, session_id=upload_id)
         with service_errors():
-            profile = profile_services.upload_complete(session=session, user=request.user)
+            profile = profile_services.upload_complete(session=session, user=signed_in(request.user))
         return Response(ProfileSerializer(profile).data, status=status.HTTP_201_CREATED)
 
 
@@ -121,7 +122,7 @@ class ProfileDetailView(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, profile_id: int) -> Response:
         profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
-        profile_services.profile_delete(profile=profile, user=request.user)
+        profile_services.profile_delete(profile=profile, user=signed_in(request.user))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -130,7 +131,7 @@ class ProfileRerunView(APIView):
     def post(self, request: Request, profile_id: int) -> Response:
         profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
         with service_errors():
-            profile = profile_services.profile_rerun(profile=profile, user=request.user)
+            profile = profile_services.profile_rerun(profile=profile, user=signed_in(request.user))
         return Response(ProfileSerializer(profile).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -143,13 +144,13 @@ class ProfileModelFileView(APIView):
     @extend_schema(request={"multipart/form-data": ModelFileSerializer}, responses={202: dict})
     def post(self, request: Request, profile_id: int) -> Response:
         profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
-        require_write(user=request.user, project=profile.project)
+        require_write(user=signed_in(request.user), project=profile.project)
         serializer = ModelFileSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         upload = serializer.validated_data["file"]
         with service_errors():
-            run = profile_services.profile_model_file_attach(profile=profile, user=request.user, file=upload,
-                                                             filename=upload.name)
+            run = profile_services.profile_model_file_attach(profile=profile, user=signed_in(request.user),
+                                                             file=upload, filename=upload.name)
         return Response(
             {"profile": profile.pk, "model_file": (profile.model_file.name or "").rsplit("/", 1)[-1],
              "run": run.pk if run else None,

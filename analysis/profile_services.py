@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User as Account
 from django.core.exceptions import ValidationError
 from django.core.files import File
 from django.core.files.storage import default_storage
@@ -70,7 +70,7 @@ def pipeline_restart(*, profile: Profile) -> Profile:
 # --- what users do to profiles ------------------------------------------------------------------------
 
 
-def profile_upload(*, project: Project, user: AbstractBaseUser, file: File, filename: str, name: str = "",
+def profile_upload(*, project: Project, user: Account, file: File, filename: str, name: str = "",
                    sku: str = "", tags: Iterable[str] | str | None = None, model_file: File | None = None,
                    concurrency: bool = True) -> Profile:
     """Store the upload (``profiles.services.profile_create``) and queue its analysis."""
@@ -81,7 +81,7 @@ def profile_upload(*, project: Project, user: AbstractBaseUser, file: File, file
     return profile
 
 
-def upload_complete(*, session: UploadSession, user: AbstractBaseUser) -> Profile:
+def upload_complete(*, session: UploadSession, user: Account) -> Profile:
     """A fully received chunked upload becomes a profile whose analysis is queued (once, however often this
     is called)."""
     with transaction.atomic():
@@ -90,13 +90,13 @@ def upload_complete(*, session: UploadSession, user: AbstractBaseUser) -> Profil
     return profile
 
 
-def profile_rerun(*, profile: Profile, user: AbstractBaseUser) -> Profile:
+def profile_rerun(*, profile: Profile, user: Account) -> Profile:
     """Run the pipeline again from the kept archive (after a failure, or after the engine improved)."""
     require_write(user=user, project=profile.project)
     return pipeline_restart(profile=profile)
 
 
-def profile_delete(*, profile: Profile, user: AbstractBaseUser) -> None:
+def profile_delete(*, profile: Profile, user: Account) -> None:
     """Delete a profile on a member's request: the only way its archive is ever removed. Its stored files go
     after the commit: the archive, the model file, the artifacts and the parsed tables, of the profile and of
     the rank profiles of a multi-rank upload (whose rows cascade)."""
@@ -119,7 +119,7 @@ def profile_delete(*, profile: Profile, user: AbstractBaseUser) -> None:
         transaction.on_commit(remove_files)
 
 
-def profile_model_file_attach(*, profile: Profile, user: AbstractBaseUser, file: File,
+def profile_model_file_attach(*, profile: Profile, user: Account, file: File,
                               filename: str) -> AnalysisRun | None:
     """Attach (or replace) the profile's model file and make the remedies again for its latest analysis, so
     each patch also comes as a unified diff against this file (a new artifact version).

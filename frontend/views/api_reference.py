@@ -12,4 +12,5 @@ from frontend.api_reference import reference
 
 @login_required
 def api_reference(request: HttpRequest) -> HttpResponse:
-    return render(request, "frontend/api_reference.html", {"ref": reference(translation.get_language() or "en")})
+    ref = reference(translation.get_language() or "en")
+    return render(request, "frontend/api_reference.html", {"ref": ref})

@@ -23,12 +23,12 @@ from analysis.fix_ledger import verdicts_of_comparison
 from analysis.models import JobStatus
 from frontend import charts
 from frontend import selectors as frontend_selectors
+from profiles import selectors, services
+from profiles.models import Profile, ProfileStatus
+from profiles.selectors import signed_in
 from pypto_core.graph import metric_label
 from pypto_core.i18n import normalize_language
 from pypto_core.kernel_names import readable
-from profiles import selectors, services
-from profiles.models import Profile, ProfileStatus
-
 
 # Newest ready profiles offered in each select; older ones are found by name through compare_profile_search.
 # 2,000 options took 214-540 ms to render with 1,000 profiles (tests/bench/bench_pages.py).
@@ -44,20 +44,27 @@ def _options(rows: list[tuple[int, str, Any]], chosen: str) -> str:
          for pk, name, created in rows))
 
 
+def _profile_label(profile: Profile) -> str:
+    return f"#{profile.pk} {profile.name} · {profile.created_at:%Y-%m-%d %H:%M}"
+
+
 class CompareForm(forms.Form):
     base = forms.ModelChoiceField(queryset=Profile.objects.none(), label=gettext_lazy("Baseline (before)"))
-    candidate = forms.ModelChoiceField(queryset=Profile.objects.none(), label=gettext_lazy("Candidate (after)"))
+    candidate = forms.ModelChoiceField(queryset=Profile.objects.none(),
+                                       label=gettext_lazy("Candidate (after)"))
 
     def __init__(self, *args: Any, project: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         ready = selectors.profiles_of_project(project=project).filter(status=ProfileStatus.READY).only(
             "id", "name", "created_at")
         for name in ("base", "candidate"):
-            self.fields[name].queryset = ready
-            self.fields[name].label_from_instance = lambda p: f"#{p.pk} {p.name} · {p.created_at:%Y-%m-%d %H:%M}"
+            field = self.fields[name]
+            assert isinstance(field, forms.ModelChoiceField)
+            field.queryset = ready
+            field.label_from_instance = _profile_label  # type: ignore[method-assign,assignment]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         if data.get("base") and data.get("candidate") and data["base"].pk == data["candidate"].pk:
             raise forms.ValidationError(_("Pick two different profiles."))
         return data
@@ -70,11 +77,12 @@ def compare_new(request: HttpRequest, project_id: int) -> HttpResponse:
     initial = {k: request.GET.get(k) for k in ("base", "candidate") if request.GET.get(k, "").isdigit()}
     form = CompareForm(request.POST or None, project=project, initial=initial)
     if request.method == "POST":
-        services.require_write(user=request.user, project=project)
+        services.require_write(user=signed_in(request.user), project=project)
         if form.is_valid():
             try:
                 comparison = comparison_create(
-                    user=request.user, base=form.cleaned_data["base"], candidate=form.cleaned_data["candidate"])
+                    user=signed_in(request.user), base=form.cleaned_data["base"],
+                    candidate=form.cleaned_data["candidate"])
             except ValidationError as exc:
                 messages.error(request, " ".join(exc.messages))
             else:
@@ -86,7 +94,7 @@ def compare_new(request: HttpRequest, project_id: int) -> HttpResponse:
     selects = {f"{k}_options": _options(options, str(form[k].value() or "")) for k in ("base", "candidate")}
     return render(request, "frontend/compare_new.html", {
         "project": project, "form": form, **selects, "max_options": MAX_OPTIONS,
-        "can_write": selectors.can_write(user=request.user, project=project),
+        "can_write": selectors.can_write(user=signed_in(request.user), project=project),
         "recent": analysis_selectors.comparisons_of_project(project=project).defer(
             "result", "base__summary", "candidate__summary")[:20],
     })
@@ -150,7 +158,8 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
         "comparison": comparison, "project": comparison.project, "result": result, "done": done,
         "finished": comparison.status in (JobStatus.DONE, JobStatus.FAILED), "unit": unit,
         "metrics": _metric_rows(result.get("metrics", []), language) if done else [],
-        "ops": _readable_ops(result.get("ops", [])[:60]), "blocks": _readable_blocks(result.get("blocks", [])),
+        "ops": _readable_ops(result.get("ops", [])[:60]),
+        "blocks": _readable_blocks(result.get("blocks", [])),
         "findings": result.get("findings", []),
         "aligned": _aligned_rows(result.get("aligned") or []) if done else [],
         "alignment": result.get("alignment") or {},
@@ -163,16 +172,18 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     context["summary_sides"] = [context["summary"].get("base") or {}, context["summary"].get("new") or {}]
     rank_sides = []
     for side, label in zip(context["summary_sides"], (_("Baseline"), _("Candidate"))):
-        ranks = [{**r, "shares": [r.get(f"{k}_share") for k in ("compute", "communication_not_overlapped", "memcpy",
-                                                                  "idle")]} for r in side.get("ranks") or []]
+        kinds = ("compute", "communication_not_overlapped", "memcpy", "idle")
+        ranks = [{**r, "shares": [r.get(f"{k}_share") for k in kinds]} for r in side.get("ranks") or []]
         rank_sides.append(({"ranks": ranks}, label))
     context["rank_sides"] = rank_sides
     context["many_ranks"] = any(len(side["ranks"]) > 1 for side, _label in rank_sides)
     if done and result.get("ops"):
-        context["chart_ops"] = charts.op_diff_chart([{**o, "op_type": o["label"]} for o in context["ops"]], unit)
+        labelled = [{**o, "op_type": o["label"]} for o in context["ops"]]
+        context["chart_ops"] = charts.op_diff_chart(labelled, unit)
     # a verification job's comparison (issue 21): the verdicts, the findings it was opened on picked out
     picked = {int(v) for v in request.GET.get("findings", "").split(",") if v.isdigit()}
-    verdicts = [{**v, "picked": v.get("finding") in picked} for v in verdicts_of_comparison(comparison=comparison)]
+    verdicts = [{**v, "picked": v.get("finding") in picked}
+                for v in verdicts_of_comparison(comparison=comparison)]
     context.update(verdicts=verdicts, not_npu=sorted({str(v.get("measured_on")) for v in verdicts
                                                        if not v.get("npu_figure")}))
     return render(request, "frontend/comparison.html", context)

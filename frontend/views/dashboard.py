@@ -57,7 +57,8 @@ def project_dashboard_context(project: Any) -> dict[str, Any]:
 def _fixes(project: Any) -> list[dict[str, Any]]:
     if not FixVerification.objects.filter(project=project).exists():
         return []
-    return [f for f in fix_ledger(project=project)["fixes"] if any(e["event"] != "found" for e in f["events"])]
+    return [f for f in fix_ledger(project=project)["fixes"]
+            if any(e["event"] != "found" for e in f["events"])]
 
 
 def _regressions(project: Any) -> dict[str, Any]:

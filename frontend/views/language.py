@@ -20,6 +20,7 @@ def set_language(request: HttpRequest) -> HttpResponseRedirect:
         if request.user.is_authenticated:
             services.user_language_set(user=request.user, language=code)
     target = request.POST.get("next") or "/"
-    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
         target = "/"
     return HttpResponseRedirect(target)

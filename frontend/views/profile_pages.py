@@ -30,8 +30,8 @@ from pypto_core.rules.evidence_labels import evidence_rows
 
 
 def _step_count(report_profile: dict[str, Any], summary: ProfileSummary) -> int | None:
-    """``report.profile.steps`` is the per-step breakdown list now and ``step_count`` the count; reports stored
-    before that carry the count in ``steps``."""
+    """``report.profile.steps`` is the per-step breakdown list now and ``step_count`` the count; reports
+    stored before that carry the count in ``steps``."""
     for value in (report_profile.get("step_count"), report_profile.get("steps"), summary.steps):
         if isinstance(value, int) and not isinstance(value, bool):
             return value
@@ -59,7 +59,7 @@ def _facts(profile: Profile, data: dict[str, Any] | None) -> dict[str, Any]:
         "tokens": s.decode.get("tokens"),
         "speedup": report.get("estimated_combined_speedup"),
         "speedup_bound": report.get("combined_speedup_bound", "estimate"),
-        # "replay": the headline re-times the run with every fix, so it is not the findings' estimates combined
+        # "replay": the headline re-times the run with every fix: not the findings' estimates combined
         "speedup_source": report_profile.get("combined_speedup_source"),
         "warnings": list(dict.fromkeys(report.get("warnings") or s.warnings or [])),
     }
@@ -68,7 +68,8 @@ def _facts(profile: Profile, data: dict[str, Any] | None) -> dict[str, Any]:
 # What the engine detected (pypto_core.workload), in the user's words; the ids stay in the API.
 WORKLOAD_LABELS = {"llm_decode": gettext_lazy("LLM decode"), "llm_prefill": gettext_lazy("LLM prefill"),
                    "llm_serving": gettext_lazy("LLM serving"), "training": gettext_lazy("Training"),
-                   "inference_other": gettext_lazy("Inference (not an LLM)"), "unknown": gettext_lazy("Unknown")}
+                   "inference_other": gettext_lazy("Inference (not an LLM)"),
+                   "unknown": gettext_lazy("Unknown")}
 VENDOR_LABELS = {"ascend": gettext_lazy("Ascend (Huawei)"), "nvidia": "NVIDIA", "amd": "AMD",
                  "cpu": gettext_lazy("CPU only"), "unknown": gettext_lazy("Unknown")}
 
@@ -91,13 +92,15 @@ def _time_breakdown(report_profile: dict[str, Any]) -> dict[str, Any] | None:
     wall = int(tb["wall_ns"])
     labels = charts.bucket_labels()
     rows = [{"key": b, "label": labels[b], "colour": charts.BUCKET_COLOURS[b], "ns": int(tb.get(b) or 0),
-             "ms": int(tb.get(b) or 0) / 1e6, "pct": 100 * int(tb.get(b) or 0) / wall} for b in charts.TIME_BUCKETS]
+             "ms": int(tb.get(b) or 0) / 1e6, "pct": 100 * int(tb.get(b) or 0) / wall}
+            for b in charts.TIME_BUCKETS]
     listed = report_profile.get("steps")
     steps = [st for st in (listed if isinstance(listed, list) else [])
              if isinstance(st, dict) and isinstance(st.get("time_breakdown"), dict)]
     picked = charts.sample_evenly(len(steps))
     out: dict[str, Any] = {
-        "rows": rows, "wall_ms": wall / 1e6, "overlapped_ms": int(tb.get("communication_overlapped") or 0) / 1e6,
+        "rows": rows, "wall_ms": wall / 1e6,
+        "overlapped_ms": int(tb.get("communication_overlapped") or 0) / 1e6,
         "dominant": labels.get(report_profile.get("dominant_bucket") or ""),
         "step_total": len(steps), "steps_shown": len(picked), "sampled": len(picked) < len(steps),
         "chart_steps": charts.time_breakdown_chart(

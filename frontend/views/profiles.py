@@ -16,6 +16,7 @@ from analysis.summary import summary_of
 from frontend.views.profile_pages import profile_analysis_context
 from profiles import selectors
 from profiles.models import ProfileStatus
+from profiles.selectors import signed_in
 
 
 @login_required
@@ -25,7 +26,7 @@ def profile_detail(request: HttpRequest, profile_id: int) -> HttpResponse:
         "profile": profile,
         "summary": summary_of(profile).to_dict(),
         "project": profile.project,
-        "can_write": selectors.can_write(user=request.user, project=profile.project),
+        "can_write": selectors.can_write(user=signed_in(request.user), project=profile.project),
         "findings": analysis_selectors.findings_of_profile(profile=profile),
         "artifacts": analysis_selectors.artifacts_of_profile(profile=profile),
         "runs": profile.runs.order_by("id"),
@@ -39,7 +40,7 @@ def profile_detail(request: HttpRequest, profile_id: int) -> HttpResponse:
 def profile_rerun(request: HttpRequest, profile_id: int) -> HttpResponse:
     profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
     try:
-        profile_services.profile_rerun(profile=profile, user=request.user)
+        profile_services.profile_rerun(profile=profile, user=signed_in(request.user))
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:
@@ -52,6 +53,6 @@ def profile_rerun(request: HttpRequest, profile_id: int) -> HttpResponse:
 def profile_delete(request: HttpRequest, profile_id: int) -> HttpResponse:
     profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
     project_id = profile.project_id
-    profile_services.profile_delete(profile=profile, user=request.user)
+    profile_services.profile_delete(profile=profile, user=signed_in(request.user))
     messages.success(request, _("Profile deleted."))
     return redirect("project", project_id=project_id)

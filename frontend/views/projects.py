@@ -16,6 +16,7 @@ from frontend.forms import InviteForm, ProjectForm
 from frontend.views.dashboard import project_dashboard_context
 from profiles import selectors, services
 from profiles.models import ProfileStatus
+from profiles.selectors import signed_in
 
 PROFILES_PER_PAGE = 50  # 200 rows took 320-470 ms to render with 1,000 profiles (tests/bench/bench_pages.py)
 
@@ -30,7 +31,7 @@ def project_list(request: HttpRequest) -> HttpResponse:
     form = ProjectForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            project = services.project_create(user=request.user, **form.cleaned_data)
+            project = services.project_create(user=signed_in(request.user), **form.cleaned_data)
         except ValidationError as exc:
             messages.error(request, _errors(exc))
         else:
@@ -38,7 +39,8 @@ def project_list(request: HttpRequest) -> HttpResponse:
     projects = selectors.projects_for_user(request.user).prefetch_related("memberships")
     rows = [
         {"project": p,
-         "role": next((m.get_role_display() for m in p.memberships.all() if m.user_id == request.user.pk), None),
+         "role": next((m.get_role_display() for m in p.memberships.all() if m.user_id == request.user.pk),
+                      None),
          "profiles": p.profiles.count()}
         for p in projects
     ]
@@ -52,17 +54,17 @@ def project_list(request: HttpRequest) -> HttpResponse:
 def invitation_answer(request: HttpRequest, invitation_id: int, action: str) -> HttpResponse:
     invitation = selectors.invitation_get_for_invitee(user=request.user, invitation_id=invitation_id)
     if action == "accept":
-        services.invitation_accept(invitation=invitation, user=request.user)
+        services.invitation_accept(invitation=invitation, user=signed_in(request.user))
         messages.success(request, _("You joined %(name)s.") % {"name": invitation.project.name})
         return redirect("project", project_id=invitation.project_id)
-    services.invitation_decline(invitation=invitation, user=request.user)
+    services.invitation_decline(invitation=invitation, user=signed_in(request.user))
     return redirect("projects")
 
 
 @login_required
 def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
     project = selectors.project_get_for_user(user=request.user, project_id=project_id)
-    membership = selectors.membership_get(user=request.user, project=project)
+    membership = selectors.membership_get(user=signed_in(request.user), project=project)
     status = request.GET.get("status", "")
     profiles = selectors.profiles_of_project(project=project)
     if status in ProfileStatus.values:
@@ -75,7 +77,7 @@ def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
     return render(request, "frontend/project_detail.html", {
         "project": project,
         "membership": membership,
-        "can_write": selectors.can_write(user=request.user, project=project),
+        "can_write": selectors.can_write(user=signed_in(request.user), project=project),
         "profiles": page,
         "status_filter": status,
         "statuses": ProfileStatus.choices,
@@ -93,7 +95,8 @@ def project_invite(request: HttpRequest, project_id: int) -> HttpResponse:
     form = InviteForm(request.POST)
     if form.is_valid():
         try:
-            invitation = services.invitation_create(project=project, invited_by=request.user, **form.cleaned_data)
+            invitation = services.invitation_create(project=project, invited_by=signed_in(request.user),
+                                                    **form.cleaned_data)
         except ValidationError as exc:
             messages.error(request, _errors(exc))
         else:
@@ -107,7 +110,8 @@ def project_invite(request: HttpRequest, project_id: int) -> HttpResponse:
 @login_required
 def project_upload(request: HttpRequest, project_id: int) -> HttpResponse:
     project = selectors.project_get_for_user(user=request.user, project_id=project_id)
-    services.require_write(user=request.user, project=project)
+    services.require_write(user=signed_in(request.user), project=project)
     return render(request, "frontend/upload.html", {
-        "project": project, "chunk_bytes": settings.PYPTO_CHUNK_BYTES, "max_bytes": settings.PYPTO_MAX_UPLOAD_BYTES,
+        "project": project, "chunk_bytes": settings.PYPTO_CHUNK_BYTES,
+        "max_bytes": settings.PYPTO_MAX_UPLOAD_BYTES,
     })
