@@ -12,7 +12,7 @@ from analysis.summary import summary_of
 from profiles.models import Profile
 from profiles.selectors import projects_for_user
 from pypto_core.i18n import DEFAULT_LANGUAGE
-from pypto_core.rules.finding import localize_finding
+from pypto_core.rules.finding import localize_finding, localized_warnings
 
 
 def findings_of_profile(*, profile: Profile) -> QuerySet[Finding]:
@@ -35,7 +35,8 @@ def findings_report(*, profile: Profile, language: str = DEFAULT_LANGUAGE) -> di
         "findings": [finding_in_language(f, language) for f in findings_of_profile(profile=profile)],
         "estimated_combined_speedup": report.get("estimated_combined_speedup", 1.0),
         "combined_speedup_bound": report.get("combined_speedup_bound", "estimate"),
-        "warnings": report.get("warnings", summary.warnings),
+        "warnings": localized_warnings(report.get("warnings", summary.warnings),
+                                       report.get("warning_messages"), language),
     }
 
 

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.i18n import Message, msg
 from pypto_core.intervals import coverage, overlap_ns, sorted_distinct, union_intervals
 from pypto_core.op_roles import ROLE, role_codes
 
@@ -145,7 +146,7 @@ class TimeAttribution:
     streams: dict[str, dict[str, Any]] = field(default_factory=dict)
     # (start, end, code) of the merged segments inside the windows, for rules and the replay
     segments: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    note: str | None = None  # why the attribution is not the timeline's, when it is not
+    note: Message | None = None  # why the attribution is not the timeline's, when it is not
 
     def intervals(self, *buckets: str) -> tuple[np.ndarray, np.ndarray]:
         """(starts, ends) of the pieces of time in these buckets."""
@@ -157,7 +158,8 @@ class TimeAttribution:
         return s[sel], e[sel]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "note": self.note, "device_id": self.device_id,
+        return {"source": self.source, "note": self.note.render() if self.note else None,
+                "device_id": self.device_id,
                 "time_breakdown": self.run.to_dict(),
                 "dominant": self.run.dominant(), "steps": [s.to_dict() for s in self.steps],
                 "streams": self.streams}
@@ -362,8 +364,8 @@ def _unless_incomplete(timeline: TimeAttribution, profile: Profile) -> TimeAttri
 
     want = busy(recorded)
     if want and busy(timeline) < MIN_TASK_COVERAGE * want:
-        recorded.note = (f"the task table holds {busy(timeline) / want:.0%} of the device time that "
-                         "step_trace_time records; the breakdown is step_trace_time's")
+        recorded.note = msg("the task table holds {pct:.0f}% of the device time that step_trace_time "
+                            "records; the breakdown is step_trace_time's", pct=100 * busy(timeline) / want)
         return recorded
     return timeline
 

@@ -27,6 +27,7 @@ from profiles.models import Profile, ProfileStatus
 from pypto_core.graph import metric_label
 from pypto_core.i18n import normalize_language
 from pypto_core.rules.evidence_labels import evidence_rows
+from pypto_core.rules.finding import localized_warnings
 
 
 def _step_count(report_profile: dict[str, Any], summary: ProfileSummary) -> int | None:
@@ -38,7 +39,7 @@ def _step_count(report_profile: dict[str, Any], summary: ProfileSummary) -> int 
     return None
 
 
-def _facts(profile: Profile, data: dict[str, Any] | None) -> dict[str, Any]:
+def _facts(profile: Profile, data: dict[str, Any] | None, language: str) -> dict[str, Any]:
     s = summary_of(profile)
     report_profile = s.report_profile
     report = s.report or {}
@@ -61,7 +62,8 @@ def _facts(profile: Profile, data: dict[str, Any] | None) -> dict[str, Any]:
         "speedup_bound": report.get("combined_speedup_bound", "estimate"),
         # "replay": the headline re-times the run with every fix: not the findings' estimates combined
         "speedup_source": report_profile.get("combined_speedup_source"),
-        "warnings": list(dict.fromkeys(report.get("warnings") or s.warnings or [])),
+        "warnings": list(dict.fromkeys(localized_warnings(report.get("warnings") or s.warnings or [],
+                                                          report.get("warning_messages"), language))),
     }
 
 
@@ -132,7 +134,7 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
              "artifacts": by_finding.get(f.pk, [])} for f in findings]
     out: dict[str, Any] = {
         "analysis": {
-            "facts": _facts(profile, data),
+            "facts": _facts(profile, data, language),
             "findings": rows,
             "loose_artifacts": by_finding.get(None, []),
             "has_artifacts": bool(artifacts),

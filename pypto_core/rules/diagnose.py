@@ -10,6 +10,7 @@ import numpy as np
 from pypto_core.attribution import attribute
 from pypto_core.graph import GRAPH_COLUMNS, OperatorCallGraph
 from pypto_core.hardware import SkuSpec, resolve_sku
+from pypto_core.i18n import Message, msg, render
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import SUMMARY_COLUMNS, Profile, ProfileGroup, merge_columns
 from pypto_core.replay import REPLAY_COLUMNS, Change, Replay
@@ -41,7 +42,7 @@ def diagnose_columns() -> dict[str, frozenset[str] | None]:
                          *(r.columns() for r in discover().values()))
 
 
-def _run_rules(ctx: RuleContext, scope: str, warnings: list[str]) -> None:
+def _run_rules(ctx: RuleContext, scope: str, warnings: list[Message | str]) -> None:
     vendor, workload = ctx.vendor, ctx.workload
     for rule in sorted(discover().values(), key=lambda r: r.id):
         if rule.scope != scope or rule.id in ctx.config.disabled or not rule.applies_to(vendor, workload):
@@ -50,7 +51,8 @@ def _run_rules(ctx: RuleContext, scope: str, warnings: list[str]) -> None:
         try:
             rule.match(ctx)
         except Exception as exc:  # one broken rule must not hide the others' findings
-            warnings.append(f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
+            warnings.append(msg("rule {rule} failed: {error}", rule=rule.id,
+                                error=f"{type(exc).__name__}: {exc}"))
 
 
 def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | None) -> dict[str, Any]:
@@ -70,7 +72,7 @@ def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | N
         "structure": graph.structure(),
         "time_breakdown": a.run.to_dict() if a else None,
         "attribution_source": a.source if a else None,
-        "attribution_note": a.note if a else None,
+        "attribution_note": a.note.render() if a and a.note else None,
         "dominant_bucket": a.run.dominant() if a else None,
         "steps": [st.to_dict() for st in a.steps[:MAX_REPORT_STEPS]] if a else [],
         "streams": a.streams if a else {},
@@ -126,16 +128,17 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
     release_freed_memory()
     if not isinstance(sku, SkuSpec):
         graph.sku_source = "given" if sku else resolve_sku(profile, None)[1]
-    warnings = list(profile.meta.warnings)
+    warnings: list[Message | str] = list(profile.meta.warnings)
     if graph.sku_source == "default":
-        warnings.append(f"the profile does not name its Ascend part; assumed {spec.name} (set the project's "
-                        "device to change it)")
+        warnings.append(msg("the profile does not name its Ascend part; assumed {sku} (set the project's "
+                            "device to change it)", sku=spec.name))
     elif graph.sku_source == "unknown":
-        warnings.append(f"no figures are known for this {graph.vendor} device ({spec.name}): peak-based "
-                        "metrics are left out (set the project's device to give them)")
+        warnings.append(msg("no figures are known for this {vendor} device ({sku}): peak-based metrics are "
+                            "left out (set the project's device to give them)", vendor=graph.vendor,
+                            sku=spec.name))
     if graph.workload.kind == "unknown":
-        warnings.append("the workload could not be told from this profile (too few kernels or host ops): "
-                        "only the rules that hold for every workload ran")
+        warnings.append(msg("the workload could not be told from this profile (too few kernels or host ops): "
+                            "only the rules that hold for every workload ran"))
     if graph.attribution is not None and graph.attribution.note:
         warnings.append(graph.attribution.note)
     ctx = RuleContext(profile=profile, graph=graph, config=cfg, group=group)
@@ -155,7 +158,8 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
     upper = any(f.saving_bound == "upper_bound" and f.estimated_saving_us > 0 for f in findings)
     bound = "upper_bound" if upper else "estimate"
     report = Report(profile=summary, findings=findings, estimated_combined_speedup=combined,
-                    combined_speedup_bound=bound, warnings=warnings)
+                    combined_speedup_bound=bound, warnings=[render(w) for w in warnings],
+                    warning_messages=[w.to_dict() if isinstance(w, Message) else None for w in warnings])
     if what_if is not None:
         report.what_if = _what_if(ctx, replay, graph, what_if)
     report.profile["analysis_s"] = round(time.perf_counter() - started, 3)

@@ -74,6 +74,9 @@ class Report:
     # "upper_bound" when a finding counted in the combined speedup is an upper bound, else "estimate"
     combined_speedup_bound: str = "estimate"
     warnings: list[str] = field(default_factory=list)
+    # per warning, its template and parameters (Message.to_dict()) or None for a plain string: any language
+    # renders from them
+    warning_messages: list[dict[str, Any] | None] = field(default_factory=list)
     schema_version: int = REPORT_SCHEMA_VERSION
     what_if: dict[str, Any] | None = None  # the replay of the findings asked for (analyze --what-if)
 
@@ -85,9 +88,22 @@ class Report:
             "estimated_combined_speedup": self.estimated_combined_speedup,
             "combined_speedup_bound": self.combined_speedup_bound,
             "warnings": list(self.warnings),
+            "warning_messages": list(self.warning_messages),
             **({"what_if": self.what_if} if self.what_if is not None else {}),
         }
 
     def localized(self, language: str) -> Report:
-        """The same report with its findings' text in ``language``."""
-        return replace(self, findings=[f.localized(language) for f in self.findings])
+        """The same report with its findings' and warnings' text in ``language``."""
+        return replace(self, findings=[f.localized(language) for f in self.findings],
+                       warnings=localized_warnings(self.warnings, self.warning_messages, language))
+
+
+def localized_warnings(warnings: list[str], messages: list[dict[str, Any] | None] | None,
+                       language: str) -> list[str]:
+    """``warnings`` in ``language`` where their stored messages allow; a plain string stays as it is."""
+    stored = list(messages or [])
+    out = []
+    for i, text in enumerate(warnings):
+        rendered = render_stored(stored[i], language) if i < len(stored) and stored[i] else None
+        out.append(rendered if rendered is not None else text)
+    return out

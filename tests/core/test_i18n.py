@@ -100,6 +100,11 @@ def _assert_chinese_and_same(path: Path, capsys) -> int:
             assert localize_finding(f_en, "zh-Hans")[name] == f_zh[name]
         for key in f_en["evidence"]:  # every evidence key the rule emitted has words in both languages
             assert evidence_label(key, "en") != key and CJK.search(evidence_label(key, "zh-Hans")), key
+    # the diagnosis's own warnings (an assumed device, an unknown workload) in the language too; a reader's
+    # plain-text warning (no stored message) stays as it is
+    assert len(zh["warnings"]) == len(en["warnings"])
+    for w_en, w_zh, stored in zip(en["warnings"], zh["warnings"], en["warning_messages"]):
+        assert bool(CJK.search(w_zh)) == (stored is not None) and (w_zh == w_en) == (stored is None), w_zh
     return len(zh["findings"])
 
 
