@@ -12,6 +12,9 @@ from analysis.storage import ProfileStore
 from analysis.summary import summary_of
 from profiles.models import Profile, ProfileStatus
 from pypto_core.cluster import cluster_view
+from pypto_core.i18n import DEFAULT_LANGUAGE
+from pypto_core.rules.evidence_labels import evidence_rows
+from pypto_core.rules.finding import localize_finding
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +48,15 @@ def _matrices(profile: Profile) -> dict[int, dict[str, Any]]:
     return out
 
 
-def _slow_rank(profile: Profile) -> dict[str, Any] | None:
+def _slow_rank(profile: Profile, language: str) -> dict[str, Any] | None:
     row = Finding.objects.filter(profile=profile, rule="slow_rank").order_by("order", "id").first()
     if row is None:
         return None
-    return {"title": row.title, "evidence": (row.data or {}).get("evidence") or {}, "finding_id": row.pk}
+    evidence = (row.data or {}).get("evidence") or {}
+    title = localize_finding({"title": row.title, **(row.data or {})}, language)["title"]
+    # the evidence ids stay (the API's keys); the page shows their words beside them
+    return {"title": title, "evidence": evidence, "evidence_rows": evidence_rows(evidence, language),
+            "finding_id": row.pk}
 
 
 def _rank_profiles(profile: Profile) -> dict[int, int]:
@@ -61,13 +68,13 @@ def _rank_profiles(profile: Profile) -> dict[int, int]:
     return out
 
 
-def cluster_data(*, profile: Profile) -> dict[str, Any] | None:
+def cluster_data(*, profile: Profile, language: str = DEFAULT_LANGUAGE) -> dict[str, Any] | None:
     """The cluster view, or None when the profile has neither several ranks nor a communication matrix."""
     ranks = _rank_breakdowns(profile)
     matrices = _matrices(profile)
     if len(ranks) < 2 and not matrices:
         return None
-    data = cluster_view(ranks, matrices, _slow_rank(profile))
+    data = cluster_view(ranks, matrices, _slow_rank(profile, language))
     timelines = _rank_profiles(profile)
     # this profile's own timeline shows its primary (lowest) rank
     own = profile.rank if profile.rank is not None else (data["ranks"][0]["rank"] if data["ranks"] else None)

@@ -196,7 +196,8 @@ def profile_cluster(request: HttpRequest, profile_id: int) -> HttpResponse:
     """Every rank on one page (``analysis.cluster``): aligned step rows, per-rank breakdown, link heatmap."""
     profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
     ready = profile.status == ProfileStatus.READY
-    data = cluster_data(profile=profile) if ready else None
+    language = normalize_language(translation.get_language()) or "en"
+    data = cluster_data(profile=profile, language=language) if ready else None
     ctx: dict[str, Any] = {"profile": profile, "project": profile.project, "ready": ready, "cluster": data}
     if data:
         ranks = [r for r in data["ranks"] if isinstance(r.get("time_breakdown"), dict)]

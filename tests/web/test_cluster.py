@@ -68,6 +68,12 @@ def test_qwen3_ranks_share_one_axis_with_the_report_breakdowns(client, people, t
     assert "step 13" in html or "Clocks aligned on the start of step 13" in html
     timeline = client.get(f"/profiles/{p.pk}/timeline/").content.decode()
     assert f'href="/profiles/{p.pk}/cluster/"' in timeline
+    # the slow rank in the page's language, each evidence key in words with its id beside it
+    assert data["slow_rank"] and "slow rank" in data["slow_rank"]["title"]
+    zh = client.get(f"/profiles/{p.pk}/cluster/", HTTP_ACCEPT_LANGUAGE="zh-Hans").content.decode()
+    slow = zh.split('id="slow-rank"')[1].split("</ul>")[0]
+    assert "慢卡" in slow and "slow rank" not in slow
+    assert "data-key=\"gap_vs_mean\"" in slow and "平均" in slow
     client.force_login(people["stranger"])
     assert client.get(f"/api/profiles/{p.pk}/cluster/").status_code == 404
     assert client.get(f"/profiles/{p.pk}/cluster/").status_code == 404
