@@ -56,6 +56,8 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
     page = client.get(f"/profiles/{p.pk}/").content.decode()
 
     assert _number(page, "Kernels") == str(prof["kernel_count"])
+    # the decode chart only where the run decodes: a training rank shows its metrics under their own heading
+    assert ("Decode: per-token latency" in page) == bool(prof.get("decode", {}).get("steps"))
     # rounded as the page rounds (Django's floatformat: half up on the decimal value)
     speedup = floatformat(api["estimated_combined_speedup"], 2)
     assert _number(page, "Estimated speedup if all fixed") == f"{speedup}×"
