@@ -140,6 +140,8 @@ def _encode(values: np.ndarray | pa.Array | pa.ChunkedArray) -> _Codes:
 def shapes_text(shapes: pa.Array | pa.ChunkedArray) -> pa.Array:
     """list<list<int64>> shapes as the profilers write them: dims joined by ',', inputs by ';'."""
     arr = shapes.combine_chunks() if isinstance(shapes, pa.ChunkedArray) else shapes
+    if pa.types.is_dictionary(arr.type):  # coded (Profile.load(columns=...)): the distinct lists joined once
+        return shapes_text(arr.dictionary).take(arr.indices)
     s = arr.cast(pa.list_(pa.list_(pa.string())))
     inner = pc.binary_join(s.flatten(), ",")
     outer = pa.ListArray.from_arrays(s.offsets, inner, mask=s.is_null())
