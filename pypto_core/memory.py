@@ -34,7 +34,7 @@ def use_returning_allocator() -> str:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
     except (NotImplementedError, pa.ArrowNotImplementedError):  # a build without jemalloc: keep the default
         pass
-    return pa.default_memory_pool().backend_name
+    return str(pa.default_memory_pool().backend_name)
 
 
 def release_freed_memory() -> None:
