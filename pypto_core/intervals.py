@@ -39,14 +39,25 @@ def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, n
     ok = ends > starts
     if not ok.any():
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    s, e = starts[ok], ends[ok]
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.concatenate([[True], s[1:] > run_end[:-1]])
-    first = np.nonzero(new)[0]
-    last = np.concatenate([first[1:] - 1, [len(s) - 1]])
-    return s[first], run_end[last]
+    # Few arrays live at once (the replay merges millions of host pieces): the sorted copies are worked on
+    # in place, the order and masks dropped as soon as used.
+    if ok.all():
+        order = np.argsort(starts, kind="stable")
+        s, e = starts[order], ends[order]
+    else:
+        kept = np.flatnonzero(ok)
+        order = kept[np.argsort(starts[kept], kind="stable")]
+        del kept
+        s, e = starts[order], ends[order]
+    del order, ok
+    np.maximum.accumulate(e, out=e)  # each piece's running end
+    new = np.empty(len(s), bool)
+    new[0] = True
+    np.greater(s[1:], e[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    del new
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], e[last]
 
 
 def clip_to_length(starts: np.ndarray, ends: np.ndarray, length: float) -> tuple[np.ndarray, np.ndarray]:
@@ -89,7 +100,10 @@ def subtract_intervals(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.nd
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     bounds = sorted_distinct(np.concatenate([s1, e1, s2, e2]).astype(np.int64))
     keep = coverage(bounds, s1, e1) & ~coverage(bounds, s2, e2)
-    return bounds[:-1][keep], bounds[1:][keep]
+    # kept pieces that touch are one interval (the replay's issue times tile the host: millions of pieces
+    # otherwise, each carried into its merges)
+    edge = np.diff(np.concatenate([[False], keep, [False]]).astype(np.int8))
+    return bounds[np.flatnonzero(edge == 1)], bounds[np.flatnonzero(edge == -1)]
 
 
 def outermost(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
