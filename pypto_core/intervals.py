@@ -22,9 +22,12 @@ def coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nda
     if not len(starts):
         return np.zeros(max(len(bounds) - 1, 0), bool)
     m = len(bounds)
-    delta = (np.bincount(np.searchsorted(bounds, starts), minlength=m + 1)[:m]
-             - np.bincount(np.searchsorted(bounds, ends), minlength=m + 1)[:m])
-    return np.cumsum(delta, dtype=np.int32)[:-1] > 0  # int32: counts of overlapping tasks
+    # in place: two edge-long counts live at once, not four (the attribution calls this on tens of millions
+    # of edges)
+    depth = np.bincount(np.searchsorted(bounds, starts), minlength=m + 1)
+    depth -= np.bincount(np.searchsorted(bounds, ends), minlength=m + 1)
+    np.cumsum(depth, out=depth)  # how many intervals cover each segment
+    return depth[: m - 1] > 0
 
 
 def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
