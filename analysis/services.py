@@ -182,17 +182,19 @@ def _load_for_diagnosis(profile: Profile, dest: Path) -> tuple[Any, Any]:
     """The primary rank, and the whole group when the upload had several ranks (cross-rank rules).
 
     Every table of the primary rank (the rules, page data and the timeline index read it); of the other ranks
-    only what the group-scope rules read, so that a group never holds every rank's full tables."""
-    from pypto_core.profile import Profile as CoreProfile, ProfileGroup
+    only what the group-scope rules read, so that a group never holds every rank's full tables. Text stays
+    dictionary-encoded and the kernels' shape cells coded (``EVERY_COLUMN``)."""
+    from pypto_core.profile import EVERY_COLUMN, Profile as CoreProfile, ProfileGroup
     from pypto_core.rules.diagnose import GROUP_TABLES
 
     folders = profile.summary.get("rank_folders") or []
     if len(folders) <= 1:
-        return load_saved_profile(profile, dest), None
-    ranks = [load_saved_profile(profile, dest, folder=folder, tables=GROUP_TABLES) for folder in folders]
+        return load_saved_profile(profile, dest, columns=EVERY_COLUMN), None
+    ranks = [load_saved_profile(profile, dest, folder=folder, tables=GROUP_TABLES, columns=EVERY_COLUMN)
+             for folder in folders]
     group = ProfileGroup(profiles=ranks, source=profile.original_filename)
     at = next(i for i, p in enumerate(ranks) if p is group.primary())
-    group.profiles[at] = CoreProfile.load(dest / folders[at])  # already fetched there
+    group.profiles[at] = CoreProfile.load(dest / folders[at], columns=EVERY_COLUMN)  # already fetched there
     return group.profiles[at], group
 
 

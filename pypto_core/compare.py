@@ -109,23 +109,35 @@ class _Side:
         return g.decode_kernel_mask if per_token else np.ones(g.n, bool)
 
 
+BLOCKS = ("other", "matmul", "ffn_activation", "rope", "norm", "kv_update", "kv_layout", "attention", "lm_head",
+          "communication")
+
+
+def kernel_block_codes(graph: OperatorCallGraph) -> tuple[np.ndarray, list[str]]:
+    """Per kernel the index in ``BLOCKS`` of the model block it serves (see :func:`kernel_blocks`)."""
+    out = np.zeros(graph.n, np.int64)  # other
+    if graph.n == 0:
+        return out, list(BLOCKS)
+    # later assignments win: specific chains and masks override the plain role
+    for block, mask in (
+            ("matmul", lambda: graph.is_role("matmul")),
+            ("ffn_activation", lambda: graph.is_role("activation", "activation_piece") | graph.chain_mask("swiglu")),
+            ("rope", lambda: graph.is_role("rope") | graph.chain_mask("rope")),
+            ("norm", lambda: graph.is_role("norm") | graph.chain_mask("rms_norm")),
+            ("kv_update", lambda: graph.is_role("kv_update")),
+            ("kv_layout", lambda: graph.kv_layout_mask),
+            ("attention", lambda: graph.attention_mask),
+            ("lm_head", lambda: graph.lm_head_mask),
+            ("communication", lambda: graph.is_role("communication"))):
+        out[mask()] = BLOCKS.index(block)
+    return out, list(BLOCKS)
+
+
 def kernel_blocks(graph: OperatorCallGraph) -> np.ndarray:
     """The model block each kernel serves: attention, kv_layout, kv_update, norm, rope, matmul,
     ffn_activation, lm_head, communication, other."""
-    out = np.full(graph.n, "other", dtype=object)
-    if graph.n == 0:
-        return out
-    # later assignments win: specific chains and masks override the plain role
-    out[graph.is_role("matmul")] = "matmul"
-    out[graph.is_role("activation", "activation_piece") | graph.chain_mask("swiglu")] = "ffn_activation"
-    out[graph.is_role("rope") | graph.chain_mask("rope")] = "rope"
-    out[graph.is_role("norm") | graph.chain_mask("rms_norm")] = "norm"
-    out[graph.is_role("kv_update")] = "kv_update"
-    out[graph.kv_layout_mask] = "kv_layout"
-    out[graph.attention_mask] = "attention"
-    out[graph.lm_head_mask] = "lm_head"
-    out[graph.is_role("communication")] = "communication"
-    return out
+    codes, labels = kernel_block_codes(graph)
+    return np.array(labels, dtype=object)[codes]
 
 
 _Codes = tuple[np.ndarray, list[str]]  # an integer code per kernel, and the text of each code

@@ -396,6 +396,12 @@ def save_meta(directory: str | os.PathLike[str], meta: ProfileMeta) -> None:
     (Path(directory) / "profile.json").write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
 
 
+# Every column of every table, loaded the way ``Profile.load(columns=...)`` loads (text dictionary-encoded, the
+# kernel writer's shape, dtype and format cells coded): what the worker's diagnosis step reads, as the rules,
+# page data and the timeline index each take their own. On a 3.1 M-kernel table that step peaked at 4.46 GB
+# with plain columns.
+EVERY_COLUMN: dict[str, None] = {name: None for name in TABLE_NAMES}
+
 # What ``Profile.summary`` reads besides row counts (a ``ColumnSet``).
 SUMMARY_COLUMNS: dict[str, tuple[str, ...]] = {name: ("start_ns", "dur_ns")
                                                for name in ("kernels", "host_ops", "api_calls")}
