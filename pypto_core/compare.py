@@ -87,7 +87,7 @@ class _Side:
     metrics: dict[str, float | None]
     tokens: int  # decode steps used for per-token normalisation (0: whole-run comparison)
     token_latency_ms: np.ndarray  # per decode step, for the noise test
-    block: np.ndarray  # block name per kernel (object array of a few distinct strings)
+    block: np.ndarray  # per kernel the index of its model block in ``BLOCKS``
     gap_ns: np.ndarray
     cache: dict[str, Any] = field(default_factory=dict)  # encodings computed once per side
 
@@ -96,7 +96,7 @@ class _Side:
         graph = OperatorCallGraph(profile, sku)
         t = graph.tokens
         side = cls(profile=profile, graph=graph, metrics=graph.metrics(), tokens=int(len(t.latency_ns)),
-                   token_latency_ms=t.latency_ns.astype(np.float64) / 1e6, block=kernel_blocks(graph),
+                   token_latency_ms=t.latency_ns.astype(np.float64) / 1e6, block=kernel_block_codes(graph)[0],
                    gap_ns=graph.gap_before_ns)
         # the metrics and blocks are taken: what they were built from is not held through the comparison
         # (on a 3.1 M-kernel table, 360 MB a side)
@@ -347,15 +347,15 @@ class ProfileComparer:
                                self._grouped(self.new, self._op_types(self.new)))
 
     def _blocks(self) -> list[dict[str, Any]]:
-        rows = self._diff_rows("block", self._grouped(self.base, self.base.block),
-                               self._grouped(self.new, self.new.block))
+        rows = self._diff_rows("block", self._grouped(self.base, (self.base.block, list(BLOCKS))),
+                               self._grouped(self.new, (self.new.block, list(BLOCKS))))
         for row in rows:  # which op types served the block on each side: how a renamed kernel is matched
             row["base_op_types"] = self._block_ops(self.base, row["block"])
             row["new_op_types"] = self._block_ops(self.new, row["block"])
         return rows
 
     def _block_ops(self, side: _Side, block: str) -> list[str]:
-        block_codes, block_labels = side.cache.get("blocks") or side.cache.setdefault("blocks", _encode(side.block))
+        block_codes, block_labels = side.block, list(BLOCKS)
         if block not in block_labels:
             return []
         mask = side.scope_mask(self.per_token) & (block_codes == block_labels.index(block))
@@ -512,7 +512,7 @@ class ProfileComparer:
     def _block_time_ns(self, side: _Side, blocks: tuple[str, ...], scope: np.ndarray) -> float:
         """Kernel time of ``blocks`` within ``scope``, plus the device idle gap each launch left before it
         (a removed kernel also removes that gap)."""
-        mask = scope & np.isin(side.block, blocks)
+        mask = scope & np.isin(side.block, [BLOCKS.index(b) for b in blocks if b in BLOCKS])
         return float(side.graph.dur[mask].sum() + side.gap_ns[mask].sum())
 
     def _measured_saving_us(self, blocks: tuple[str, ...]) -> float:
