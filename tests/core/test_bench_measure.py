@@ -94,3 +94,16 @@ def test_the_saved_bench_analyses_and_compares_a_kernel_table(tmp_path: Path) ->
     built = (tmp_path / "kernel_table_1mb.saved" / "rank_0" / "kernels.parquet").stat().st_mtime
     analyze_saved.run([1], tmp_path)
     assert (tmp_path / "kernel_table_1mb.saved" / "rank_0" / "kernels.parquet").stat().st_mtime == built
+
+
+def test_the_worker_bench_measures_each_part_of_the_diagnosis_step(tmp_path: Path) -> None:
+    """``worker_diagnose``: the load, rules, page data and timeline index of the worker's step, on a saved
+    simulated folder and a saved kernel table, each in fresh children; the peak after each part."""
+    from pypto_core.bench import worker_diagnose
+
+    rows = worker_diagnose.run([1], tmp_path)["results"]
+    assert [r["profile"] for r in rows] == ["ascend_pt_folder", "kernel_table"]
+    for row in rows:
+        assert list(row["parts"]) == ["load", "rules", "page_data", "timeline_index"], row
+        assert row["kernels"] > 0 and len(row["runs_s"]) == 3
+        assert max(p["peak_rss_mb"] for p in row["parts"].values()) <= row["peak_rss_mb"] + 1
