@@ -109,8 +109,8 @@ class _Side:
         return g.decode_kernel_mask if per_token else np.ones(g.n, bool)
 
 
-BLOCKS = ("other", "matmul", "ffn_activation", "rope", "norm", "kv_update", "kv_layout", "attention", "lm_head",
-          "communication")
+BLOCKS = ("other", "matmul", "ffn_activation", "rope", "norm", "kv_update", "kv_layout", "attention",
+          "lm_head", "communication")
 
 
 def kernel_block_codes(graph: OperatorCallGraph) -> tuple[np.ndarray, list[str]]:
@@ -121,7 +121,8 @@ def kernel_block_codes(graph: OperatorCallGraph) -> tuple[np.ndarray, list[str]]
     # later assignments win: specific chains and masks override the plain role
     for block, mask in (
             ("matmul", lambda: graph.is_role("matmul")),
-            ("ffn_activation", lambda: graph.is_role("activation", "activation_piece") | graph.chain_mask("swiglu")),
+            ("ffn_activation",
+             lambda: graph.is_role("activation", "activation_piece") | graph.chain_mask("swiglu")),
             ("rope", lambda: graph.is_role("rope") | graph.chain_mask("rope")),
             ("norm", lambda: graph.is_role("norm") | graph.chain_mask("rms_norm")),
             ("kv_update", lambda: graph.is_role("kv_update")),

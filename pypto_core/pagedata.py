@@ -83,7 +83,8 @@ def _shape_codes(column: Any) -> tuple[np.ndarray, list[str]]:
 def _sorted_codes(codes: np.ndarray, labels: list[str]) -> tuple[list[str], np.ndarray]:
     """(the labels sorted, per row the index of its label among them): ``np.unique(texts,
     return_inverse=True)`` of the rows' texts, without one Python string per row."""
-    present = np.flatnonzero(np.bincount(codes, minlength=len(labels))) if len(codes) else np.zeros(0, np.int64)
+    present = (np.flatnonzero(np.bincount(codes, minlength=len(labels))) if len(codes)
+               else np.zeros(0, np.int64))
     order = sorted(present.tolist(), key=labels.__getitem__)
     rank = np.zeros(len(labels), np.int64)
     rank[order] = np.arange(len(order))

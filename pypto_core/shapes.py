@@ -198,7 +198,8 @@ def dtype_bytes(column: pa.ChunkedArray | pa.Array, slot_offsets: np.ndarray) ->
     return out
 
 
-def _aligned(shapes: Shapes, dtypes: pa.ChunkedArray | pa.Array) -> tuple[Shapes, pa.Array, np.ndarray | None]:
+def _aligned(shapes: Shapes,
+             dtypes: pa.ChunkedArray | pa.Array) -> tuple[Shapes, pa.Array, np.ndarray | None]:
     """Shapes and dtypes row for row, and per kernel its row (None: a row per kernel). Both coded: one row
     per distinct (shape list, dtype list) pair the kernels have, so each pair is computed once."""
     if shapes.codes is not None and shapes.values is not None and is_coded(dtypes):

@@ -31,8 +31,8 @@ t0, c0 = time.perf_counter(), cpu_s()
 code = main(["analyze", sys.argv[1], "--format", "json", "-o", sys.argv[2]])
 seconds, cpu = time.perf_counter() - t0, cpu_s() - c0
 report = json.load(open(sys.argv[2], encoding="utf-8"))
-print(json.dumps({"seconds": seconds, "cpu_s": round(cpu, 2), "peak_rss_mb": round(vm_hwm_mb(), 1), "exit": code,
-                  "stages": stages, "kernels": report["profile"]["kernel_count"],
+print(json.dumps({"seconds": seconds, "cpu_s": round(cpu, 2), "peak_rss_mb": round(vm_hwm_mb(), 1),
+                  "exit": code, "stages": stages, "kernels": report["profile"]["kernel_count"],
                   "findings": sorted(f["rule"] for f in report["findings"]),
                   "combined_speedup": report["estimated_combined_speedup"]}))
 """
@@ -119,4 +119,5 @@ def run(sizes_mb: list[float], workdir: str | os.PathLike[str]) -> dict[str, Any
 
 if __name__ == "__main__":  # python -m pypto_core.bench.analyze_folder 100 /tmp/bench
     sizes = [float(s) for s in sys.argv[1].split(",")] if len(sys.argv) > 1 else [100.0]
-    print(json.dumps(run(sizes, sys.argv[2] if len(sys.argv) > 2 else "/tmp/pypto_bench_analyze_folder"), indent=2))
+    work = sys.argv[2] if len(sys.argv) > 2 else "/tmp/pypto_bench_analyze_folder"
+    print(json.dumps(run(sizes, work), indent=2))

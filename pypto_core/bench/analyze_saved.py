@@ -34,8 +34,8 @@ t0, c0 = time.perf_counter(), cpu_s()
 code = main(["analyze", sys.argv[1], "--format", "json", "-o", sys.argv[2]])
 seconds, cpu = time.perf_counter() - t0, cpu_s() - c0
 report = json.load(open(sys.argv[2], encoding="utf-8"))
-print(json.dumps({"seconds": seconds, "cpu_s": round(cpu, 2), "peak_rss_mb": round(vm_hwm_mb(), 1), "exit": code,
-                  "kernels": report["profile"]["kernel_count"],
+print(json.dumps({"seconds": seconds, "cpu_s": round(cpu, 2), "peak_rss_mb": round(vm_hwm_mb(), 1),
+                  "exit": code, "kernels": report["profile"]["kernel_count"],
                   "findings": sorted(f["rule"] for f in report["findings"])}))
 """
 
@@ -91,7 +91,8 @@ def run(sizes_mb: list[int], workdir: str | Path) -> dict[str, Any]:
         repeats = 1 if size >= ONCE_FROM_MB else 3
         report = work / f"report_{size}mb.json"
         entry: dict[str, Any] = {"size_mb": size, **info, "runs": repeats}
-        for name, code, args in (("analyze", _ANALYZE, (str(rank), str(report))), ("compare", _COMPARE, (str(rank),))):
+        steps = (("analyze", _ANALYZE, (str(rank), str(report))), ("compare", _COMPARE, (str(rank),)))
+        for name, code, args in steps:
             measured = median_of_runs(lambda c=code, a=args: child_json(c, *a), repeats)
             if "error" in measured:
                 entry[name] = measured
@@ -106,4 +107,5 @@ def run(sizes_mb: list[int], workdir: str | Path) -> dict[str, Any]:
 
 if __name__ == "__main__":  # python -m pypto_core.bench.analyze_saved 1000 /tmp/bench
     sizes = [int(s) for s in sys.argv[1].split(",")] if len(sys.argv) > 1 else [100]
-    print(json.dumps(run(sizes, sys.argv[2] if len(sys.argv) > 2 else "/tmp/pypto_bench_analyze_saved"), indent=2))
+    work = sys.argv[2] if len(sys.argv) > 2 else "/tmp/pypto_bench_analyze_saved"
+    print(json.dumps(run(sizes, work), indent=2))

@@ -157,7 +157,8 @@ def from_cell_text(arr: pa.Array | pa.ChunkedArray, list_type: pa.DataType) -> p
     return parse_name_lists(arr)
 
 
-def coded_from_cell_text(arr: pa.Array | pa.ChunkedArray, list_type: pa.DataType) -> pa.Array | pa.ChunkedArray:
+def coded_from_cell_text(arr: pa.Array | pa.ChunkedArray,
+                         list_type: pa.DataType) -> pa.Array | pa.ChunkedArray:
     """Stored cell text as a dictionary of the canonical lists: only the distinct cells are parsed and held,
     each row keeps its 4-byte code (``dictionary_decode`` gives what :func:`from_cell_text` gives)."""
     if isinstance(arr, pa.ChunkedArray):
@@ -177,4 +178,5 @@ def coded_from_cell_text(arr: pa.Array | pa.ChunkedArray, list_type: pa.DataType
         return pa.DictionaryArray.from_arrays(pa.nulls(len(arr), pa.int32()), pa.array([], list_type))
     if not pa.types.is_dictionary(arr.type):
         arr = pc.dictionary_encode(arr.cast(pa.string()))
-    return pa.DictionaryArray.from_arrays(arr.indices.cast(pa.int32()), from_cell_text(arr.dictionary, list_type))
+    lists = from_cell_text(arr.dictionary, list_type)
+    return pa.DictionaryArray.from_arrays(arr.indices.cast(pa.int32()), lists)

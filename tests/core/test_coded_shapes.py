@@ -12,8 +12,8 @@ from pypto_core.profile import Profile, save_tables
 from pypto_core.rules import diagnose_columns
 from pypto_core.shapes import Shapes, first_dtype_bytes, slot_bytes, tensor_bytes
 
-SHAPE_CELLS = ["16,4096;4096,11008", "1,128,64;1,128,64;;", None, "32000", "", "2,3,4,5;5,6", "16,4096;4096,11008",
-               "8;8;8", "x,1"]
+SHAPE_CELLS = ["16,4096;4096,11008", "1,128,64;1,128,64;;", None, "32000", "", "2,3,4,5;5,6",
+               "16,4096;4096,11008", "8;8;8", "x,1"]
 DTYPE_CELLS = ["DT_BF16;DT_BF16", "FLOAT16;FLOAT16;INT64;INT64", "INT8", None, "", "FLOAT;DT_INT8", "DT_BF16",
                "bogus;INT32;INT64", "FLOAT"]
 
@@ -36,7 +36,8 @@ def test_coded_columns_decode_to_the_parsed_lists() -> None:
 
     coded = coded_from_cell_text(text_shapes, SHAPES_TYPE)
     assert pa.types.is_dictionary(coded.type)
-    assert [c.dictionary_decode() for c in coded.chunks] == list(from_cell_text(text_shapes, SHAPES_TYPE).chunks)
+    listed = from_cell_text(text_shapes, SHAPES_TYPE)
+    assert [c.dictionary_decode() for c in coded.chunks] == list(listed.chunks)
     names = coded_from_cell_text(text_dtypes, STRINGS_TYPE)
     assert pa.chunked_array([c.dictionary_decode() for c in names.chunks]).to_pylist() == \
         from_cell_text(text_dtypes, STRINGS_TYPE).to_pylist()
@@ -44,7 +45,8 @@ def test_coded_columns_decode_to_the_parsed_lists() -> None:
 
 def test_every_figure_is_the_same_coded_or_listed() -> None:
     text_shapes, text_dtypes = _columns(57)
-    coded_s, coded_d = coded_from_cell_text(text_shapes, SHAPES_TYPE), coded_from_cell_text(text_dtypes, STRINGS_TYPE)
+    coded_s = coded_from_cell_text(text_shapes, SHAPES_TYPE)
+    coded_d = coded_from_cell_text(text_dtypes, STRINGS_TYPE)
     listed_s = pa.chunked_array([c.dictionary_decode() for c in coded_s.chunks])
     listed_d = pa.chunked_array([c.dictionary_decode() for c in coded_d.chunks])
     coded, listed = Shapes.from_column(coded_s), Shapes.from_column(listed_s)
@@ -70,8 +72,8 @@ def test_a_projected_load_keeps_the_kernel_writers_cells_coded(tmp_path) -> None
 
     csv = tmp_path / "kernel_details.csv"
     rows = ["Name,Type,Start Time(us),Duration(us),Input Shapes,Input Data Types,Output Shapes"]
-    rows += [f"k{i % 3},MatMulV2,{1000 + i}.5,1.0,\"16,4096;4096,{i % 2 + 1}\",DT_BF16;DT_BF16,\"16,{i % 2 + 1}\""
-             for i in range(50)]
+    rows += [f"k{i % 3},MatMulV2,{1000 + i}.5,1.0,\"16,4096;4096,{i % 2 + 1}\",DT_BF16;DT_BF16,"
+             f"\"16,{i % 2 + 1}\"" for i in range(50)]
     csv.write_text("\n".join(rows) + "\n", encoding="utf-8")
     (tmp_path / "saved").mkdir()
     kernels_to_parquet(csv, tmp_path / "saved" / "kernels.parquet")
@@ -80,4 +82,5 @@ def test_a_projected_load_keeps_the_kernel_writers_cells_coded(tmp_path) -> None
     whole = Profile.load(tmp_path / "saved").kernels
     assert pa.types.is_dictionary(coded.schema.field("input_shapes").type)
     assert coded["input_shapes"].to_pylist() == whole["input_shapes"].to_pylist()
-    assert coded["input_dtypes"].to_pylist() == whole["input_dtypes"].to_pylist() == [["DT_BF16", "DT_BF16"]] * 50
+    dtypes = coded["input_dtypes"].to_pylist()
+    assert dtypes == whole["input_dtypes"].to_pylist() == [["DT_BF16", "DT_BF16"]] * 50

@@ -19,7 +19,8 @@ from pypto_core.synth import demo_pair
 from pypto_core.timeline import TimelineIndex, build_timeline_index
 from tests.paths import SAMPLES
 
-SAMPLE_FOLDERS = ("ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt", "ascend_pt/qwen3_0.6b_train_4npu_level2/rank_0_ascend_pt",
+SAMPLE_FOLDERS = ("ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt",
+                  "ascend_pt/qwen3_0.6b_train_4npu_level2/rank_0_ascend_pt",
                   "ascend_pt/llm_matmul_pipeutil_2025/kernel_details.csv")
 
 

@@ -30,8 +30,8 @@ def test_arrows_own_cpp_allocations_return_memory_too(tmp_path) -> None:
             "t = pq.read_table(sys.argv[1]); assert t.num_rows == 100000; "
             "print(pa.default_memory_pool().backend_name, pa.mimalloc_memory_pool().max_memory() or 0)")
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "t.parquet")], capture_output=True, text=True,
-                         env=env, check=True).stdout.split()
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "t.parquet")], capture_output=True,
+                         text=True, env=env, check=True).stdout.split()
     try:
         pa.jemalloc_memory_pool()
     except NotImplementedError:  # a build without jemalloc keeps its default
