@@ -6,8 +6,12 @@ Readers turn profiler output into a canonical ``Profile``; the graph, rules and 
 
 from typing import Any
 
-from pypto_core.errors import InputError, PyptoError
-from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
+from pypto_core.memory import choose_pool_before_pyarrow
+
+choose_pool_before_pyarrow()  # before the first pyarrow import below: Arrow's C++ pool is chosen as it loads
+
+from pypto_core.errors import InputError, PyptoError  # noqa: E402  (after the pool is chosen)
+from pypto_core.profile import Profile, ProfileGroup, ProfileMeta  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +37,7 @@ import pyarrow.compute as pc
 from pypto_core.attribution import BUCKETS, step_windows
 from pypto_core.graph import GRAPH_COLUMNS, METRICS, OperatorCallGraph
 from pypto_core.kernel_names import readable
+from pypto_core.memory import release_freed_memory
 from pypto_core.profile import Profile, merge_columns
 from pypto_core.report_render import md_cell
 from pypto_core.rules.finding import Report
@@ -83,7 +83,7 @@ class _Side:
     metrics: dict[str, float | None]
     tokens: int  # decode steps used for per-token normalisation (0: whole-run comparison)
     token_latency_ms: np.ndarray  # per decode step, for the noise test
-    block: np.ndarray  # block name per kernel (object array of a few distinct strings)
+    block: np.ndarray  # per kernel the index of its model block in ``BLOCKS``
     gap_ns: np.ndarray
     cache: dict[str, Any] = field(default_factory=dict)  # encodings computed once per side
 
@@ -91,32 +91,51 @@ class _Side:
     def of(cls, profile: Profile, sku: str | None) -> _Side:
         graph = OperatorCallGraph(profile, sku)
         t = graph.tokens
-        return cls(profile=profile, graph=graph, metrics=graph.metrics(), tokens=int(len(t.latency_ns)),
-                   token_latency_ms=t.latency_ns.astype(np.float64) / 1e6, block=kernel_blocks(graph),
+        side = cls(profile=profile, graph=graph, metrics=graph.metrics(), tokens=int(len(t.latency_ns)),
+                   token_latency_ms=t.latency_ns.astype(np.float64) / 1e6, block=kernel_block_codes(graph)[0],
                    gap_ns=graph.gap_before_ns)
+        # the metrics and blocks are taken: what they were built from is not held through the comparison
+        # (on a 3.1 M-kernel table, 360 MB a side)
+        graph.drop_shapes()
+        graph.drop_chains()
+        return side
 
     def scope_mask(self, per_token: bool) -> np.ndarray:
         g = self.graph
         return g.decode_kernel_mask if per_token else np.ones(g.n, bool)
 
 
+BLOCKS = ("other", "matmul", "ffn_activation", "rope", "norm", "kv_update", "kv_layout", "attention",
+          "lm_head", "communication")
+
+
+def kernel_block_codes(graph: OperatorCallGraph) -> tuple[np.ndarray, list[str]]:
+    """Per kernel the index in ``BLOCKS`` of the model block it serves (see :func:`kernel_blocks`)."""
+    out = np.zeros(graph.n, np.int64)  # other
+    if graph.n == 0:
+        return out, list(BLOCKS)
+    # later assignments win: specific chains and masks override the plain role
+    for block, mask in (
+            ("matmul", lambda: graph.is_role("matmul")),
+            ("ffn_activation",
+             lambda: graph.is_role("activation", "activation_piece") | graph.chain_mask("swiglu")),
+            ("rope", lambda: graph.is_role("rope") | graph.chain_mask("rope")),
+            ("norm", lambda: graph.is_role("norm") | graph.chain_mask("rms_norm")),
+            ("kv_update", lambda: graph.is_role("kv_update")),
+            ("kv_layout", lambda: graph.kv_layout_mask),
+            ("attention", lambda: graph.attention_mask),
+            ("lm_head", lambda: graph.lm_head_mask),
+            ("communication", lambda: graph.is_role("communication"))):
+        out[mask()] = BLOCKS.index(block)
+    return out, list(BLOCKS)
+
+
 def kernel_blocks(graph: OperatorCallGraph) -> np.ndarray:
     """The model block each kernel serves: attention, kv_layout, kv_update, norm, rope, matmul,
     ffn_activation, lm_head, communication, other."""
-    out = np.full(graph.n, "other", dtype=object)
-    if graph.n == 0:
-        return out
-    # later assignments win: specific chains and masks override the plain role
-    out[graph.is_role("matmul")] = "matmul"
-    out[graph.is_role("activation", "activation_piece") | graph.chain_mask("swiglu")] = "ffn_activation"
-    out[graph.is_role("rope") | graph.chain_mask("rope")] = "rope"
-    out[graph.is_role("norm") | graph.chain_mask("rms_norm")] = "norm"
-    out[graph.is_role("kv_update")] = "kv_update"
-    out[graph.kv_layout_mask] = "kv_layout"
-    out[graph.attention_mask] = "attention"
-    out[graph.lm_head_mask] = "lm_head"
-    out[graph.is_role("communication")] = "communication"
-    return out
+    codes, labels = kernel_block_codes(graph)
+    names: np.ndarray = np.array(labels, dtype=object)[codes]
+    return names
 
 
 _Codes = tuple[np.ndarray, list[str]]  # an integer code per kernel, and the text of each code
@@ -138,6 +157,8 @@ def _encode(values: np.ndarray | pa.Array | pa.ChunkedArray) -> _Codes:
 def shapes_text(shapes: pa.Array | pa.ChunkedArray) -> pa.Array:
     """list<list<int64>> shapes as the profilers write them: dims joined by ',', inputs by ';'."""
     arr = shapes.combine_chunks() if isinstance(shapes, pa.ChunkedArray) else shapes
+    if pa.types.is_dictionary(arr.type):  # coded (Profile.load(columns=...)): the distinct lists joined once
+        return shapes_text(arr.dictionary).take(arr.indices)
     s = arr.cast(pa.list_(pa.list_(pa.string())))
     inner = pc.binary_join(s.flatten(), ",")
     outer = pa.ListArray.from_arrays(s.offsets, inner, mask=s.is_null())
@@ -186,10 +207,9 @@ class ProfileComparer:
     def __init__(self, base: Profile, candidate: Profile, *, sku: str | None = None,
                  base_report: Report | dict[str, Any] | None = None,
                  candidate_report: Report | dict[str, Any] | None = None) -> None:
-        # numpy and Arrow release the GIL in the heavy parts: the two call graphs build side by side
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            base_side, new_side = pool.submit(_Side.of, base, sku), pool.submit(_Side.of, candidate, sku)
-            self.base, self.new = base_side.result(), new_side.result()
+        self.base = _Side.of(base, sku)
+        release_freed_memory()
+        self.new = _Side.of(candidate, sku)
         self.base_report = _report_dict(base_report)
         self.new_report = _report_dict(candidate_report)
 
@@ -328,16 +348,15 @@ class ProfileComparer:
                                self._grouped(self.new, self._op_types(self.new)))
 
     def _blocks(self) -> list[dict[str, Any]]:
-        rows = self._diff_rows("block", self._grouped(self.base, self.base.block),
-                               self._grouped(self.new, self.new.block))
+        rows = self._diff_rows("block", self._grouped(self.base, (self.base.block, list(BLOCKS))),
+                               self._grouped(self.new, (self.new.block, list(BLOCKS))))
         for row in rows:  # which op types served the block on each side: how a renamed kernel is matched
             row["base_op_types"] = self._block_ops(self.base, row["block"])
             row["new_op_types"] = self._block_ops(self.new, row["block"])
         return rows
 
     def _block_ops(self, side: _Side, block: str) -> list[str]:
-        block_codes, block_labels = (side.cache.get("blocks")
-                                     or side.cache.setdefault("blocks", _encode(side.block)))
+        block_codes, block_labels = side.block, list(BLOCKS)
         if block not in block_labels:
             return []
         mask = side.scope_mask(self.per_token) & (block_codes == block_labels.index(block))
@@ -494,7 +513,7 @@ class ProfileComparer:
     def _block_time_ns(self, side: _Side, blocks: tuple[str, ...], scope: np.ndarray) -> float:
         """Kernel time of ``blocks`` within ``scope``, plus the device idle gap each launch left before it
         (a removed kernel also removes that gap)."""
-        mask = scope & np.isin(side.block, blocks)
+        mask = scope & np.isin(side.block, [BLOCKS.index(b) for b in blocks if b in BLOCKS])
         return float(side.graph.dur[mask].sum() + side.gap_ns[mask].sum())
 
     def _measured_saving_us(self, blocks: tuple[str, ...]) -> float:

@@ -22,9 +22,12 @@ def coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nda
     if not len(starts):
         return np.zeros(max(len(bounds) - 1, 0), bool)
     m = len(bounds)
-    delta = (np.bincount(np.searchsorted(bounds, starts), minlength=m + 1)[:m]
-             - np.bincount(np.searchsorted(bounds, ends), minlength=m + 1)[:m])
-    return np.cumsum(delta, dtype=np.int32)[:-1] > 0  # int32: counts of overlapping tasks
+    # in place: two edge-long counts live at once, not four (the attribution calls this on tens of millions
+    # of edges)
+    depth = np.bincount(np.searchsorted(bounds, starts), minlength=m + 1)
+    depth -= np.bincount(np.searchsorted(bounds, ends), minlength=m + 1)
+    np.cumsum(depth, out=depth)  # how many intervals cover each segment
+    return depth[: m - 1] > 0
 
 
 def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
@@ -39,14 +42,25 @@ def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, n
     ok = ends > starts
     if not ok.any():
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    s, e = starts[ok], ends[ok]
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.concatenate([[True], s[1:] > run_end[:-1]])
-    first = np.nonzero(new)[0]
-    last = np.concatenate([first[1:] - 1, [len(s) - 1]])
-    return s[first], run_end[last]
+    # Few arrays live at once (the replay merges millions of host pieces): the sorted copies are worked on
+    # in place, the order and masks dropped as soon as used.
+    if ok.all():
+        order = np.argsort(starts, kind="stable")
+        s, e = starts[order], ends[order]
+    else:
+        kept = np.flatnonzero(ok)
+        order = kept[np.argsort(starts[kept], kind="stable")]
+        del kept
+        s, e = starts[order], ends[order]
+    del order, ok
+    np.maximum.accumulate(e, out=e)  # each piece's running end
+    new = np.empty(len(s), bool)
+    new[0] = True
+    np.greater(s[1:], e[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    del new
+    last = np.append(first[1:] - 1, len(s) - 1)
+    return s[first], e[last]
 
 
 def clip_to_length(starts: np.ndarray, ends: np.ndarray, length: float) -> tuple[np.ndarray, np.ndarray]:
@@ -90,7 +104,10 @@ def subtract_intervals(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.nd
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     bounds = sorted_distinct(np.concatenate([s1, e1, s2, e2]).astype(np.int64))
     keep = coverage(bounds, s1, e1) & ~coverage(bounds, s2, e2)
-    return bounds[:-1][keep], bounds[1:][keep]
+    # kept pieces that touch are one interval (the replay's issue times tile the host: millions of pieces
+    # otherwise, each carried into its merges)
+    edge = np.diff(np.concatenate([[False], keep, [False]]).astype(np.int8))
+    return bounds[np.flatnonzero(edge == 1)], bounds[np.flatnonzero(edge == -1)]
 
 
 def outermost(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

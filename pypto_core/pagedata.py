@@ -16,16 +16,17 @@ Every string here comes from the uploaded profile and is untrusted: the web laye
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.compare import kernel_blocks
+from pypto_core.compare import kernel_block_codes
 from pypto_core.graph import OperatorCallGraph
 from pypto_core.kernel_names import readable
 from pypto_core.profile import Profile
+from pypto_core.shapes import distinct_values, is_coded
 
 PAGE_DATA_VERSION = 2  # 2: kernels without an op type grouped by their readable name
 TOP_OPS = 500  # rows of the top-ops table: the table filters client-side, 500 rows stay < 200 KB of JSON
@@ -37,46 +38,100 @@ PAGE_DATA_TABLES: tuple[str, ...] = ("kernels", "steps", "flows", "host_ops")
 _SHAPE_BATCH = 65_536  # kernels whose shapes are converted to Python at once
 
 
-def _strings(column: Any, fill: str) -> np.ndarray:
-    return np.asarray(pc.fill_null(column, fill).to_numpy(zero_copy_only=False), dtype=object)
+def _text_codes(column: Any, fill: str) -> tuple[np.ndarray, list[str]]:
+    """Per kernel a code into the distinct texts of a text column (nulls as ``fill``; trailing NULs dropped,
+    as numpy's str dtype drops them), the texts in code order: each distinct text is one Python string."""
+    filled = pc.fill_null(pc.cast(column, pa.string()), fill)
+    encoded = pc.dictionary_encode(filled.combine_chunks() if isinstance(filled, pa.ChunkedArray) else filled)
+    return _merged_labels(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                          [v.rstrip("\x00") for v in encoded.dictionary.to_pylist()])
 
 
-def _op_types(op_type: np.ndarray, name: np.ndarray) -> np.ndarray:
+def _op_type_codes(op_type: tuple[np.ndarray, list[str]],
+                   name: tuple[np.ndarray, list[str]]) -> tuple[np.ndarray, list[str]]:
     """A kernel's op type, else its readable name: a CUDA trace records no op type, and one "?" bar for all
-    of its kernels says nothing (the comparison groups by the same fallback)."""
-    missing = np.flatnonzero(op_type == "")
-    if len(missing):
-        names, inverse = np.unique(name[missing].astype(str), return_inverse=True)
-        op_type = op_type.copy()
-        op_type[missing] = np.asarray([readable(n) or "?" for n in names], dtype=object)[inverse]
-    return op_type
+    of its kernels says nothing (the comparison groups by the same fallback). Each name is read once."""
+    codes, labels = op_type
+    if "" not in labels:
+        return op_type
+    missing = codes == labels.index("")
+    name_codes, name_labels = name
+    used = np.unique(name_codes[missing])
+    to_label = np.zeros(len(name_labels), np.int64)
+    to_label[used] = len(labels) + np.arange(len(used))
+    codes = codes.copy()
+    codes[missing] = to_label[name_codes[missing]]
+    return _merged_labels(codes, labels + [readable(name_labels[i]) or "?" for i in used.tolist()])
 
 
-def _shape_strings(column: Any) -> np.ndarray:
-    """``[[1,4096],[4096,4096]]`` -> ``"1x4096;4096x4096"``; each distinct value formatted once."""
-    cache: dict[Any, str] = {}
-    out = np.empty(len(column), dtype=object)
+def _merged_labels(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes whose labels are equal made one (two cells with one text, e.g. after the NULs are dropped)."""
+    first: dict[str, int] = {}
+    remap = np.array([first.setdefault(v, len(first)) for v in labels], np.int64)
+    return (remap[codes] if len(remap) else codes), list(first)
+
+
+def _shape_text(value: Any) -> str:
+    """``[[1,4096],[4096,4096]]`` -> ``"1x4096;4096x4096"`` (an absent or empty list: "")."""
+    key = None if value is None else tuple(tuple(s) if s is not None else () for s in value)
+    return "" if not key else ";".join("x".join(str(d) for d in s) for s in key)
+
+
+def _shape_codes(column: Any) -> tuple[np.ndarray, list[str]]:
+    """Per kernel a code into the distinct shape texts. A coded column (``Profile.load(columns=...)``) is
+    formatted once per distinct list; a plain one a batch at a time, each distinct value formatted once."""
+    if is_coded(column):
+        values, codes = distinct_values(column)
+        return _merged_labels(codes, [_shape_text(v) for v in values.to_pylist()])
+    cache: dict[Any, int] = {}
+    labels: list[str] = []
+    out = np.empty(len(column), dtype=np.int64)
     # A batch at a time: the whole column as nested Python lists is a large transient at millions of kernels.
     for at in range(0, len(column), _SHAPE_BATCH):
         for i, v in enumerate(column.slice(at, _SHAPE_BATCH).to_pylist(), at):
             key = None if v is None else tuple(tuple(s) if s is not None else () for s in v)
-            text = cache.get(key)
-            if text is None:
-                text = "" if not key else ";".join("x".join(str(d) for d in s) for s in key)
-                cache[key] = text
-            out[i] = text
-    return out
+            code = cache.get(key)
+            if code is None:
+                code = cache[key] = len(labels)
+                labels.append(_shape_text(v))
+            out[i] = code
+    return _merged_labels(out, labels)
 
 
-def _factorize(keys: Iterator[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, return_inverse=True)`` without a fixed-width unicode copy of every key (4 bytes a
-    character times the longest key, per kernel: gigabytes at millions of kernels); same order and codes."""
-    codes: dict[str, int] = {}
-    first = np.fromiter((codes.setdefault(k, len(codes)) for k in keys), dtype=np.int64)
-    uniq = sorted(codes)
-    rank = np.empty(len(uniq), dtype=np.int64)
-    rank[[codes[k] for k in uniq]] = np.arange(len(uniq))
-    return np.array(uniq, dtype=object), rank[first]
+def _sorted_codes(codes: np.ndarray, labels: list[str]) -> tuple[list[str], np.ndarray]:
+    """(the labels sorted, per row the index of its label among them): ``np.unique(texts,
+    return_inverse=True)`` of the rows' texts, without one Python string per row."""
+    present = (np.flatnonzero(np.bincount(codes, minlength=len(labels))) if len(codes)
+               else np.zeros(0, np.int64))
+    order = sorted(present.tolist(), key=labels.__getitem__)
+    rank = np.zeros(len(labels), np.int64)
+    rank[order] = np.arange(len(order))
+    return [labels[i] for i in order], rank[codes]
+
+
+def _group_codes(*columns: tuple[np.ndarray, list[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """Kernels grouped by several coded texts: (the groups' keys, their texts joined by ``\\x1f``, sorted;
+    per kernel its group's index), as ``np.unique`` of the joined texts gives them. Only the distinct
+    combinations are joined as text."""
+    widths = [max(len(labels), 1) for _, labels in columns]
+    if math.prod(widths) < 2**62:  # one int64 per kernel: the combination of its codes
+        key = np.zeros(len(columns[0][0]), np.int64)
+        for (codes, _), width in zip(columns, widths):
+            key = key * width + codes
+        combos, inverse = np.unique(key, return_inverse=True)
+        parts = []
+        for width in reversed(widths):
+            combos, part = np.divmod(combos, width)
+            parts.append(part)
+        parts.reverse()
+    else:
+        rows, inverse = np.unique(np.stack([c for c, _ in columns], axis=1), axis=0, return_inverse=True)
+        parts = [rows[:, j] for j in range(len(columns))]
+    texts = ["\x1f".join(labels[int(c)] for (_, labels), c in zip(columns, combo))
+             for combo in zip(*(p.tolist() for p in parts))]
+    merged, labels = _merged_labels(np.arange(len(texts), dtype=np.int64), texts)
+    uniq, rank = _sorted_codes(merged, labels)
+    return np.array(uniq, dtype=object), rank[inverse.reshape(-1)] if len(rank) else inverse.reshape(-1)
 
 
 def _num(x: float) -> float | None:
@@ -94,15 +149,15 @@ def profile_page_data(profile: Profile, sku: str | None = None) -> dict[str, Any
     out["roofline"] = roof
     if g.n == 0:
         return out
-    name = _strings(k["name"], "?")
-    op_type = _op_types(_strings(k["op_type"], ""), name)
-    shapes = _shape_strings(k["input_shapes"])
-    blocks = kernel_blocks(g)
+    name = _text_codes(k["name"], "?")
+    op_type = _op_type_codes(_text_codes(k["op_type"], ""), name)
+    shapes = _shape_codes(k["input_shapes"])
+    blocks = _merged_labels(*kernel_block_codes(g))
     dur = g.dur.astype(np.float64)
     total = float(dur.sum()) or 1.0
 
     # op-type breakdown
-    types, inv = np.unique(op_type.astype(str), return_inverse=True)
+    types, inv = _sorted_codes(*op_type)
     t_sum = np.bincount(inv, weights=dur, minlength=len(types))
     t_cnt = np.bincount(inv, minlength=len(types))
     order = np.argsort(-t_sum, kind="stable")
@@ -115,10 +170,8 @@ def profile_page_data(profile: Profile, sku: str | None = None) -> dict[str, Any
                      "other": True})
     out["op_types"] = rows
 
-    # groups by (op type, name, shapes, block)
-    # Names as Python strings, not ``astype(str)`` (a fixed-width copy); rstrip as numpy's str dtype does.
-    uniq, ginv = _factorize("\x1f".join(t) for t in zip(op_type.astype(str), (n.rstrip("\x00") for n in name),
-                                                         shapes, blocks.astype(str)))
+    # groups by (op type, name, shapes, block): on codes; text only for the distinct combinations
+    uniq, ginv = _group_codes(op_type, name, shapes, blocks)
     n_groups = len(uniq)
     g_sum = np.bincount(ginv, weights=dur, minlength=n_groups)
     g_cnt = np.bincount(ginv, minlength=n_groups)

@@ -36,7 +36,8 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
         [
             ("name", pa.string()),
             ("op_type", pa.string()),
-            ("core_type", pa.string()),  # AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU, COMMUNICATION, GPU...
+            # AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU, COMMUNICATION, GPU...
+            ("core_type", pa.string()),
             ("stream_id", pa.int64()),
             ("task_id", pa.int64()),
             ("device_id", pa.int64()),
@@ -157,7 +158,7 @@ class ProfileMeta:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ProfileMeta":
+    def from_dict(cls, data: dict[str, Any]) -> ProfileMeta:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -204,6 +205,8 @@ def conform(name: str, table: pa.Table, *, only: Collection[str] | None = None,
                 col = _lists_from_cell_text(col, fld.type)
             elif keep_dictionary and pa.types.is_string(fld.type) and _is_text(col.type):
                 pass
+            elif pa.types.is_dictionary(col.type) and col.type.value_type == fld.type:  # coded lists
+                col = col if keep_dictionary else _decoded(col)
             elif col.type != fld.type:
                 col = col.cast(fld.type)
         else:
@@ -218,10 +221,18 @@ def conform(name: str, table: pa.Table, *, only: Collection[str] | None = None,
 
 
 def _is_text(typ: pa.DataType) -> bool:
-    return pa.types.is_string(typ) or (pa.types.is_dictionary(typ) and pa.types.is_string(typ.value_type))
+    return bool(pa.types.is_string(typ)
+                or (pa.types.is_dictionary(typ) and pa.types.is_string(typ.value_type)))
 
 
-def _lists_from_cell_text(col: pa.ChunkedArray | pa.Array, list_type: pa.DataType) -> pa.ChunkedArray | pa.Array:
+def _decoded(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return pa.chunked_array([c.dictionary_decode() for c in col.chunks], type=col.type.value_type)
+    return col.dictionary_decode()
+
+
+def _lists_from_cell_text(col: pa.ChunkedArray | pa.Array,
+                          list_type: pa.DataType) -> pa.ChunkedArray | pa.Array:
     """A list column stored as its cell text (the streaming kernel writer's form) back as lists."""
     from pypto_core.formats.shapes import from_cell_text  # the cell grammar lives with the readers
 
@@ -251,7 +262,15 @@ def read_table(path: str | os.PathLike[str], name: str, columns: Collection[str]
         table = table.unify_dictionaries()
     stored_as_text = [f for f in TABLE_SCHEMAS[name] if pa.types.is_list(f.type)
                       and f.name in table.column_names and _is_text(table.schema.field(f.name).type)]
-    if len(stored_as_text) > 1 and table.num_rows >= _PARALLEL_ROWS:
+    if dictionary_text:
+        # kept coded: the distinct cells parsed into lists, 4 bytes a row (on a 3.1 M-kernel table the six
+        # list columns hold 72 MB instead of 460 MB)
+        from pypto_core.formats.shapes import coded_from_cell_text
+
+        for f in stored_as_text:
+            table = table.set_column(table.schema.get_field_index(f.name), f.name,
+                                     coded_from_cell_text(table[f.name], f.type))
+    elif len(stored_as_text) > 1 and table.num_rows >= _PARALLEL_ROWS:
         # expanding the lists is mostly Arrow's take, which releases the GIL: both cores share the columns
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="pypto-load") as pool:
             lists = list(pool.map(lambda f: _lists_from_cell_text(table[f.name], f.type), stored_as_text))
@@ -298,7 +317,7 @@ class Profile:
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str], tables: tuple[str, ...] | None = None,
-             columns: ColumnSet | None = None) -> "Profile":
+             columns: ColumnSet | None = None) -> Profile:
         """Load a saved profile; ``tables`` limits which tables are read (the rest stay empty).
 
         ``columns`` reads only the columns a step declares (``diagnose_columns()``, ``COMPARE_COLUMNS``):
@@ -333,8 +352,8 @@ class Profile:
 # Integer columns whose values repeat (lanes, devices, steps, launch shapes): dictionary-encoded in Parquet
 # like text. Times and correlation ids are nearly unique: building a dictionary for them, which Parquet then
 # drops, cost a quarter of a kernel table's write time.
-REPEATED_INT_COLUMNS = frozenset({"pid", "tid", "stream_id", "device_id", "step_id", "block_dim", "mix_block_dim",
-                                  "model_id", "context_id", "infer_id"})
+REPEATED_INT_COLUMNS = frozenset({"pid", "tid", "stream_id", "device_id", "step_id", "block_dim",
+                                  "mix_block_dim", "model_id", "context_id", "infer_id"})
 TIME_COLUMNS = ("start_ns", "dur_ns", "ts_ns", "end_ns")  # the columns Parquet keeps min/max statistics for
 
 
@@ -344,8 +363,8 @@ def parquet_dictionary_columns(schema: pa.Schema) -> list[str]:
         pa.types.is_integer(f.type) or pa.types.is_floating(f.type))]
 
 
-# What a streaming writer gives ``parquet_sink.ParquetStream`` (and ``rewrite_parquet``, ``concat_parquet``) so
-# that its files are encoded as ``save_tables`` encodes them.
+# What a streaming writer gives ``parquet_sink.ParquetStream`` (and ``rewrite_parquet``,
+# ``concat_parquet``) so that its files are encoded as ``save_tables`` encodes them.
 STREAM_ENCODING: dict[str, Any] = {"dictionary_columns": parquet_dictionary_columns,
                                    "statistics_columns": TIME_COLUMNS}
 
@@ -380,6 +399,12 @@ def save_meta(directory: str | os.PathLike[str], meta: ProfileMeta) -> None:
     (Path(directory) / "profile.json").write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
 
 
+# Every column of every table, loaded the way ``Profile.load(columns=...)`` loads (text dictionary-encoded,
+# the kernel writer's shape, dtype and format cells coded): what the worker's diagnosis step reads, as the
+# rules, page data and the timeline index each take their own. On a 3.1 M-kernel table that step peaked at
+# 4.46 GB with plain columns.
+EVERY_COLUMN: dict[str, None] = {name: None for name in TABLE_NAMES}
+
 # What ``Profile.summary`` reads besides row counts (a ``ColumnSet``).
 SUMMARY_COLUMNS: dict[str, tuple[str, ...]] = {name: ("start_ns", "dur_ns")
                                                for name in ("kernels", "host_ops", "api_calls")}
@@ -388,12 +413,14 @@ SUMMARY_COLUMNS: dict[str, tuple[str, ...]] = {name: ("start_ns", "dur_ns")
 def saved_summary(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """``Profile.summary()`` of a saved profile, reading only row counts and the time columns."""
     src = Path(directory)
-    meta = ProfileMeta.from_dict(json.loads((src / "profile.json").read_text(encoding="utf-8")).get("meta", {}))
+    doc = json.loads((src / "profile.json").read_text(encoding="utf-8"))
+    meta = ProfileMeta.from_dict(doc.get("meta", {}))
     present = {name: src / f"{name}.parquet" for name in TABLE_NAMES if (src / f"{name}.parquet").exists()}
     rows = {name: pq.ParquetFile(path).metadata.num_rows for name, path in present.items()}
     times = [pq.read_table(present[name], columns=["start_ns", "dur_ns"])
              for name in ("kernels", "host_ops", "api_calls") if name in present]
-    return _summary(meta, _time_span(times), rows.get("kernels", 0), rows.get("host_ops", 0), rows.get("steps", 0))
+    return _summary(meta, _time_span(times), rows.get("kernels", 0), rows.get("host_ops", 0),
+                    rows.get("steps", 0))
 
 
 def _time_span(tables: list[pa.Table]) -> tuple[int, int] | None:
@@ -413,7 +440,8 @@ def _time_span(tables: list[pa.Table]) -> tuple[int, int] | None:
     return None if lo is None or hi is None else (lo, hi)
 
 
-def _summary(meta: ProfileMeta, span: tuple[int, int] | None, kernels: int, host_ops: int, steps: int) -> dict[str, Any]:
+def _summary(meta: ProfileMeta, span: tuple[int, int] | None, kernels: int, host_ops: int,
+             steps: int) -> dict[str, Any]:
     return {
         "format": meta.format,
         "source": meta.source,
@@ -444,4 +472,4 @@ class ProfileGroup:
 
     def primary(self) -> Profile:
         """The lowest rank, which single-profile consumers use."""
-        return sorted(self.profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0))[0]
+        return min(self.profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0))

@@ -340,23 +340,24 @@ class Replay:
 def _stream_recurrence(floor: np.ndarray, q: np.ndarray, d: np.ndarray, first: np.ndarray) -> np.ndarray:
     """new_end[i] = max(new_end[i-1] + q[i], floor[i]) + d[i] along each stream, vectorised.
 
-    With c = cumsum(q + d) per stream, new_end - c is a running maximum of floor + d - c.
+    With c = cumsum(q + d) per stream, new_end - c is a running maximum of floor + d - c. Worked in place
+    (three task-long arrays live at once, not eleven: this runs a dozen times per replay).
     """
     n = len(d)
     if not n:
         return np.zeros(0, np.int64)
-    step = (np.where(first, 0, q) + d).astype(np.int64)
-    seg = np.cumsum(first) - 1
-    c = np.cumsum(step)
-    c -= (c - step)[np.nonzero(first)[0]][seg]  # restart the sum at each stream
-    key = (floor + d - c).astype(np.int64)  # at a stream's first task: its floor alone (c = d there)
-    out = np.empty(n, np.int64)
-    starts = np.nonzero(first)[0]
-    bounds = list(starts) + [n]
-    for lo, hi in zip(bounds[:-1], bounds[1:]):  # streams are few
-        out[lo:hi] = np.maximum.accumulate(key[lo:hi])
-    issued: np.ndarray = out + c
-    return issued
+    c = np.where(first, 0, q).astype(np.int64, copy=False)
+    c += d
+    np.cumsum(c, out=c)
+    starts = np.flatnonzero(first)  # the first task is a stream's first
+    # restart the sum at each stream: less what the streams before it summed (at a first task, c = its d)
+    c -= np.repeat(c[starts] - d[starts], np.diff(np.append(starts, n)))
+    key: np.ndarray = floor + d
+    key -= c  # at a stream's first task: its floor alone (c = d there)
+    for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), n]):  # streams are few
+        np.maximum.accumulate(key[lo:hi], out=key[lo:hi])
+    key += c
+    return key
 
 
 class _Shift:

@@ -37,17 +37,48 @@ def _as_list_array(column: pa.ChunkedArray | pa.Array, empty_type: pa.DataType) 
     return arr
 
 
+def is_coded(column: pa.ChunkedArray | pa.Array) -> bool:
+    """A list column kept dictionary-encoded (``Profile.load(columns=...)``): per kernel a code into the
+    distinct values, which are all that is parsed and held."""
+    return bool(pa.types.is_dictionary(column.type))
+
+
+def distinct_values(column: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """(values, codes) of a dictionary-encoded column: its distinct values plus a last null one, and per
+    row the index of its value (a null row points at the null)."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    values = pa.concat_arrays([arr.dictionary, pa.nulls(1, arr.dictionary.type)])
+    codes = pc.fill_null(arr.indices, len(values) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return values, codes
+
+
+def decoded(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """A list column with one list per row (a dictionary-encoded one expanded)."""
+    return column.dictionary_decode() if is_coded(column) else column
+
+
 @dataclass
 class Shapes:
-    """Per kernel: a number of slots (tensors); per slot: a number of dims."""
+    """Per kernel: a number of slots (tensors); per slot: a number of dims.
 
-    # int64, len = kernels + 1: slots of kernel i are [slot_offsets[i], slot_offsets[i+1])
-    slot_offsets: np.ndarray
+    The arrays describe rows: one per kernel, or, for a dictionary-encoded column (``codes`` set), one per
+    distinct shape list, the kernels pointing at theirs (a few hundred distinct lists for millions of
+    kernels: every per-kernel figure is computed once per distinct list, then gathered by code).
+    """
+
+    slot_offsets: np.ndarray  # int64, len = rows + 1: slots of row i are [slot_offsets[i], slot_offsets[i+1])
     dim_offsets: np.ndarray  # int64, len = slots + 1
     dims: np.ndarray  # int64 values
+    codes: np.ndarray | None = None  # per kernel, its row; None: row i is kernel i
+    values: pa.Array | None = None  # the rows as list<list<int64>> when coded
 
     @classmethod
     def from_column(cls, column: pa.ChunkedArray | pa.Array) -> Shapes:
+        if is_coded(column):
+            values, codes = distinct_values(column)
+            rows = cls.from_column(values)
+            rows.codes, rows.values = codes, values
+            return rows
         arr = _as_list_array(column, pa.list_(pa.list_(pa.int64())))
         if len(arr) == 0:
             return cls(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64))
@@ -64,32 +95,57 @@ class Shapes:
 
     @property
     def kernels(self) -> int:
+        return len(self.codes) if self.codes is not None else self._rows
+
+    @property
+    def _rows(self) -> int:
         return len(self.slot_offsets) - 1
 
-    def slot_count(self) -> np.ndarray:
-        return np.diff(self.slot_offsets)
+    def _per_kernel(self, per_row: np.ndarray) -> np.ndarray:
+        return per_row if self.codes is None else per_row[self.codes]
 
-    def _slot_index(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
-        """Global slot index of slot ``slot`` of every kernel, and whether it exists."""
-        idx = self.slot_offsets[:-1] + slot
-        ok = slot < self.slot_count()
-        return np.where(ok, idx, 0), ok
+    def slot_count(self) -> np.ndarray:
+        return self._per_kernel(np.diff(self.slot_offsets))
 
     def rank(self, slot: int) -> np.ndarray:
         """Number of dims of that slot (0 where absent)."""
-        idx, ok = self._slot_index(slot)
-        if len(self.dim_offsets) <= 1:
-            return np.zeros(self.kernels, np.int64)
-        lens = np.diff(self.dim_offsets)
-        return np.where(ok, lens[np.minimum(idx, len(lens) - 1)], 0)
+        return self._per_kernel(self._row_rank(slot))
 
     def dim(self, slot: int, axis: int) -> np.ndarray:
         """Dim ``axis`` (negative counts from the end) of slot ``slot`` per kernel; 0 where absent."""
+        return self._per_kernel(self._row_dim(slot, axis))
+
+    def elements(self, slot: int) -> np.ndarray:
+        return self._per_kernel(self._row_elements(slot))
+
+    def leading(self, slot: int, keep_last: int) -> np.ndarray:
+        """Product of the dims of ``slot`` before its last ``keep_last`` dims (batch count); 1 if none."""
+        total = self._row_elements(slot)
+        tail = np.ones(self._rows, np.int64)
+        for axis in range(1, keep_last + 1):
+            d = self._row_dim(slot, -axis)
+            tail = tail * np.where(d > 0, d, 1)
+        return self._per_kernel(np.where(tail > 0, total // np.maximum(tail, 1), 1))
+
+    def _slot_index(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
+        """Global slot index of slot ``slot`` of every row, and whether it exists."""
+        idx = self.slot_offsets[:-1] + slot
+        ok = slot < np.diff(self.slot_offsets)
+        return np.where(ok, idx, 0), ok
+
+    def _row_rank(self, slot: int) -> np.ndarray:
         idx, ok = self._slot_index(slot)
-        r = self.rank(slot)
+        if len(self.dim_offsets) <= 1:
+            return np.zeros(self._rows, np.int64)
+        lens = np.diff(self.dim_offsets)
+        return np.where(ok, lens[np.minimum(idx, len(lens) - 1)], 0)
+
+    def _row_dim(self, slot: int, axis: int) -> np.ndarray:
+        idx, ok = self._slot_index(slot)
+        r = self._row_rank(slot)
         ok = ok & ((r > axis) if axis >= 0 else (r >= -axis))
         if not len(self.dims):
-            return np.zeros(self.kernels, np.int64)
+            return np.zeros(self._rows, np.int64)
         start = self.dim_offsets[np.minimum(idx, len(self.dim_offsets) - 2)]
         pos = start + axis if axis >= 0 else start + r + axis
         pos = np.clip(pos, 0, len(self.dims) - 1)
@@ -108,25 +164,17 @@ class Shapes:
             out[nonempty] = np.multiply.reduceat(np.maximum(self.dims, 0), starts)
         return out
 
-    def elements(self, slot: int) -> np.ndarray:
+    def _row_elements(self, slot: int) -> np.ndarray:
         idx, ok = self._slot_index(slot)
         per_slot = self.slot_elements()
         if not len(per_slot):
-            return np.zeros(self.kernels, np.int64)
+            return np.zeros(self._rows, np.int64)
         return np.where(ok, per_slot[np.minimum(idx, len(per_slot) - 1)], 0)
-
-    def leading(self, slot: int, keep_last: int) -> np.ndarray:
-        """Product of the dims of ``slot`` before its last ``keep_last`` dims (batch count); 1 if none."""
-        total = self.elements(slot)
-        tail = np.ones(self.kernels, np.int64)
-        for axis in range(1, keep_last + 1):
-            d = self.dim(slot, -axis)
-            tail = tail * np.where(d > 0, d, 1)
-        return np.where(tail > 0, total // np.maximum(tail, 1), 1)
 
 
 def dtype_bytes(column: pa.ChunkedArray | pa.Array, slot_offsets: np.ndarray) -> np.ndarray:
-    """Bytes per element of every slot, aligned with ``slot_offsets`` (default 2 where unknown)."""
+    """Bytes per element of every slot, aligned with ``slot_offsets`` (default 2 where unknown); one list
+    of dtypes per row of ``slot_offsets``."""
     arr = _as_list_array(column, pa.list_(pa.string()))
     n_slots = int(slot_offsets[-1]) if len(slot_offsets) else 0
     out = np.full(n_slots, DEFAULT_DTYPE_BYTES, np.int64)
@@ -141,27 +189,71 @@ def dtype_bytes(column: pa.ChunkedArray | pa.Array, slot_offsets: np.ndarray) ->
     same = counts == np.diff(slot_offsets)
     if same.all() and len(per_slot) == n_slots:
         return per_slot
-    # Where a kernel lists fewer dtypes than shapes, keep the default for that kernel's slots.
+    # Where a row lists as many dtypes as shapes, its slots take them; elsewhere they keep the default.
+    # Gathered at once: a slot's dtype is the one at the same position in its row's list.
     dt_off = np.asarray(arr.offsets, np.int64) - int(arr.offsets[0].as_py())
-    for i in np.nonzero(same)[0]:  # rare path: mismatched rows only on odd readers
-        out[slot_offsets[i]:slot_offsets[i + 1]] = per_slot[dt_off[i]:dt_off[i + 1]]
+    slot_row = np.repeat(np.arange(len(counts)), np.diff(slot_offsets))
+    take = np.flatnonzero(same[slot_row])
+    out[take] = per_slot[dt_off[slot_row[take]] + take - slot_offsets[slot_row[take]]]
     return out
+
+
+def _aligned(shapes: Shapes,
+             dtypes: pa.ChunkedArray | pa.Array) -> tuple[Shapes, pa.Array, np.ndarray | None]:
+    """Shapes and dtypes row for row, and per kernel its row (None: a row per kernel). Both coded: one row
+    per distinct (shape list, dtype list) pair the kernels have, so each pair is computed once."""
+    if shapes.codes is not None and shapes.values is not None and is_coded(dtypes):
+        dtype_values, dtype_codes = distinct_values(dtypes)
+        pair = shapes.codes * len(dtype_values) + dtype_codes
+        if len(shapes.values) * len(dtype_values) <= 4 * len(pair) + 1024:  # a table of every pair: O(n)
+            seen = np.zeros(len(shapes.values) * len(dtype_values), np.int64)
+            seen[pair] = 1
+            distinct = np.flatnonzero(seen)
+            seen[distinct] = np.arange(len(distinct))
+            inverse = seen[pair]
+        else:
+            distinct, inverse = np.unique(pair, return_inverse=True)
+        rows = Shapes.from_column(shapes.values.take(pa.array(distinct // len(dtype_values))))
+        return rows, dtype_values.take(pa.array(distinct % len(dtype_values))), inverse.reshape(-1)
+    if shapes.codes is not None and shapes.values is not None:
+        shapes = Shapes.from_column(shapes.values.take(pa.array(shapes.codes)))
+    return shapes, decoded(dtypes), None
+
+
+def _gathered(per_row: np.ndarray, inverse: np.ndarray | None) -> np.ndarray:
+    return per_row if inverse is None else per_row[inverse]
 
 
 def tensor_bytes(shapes: Shapes, dtypes: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Total bytes of all tensors of every kernel (inputs or outputs, whichever ``shapes`` holds)."""
     if shapes.kernels == 0:
         return np.zeros(0, np.float64)
-    per_slot = shapes.slot_elements().astype(np.float64) * dtype_bytes(dtypes, shapes.slot_offsets)
+    rows, row_dtypes, inverse = _aligned(shapes, dtypes)
+    per_slot = rows.slot_elements().astype(np.float64) * dtype_bytes(row_dtypes, rows.slot_offsets)
     cum = np.concatenate([[0.0], np.cumsum(per_slot)])
-    per_kernel: np.ndarray = cum[shapes.slot_offsets[1:]] - cum[shapes.slot_offsets[:-1]]
-    return per_kernel
+    return _gathered(cum[rows.slot_offsets[1:]] - cum[rows.slot_offsets[:-1]], inverse)
 
 
-def first_dtype_bytes(dtypes: pa.ChunkedArray | pa.Array, slot_offsets: np.ndarray) -> np.ndarray:
-    per_slot = dtype_bytes(dtypes, slot_offsets)
+def slot_bytes(shapes: Shapes, dtypes: pa.ChunkedArray | pa.Array, slot: int) -> np.ndarray:
+    """Bytes of tensor ``slot`` of every kernel (float); 0 where the kernel has no such slot."""
+    rows, row_dtypes, inverse = _aligned(shapes, dtypes)
+    per_slot = dtype_bytes(row_dtypes, rows.slot_offsets)
+    if not len(per_slot):
+        return np.zeros(shapes.kernels)
+    idx = rows.slot_offsets[:-1] + slot
+    ok = slot < np.diff(rows.slot_offsets)
+    width = per_slot[np.clip(idx, 0, len(per_slot) - 1)]
+    return _gathered(np.where(ok, rows._row_elements(slot) * width, 0).astype(np.float64), inverse)
+
+
+def first_dtype_bytes(shapes: Shapes, dtypes: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Bytes per element of every kernel's first tensor (the default where it has none)."""
+    rows, row_dtypes, inverse = _aligned(shapes, dtypes)
+    slot_offsets = rows.slot_offsets
+    per_slot = dtype_bytes(row_dtypes, slot_offsets)
     n = len(slot_offsets) - 1
     has = np.diff(slot_offsets) > 0
     if not len(per_slot):
-        return np.full(n, DEFAULT_DTYPE_BYTES, np.int64)
-    return np.where(has, per_slot[np.minimum(slot_offsets[:-1], len(per_slot) - 1)], DEFAULT_DTYPE_BYTES)
+        return _gathered(np.full(n, DEFAULT_DTYPE_BYTES, np.int64), inverse)
+    return _gathered(np.where(has, per_slot[np.minimum(slot_offsets[:-1], len(per_slot) - 1)],
+                              DEFAULT_DTYPE_BYTES), inverse)

@@ -32,8 +32,8 @@ from analysis.summary import summary_fields, summary_of
 from analysis.workdirs import make_workdir
 from profiles.models import Profile, ProfileStatus
 from pypto_core.errors import InputError
+from pypto_core.profile import EVERY_COLUMN, ProfileGroup
 from pypto_core.profile import Profile as CoreProfile
-from pypto_core.profile import ProfileGroup
 from pypto_core.remedies.artifact import Artifact as CoreArtifact
 from pypto_core.rules import Report, diagnose
 from pypto_core.rules.diagnose import GROUP_TABLES
@@ -50,15 +50,17 @@ def load_for_diagnosis(profile: Profile, dest: Path) -> tuple[CoreProfile, Profi
     """The primary rank, and the whole group when the upload had several ranks (cross-rank rules).
 
     Every table of the primary rank (the rules, page data and the timeline index read it); of the other ranks
-    only what the group-scope rules read, so that a group never holds every rank's full tables."""
+    only what the group-scope rules read, so that a group never holds every rank's full tables. Text stays
+    dictionary-encoded and the kernels' shape cells coded (``EVERY_COLUMN``)."""
     store = ProfileStore(profile)
     folders = store.rank_folders()
     if len(folders) <= 1:
-        return store.load(dest), None
-    ranks = [store.load(dest, folder=folder, tables=GROUP_TABLES) for folder in folders]
+        return store.load(dest, columns=EVERY_COLUMN), None
+    ranks = [store.load(dest, folder=folder, tables=GROUP_TABLES, columns=EVERY_COLUMN)
+             for folder in folders]
     group = ProfileGroup(profiles=ranks, source=profile.original_filename)
     at = next(i for i, p in enumerate(ranks) if p is group.primary())
-    group.profiles[at] = CoreProfile.load(dest / folders[at])  # already fetched there
+    group.profiles[at] = CoreProfile.load(dest / folders[at], columns=EVERY_COLUMN)  # already fetched there
     return group.profiles[at], group
 
 

@@ -61,7 +61,8 @@ def child_json(code: str, *args: str, check: bool = False) -> dict[str, Any]:
     A failed child gives ``{"error": <its last stderr line>}``, or raises ``CalledProcessError`` if ``check``.
     """
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, check=check)
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                         check=check)
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -79,7 +80,7 @@ def median_of_runs(run: Any, repeats: int = REPEATS) -> dict[str, Any]:
     os.sync()
     runs = []
     for _ in range(repeats):
-        result = run()
+        result: dict[str, Any] = run()
         if "error" in result:
             return result
         runs.append(result)
@@ -126,7 +127,8 @@ def measure_write_profiles(folder: Path, out_dir: Path) -> dict[str, Any]:
     rank = out_dir / saved.primary()[0]
     rows = {name: pq.ParquetFile(rank / f"{name}.parquet").metadata.num_rows
             for name in ("kernels", "host_ops", "api_calls", "flows")}
-    return {"seconds": seconds, "cpu_s": cpu, "peak_rss_mb": vm_hwm_mb(), "rank_folder": saved.primary()[0], **rows}
+    return {"seconds": seconds, "cpu_s": cpu, "peak_rss_mb": vm_hwm_mb(), "rank_folder": saved.primary()[0],
+            **rows}
 
 
 def measure_profile_load(rank_dir: Path) -> dict[str, Any]:

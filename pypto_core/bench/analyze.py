@@ -52,12 +52,13 @@ def run(sizes_mb: list[float], workdir: str | Path) -> dict[str, Any]:
     for size in sizes_mb:
         saved, info = prepare(size, work)
         # median of three fresh children, after the inputs are flushed
-        measured = median_of_runs(lambda: child_json(_CHILD, str(saved), check=True))
+        measured = median_of_runs(lambda p=str(saved): child_json(_CHILD, p, check=True))
         total = measured.pop("seconds")
         results.append({"size_mb": size, **info, **measured, "load_plus_analyze_s": round(total, 3),
                         "meets_target": total < TARGET_S and measured["peak_rss_mb"] < TARGET_RSS_MB,
                         "load_avg": load_avg()})
-    return {"benchmark": "analyze", "target": {"seconds": TARGET_S, "rss_mb": TARGET_RSS_MB}, "results": results}
+    return {"benchmark": "analyze", "target": {"seconds": TARGET_S, "rss_mb": TARGET_RSS_MB},
+            "results": results}
 
 
 if __name__ == "__main__":  # python -m pypto_core.bench.analyze 100 /tmp/bench

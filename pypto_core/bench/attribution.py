@@ -64,4 +64,5 @@ def run(sizes_mb: list[float], workdir: str | Path) -> dict[str, Any]:
 
 if __name__ == "__main__":  # python -m pypto_core.bench.attribution 100 /tmp/bench
     sizes = [float(s) for s in sys.argv[1].split(",")] if len(sys.argv) > 1 else [100.0]
-    print(json.dumps(run(sizes, sys.argv[2] if len(sys.argv) > 2 else "/tmp/pypto_bench_attribution"), indent=2))
+    work = sys.argv[2] if len(sys.argv) > 2 else "/tmp/pypto_bench_attribution"
+    print(json.dumps(run(sizes, work), indent=2))

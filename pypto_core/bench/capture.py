@@ -16,8 +16,9 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 MAX_MODEL_MB = 32
 STEPS = 16  # decode steps per mode per round
@@ -41,10 +42,10 @@ def _model(size_mb: int) -> tuple[Any, Callable[[Any, Any], tuple[Any, Any]], st
     try:
         from transformers import LlamaConfig, LlamaForCausalLM
 
-        cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
-                          num_attention_heads=max(1, hidden // 64), num_key_value_heads=max(1, hidden // 128),
-                          max_position_embeddings=4096)
-        model = LlamaForCausalLM(cfg).eval()
+        cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2,
+                          num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
+                          num_key_value_heads=max(1, hidden // 128), max_position_embeddings=4096)
+        model = LlamaForCausalLM(cfg).eval()  # type: ignore[no-untyped-call]  # transformers' is untyped
 
         def step(ids: Any, past: Any) -> tuple[Any, Any]:
             out = model(input_ids=ids, past_key_values=past, use_cache=True)
@@ -53,7 +54,8 @@ def _model(size_mb: int) -> tuple[Any, Callable[[Any, Any], tuple[Any, Any]], st
         return model, step, "transformers.LlamaForCausalLM"
     except ImportError:
         layer = torch.nn.TransformerDecoderLayer(hidden, max(1, hidden // 64), hidden * 2, batch_first=True)
-        model = torch.nn.Sequential(torch.nn.Embedding(vocab, hidden), layer, torch.nn.Linear(hidden, vocab)).eval()
+        model = torch.nn.Sequential(torch.nn.Embedding(vocab, hidden), layer,
+                                    torch.nn.Linear(hidden, vocab)).eval()
 
         def step(ids: Any, past: Any) -> tuple[Any, Any]:
             ctx = ids if past is None else torch.cat([past, ids], 1)[:, -64:]
@@ -89,7 +91,7 @@ def _measure(size_mb: int, workdir: Path) -> dict[str, Any]:
     params = sum(p.numel() for p in model.parameters())
     _decode(step, None, 4)  # warm the allocator and caches
     times: dict[str, list[float]] = {"baseline": [], "outside": [], "inside": []}
-    overhead_s = {"start_s": [], "stop_and_write_s": []}
+    overhead_s: dict[str, list[float]] = {"start_s": [], "stop_and_write_s": []}
     for r in range(ROUNDS):
         times["baseline"] += _decode(step, None, STEPS)
         # open, with a schedule that keeps waiting: what an always-on Profiler costs between captures
@@ -116,7 +118,8 @@ def _measure(size_mb: int, workdir: Path) -> dict[str, Any]:
     # floor, reported apart, not the overhead.
     outside_pct = 100 * (med["outside"] / med["baseline"] - 1)
     half = len(times["baseline"]) // 2
-    noise_pct = 100 * abs(statistics.median(times["baseline"][:half]) / statistics.median(times["baseline"][half:]) - 1)
+    first, second = statistics.median(times["baseline"][:half]), statistics.median(times["baseline"][half:])
+    noise_pct = 100 * abs(first / second - 1)
     return {
         "model": kind,
         "model_mb": round(params * 4 / 2**20, 1),
@@ -143,7 +146,7 @@ def run(sizes_mb: list[int], workdir: str | Path | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         for size in sizes_mb:
             capped = max(1, min(size, MAX_MODEL_MB))
-            if capped in measured:  # the same model again: not measured twice, and its traces not counted twice
+            if capped in measured:  # the same model again: not measured twice, its traces not counted twice
                 results[f"{size}MB"] = {"same_as": measured[capped], "capped_to_mb": capped}
                 continue
             sub = Path(tmp) / f"size{size}"  # a folder of its own: trace sizes count this run's files only

@@ -20,7 +20,8 @@ from typing import Any
 
 from pypto_core.bench._measure import child_json, cpu_s, load_avg, median_of_runs, samples_dir, vm_hwm_mb
 
-SAMPLE_REL = Path("ascend_pt/qwen3_0.6b_train_4npu_level2/rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
+SAMPLE_REL = Path("ascend_pt/qwen3_0.6b_train_4npu_level2/rank_0_ascend_pt/ASCEND_PROFILER_OUTPUT",
+                  "kernel_details.csv")
 MB = 1024 * 1024
 
 
@@ -32,7 +33,8 @@ def generate(path: Path, size_mb: int, sample: Path | None = None) -> dict[str, 
     start_col = header.split(",").index("Start Time(us)")
     # Split each row around its start time once; each copy then only formats one integer.
     parts = []
-    lo = hi = None
+    lo: int | None = None
+    hi: int | None = None
     for r in rows:
         cells = r.split(",", start_col + 1)
         head = ",".join(cells[:start_col])
@@ -41,6 +43,8 @@ def generate(path: Path, size_mb: int, sample: Path | None = None) -> dict[str, 
         parts.append((head + ",", int(int_us), "." + frac + "\t," + tail + "\n"))
         lo = int(int_us) if lo is None else min(lo, int(int_us))
         hi = int(int_us) if hi is None else max(hi, int(int_us))
+    if lo is None or hi is None:
+        raise ValueError(f"{sample}: no kernel rows to repeat")
     span_us = (hi - lo) + 1_000_000  # one capture plus a second of gap per copy
     target = size_mb * MB
     written = 0
@@ -74,7 +78,8 @@ def measure_convert(csv_path: Path, parquet_path: Path) -> dict[str, Any]:
     rows, warnings = kernels_to_parquet(csv_path, parquet_path)
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - c0
-    return {"rows": rows, "seconds": seconds, "cpu_s": cpu, "peak_rss_mb": vm_hwm_mb(), "warnings": warnings[:3]}
+    return {"rows": rows, "seconds": seconds, "cpu_s": cpu, "peak_rss_mb": vm_hwm_mb(),
+            "warnings": warnings[:3]}
 
 
 def measure_load(parquet_path: Path) -> dict[str, Any]:
@@ -109,8 +114,9 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
         t0 = time.perf_counter()
         gen = generate(csv_path, size)
         gen_s = time.perf_counter() - t0
-        conv = median_of_runs(lambda: _child("convert", csv_path, pq_path))
-        load = median_of_runs(lambda: _child("load", pq_path)) if "error" not in conv else {"error": "conversion failed"}
+        conv = median_of_runs(lambda c=csv_path, p=pq_path: _child("convert", c, p))
+        load: dict[str, Any] = (median_of_runs(lambda p=pq_path: _child("load", p)) if "error" not in conv
+                                else {"error": "conversion failed"})
         input_mb = gen["bytes"] / MB
         entry: dict[str, Any] = {"size_mb": size, "input_mb": round(input_mb, 1), "rows": gen["rows"],
                                  "generate_s": round(gen_s, 2)}
@@ -132,8 +138,10 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
                 entry.update({
                     "parquet_load_s": round(load["seconds"], 3),
                     "parquet_load_cpu_s": round(load["cpu_s"], 3),
-                    "parquet_load_rows_per_s": round(load["rows"] / load["seconds"]) if load["seconds"] else None,
-                    "parquet_load_input_mb_per_s": round(input_mb / load["seconds"], 1) if load["seconds"] else None,
+                    "parquet_load_rows_per_s": (round(load["rows"] / load["seconds"]) if load["seconds"]
+                                                else None),
+                    "parquet_load_input_mb_per_s": (round(input_mb / load["seconds"], 1) if load["seconds"]
+                                                    else None),
                     "parquet_load_peak_rss_mb": round(load["peak_rss_mb"], 1),
                     "arrow_mb": round(load["arrow_mb"], 1),
                 })
@@ -141,7 +149,8 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
         for p in (csv_path, pq_path):
             p.unlink(missing_ok=True)
     return {"benchmark": "readers_csv", "targets": {"csv_mb_per_s": 300, "peak_rss_mb": 1024},
-            "cpu_count": os.cpu_count(), "load_avg_1min": (load_avg() or [None])[0], "results": results}
+            "cpu_count": os.cpu_count(), "load_avg_1min": loads[0] if (loads := load_avg()) else None,
+            "results": results}
 
 
 if __name__ == "__main__":  # python -m pypto_core.bench.readers_csv [MB ...]

@@ -129,10 +129,11 @@ def _gzip(src: Path, dst: Path) -> None:
 def measure_convert(kind: str, src: Path, out_dir: Path) -> dict[str, Any]:
     """In this process: read ``src`` straight into a saved profile folder (Parquet); time, counts and peak RSS."""
     # imports and the first-ever compile of the scanner happen once per worker, not per file: untimed
+    import pyarrow.parquet as pq
+
     import pypto_core.formats.chrome_trace  # noqa: F401
     import pypto_core.formats.kineto  # noqa: F401
     import pypto_core.profile  # noqa: F401
-    import pyarrow.parquet as pq
     from pypto_core.formats.eventscan import native_scanner
     from pypto_core.memory import use_returning_allocator
 

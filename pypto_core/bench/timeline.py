@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-
-from pypto_core.bench._measure import vm_hwm_mb
 import subprocess
 import sys
 import time
@@ -25,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from pypto_core.bench._measure import vm_hwm_mb
+from pypto_core.profile import Profile
 
 EVENTS_PER_MB = 10_000
 WIDTH_PX = 1600
@@ -42,7 +43,7 @@ def _rss_mb() -> float:
     return vm_hwm_mb()
 
 
-def synthetic_profile(events: int, seed: int = 7):
+def synthetic_profile(events: int, seed: int = 7) -> Profile:
     """A profile of about ``events`` slices, built from numpy columns."""
     import pyarrow as pa
 
@@ -55,7 +56,8 @@ def synthetic_profile(events: int, seed: int = 7):
     n_api = int(events * 0.15)
     n_comm = max(1, events - n_kernel - n_host - n_api)
 
-    def timeline(n: int, lanes: int, median_ns: float, gap_ns: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def timeline(n: int, lanes: int, median_ns: float,
+                 gap_ns: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         lane = rng.integers(0, lanes, n)
         dur = np.clip(rng.lognormal(np.log(median_ns), 1.2, n), 200, 5e7).astype(np.int64)
         gap = rng.exponential(gap_ns, n).astype(np.int64)
@@ -88,9 +90,9 @@ def synthetic_profile(events: int, seed: int = 7):
         "start_ns": np.r_[p_start, c_start] + base, "dur_ns": np.r_[p_dur, c_dur],
     })
     a_lane, a_start, a_dur = timeline(n_api, 2, 5_000, 3_000)
+    api_names = pa.array(["aclnnMatmul", "aclrtLaunchKernel", "aclnnAdd"])
     api = pa.table({"name": pa.DictionaryArray.from_arrays((a_start % 3).astype(np.int32),
-                                                           pa.array(["aclnnMatmul", "aclrtLaunchKernel", "aclnnAdd"])
-                                                           ).cast(pa.string()),
+                                                           api_names).cast(pa.string()),
                     "level": ["acl"] * n_api, "pid": np.full(n_api, 4242, np.int64), "tid": a_lane + 100,
                     "start_ns": a_start + base, "dur_ns": a_dur})
     m_lane, m_start, m_dur = timeline(n_comm, 2, 50_000, 20_000)
@@ -151,7 +153,8 @@ def _build_child(events: int, out_dir: str) -> dict[str, Any]:
     return {"events": int(sum(profile.table(t).num_rows for t in ("kernels", "host_ops", "api_calls",
                                                                     "communication"))),
             "generate_s": round(generated - t0, 2), "build_s": round(built - t1, 2),
-            "peak_rss_after_generate_mb": round(rss_generated, 1), "peak_rss_after_build_mb": round(_rss_mb(), 1),
+            "peak_rss_after_generate_mb": round(rss_generated, 1),
+            "peak_rss_after_build_mb": round(_rss_mb(), 1),
             # build memory on its own: RSS before the build (the profile's tables are most of it), the peak
             # during the build, and the difference (what the build itself adds)
             "build": {
@@ -222,8 +225,8 @@ def run(sizes_mb: list[int] | None, workdir: str | os.PathLike[str]) -> dict[str
     for size in sizes_mb or [1000]:
         events = int(size * EVENTS_PER_MB)
         out = Path(workdir) / f"timeline-{events}"
-        child = subprocess.run([sys.executable, "-m", "pypto_core.bench.timeline", "--build", str(events), str(out)],
-                               capture_output=True, text=True, check=True)
+        child = subprocess.run([sys.executable, "-m", "pypto_core.bench.timeline", "--build", str(events),
+                                str(out)], capture_output=True, text=True, check=True)
         build = json.loads(child.stdout.strip().splitlines()[-1])
         results.append({"size_mb": size, **build, "query": measure_queries(str(out))})
     return {"benchmark": "timeline", "width_px": WIDTH_PX, "results": results}

@@ -22,7 +22,12 @@ from pypto_core.formats import summary_csv
 from pypto_core.formats.communication_json import read_communication
 from pypto_core.formats.jsonfile import load_json
 from pypto_core.formats.kernel_csv import kernels_to_parquet
-from pypto_core.formats.saved_folder import FolderFiles, join_saved_l2_cache, note_device_ids, write_folder_profile
+from pypto_core.formats.saved_folder import (
+    FolderFiles,
+    join_saved_l2_cache,
+    note_device_ids,
+    write_folder_profile,
+)
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import ProfileMeta
 
@@ -74,7 +79,8 @@ def read_profiler_info(root: Path, meta: ProfileMeta) -> None:
         if rank is None and m and m.group(1) is not None:
             rank = m.group(1)
         meta.rank = _int_or_none(rank)
-        exp = ((info.get("config") or {}).get("experimental_config") or {}) if isinstance(info.get("config"), dict) else {}
+        config = info.get("config")
+        exp = (config.get("experimental_config") or {}) if isinstance(config, dict) else {}
         if isinstance(exp, dict):
             meta.profiler_level = _str_or_none(exp.get("_profiler_level"))
             aic = _str_or_none(exp.get("_aic_metrics"))

@@ -43,9 +43,20 @@ import pyarrow.compute as pc
 
 from pypto_core.formats.early_names import early_process_names
 from pypto_core.formats.eventscan import Pieces, scan_file
-from pypto_core.formats.flow_binding import bind_on_lanes  # noqa: F401 (re-exported: its rule is documented there)
-from pypto_core.formats.flow_binding import (NO_START, NO_TS, SPAN, BucketedSpans, RowOrder, Spill, SpillDir,
-                                             TimeSample, first_rows, hash_part, split_to)
+from pypto_core.formats.flow_binding import (
+    NO_START,
+    NO_TS,
+    SPAN,
+    BucketedSpans,
+    RowOrder,
+    Spill,
+    SpillDir,
+    TimeSample,
+    bind_on_lanes,  # noqa: F401 (re-exported: its rule is documented there)
+    first_rows,
+    hash_part,
+    split_to,
+)
 from pypto_core.formats.table_sink import TableSink, Transform
 from pypto_core.profile import TABLE_NAMES, Profile, ProfileMeta, conform, empty_table, save_tables
 

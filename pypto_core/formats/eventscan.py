@@ -29,9 +29,9 @@ import numpy as np
 import pyarrow as pa
 
 from pypto_core.errors import InputError
-from pypto_core.limits import Inflation
 from pypto_core.formats.native import load_library
 from pypto_core.formats.prefetch import iterate_ahead
+from pypto_core.limits import Inflation
 
 FIXED_FIELDS: tuple[str, ...] = ("ph", "name", "cat", "pid", "tid", "id", "bp", "arg0_key", "arg0_val")
 READ_CHUNK = 8 << 20  # bytes per read; ~35k trace_view events
@@ -433,7 +433,7 @@ def _skip_json_value(buf: _Buffer, path: Path) -> bytes:
 
 
 def _scan_object(
-    buf: _Buffer, path: Path, scanner: "_NativeScan", batches: _Sink, header: dict[str, Any]
+    buf: _Buffer, path: Path, scanner: _NativeScan, batches: _Sink, header: dict[str, Any]
 ) -> bool:
     """Walk the wrapper object's keys; scan ``traceEvents``, keep the other values as metadata."""
     found = False
@@ -495,7 +495,7 @@ class _Scratch:
     region: int
 
     @classmethod
-    def new(cls, nf: int, region: int) -> "_Scratch":
+    def new(cls, nf: int, region: int) -> _Scratch:
         return cls(
             lens=np.empty((nf, EVENT_CAP), dtype=np.int32),
             kinds=np.empty((nf, EVENT_CAP), dtype=np.uint8),
@@ -510,7 +510,7 @@ class _Scratch:
             region=region,
         )
 
-    def fit(self, nf: int, region: int) -> "_Scratch":
+    def fit(self, nf: int, region: int) -> _Scratch:
         """This scratch set if its regions are large enough, else a new one."""
         return self if region <= self.region and self.lens.shape[1] == EVENT_CAP else _Scratch.new(nf, region)
 
@@ -575,7 +575,7 @@ class _NativeScan:
                 for f in pending:  # one worker, in order: re-raises a worker's InputError
                     f.result()
 
-    def _batch_to_sink(self, n: int, sc: _Scratch, free: "queue.SimpleQueue[_Scratch]", sink: "_Sink") -> None:
+    def _batch_to_sink(self, n: int, sc: _Scratch, free: queue.SimpleQueue[_Scratch], sink: _Sink) -> None:
         try:
             batch = self._batch(n, sc)
         finally:

@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -98,7 +99,7 @@ class Spill:
         self.rows = 0
         self._path = path
         self._parts: list[np.ndarray] = []
-        self._fh = None
+        self._fh: BinaryIO | None = None
 
     def __len__(self) -> int:
         return self.rows

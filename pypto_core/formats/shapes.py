@@ -159,3 +159,28 @@ def from_cell_text(arr: pa.Array | pa.ChunkedArray, list_type: pa.DataType) -> p
     if list_type == SHAPES_TYPE:
         return parse_shapes(arr)[0]
     return parse_name_lists(arr)
+
+
+def coded_from_cell_text(arr: pa.Array | pa.ChunkedArray,
+                         list_type: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """Stored cell text as a dictionary of the canonical lists: only the distinct cells are parsed and held,
+    each row keeps its 4-byte code (``dictionary_decode`` gives what :func:`from_cell_text` gives)."""
+    if isinstance(arr, pa.ChunkedArray):
+        parsed: list[tuple[pa.Array, pa.Array]] = []  # (cell text, lists) of the dictionaries seen
+
+        def chunk(c: pa.Array) -> pa.Array:
+            if not pa.types.is_dictionary(c.type):
+                return coded_from_cell_text(c, list_type)
+            lists = next((v for d, v in parsed if d is c.dictionary or d.equals(c.dictionary)), None)
+            if lists is None:  # unified chunks share one dictionary: parsed once
+                lists = from_cell_text(c.dictionary, list_type)
+                parsed.append((c.dictionary, lists))
+            return pa.DictionaryArray.from_arrays(c.indices, lists)
+
+        return pa.chunked_array([chunk(c) for c in arr.chunks], type=pa.dictionary(pa.int32(), list_type))
+    if pa.types.is_null(arr.type):
+        return pa.DictionaryArray.from_arrays(pa.nulls(len(arr), pa.int32()), pa.array([], list_type))
+    if not pa.types.is_dictionary(arr.type):
+        arr = pc.dictionary_encode(arr.cast(pa.string()))
+    lists = from_cell_text(arr.dictionary, list_type)
+    return pa.DictionaryArray.from_arrays(arr.indices.cast(pa.int32()), lists)

@@ -9,6 +9,7 @@ tables, a bounded piece at a time, so that a folder of any size is merged in bou
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -103,8 +104,8 @@ def _concat_slices(parts: list[Path], dest: Path) -> None:
         return flows
 
     if with_flows:
-        concat_parquet([parts[i] / "flows.parquet" for i in with_flows], dest / "flows.parquet", transform=shifted,
-                       **STREAM_ENCODING)
+        concat_parquet([parts[i] / "flows.parquet" for i in with_flows], dest / "flows.parquet",
+                       transform=shifted, **STREAM_ENCODING)
     steps = [read_table(part / "steps.parquet", "steps") for part in parts]
     save_tables(dest, ProfileMeta(), {"steps": pa.concat_tables(steps, promote_options="default")})
     for name in (*_STREAMED, "flows"):
@@ -123,12 +124,14 @@ def repoint_flows(flows: pa.Table, trace_kernels: pa.Table, csv_kernels: pa.Tabl
     return _repointed(flows, mapping)
 
 
-def repoint_saved_flows(flows_path: Path, trace_kernels_path: Path, csv_kernels_path: Path, dest: Path) -> int:
+def repoint_saved_flows(flows_path: Path, trace_kernels_path: Path, csv_kernels_path: Path,
+                        dest: Path) -> int:
     """:func:`repoint_flows` over saved tables into ``dest`` (the rows written), a piece at a time: what is
     held is the mapping from timeline task to CSV kernel (8 bytes a task), and while it is built the keys of
     one time range, never the kernel names or the flows themselves."""
     columns = {"columns": ["start_ns", "name"], "read_dictionary": ["name"]}
-    mapping = _kernel_mapping(lambda: pieces(trace_kernels_path, **columns), lambda: pieces(csv_kernels_path, **columns))
+    mapping = _kernel_mapping(lambda: pieces(trace_kernels_path, **columns),
+                              lambda: pieces(csv_kernels_path, **columns))
     return write_parquet_stream((_repointed(chunk, mapping) for chunk in pieces(flows_path)), dest,
                                 **STREAM_ENCODING)
 
@@ -156,7 +159,7 @@ def _kernel_mapping(trace: _Chunks, csv: _Chunks) -> np.ndarray:
         return mapping
     ranges = max(1, -(-rows // MAPPING_KEYS))
     edges = [lo + (hi + 1 - lo) * i // ranges for i in range(ranges + 1)]  # Python ints: exact
-    for first, last in zip(edges, edges[1:]):
+    for first, last in itertools.pairwise(edges):
         t_row, t_start, t_code = _keys_in(trace(), names, first, last, add=True)
         c_row, c_start, c_code = _keys_in(csv(), names, first, last, add=False)
         if len(t_row) and len(c_row):
@@ -195,7 +198,7 @@ def _match(mapping: np.ndarray, t_row: np.ndarray, t_start: np.ndarray, t_code: 
     mapping[tagged[is_trace] - (1 << 40)] = run_csv_row[run[is_trace]]
 
 
-def _keys_in(chunks: Iterable[pa.Table], names: "_NameCodes", first: int, last: int, *,
+def _keys_in(chunks: Iterable[pa.Table], names: _NameCodes, first: int, last: int, *,
              add: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row, start_ns, name code) of the kernels in ``chunks`` (consecutive pieces of one table) that start
     in [first, last) and have a name code. ``add`` (the timeline side): every name gets a code; otherwise
@@ -240,6 +243,7 @@ class _NameCodes:
         if not pa.types.is_dictionary(arr.type):
             arr = pc.dictionary_encode(arr)
         values = arr.dictionary.to_pylist()  # the distinct names of one row group: few
+        lut: list[int | None]
         if add:
             lut = [self._codes.setdefault(v, len(self._codes)) for v in values]
         else:
@@ -251,9 +255,11 @@ def merge_steps(csv_steps: pa.Table | None, trace_steps: pa.Table) -> pa.Table:
     """step_trace_time's breakdown with the timeline's ProfilerStep bounds (by step id)."""
     if csv_steps is None or csv_steps.num_rows == 0:
         return trace_steps
-    bounds = trace_steps.select(["step_id", "start_ns", "end_ns"]).rename_columns(["step_id", "t_start", "t_end"])
+    bounds = trace_steps.select(["step_id", "start_ns", "end_ns"]).rename_columns(
+        ["step_id", "t_start", "t_end"])
     keyed = csv_steps.append_column("_row", pa.array(range(csv_steps.num_rows), pa.int64()))
     joined = keyed.join(bounds, "step_id", join_type="left outer", use_threads=False).sort_by("_row")
-    joined = joined.set_column(joined.schema.get_field_index("start_ns"), "start_ns", pc.coalesce(joined["t_start"], joined["start_ns"]))
-    joined = joined.set_column(joined.schema.get_field_index("end_ns"), "end_ns", pc.coalesce(joined["t_end"], joined["end_ns"]))
+    for column, bound in (("start_ns", "t_start"), ("end_ns", "t_end")):
+        joined = joined.set_column(joined.schema.get_field_index(column), column,
+                                   pc.coalesce(joined[bound], joined[column]))
     return joined.drop_columns(["_row", "t_start", "t_end"])

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.graph import OperatorCallGraph
+from pypto_core.shapes import decoded
 
 MAX_GROUPS = 20  # the header lists at most this many; the rest are counted
 MAX_NAMES_PER_GROUP = 200  # kernel names kept per group (what AOE's tune_ops_name is given)
@@ -79,7 +80,7 @@ def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_
     def column(name: str, convert: Any) -> tuple[np.ndarray, list[Any]]:
         if name not in k.column_names:
             return np.zeros(len(idx), np.int64), [""]
-        return _codes(convert(k[name].take(take).combine_chunks()))
+        return _codes(convert(decoded(k[name].take(take).combine_chunks())))
 
     # as text: codes of these rows in their order (a dictionary column's own would be the profile's)
     op_c, op_v = _codes(pc.cast(pc.coalesce(k["op_type"], k["name"]).take(take) if "op_type" in k.column_names

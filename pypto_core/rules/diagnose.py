@@ -150,6 +150,7 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
     summary["combined_speedup_source"] = "interval_model"
     if replay is not None:
         graph.drop_shapes()  # the rules and the summary are done with them; the replays need the room
+        graph.drop_chains()
         release_freed_memory()
         replayed = _replay_findings(ctx, replay)
         if replay.linked_share >= REPLAY_MIN_LINKED:

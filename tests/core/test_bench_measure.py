@@ -71,3 +71,41 @@ def test_each_capture_bench_size_counts_only_its_own_traces(tmp_path: Path) -> N
     sizes = capture.run([1, 2], tmp_path)["sizes"]
     first, second = sizes["1MB"]["trace_mb_per_active_step"], sizes["2MB"]["trace_mb_per_active_step"]
     assert first > 0 and 0.67 < second / first < 1.5, (first, second)
+
+
+def test_the_folder_bench_times_each_step_of_analyze(tmp_path: Path) -> None:
+    """``analyze_folder``: pypto analyze of a raw simulated folder, its read, load, diagnosis and report
+    timed apart inside the one CLI call (no timing is asserted, only that each step was seen and counted)."""
+    from pypto_core.bench import analyze_folder
+
+    row = analyze_folder.run([2.0], tmp_path)["results"][0]
+    assert row["exit"] == 0 and row["kernels"] > 0 and len(row["runs_s"]) == 3
+    assert set(row["stages"]) == {"read", "load", "diagnose", "render"}
+    assert sum(s["s"] for s in row["stages"].values()) <= row["seconds"] + 0.05
+    assert row["stages"]["read"]["peak_rss_mb"] <= row["peak_rss_mb"]
+
+
+def test_the_saved_bench_analyses_and_compares_a_kernel_table(tmp_path: Path) -> None:
+    """``analyze_saved``: a saved profile of a kernel_details.csv built from the real sample's rows, built
+    once and reused; pypto analyze of it and the worker's comparison of two, each in its own child."""
+    from pypto_core.bench import analyze_saved
+
+    row = analyze_saved.run([1], tmp_path)["results"][0]
+    assert row["rows"] > 0 and row["analyze"]["kernels"] == row["rows"] and row["analyze"]["exit"] == 0
+    assert row["compare"]["op_rows"] > 0 and len(row["compare"]["runs_s"]) == 3
+    built = (tmp_path / "kernel_table_1mb.saved" / "rank_0" / "kernels.parquet").stat().st_mtime
+    analyze_saved.run([1], tmp_path)
+    assert (tmp_path / "kernel_table_1mb.saved" / "rank_0" / "kernels.parquet").stat().st_mtime == built
+
+
+def test_the_worker_bench_measures_each_part_of_the_diagnosis_step(tmp_path: Path) -> None:
+    """``worker_diagnose``: the load, rules, page data and timeline index of the worker's step, on a saved
+    simulated folder and a saved kernel table, each in fresh children; the peak after each part."""
+    from pypto_core.bench import worker_diagnose
+
+    rows = worker_diagnose.run([1], tmp_path)["results"]
+    assert [r["profile"] for r in rows] == ["ascend_pt_folder", "kernel_table"]
+    for row in rows:
+        assert list(row["parts"]) == ["load", "rules", "page_data", "timeline_index"], row
+        assert row["kernels"] > 0 and len(row["runs_s"]) == 3
+        assert max(p["peak_rss_mb"] for p in row["parts"].values()) <= row["peak_rss_mb"] + 1

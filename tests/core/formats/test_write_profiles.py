@@ -246,3 +246,38 @@ def test_saved_ranks_are_copied_not_read_again(tmp_path, monkeypatch):
     (tmp_path / "saved" / "rank_1" / "kernels.parquet").write_bytes(b"PAR1 not parquet")
     with pytest.raises(InputError, match="could not be loaded"):
         write_profiles(tmp_path / "saved" / "rank_1", tmp_path / "bad")
+
+
+def test_a_folders_tables_are_read_beside_its_timeline_to_the_same_profile(tmp_path, monkeypatch):
+    """With two cores the kernel table and the small files are read in a second thread while the timeline
+    is scanned; the saved profile is the one the serial read gives, and a failure in that thread fails the
+    read (the thread is joined first: nothing is left behind)."""
+    from pypto_core.formats import ascend_pt, saved_folder
+
+    monkeypatch.setattr(saved_folder, "parallel_reads", lambda: False)
+    serial = write_ascend_pt(LEVEL2, tmp_path / "serial")
+    threads: list[str] = []
+    real = ascend_pt._write_tables
+
+    def recorded(files, out):
+        import threading
+
+        threads.append(threading.current_thread().name)
+        return real(files, out)
+
+    monkeypatch.setattr(ascend_pt, "_write_tables", recorded)
+    monkeypatch.setattr(saved_folder, "parallel_reads", lambda: True)
+    parallel = write_ascend_pt(LEVEL2, tmp_path / "parallel")
+    assert threads and threads[0].startswith("pypto-folder-tables")
+    assert parallel == serial
+    a, b = Profile.load(tmp_path / "serial"), Profile.load(tmp_path / "parallel")
+    for name in TABLE_NAMES:
+        assert a.table(name).equals(b.table(name)), name
+
+    def failing(files, out):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(ascend_pt, "_write_tables", failing)
+    with pytest.raises(RuntimeError, match="disk full"):
+        write_ascend_pt(LEVEL2, tmp_path / "failed")
+    assert not (tmp_path / "failed").exists()

@@ -1,0 +1,59 @@
+"""The worker's diagnosis step loads every column coded (``Profile.load(columns=EVERY_COLUMN)``: text as
+dictionaries, the kernel writer's shape, dtype and format cells as codes into their distinct lists). The
+report, the page data and every answer of the timeline index (event details included) are the ones a plain
+load gives, on the dashboard demo and on the real samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from pypto_core import formats
+from pypto_core.pagedata import profile_page_data
+from pypto_core.profile import EVERY_COLUMN, Profile
+from pypto_core.rules import diagnose
+from pypto_core.synth import demo_pair
+from pypto_core.timeline import TimelineIndex, build_timeline_index
+from tests.paths import SAMPLES
+
+SAMPLE_FOLDERS = ("ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt",
+                  "ascend_pt/qwen3_0.6b_train_4npu_level2/rank_0_ascend_pt",
+                  "ascend_pt/llm_matmul_pipeutil_2025/kernel_details.csv")
+
+
+def _views(profile: Profile, folder: Path) -> dict[str, Any]:
+    report = diagnose(profile).to_dict()
+    report["profile"].pop("analysis_s")  # a timing
+    index = TimelineIndex.open(build_timeline_index(profile, folder))
+    window = index.window(width_px=800)
+    events = [index.event(track["lane"], idx) for track in window["tracks"] if track["kind"] == "slices"
+              for idx in track["idx"][:5]]  # the source rows of each lane's first bars, and their links
+    return {"report": report, "pages": profile_page_data(profile), "lanes": index.lane_dicts(),
+            "window": window, "events": events, "search": index.search("a", limit=20)}
+
+
+def _both(source: Path, tmp: Path) -> tuple[dict[str, Any], dict[str, Any], Profile]:
+    saved = formats.write_profiles(source, tmp / "saved")
+    rank = tmp / "saved" / saved.primary()[0]
+    coded = Profile.load(rank, columns=EVERY_COLUMN)
+    return _views(Profile.load(rank), tmp / "plain"), _views(coded, tmp / "coded"), coded
+
+
+def test_the_demo_views_are_the_same_from_coded_columns(tmp_path) -> None:
+    before, _ = demo_pair(tmp_path / "demo")
+    plain, coded, profile = _both(before, tmp_path)
+    assert plain == coded
+    assert plain["report"]["findings"] and plain["pages"]["top_ops"] and plain["events"]
+    kernels = profile.kernels
+    assert pa.types.is_dictionary(kernels.schema.field("input_shapes").type)
+    assert pa.types.is_dictionary(kernels.schema.field("name").type)
+    assert "aic_mac_ratio" in kernels.column_names  # every column: nothing is left on disk
+
+
+@pytest.mark.parametrize("sample", SAMPLE_FOLDERS)
+def test_sample_views_are_the_same_from_coded_columns(sample: str, tmp_path) -> None:
+    plain, coded, _ = _both(SAMPLES / sample, tmp_path)
+    assert plain == coded, sample
