@@ -34,8 +34,9 @@ def _db_bytes(folder: Path) -> int:
 def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
     """Simulate, convert and load a db export of about each size: MB/s and peak RSS for both."""
     results = simulated_inputs_figures(sizes_mb, workdir, "ascend_pt_db", _simulate, _db_bytes)
-    return {"benchmark": "readers_db", "input": "simulated torch_npu db export (ascend_pytorch_profiler_0.db + "
-            "analysis.db)", "path": "formats.write_profiles", "results": results}
+    return {"benchmark": "readers_db",
+            "input": "simulated torch_npu db export (ascend_pytorch_profiler_0.db + analysis.db)",
+            "path": "formats.write_profiles", "results": results}
 
 
 if __name__ == "__main__":  # python -m pypto_core.bench.readers_db 300 /tmp/bench

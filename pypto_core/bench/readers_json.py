@@ -36,7 +36,10 @@ def _us_to_ns(v: Any) -> int:
     return round(float(v) * 1000)
 
 
-def _templates(events: list[dict[str, Any]]) -> tuple[list[tuple[str, int | None, bool, Any, dict[str, Any]]], int]:
+Template = tuple[str, int | None, bool, Any, dict[str, Any]]
+
+
+def _templates(events: list[dict[str, Any]]) -> tuple[list[Template], int]:
     """Each event as (JSON body without ts/id/args ids, ts_ns, ts-was-string, id, id-bearing args)."""
     out = []
     stamps = []
@@ -127,7 +130,8 @@ def _gzip(src: Path, dst: Path) -> None:
 
 
 def measure_convert(kind: str, src: Path, out_dir: Path) -> dict[str, Any]:
-    """In this process: read ``src`` straight into a saved profile folder (Parquet); time, counts and peak RSS."""
+    """In this process: read ``src`` straight into a saved profile folder (Parquet); time, counts and peak
+    RSS."""
     # imports and the first-ever compile of the scanner happen once per worker, not per file: untimed
     import pyarrow.parquet as pq
 
@@ -175,13 +179,14 @@ def measure_load(out_dir: Path) -> dict[str, Any]:
 def _child(fn: str, *args: str) -> dict[str, Any]:
     code = (
         "import json,sys; from pathlib import Path; from pypto_core.bench import readers_json as b; "
-        f"a=sys.argv[1:]; print(json.dumps(b.{fn}(*[a[0]] + [Path(x) for x in a[1:]] if '{fn}'=='measure_convert' "
-        "else [Path(x) for x in a])))"
+        f"a=sys.argv[1:]; print(json.dumps(b.{fn}(*[a[0]] + [Path(x) for x in a[1:]] "
+        f"if '{fn}'=='measure_convert' else [Path(x) for x in a])))"
     )
     return child_json(code, *args)
 
 
-def _measure(kind: str, label: str, src: Path, work: Path, size_mb: int, gen: dict[str, Any]) -> dict[str, Any]:
+def _measure(kind: str, label: str, src: Path, work: Path, size_mb: int,
+             gen: dict[str, Any]) -> dict[str, Any]:
     out_dir = work / f"{label}_{size_mb}mb.profile"
 
     def convert() -> dict[str, Any]:
@@ -214,9 +219,10 @@ def _measure(kind: str, label: str, src: Path, work: Path, size_mb: int, gen: di
     if "error" in load:
         entry["load_error"] = load["error"]
     else:
-        entry.update({"parquet_load_s": round(load["seconds"], 3),
-                      "parquet_load_rows_per_s": round(load["rows"] / load["seconds"]) if load["seconds"] else None,
-                      "parquet_load_input_mb_per_s": round(decoded_mb / load["seconds"], 1) if load["seconds"] else None,
+        took = load["seconds"]
+        entry.update({"parquet_load_s": round(took, 3),
+                      "parquet_load_rows_per_s": round(load["rows"] / took) if took else None,
+                      "parquet_load_input_mb_per_s": round(decoded_mb / took, 1) if took else None,
                       "parquet_load_peak_rss_mb": round(load["peak_rss_mb"], 1)})
     shutil.rmtree(out_dir, ignore_errors=True)
     return entry
@@ -245,7 +251,8 @@ def run(sizes_mb: list[int], workdir: str | os.PathLike[str]) -> dict[str, Any]:
 
     return {"benchmark": "readers_json", "targets": {"mb_per_s": 200, "peak_rss_mb": 1024},
             "note": "mb_per_s counts decompressed bytes for .json.gz (gzip decoding included); mb_per_cpu_s "
-                    "divides by the CPU time of all the reader's threads (what a busy shared machine cannot blur)",
+                    "divides by the CPU time of all the reader's threads (what a busy shared machine cannot "
+                    "blur)",
             "load_avg_at_start": load_avg(),
             "native_scanner": native_scanner() is not None, "cpu_count": os.cpu_count(), "results": results}
 

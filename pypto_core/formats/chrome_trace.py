@@ -203,7 +203,8 @@ def _pid_kind_column(events: pa.Table, lanes: pa.Table) -> pa.ChunkedArray:
     return _lookup(events["pid"], procs["pid"], procs["kind"])
 
 
-def _lookup(keys: pa.ChunkedArray, domain: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+def _lookup(keys: pa.ChunkedArray, domain: pa.Array | pa.ChunkedArray,
+            values: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
     domain = domain.combine_chunks() if isinstance(domain, pa.ChunkedArray) else domain
     values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     idx = pc.index_in(keys, value_set=domain)
@@ -223,7 +224,8 @@ class _LaneIds:
             key = key.combine_chunks()
         enc = pc.dictionary_encode(key, null_encoding="encode")
         ids = [self._ids.setdefault(k, len(self._ids)) for k in enc.dictionary.to_pylist()]
-        return np.array(ids, np.int32)[enc.indices.to_numpy(zero_copy_only=False)]
+        lanes: np.ndarray = np.array(ids, np.int32)[enc.indices.to_numpy(zero_copy_only=False)]
+        return lanes
 
 
 # per flow end (``s`` or ``f`` event) the few numbers pairing and binding need, 31 bytes instead of its
@@ -399,7 +401,8 @@ def _pair(s: np.ndarray, f: np.ndarray, apis: np.ndarray) -> tuple[np.ndarray, i
         "kernel_index": _nullable(f["kernel"]),
     })
     pairs = start_side.join(finish_side, ["cat", "text", "hi", "id"], join_type="full outer")
-    bound = pc.and_(pc.is_valid(pairs["kernel_index"]), pc.or_(pc.is_valid(pairs["host_index"]), pc.is_valid(pairs["api_index"])))
+    bound = pc.and_(pc.is_valid(pairs["kernel_index"]),
+                    pc.or_(pc.is_valid(pairs["host_index"]), pc.is_valid(pairs["api_index"])))
     n_pairs = pairs.num_rows
     pairs = pairs.filter(bound)
     out = np.empty(pairs.num_rows, _FLOW)
@@ -422,7 +425,8 @@ def _flow_rows(rec: np.ndarray) -> pa.Table:
                     "kernel_index": np.ascontiguousarray(rec["kernel"]),
                     "kind": kind.cast(pa.string()),
                     "api_index": _nullable(np.where(is_api_kind, rec["api"], -1))})
-    out = out.sort_by([("kernel_index", "ascending"), ("kind", "ascending"), ("host_index", "ascending"), ("api_index", "ascending")])
+    out = out.sort_by([("kernel_index", "ascending"), ("kind", "ascending"), ("host_index", "ascending"),
+                       ("api_index", "ascending")])
     return conform("flows", out)
 
 
@@ -467,7 +471,8 @@ def steps_from_host(host: pa.Table) -> pa.Table:
     if steps.num_rows == 0:
         return empty_table("steps")
     step_id = to_int64(pc.utf8_slice_codeunits(steps["name"], len("ProfilerStep#")))
-    t = pa.table({"step_id": step_id, "start_ns": steps["start_ns"], "end_ns": pc.add(steps["start_ns"], pc.fill_null(steps["dur_ns"], 0))})
+    end = pc.add(steps["start_ns"], pc.fill_null(steps["dur_ns"], 0))
+    t = pa.table({"step_id": step_id, "start_ns": steps["start_ns"], "end_ns": end})
     return conform("steps", t.sort_by("start_ns"))
 
 
@@ -749,8 +754,9 @@ def _by_seq(chunks: Iterator[pa.Table], late: pa.Table) -> Iterator[pa.Table]:
 # ---------------------------------------------------------------------------------------------- reader
 
 
-_X_COLUMNS = ["name", "cat", "pid", "tid", "ts_ns", "dur_ns", "arg:Task Type", "arg:Physic Stream Id", "arg:Task Id",
-              "arg:connection_id", "arg:correlation_id", "arg:level", "arg:Thread Id", "arg:Input Dims",
+_X_COLUMNS = ["name", "cat", "pid", "tid", "ts_ns", "dur_ns", "arg:Task Type", "arg:Physic Stream Id",
+              "arg:Task Id", "arg:connection_id", "arg:correlation_id", "arg:level", "arg:Thread Id",
+              "arg:Input Dims",
               "arg:Sequence number", "_seq"]
 _STREAMED = {LANE_HOST: "host_ops", LANE_API: "api_calls", LANE_DEVICE: "kernels"}  # the big tables
 _AT = {kind: f"_at_{kind}" for kind in _STREAMED}  # per unnamed slice: rows of each big table before it
@@ -781,7 +787,8 @@ def read_trace_file(path: str | os.PathLike[str]) -> Profile:
     """A lone timeline file (``trace_view.json`` or ``msprof_*.json`` without its folder) as a Profile."""
     p = Path(path)
     tt = _convert(p, None)
-    return Profile(meta=_trace_meta(p, tt), **{name: getattr(tt, name) for name in TABLE_NAMES if hasattr(tt, name)})
+    tables = {name: getattr(tt, name) for name in TABLE_NAMES if hasattr(tt, name)}
+    return Profile(meta=_trace_meta(p, tt), **tables)
 
 
 def write_trace_view(
@@ -793,8 +800,9 @@ def write_trace_view(
     the flows bind on (~20 bytes a slice, ~31 a flow end) and the communication lane are spilled to a
     temporary folder inside ``folder`` and bound in buckets of bounded size at the end (see
     ``flow_binding``), so that peak memory does not grow with the file (a 5 GB trace peaks near 0.4 GB).
-    ``Profile.load(folder)`` then gives the profile of :func:`read_trace_file`. ``rank_hint``: the rank when the file does not state it (from its name, as
-    ``open_profile`` does). A failed read leaves no folder behind.
+    ``Profile.load(folder)`` then gives the profile of :func:`read_trace_file`. ``rank_hint``: the rank when
+    the file does not state it (from its name, as ``open_profile`` does). A failed read leaves no folder
+    behind.
     """
     p, out = Path(path), Path(folder)
     out.mkdir(parents=True, exist_ok=True)
@@ -848,12 +856,13 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
     # names found ahead, searched for only when a slice of a not-yet-named process turns up (torch_npu names
     # its host process after its events): its slices then stream instead of waiting. A trace that names its
     # processes first never pays the extra read.
-    early: dict[str, str | None] = {}
+    early: dict[str | None, str | None] = {}
     state = {"events": 0, "python_function": 0, "searched": False}
 
     def on_batch(batch: pa.RecordBatch) -> None:
         n = batch.num_rows
-        batch = batch.append_column("_seq", pa.array(np.arange(state["events"], state["events"] + n, dtype=np.int64)))
+        seq = np.arange(state["events"], state["events"] + n, dtype=np.int64)
+        batch = batch.append_column("_seq", pa.array(seq))
         state["events"] += n
         ph = pc.fill_null(batch.column("ph"), "")
         is_m = pc.equal(ph, "M")
@@ -870,10 +879,13 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
             if rows.num_rows:
                 kept.add(flow_ids.ends(pa.Table.from_batches([rows]), lane_ids))
         is_pyfn = pc.fill_null(pc.equal(batch.column("cat"), "python_function"), False)
-        state["python_function"] += int(pc.sum(pc.and_(pc.equal(ph, "X"), is_pyfn).cast(pa.int64())).as_py() or 0)
+        python_x = pc.and_(pc.equal(ph, "X"), is_pyfn).cast(pa.int64())
+        state["python_function"] += int(pc.sum(python_x).as_py() or 0)
         is_x = pc.and_(pc.equal(ph, "X"), pc.invert(is_pyfn))
-        known = {**early, **{pid: classify_process(name, None) for pid, name in proc_names.items()}}
-        kind = _lookup(batch.column("pid"), pa.array(list(known), pa.string()), pa.array(list(known.values()), pa.string()))
+        known: dict[str | None, str | None] = {
+            **early, **{pid: classify_process(name, None) for pid, name in proc_names.items()}}
+        kind = _lookup(batch.column("pid"), pa.array(list(known), pa.string()),
+                       pa.array(list(known.values()), pa.string()))
         if not state["searched"] and pc.any(pc.and_(is_x, pc.is_null(kind))).as_py():
             state["searched"] = True
             ahead = early_process_names(p, _label_free)
@@ -918,7 +930,8 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
             comm_sink.add(_communication(chunk, lanes))
         comm_table = comm_sink.finish()
     except BaseException:
-        for sink in (*big.values(), counters):
+        big_sinks: list[_SliceTable | _Counters] = [*big.values(), counters]
+        for sink in big_sinks:
             sink.abort()
         raise
     finally:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from typing import Any
 
 _MARK = b'"process_name"'
 _REACH = 4096  # how far from the mark an event's braces may be
@@ -49,7 +50,7 @@ def early_process_names(path: str | os.PathLike[str], decides: Callable[[str], b
     return found
 
 
-def _event_at(buf: bytes, pos: int) -> dict | None:
+def _event_at(buf: bytes, pos: int) -> dict[str, Any] | None:
     """The JSON object around ``pos`` (brace matching, strings skipped), parsed; None if it is not plain."""
     lo = max(0, pos - _REACH)
     before = buf[lo:pos]
@@ -90,7 +91,7 @@ def _event_at(buf: bytes, pos: int) -> dict | None:
     return None
 
 
-def _pid_and_name(event: dict) -> tuple[str | None, str | None]:
+def _pid_and_name(event: dict[str, Any]) -> tuple[str | None, str | None]:
     if event.get("ph") != "M" or event.get("name") != "process_name":
         return None, None
     pid, args = event.get("pid"), event.get("args")

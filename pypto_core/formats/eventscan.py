@@ -20,7 +20,7 @@ import mmap
 import os
 import queue
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -131,7 +131,7 @@ def _gunzip(fh: IO[bytes], path: Path) -> Iterator[bytes]:
         raise InputError(str(path), "truncated gzip data: the file ends mid-stream")
 
 
-def _prefetch(chunks: Iterator[bytes], depth: int = 3) -> Iterator[bytes]:
+def _prefetch(chunks: Iterator[bytes], depth: int = 3) -> Generator[bytes, None, None]:
     """Read and decompress in a second thread (file reads and zlib release the GIL, so does the scanner)."""
     return iterate_ahead(chunks, depth=depth, name="pypto-read")
 
@@ -182,7 +182,8 @@ class _Buffer:
         self.total += len(chunk)
         keep = len(self.data) - self.pos
         if keep > MAX_EVENT_BYTES:
-            raise InputError(str(self.path), f"a single JSON value is larger than {MAX_EVENT_BYTES >> 20} MiB")
+            raise InputError(str(self.path),
+                             f"a single JSON value is larger than {MAX_EVENT_BYTES >> 20} MiB")
         self.data = self.data[self.pos :] + chunk if keep else chunk
         self.pos = 0
         return True
@@ -247,7 +248,8 @@ class _MappedBuffer(_Buffer):
         if self.eof:
             return False
         if self.size - self.pos > MAX_EVENT_BYTES:
-            raise InputError(str(self.path), f"a single JSON value is larger than {MAX_EVENT_BYTES >> 20} MiB")
+            raise InputError(str(self.path),
+                             f"a single JSON value is larger than {MAX_EVENT_BYTES >> 20} MiB")
         new_start = self.start + self.pos
         if hasattr(mmap, "MADV_DONTNEED"):
             done = new_start - new_start % mmap.PAGESIZE  # whole pages before the cursor: scanned
@@ -305,7 +307,8 @@ def raw_schema(arg_keys: tuple[str, ...]) -> pa.Schema:
 class Pieces:
     """Per-category slices of raw batches, kept with only the columns each category needs."""
 
-    def __init__(self, columns: dict[str, list[str]], arg_keys: tuple[str, ...], extra: tuple[pa.Field, ...] = ()) -> None:
+    def __init__(self, columns: dict[str, list[str]], arg_keys: tuple[str, ...],
+                 extra: tuple[pa.Field, ...] = ()) -> None:
         schema = raw_schema(arg_keys)
         for f in extra:  # columns the reader adds to each batch (e.g. a sequence number)
             schema = schema.append(f)
@@ -371,7 +374,8 @@ def scan_file(
             gc.enable()
 
 
-def _scan_native(p: Path, arg_keys: tuple[str, ...], on_batch: Callable[[pa.RecordBatch], None] | None) -> ScannedTrace:
+def _scan_native(p: Path, arg_keys: tuple[str, ...],
+                 on_batch: Callable[[pa.RecordBatch], None] | None) -> ScannedTrace:
     buf = _open_buffer(p)
     try:
         return _scan_buffer(p, buf, arg_keys, on_batch)
@@ -526,7 +530,8 @@ class _NativeScan:
         self.nf = len(self.names)
         self.keys_blob = b"".join(k.encode() + b"\0" for k in arg_keys) + b"\0"
         self.status = np.zeros(4, dtype=np.int64)
-        self._schema = pa.schema([(n, pa.string()) for n in self.names] + [("ts_ns", pa.int64()), ("dur_ns", pa.int64())])
+        self._schema = pa.schema([(n, pa.string()) for n in self.names]
+                                 + [("ts_ns", pa.int64()), ("dur_ns", pa.int64())])
 
     def schema(self) -> pa.Schema:
         return self._schema
@@ -626,7 +631,8 @@ def _us_text_to_ns(text: str) -> int | None:
             return None
         return -v if neg else v
     whole, dot, frac = t.partition(".")
-    if not (whole or frac) or (whole and not whole.isdigit()) or (frac and not frac.isdigit()) or (dot and not frac and not whole):
+    if (not (whole or frac) or (whole and not whole.isdigit()) or (frac and not frac.isdigit())
+            or (dot and not frac and not whole)):
         return None
     ns = int(whole or "0") * 1000 + int((frac + "000")[:3])
     if len(frac) > 3 and frac[3] >= "5":

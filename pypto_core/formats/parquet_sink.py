@@ -165,7 +165,8 @@ def cap_text(batch: pa.RecordBatch, max_chars: int) -> pa.RecordBatch:
         [f.with_type(c.type) for f, c in zip(batch.schema, columns)], metadata=batch.schema.metadata))
 
 
-def write_parquet_stream(batches: Iterable[pa.RecordBatch], dest: str | os.PathLike[str], **options: Any) -> int:
+def write_parquet_stream(batches: Iterable[pa.RecordBatch], dest: str | os.PathLike[str],
+                         **options: Any) -> int:
     """Write ``batches`` to ``dest`` (``options`` as for :class:`ParquetStream`); returns the row count.
 
     Without any batch and without a ``schema`` nothing is written and 0 is returned. An exception in either
@@ -181,13 +182,15 @@ def write_parquet_stream(batches: Iterable[pa.RecordBatch], dest: str | os.PathL
     return stream.close()
 
 
-def rewrite_parquet(path: str | os.PathLike[str], transform: Callable[[pa.Table], pa.Table], **options: Any) -> None:
+def rewrite_parquet(path: str | os.PathLike[str], transform: Callable[[pa.Table], pa.Table],
+                    **options: Any) -> None:
     """Apply ``transform`` to ``path`` one row group at a time (bounded memory), replacing the file;
     ``options`` as for :class:`ParquetStream`."""
     src = pq.ParquetFile(path)
     tmp = f"{path}.rewrite"
     try:
-        stream = ParquetStream(tmp, schema=None if src.metadata.num_row_groups else src.schema_arrow, **options)
+        schema = None if src.metadata.num_row_groups else src.schema_arrow
+        stream = ParquetStream(tmp, schema=schema, **options)
         try:
             for i in range(src.metadata.num_row_groups):
                 stream.add(transform(src.read_row_group(i)))
@@ -206,7 +209,8 @@ def pieces(path: str | os.PathLike[str], columns: Sequence[str] | None = None,
     groups' size (what bounds the memory of a pass over it)."""
     source = pq.ParquetFile(path, read_dictionary=read_dictionary)
     try:
-        for batch in source.iter_batches(batch_size=ROW_GROUP_ROWS, columns=list(columns) if columns else None):
+        wanted = list(columns) if columns else None
+        for batch in source.iter_batches(batch_size=ROW_GROUP_ROWS, columns=wanted):
             yield pa.Table.from_batches([batch])
     finally:
         source.close()
@@ -220,7 +224,8 @@ def concat_parquet(sources: Sequence[str | os.PathLike[str]], dest: str | os.Pat
     ``options`` as for :class:`ParquetStream`."""
     if len(sources) == 1 and transform is None:
         os.replace(sources[0], dest)
-        return pq.ParquetFile(dest).metadata.num_rows
+        rows: int = pq.ParquetFile(dest).metadata.num_rows
+        return rows
     schema = pa.unify_schemas([pq.read_schema(s) for s in sources], promote_options="default")
     stream = ParquetStream(dest, schema=schema, **options)
     try:

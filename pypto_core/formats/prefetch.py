@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-def iterate_ahead(items: Iterator[T], *, depth: int, name: str) -> Iterator[T]:
+def iterate_ahead(items: Iterator[T], *, depth: int, name: str) -> Generator[T, None, None]:
     """Yield ``items`` as a second thread produces them; an exception there is raised here.
 
     Stopping early (``close()`` or garbage collection of this generator) stops the producer and closes
