@@ -25,14 +25,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.errors import InputError
 from pypto_core.limits import current_limits
 from pypto_core.formats.csvtable import ConversionNotes, to_int, to_ns, to_text
+from pypto_core.formats import parquet_sink, sqlite_fetch
 from pypto_core.formats.parquet_sink import write_parquet_stream
 from pypto_core.formats.shapes import parse_name_lists, parse_shapes
+from pypto_core.formats.sqlite_fetch import CODE, INT64, TEXT_INT, IdMap, Mismatch, NativeDb, read_only_uri, table_reading
 from pypto_core.profile import (STREAM_ENCODING, TABLE_SCHEMAS, Profile, ProfileMeta, conform, empty_table,
                                 save_tables)
 
@@ -40,6 +43,9 @@ from pypto_core.profile import (STREAM_ENCODING, TABLE_SCHEMAS, Profile, Profile
 # 20 values each, shapes text included) is a few tens of MB as Python objects. Read at call time, so that a
 # test can make it tiny.
 FETCH_ROWS = 20_000
+# Rows per block of the native fetch (sqlite_fetch): its blocks are Arrow columns from the start, so bigger
+# blocks only amortise the per-block work (a block of kernel rows is about 10 MB). Also read at call time.
+NATIVE_FETCH_ROWS = 64 * 1024
 # SQLite's page cache, which also sizes its sorter's in-memory runs before they spill (vdbesort.c) and the
 # temporary indexes of the joins, for the main and the temp database. On a 300 MB simulated db (449 k
 # kernels): 16 MiB gave a 388 MB peak, 64 MiB 533 MB for 4% less time, the 2 MiB default was slower.
@@ -55,7 +61,13 @@ def is_sqlite(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def connect(path: str | os.PathLike[str]) -> sqlite3.Connection:
+class _Connection(sqlite3.Connection):
+    """A connection to one export, with the moment (``time.monotonic``) its reading must stop."""
+
+    deadline: float = 0.0
+
+
+def connect(path: str | os.PathLike[str]) -> _Connection:
     """Open read-only (never modify an upload), or ``InputError`` for empty / non-SQLite / corrupt files."""
     p = Path(path)
     try:
@@ -67,13 +79,13 @@ def connect(path: str | os.PathLike[str]) -> sqlite3.Connection:
     if not is_sqlite(p):
         raise InputError(str(p), "not an SQLite database (wrong file header)")
     try:
-        conn = sqlite3.connect(f"file:{p.resolve().as_posix()}?mode=ro&immutable=1", uri=True)
+        conn = sqlite3.connect(read_only_uri(p), uri=True, factory=_Connection)
         conn.execute("pragma query_only = on")
         conn.execute("pragma trusted_schema = off")  # no function of the file's schema runs
         conn.execute("select count(*) from sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
         raise InputError(str(p), f"corrupt SQLite database ({exc})") from exc
-    _only_tables(conn)
+    conn.deadline = _only_tables(conn)
     return conn
 
 
@@ -82,9 +94,9 @@ def connect(path: str | os.PathLike[str]) -> sqlite3.Connection:
 _SQLITE_RECURSIVE = 33
 
 
-def _only_tables(conn: sqlite3.Connection) -> None:
+def _only_tables(conn: sqlite3.Connection) -> float:
     """Reads of stored tables only, within the time budget of ``pypto_core.limits`` (else the query stops
-    and :func:`refusal` names the reason)."""
+    and :func:`refusal` names the reason); the deadline (``time.monotonic``)."""
     # ``source`` names the view or trigger a read comes through (or the readers' own CTE, allowed).
     computed = {r[0] for r in conn.execute(
         "select name from sqlite_master where type in ('view', 'trigger')")}
@@ -98,6 +110,7 @@ def _only_tables(conn: sqlite3.Connection) -> None:
     conn.set_authorizer(authorize)
     deadline = time.monotonic() + current_limits().sqlite_seconds
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 100_000)
+    return deadline
 
 
 def refusal(exc: sqlite3.DatabaseError) -> str:
@@ -197,31 +210,68 @@ _KERNEL_EXTRA_TYPES = {"op_state": pa.string(), "hf32_eligible": pa.string(), "m
 # same time, then file order.
 _KERNEL_ORDER = "start_ns is null, start_ns, _src, _r1, _r2"
 _PMU_COUNT = "pmu_values"  # the non-null PMU values of a task, to check the one-pass pivot
+_TEXT_COLUMNS = frozenset(c for c, _ in _KERNEL_TEXT)
+
+
+@dataclass
+class _Part:
+    """One source of kernel rows (compute tasks, hcom ops): its select expressions by canonical column (text
+    resolved through STRING_IDS), its FROM clause with those joins, and its order keys; for the native fetch
+    also the STRING_IDS id expression of each text column, the FROM clause without the joins, and the task
+    id that PMU metrics attach to."""
+
+    exprs: dict[str, str]
+    source: str
+    keys: str
+    ids: dict[str, str]
+    table: str
+    task_id: str = "null"
 
 
 @dataclass
 class _KernelSql:
     """The kernel rows of one file as SQL: each source (compute tasks, hcom ops) one select of ``columns``
-    plus the order keys, and the PMU metrics pivoted into ``pmu_<i>`` columns."""
+    plus the order keys, and the PMU metrics pivoted into ``pmu_<i>`` columns. ``in_file_order``: every
+    order key is a real rowid (else the native fetch, whose query differs, could order ties otherwise)."""
 
     columns: list[str] = field(default_factory=list)
-    parts: list[tuple[dict[str, str], str, str]] = field(default_factory=list)  # (expressions, from, order keys)
+    parts: list[_Part] = field(default_factory=list)
     pmu: list[str] = field(default_factory=list)
     pmu_ids: list[list[Any]] = field(default_factory=list)  # the STRING_IDS ids of each metric name
     pmu_rowid: str = "null"
+    in_file_order: bool = True
+    has_pmu: bool = False  # TASK_PMU_INFO and a compute task to attach its metrics to
 
     def pmu_columns(self) -> list[str]:
         return [f"pmu_{j}" for j in range(len(self.pmu))]
 
     def union(self, columns: Sequence[str], pmu: str = "") -> str:
         selects = []
-        for i, (exprs, source, keys) in enumerate(self.parts):
-            cols = [f"{exprs.get(c, 'null')} as {c}" for c in columns]
+        for i, part in enumerate(self.parts):
+            cols = [f"{part.exprs.get(c, 'null')} as {c}" for c in columns]
             if pmu:
                 cols += [f"pm.{c} as {c}" if i == 0 else f"null as {c}" for c in self.pmu_columns() + [_PMU_COUNT]]
             join = f" left join ({pmu}) pm on pm.gid = t.globalTaskId" if pmu and i == 0 else ""
-            selects.append(f"select {', '.join(cols)}, {keys} from {source}{join}")
+            selects.append(f"select {', '.join(cols)}, {part.keys} from {part.source}{join}")
         return " union all ".join(selects)
+
+    def native_sql(self) -> tuple[str, list[tuple[str, int, str | None]]]:
+        """Every kernel row in :meth:`rows_sql`'s order for the native fetch: text as STRING_IDS ids (no
+        joins), the PMU metrics left out, ``_task`` (where there are metrics) the task they attach to and
+        ``_src`` 0 for a compute task, 1 for an hcom op. Also (name, kind, id map) of each column: map
+        "strings" for the text ids, "tasks" for ``_task``."""
+        extra = ["_task"] if self.pmu else []
+        selects = []
+        for part in self.parts:
+            cols = [f"{(part.ids if c in _TEXT_COLUMNS else part.exprs).get(c, 'null')} as {c}" for c in self.columns]
+            cols += [f"{part.task_id} as _task"] if extra else []
+            selects.append(f"select {', '.join(cols)}, {part.keys} from {part.table}")
+        names = self.columns + extra + ["_src"]
+        sql = f"select {', '.join(names)} from ({' union all '.join(selects)}) order by {_KERNEL_ORDER}"
+        kinds: list[tuple[str, int, str | None]] = [
+            (c, CODE, "strings") if c in _TEXT_COLUMNS else (c, INT64, None) for c in self.columns]
+        kinds += [("_task", CODE, "tasks")] if extra else []
+        return sql, kinds + [("_src", INT64, None)]
 
     def rows_sql(self, exact: bool) -> tuple[str, list[Any]]:
         """Every kernel row in the final order, and the parameters of the PMU pivot."""
@@ -271,12 +321,13 @@ def _kernel_sql(conn: sqlite3.Connection, tables: set[str]) -> _KernelSql:
         t_cols = _columns(conn, "TASK")
         exprs = {"start_ns": "t.startNs", "dur_ns": "t.endNs - t.startNs", "stream_id": "t.streamId",
                  "task_id": "t.taskId", "device_id": "t.deviceId", "connection_id": "t.connectionId"}
-        joins = []
+        joins, ids = [], {}
         for canonical, src in _KERNEL_TEXT:
             if src in c_cols:
                 expr, join = _str_join(canonical, f"c.{src}")
                 exprs[canonical] = expr
                 joins.append(join)
+                ids[canonical] = f"c.{src}"
         block = _pick(c_cols, "blockNum", "blockDim", "block_dim")
         mix = _pick(c_cols, "mixBlockNum", "mixBlockDim")
         if block:
@@ -288,11 +339,13 @@ def _kernel_sql(conn: sqlite3.Connection, tables: set[str]) -> _KernelSql:
         if "modelId" in t_cols:
             exprs["model_id"] = "t.modelId"
         tasks = "TASK t join COMPUTE_TASK_INFO c on c.globalTaskId = t.globalTaskId"
-        keys = f"0 as _src, {_rowid(conn, 'TASK', 't')} as _r1, {_rowid(conn, 'COMPUTE_TASK_INFO', 'c')} as _r2"
-        ks.parts.append((exprs, f"{tasks} {' '.join(joins)}", keys))
+        rowids = _rowid(conn, "TASK", "t"), _rowid(conn, "COMPUTE_TASK_INFO", "c")
+        keys = f"0 as _src, {rowids[0]} as _r1, {rowids[1]} as _r2"
+        ks.parts.append(_Part(exprs, f"{tasks} {' '.join(joins)}", keys, ids, tasks, "t.globalTaskId"))
+        ks.in_file_order = "null" not in rowids
         ks.columns = list(exprs)
-        if "TASK_PMU_INFO" in tables and conn.execute(f"select 1 from {tasks} limit 1").fetchone() is not None:
-            _pmu_pivot(conn, ks)  # without a compute task, no metric columns (nothing to attach them to)
+        # without a compute task, no metric columns (nothing to attach them to)
+        ks.has_pmu = "TASK_PMU_INFO" in tables and conn.execute(f"select 1 from {tasks} limit 1").fetchone() is not None
     if "COMMUNICATION_OP" in tables:
         o_cols = _columns(conn, "COMMUNICATION_OP")
         name_expr, name_join = _str_join("opname", "o.opName")
@@ -304,8 +357,11 @@ def _kernel_sql(conn: sqlite3.Connection, tables: set[str]) -> _KernelSql:
         if "deviceId" in o_cols:
             exprs["device_id"] = "o.deviceId"
         exprs["core_type"] = "'COMMUNICATION'"
-        keys = f"1 as _src, {_rowid(conn, 'COMMUNICATION_OP', 'o')} as _r1, null as _r2"
-        ks.parts.append((exprs, f"COMMUNICATION_OP o {name_join} {type_join}", keys))
+        rowid = _rowid(conn, "COMMUNICATION_OP", "o")
+        keys = f"1 as _src, {rowid} as _r1, null as _r2"
+        ks.parts.append(_Part(exprs, f"COMMUNICATION_OP o {name_join} {type_join}", keys,
+                              {"name": "o.opName", "op_type": "o.opType"}, "COMMUNICATION_OP o"))
+        ks.in_file_order = ks.in_file_order and rowid != "null"
         ks.columns += [c for c in exprs if c not in ks.columns]
     return ks
 
@@ -349,13 +405,24 @@ def _canonical_kernel_block(raw: pa.Table, notes: ConversionNotes, ks: _KernelSq
     return table
 
 
-def write_kernels(conn: sqlite3.Connection, ks: _KernelSql, dest: Path, notes: ConversionNotes) -> int:
-    """Every kernel row, in start order, into ``dest``; the rows written. The PMU metrics are pivoted in
-    one pass; a file where a task repeats a metric is written again with the two-pass pivot that keeps
-    the first value (not so in the samples: one row per task and metric, as the format describes)."""
+def write_kernels(conn: sqlite3.Connection, ks: _KernelSql, dest: Path, notes: ConversionNotes,
+                  native: _Native | None = None) -> int:
+    """Every kernel row, in start order, into ``dest``; the rows written. With ``native``, fetched and
+    pivoted in C (:func:`_write_kernels_native`) unless the file holds values it does not take. Else in SQL:
+    the PMU metrics are pivoted in one pass; a file where a task repeats a metric is written again with the
+    two-pass pivot that keeps the first value (not so in the samples: one row per task and metric, as the
+    format describes)."""
     if not ks.parts:
         return _stream(dest, TABLE_SCHEMAS["kernels"], [])
     kept = dict(notes.bad_values)
+    if native is not None and ks.in_file_order and (
+            not ks.has_pmu or _rowid(conn, "TASK_PMU_INFO", "p") != "null"):
+        try:
+            return _write_kernels_native(conn, ks, native, dest, notes)
+        except Mismatch:
+            notes.bad_values = dict(kept)
+    if ks.has_pmu:
+        _pmu_pivot(conn, ks)
     for exact in (False, True):
         sql, params = ks.rows_sql(exact)
         try:
@@ -371,16 +438,16 @@ def _canonical_kernels(raw: pa.Table, notes: ConversionNotes) -> pa.Table:
     for c in raw.column_names:
         a = raw[c]
         if c in ("input_shapes", "output_shapes"):
-            parsed, bad, example = parse_shapes(a.cast(pa.string()))
+            parsed, bad, example = parse_shapes(_text_cells(a))
             notes.add(c, bad, example)
             cols[c] = parsed
         elif c in ("input_dtypes", "input_formats", "output_dtypes", "output_formats"):
-            cols[c] = parse_name_lists(a.cast(pa.string()))
+            cols[c] = parse_name_lists(_text_cells(a))
         elif c in ("model_id", "stream_id", "task_id"):
             cols[c] = to_int(a, column=c, notes=notes)
         elif c == "connection_id":
             cols["correlation_id"] = to_int(a, column=c, notes=notes, none_values=())
-        elif pa.types.is_string(a.type):
+        elif pa.types.is_string(a.type) or pa.types.is_dictionary(a.type):
             cols[c] = to_text(a)
         else:
             cols[c] = a
@@ -390,7 +457,14 @@ def _canonical_kernels(raw: pa.Table, notes: ConversionNotes) -> pa.Table:
     return conform("kernels", pa.table(cols))
 
 
-def _globaltid_split(gt: pa.ChunkedArray) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
+def _text_cells(a: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Text as the shape and name-list parsers take it: a dictionary as it is (its distinct values are
+    parsed once), anything else as strings."""
+    return a if pa.types.is_dictionary(a.type) else a.cast(pa.string())
+
+
+def _globaltid_split(gt: pa.Array | pa.ChunkedArray) -> tuple[pa.Array | pa.ChunkedArray,
+                                                              pa.Array | pa.ChunkedArray]:
     gt = gt.cast(pa.int64())
     return pc.shift_right(gt, 32), pc.bit_wise_and(gt, 0xFFFFFFFF)
 
@@ -423,11 +497,18 @@ def _host_block(raw: pa.Table, notes: ConversionNotes) -> pa.Table:
     return conform("host_ops", pa.table(out))
 
 
-def write_host_ops(conn: sqlite3.Connection, dest: Path, notes: ConversionNotes) -> int:
-    """PYTORCH_API by start time into ``dest``; the rows written."""
+def write_host_ops(conn: sqlite3.Connection, dest: Path, notes: ConversionNotes,
+                   native: _Native | None = None) -> int:
+    """PYTORCH_API by start time into ``dest``; the rows written (with ``native``, fetched in C unless the
+    file holds values it does not take)."""
     schema = TABLE_SCHEMAS["host_ops"]
     if "PYTORCH_API" not in _tables(conn):
         return _stream(dest, schema, [])
+    if native is not None and _rowid(conn, "PYTORCH_API", "p") != "null":
+        try:
+            return _write_host_ops_native(conn, native, dest)
+        except Mismatch:
+            pass
     select, source, order = _host_sql(conn)
     return _stream(dest, schema, (_host_block(raw, notes) for raw in
                                   blocks(conn, f"select {select} from {source} order by {order}")))
@@ -442,12 +523,18 @@ def _api_block(raw: pa.Table) -> pa.Table:
     }))
 
 
-def write_api_calls(conn: sqlite3.Connection, dest: Path) -> int:
-    """CANN_API by start time into ``dest``; the rows written."""
+def write_api_calls(conn: sqlite3.Connection, dest: Path, native: _Native | None = None) -> int:
+    """CANN_API by start time into ``dest``; the rows written (with ``native``, fetched in C unless the
+    file holds values it does not take)."""
     tables = _tables(conn)
     schema = TABLE_SCHEMAS["api_calls"]
     if "CANN_API" not in tables:
         return _stream(dest, schema, [])
+    if native is not None and _rowid(conn, "CANN_API", "a") != "null":
+        try:
+            return _write_api_calls_native(conn, native, dest, tables)
+        except Mismatch:
+            pass
     name_expr, name_join = _str_join("name", "a.name")
     level = "e.name as level" if "ENUM_API_TYPE" in tables else "cast(a.type as text) as level"
     level_join = "left join ENUM_API_TYPE e on e.id = a.type" if "ENUM_API_TYPE" in tables else ""
@@ -457,13 +544,18 @@ def write_api_calls(conn: sqlite3.Connection, dest: Path) -> int:
     return _stream(dest, schema, (_api_block(raw) for raw in blocks(conn, sql)))
 
 
-def write_flows(conn: sqlite3.Connection, ks: _KernelSql, dest: Path) -> int:
+def write_flows(conn: sqlite3.Connection, ks: _KernelSql, dest: Path, native: _Native | None = None) -> int:
     """Host op → kernel links (PYTORCH_API.connectionId → CONNECTION_IDS → TASK.connectionId) into ``dest``,
-    by row index into host_ops and kernels: both numbered in SQL in the order they were written."""
+    by row index into host_ops and kernels: both numbered in SQL in the order they were written, or where
+    both were read natively, joined in Arrow on the connection ids kept as they were written."""
     tables = _tables(conn)
     schema = TABLE_SCHEMAS["flows"]
     if not ({"CONNECTION_IDS", "PYTORCH_API"} <= tables and ks.parts):
         return _stream(dest, schema, [])
+    joined = _native_flows(native) if native is not None else None
+    if joined is not None:
+        step = parquet_sink.ROW_GROUP_ROWS
+        return _stream(dest, schema, (joined.slice(i, step) for i in range(0, joined.num_rows, step)))
     _, source, order = _host_sql(conn)
     sql = (f"with h as (select row_number() over (order by {order}) - 1 as host_index, p.connectionId as cid "
            f"from {source}), k as ({ks.numbering_sql()}) "
@@ -477,6 +569,219 @@ def write_flows(conn: sqlite3.Connection, ks: _KernelSql, dest: Path) -> int:
                          "kind": pa.array(["async_npu"] * raw.num_rows, pa.string())})
 
     return _stream(dest, schema, (flows(raw) for raw in blocks(conn, sql)))
+
+
+# ------------------------------------------------------------------------------------------- native fetch
+# The big tables fetched by sqlite_fetch's C loop instead of row by row through sqlite3: the same queries
+# without the STRING_IDS joins (text comes as positions in STRING_IDS, resolved in Arrow per distinct
+# value), the PMU pivot as one scan in file order, the flows joined in Arrow. The first value a table holds
+# that the C loop does not take (sqlite_fetch.Mismatch) sends that table back to the SQL path, so both
+# write the same Parquet (tests/core/formats/test_db_native.py).
+
+
+@dataclass
+class _Native:
+    """The native fetch of one export: its own connection and STRING_IDS read once (``ids`` -> ``texts``,
+    the ids mapped in C to their positions). ``kernel_cids`` / ``host_cids``: the connection ids of the
+    kernels and host ops as they were written, where they were read this way (what the flows join)."""
+
+    db: NativeDb
+    ids: np.ndarray
+    strings: IdMap
+    texts: pa.Array
+    kernel_cids: pa.ChunkedArray | None = None
+    host_cids: pa.ChunkedArray | None = None
+
+    def text(self, codes: pa.Array) -> pa.DictionaryArray:
+        """The text of ``codes`` (STRING_IDS positions) as a dictionary of the values it uses, in order of
+        first appearance (as a dictionary encoding of the text itself has them)."""
+        used = pc.drop_null(pc.unique(codes))
+        return pa.DictionaryArray.from_arrays(pc.index_in(codes, value_set=used), self.texts.take(used))
+
+    def decode(self, codes: pa.Array) -> pa.Array:
+        return self.texts.take(codes)
+
+    def close(self) -> None:
+        self.strings.close()
+        self.db.close()
+
+
+def _open_native(p: Path, conn: _Connection) -> _Native | None:
+    """The native fetch of ``p`` with the time budget of ``conn``; None where it cannot be used: no C
+    compiler or libsqlite3, or no STRING_IDS of distinct integer ids to text (a repeated id would repeat
+    the rows of the SQL joins)."""
+    if not sqlite_fetch.available() or "STRING_IDS" not in _tables(conn):
+        return None
+    try:
+        rows = conn.execute("select id, value from STRING_IDS").fetchall()
+    except sqlite3.DatabaseError:
+        return None  # the SQL path meets it again, and says what it is
+    if not all(type(i) is int and (v is None or type(v) is str) for i, v in rows):
+        return None
+    ids = np.fromiter((i for i, _ in rows), np.int64, len(rows))
+    strings = IdMap(ids)
+    if strings.size != len(rows):
+        strings.close()
+        return None
+    try:
+        db = NativeDb(p, conn.deadline, _CACHE_KIB)
+    except sqlite3.DatabaseError:
+        strings.close()
+        return None
+    return _Native(db, ids, strings, pa.array([v for _, v in rows], pa.string()))
+
+
+def _column(blocks: Iterable[pa.RecordBatch], name: str) -> pa.ChunkedArray:
+    return pa.chunked_array([b.column(name) for b in blocks], pa.int64())
+
+
+def _native_pmu(conn: sqlite3.Connection, ks: _KernelSql, native: _Native) -> tuple[IdMap, list[pa.Array]]:
+    """TASK_PMU_INFO pivoted in one scan in file order (as :func:`_pmu_pivot` and the SQL pivots do): the
+    map of compute task ids to slots and, for each metric of ``ks.pmu`` (set here), its values by slot."""
+    gids = _column(native.db.blocks("select globalTaskId from COMPUTE_TASK_INFO", [("gid", INT64, None)],
+                                    1 << 20), "gid")
+    tasks = IdMap(gids.drop_null().to_numpy())
+    try:
+        # each id maps to the position of the first id of its name: ids sharing a name fill one column
+        first: dict[str | None, int] = {}
+        positions = np.array([first.setdefault(v, i) for i, v in enumerate(native.texts.to_pylist())], np.int32)
+        stored = table_reading(conn, "TASK_PMU_INFO", ("globalTaskId", "name", "value"))
+        with IdMap(native.ids, positions) as metric_of:
+            by_position = native.db.pivot("select globalTaskId, name, value from TASK_PMU_INFO order by rowid",
+                                          tasks, metric_of, len(positions), stored)
+    except BaseException:
+        tasks.close()
+        raise
+    reserved = set(TABLE_SCHEMAS["kernels"].names) | (set(ks.columns) & set(_KERNEL_EXTRA_TYPES))
+    metrics = {native.texts[j].as_py(): values for j, values in by_position.items()}
+    ks.pmu = sorted(name for name in metrics if name is not None and name not in reserved)
+    return tasks, [metrics[name] for name in ks.pmu]
+
+
+def _write_kernels_native(conn: sqlite3.Connection, ks: _KernelSql, native: _Native, dest: Path,
+                          notes: ConversionNotes) -> int:
+    """:func:`write_kernels` with the native fetch; raises ``Mismatch`` (``dest`` removed) for a value
+    it does not take."""
+    tasks, metrics = _native_pmu(conn, ks, native) if ks.has_pmu else (None, [])
+    try:
+        sql, kinds = ks.native_sql()
+        maps = {"strings": native.strings, "tasks": tasks}
+        columns = [(name, kind, maps[m] if m else None) for name, kind, m in kinds]
+        cids: list[pa.Array] = []
+
+        def canonical(raw: pa.RecordBatch) -> pa.Table:
+            cols = {c: native.text(raw.column(c)) if c in _TEXT_COLUMNS else raw.column(c) for c in ks.columns}
+            hcom = pc.equal(raw.column("_src"), 1)
+            if "core_type" in cols and pc.any(hcom).as_py():
+                decoded = native.decode(raw.column("core_type"))
+                cols["core_type"] = pc.if_else(hcom, pa.scalar("COMMUNICATION"), decoded)
+            table = _canonical_kernels(pa.table(cols), notes)
+            for name, values in zip(ks.pmu, metrics):
+                table = table.append_column(name, values.take(raw.column("_task")))
+            cids.extend(table["correlation_id"].chunks)
+            return table
+
+        rows = _stream(dest, ks.schema(), (canonical(raw) for raw in
+                                           native.db.blocks(sql, columns, NATIVE_FETCH_ROWS)))
+    finally:
+        if tasks is not None:
+            tasks.close()
+    native.kernel_cids = pa.chunked_array(cids, pa.int64())
+    return rows
+
+
+def _write_host_ops_native(conn: sqlite3.Connection, native: _Native, dest: Path) -> int:
+    """:func:`write_host_ops` with the native fetch: the times as plain digits (TEXT in torch_npu's files)
+    are what ``to_ns`` makes of them, anything else is a ``Mismatch``."""
+    shapes = "inputShapes" in _columns(conn, "PYTORCH_API")
+    sql = ("select p.startNs, p.endNs, p.globalTid, p.connectionId, p.name" + (", p.inputShapes" if shapes else "")
+           + " from PYTORCH_API p order by cast(p.startNs as integer), p.rowid")
+    columns = [("s", TEXT_INT, None), ("e", TEXT_INT, None), ("gt", INT64, None), ("cid", INT64, None),
+               ("name", CODE, native.strings)] + ([("input_shapes", CODE, native.strings)] if shapes else [])
+    cids: list[pa.Array] = []
+
+    def canonical(raw: pa.RecordBatch) -> pa.Table:
+        pid, tid = _globaltid_split(raw.column("gt"))
+        start, cid = raw.column("s"), raw.column("cid")
+        out = {"name": native.decode(raw.column("name")), "pid": pid, "tid": tid, "start_ns": start,
+               "dur_ns": pc.subtract(raw.column("e"), start), "correlation_id": cid}
+        if shapes:
+            out["input_shapes"] = native.decode(raw.column("input_shapes"))
+        cids.append(cid)
+        return conform("host_ops", pa.table(out))
+
+    rows = _stream(dest, TABLE_SCHEMAS["host_ops"], (canonical(raw) for raw in
+                                                     native.db.blocks(sql, columns, NATIVE_FETCH_ROWS)))
+    native.host_cids = pa.chunked_array(cids, pa.int64())
+    return rows
+
+
+def _enum_names(conn: sqlite3.Connection, table: str) -> tuple[np.ndarray, pa.Array] | None:
+    """A small id -> name table (ENUM_API_TYPE) as ids and names; None unless distinct integer ids to text."""
+    rows = conn.execute(f"select id, name from {table}").fetchall()
+    if not all(type(i) is int and (v is None or type(v) is str) for i, v in rows):
+        return None
+    if len({i for i, _ in rows}) != len(rows):
+        return None
+    return np.array([i for i, _ in rows], np.int64), pa.array([v for _, v in rows], pa.string())
+
+
+def _write_api_calls_native(conn: sqlite3.Connection, native: _Native, dest: Path, tables: set[str]) -> int:
+    """:func:`write_api_calls` with the native fetch."""
+    enum = _enum_names(conn, "ENUM_API_TYPE") if "ENUM_API_TYPE" in tables else None
+    if "ENUM_API_TYPE" in tables and enum is None:
+        raise Mismatch("ENUM_API_TYPE.id")
+    sql = ("select a.name, a.type, a.globalTid, a.startNs, a.endNs, a.connectionId from CANN_API a "
+           "order by a.startNs, a.rowid")
+    with IdMap(enum[0] if enum else np.zeros(0, np.int64)) as levels:
+        columns = [("name", CODE, native.strings), ("level", CODE if enum else INT64, levels if enum else None),
+                   ("gt", INT64, None), ("s", INT64, None), ("e", INT64, None), ("cid", INT64, None)]
+
+        def canonical(raw: pa.RecordBatch) -> pa.Table:
+            level = raw.column("level")
+            pid, tid = _globaltid_split(raw.column("gt"))
+            start = raw.column("s")
+            return conform("api_calls", pa.table({
+                "name": native.decode(raw.column("name")),
+                "level": enum[1].take(level) if enum else level.cast(pa.string()), "pid": pid, "tid": tid,
+                "start_ns": start, "dur_ns": pc.subtract(raw.column("e"), start),
+                "correlation_id": raw.column("cid")}))
+
+        return _stream(dest, TABLE_SCHEMAS["api_calls"], (canonical(raw) for raw in
+                                                          native.db.blocks(sql, columns, NATIVE_FETCH_ROWS)))
+
+
+def _native_flows(native: _Native) -> pa.Table | None:
+    """The flows of :func:`write_flows`, joined in Arrow: (host index, kernel index) of every host op whose
+    connection id CONNECTION_IDS links to a kernel's, in that order. None where the kernels or host ops
+    were not read natively, CONNECTION_IDS holds other than integers, or the join would hold many more
+    rows than its inputs (then the SQL join streams it)."""
+    if native.kernel_cids is None or native.host_cids is None:
+        return None
+    try:
+        links = list(native.db.blocks("select id, connectionId from CONNECTION_IDS",
+                                      [("id", INT64, None), ("lcid", INT64, None)], 1 << 20))
+    except Mismatch:
+        return None
+    host = pa.table({"host_index": pa.array(np.arange(len(native.host_cids), dtype=np.int64)),
+                     "cid": native.host_cids}).filter(pc.is_valid(native.host_cids))
+    kernels = pa.table({"kernel_index": pa.array(np.arange(len(native.kernel_cids), dtype=np.int64)),
+                        "kcid": native.kernel_cids}).filter(pc.is_valid(native.kernel_cids))
+    link = pa.Table.from_batches(links, schema=pa.schema([("id", pa.int64()), ("lcid", pa.int64())]))
+    link = link.filter(pc.and_(pc.is_valid(link["id"]), pc.is_valid(link["lcid"])))
+    # the rows the join gives, from the count of each id on both sides (a many-to-many link multiplies)
+    per_host = host.group_by("cid").aggregate([("host_index", "count")])
+    per_kernel = kernels.group_by("kcid").aggregate([("kernel_index", "count")])
+    counted = link.join(per_host, "id", "cid", "inner", use_threads=False).join(
+        per_kernel, "lcid", "kcid", "inner", use_threads=False)
+    total = pc.sum(pc.multiply(counted["host_index_count"], counted["kernel_index_count"])).as_py() or 0
+    if total > 4 * (host.num_rows + kernels.num_rows + link.num_rows) + (1 << 20):
+        return None
+    joined = host.join(link, "cid", "id", "inner", use_threads=False).join(
+        kernels, "lcid", "kcid", "inner", use_threads=False)
+    pairs = joined.select(["host_index", "kernel_index"]).sort_by([("host_index", "ascending"),
+                                                                  ("kernel_index", "ascending")])
+    return pairs.append_column("kind", pa.repeat(pa.scalar("async_npu"), pairs.num_rows))
 
 
 # ---------------------------------------------------------------------------------------- memory, counters
@@ -683,6 +988,7 @@ def _write_db(p: Path, out: Path, fmt: str, meta: ProfileMeta, analysis_db: Path
     meta.format = fmt
     notes = ConversionNotes()
     conn = connect(p)
+    native = None
     try:
         try:
             # bigger page cache and sorter runs (the defaults are 2 MB); the temp database holds the
@@ -690,17 +996,20 @@ def _write_db(p: Path, out: Path, fmt: str, meta: ProfileMeta, analysis_db: Path
             conn.execute(f"pragma cache_size = -{_CACHE_KIB}")
             conn.execute(f"pragma temp.cache_size = -{_CACHE_KIB}")
             read_meta(conn, meta)
+            native = _open_native(p, conn)
             ks = _kernel_sql(conn, _tables(conn))
-            rows = write_kernels(conn, ks, out / "kernels.parquet", notes)
-            rows += write_host_ops(conn, out / "host_ops.parquet", notes)
-            rows += write_api_calls(conn, out / "api_calls.parquet")
-            write_flows(conn, ks, out / "flows.parquet")
+            rows = write_kernels(conn, ks, out / "kernels.parquet", notes, native)
+            rows += write_host_ops(conn, out / "host_ops.parquet", notes, native)
+            rows += write_api_calls(conn, out / "api_calls.parquet", native)
+            write_flows(conn, ks, out / "flows.parquet", native)
             write_memory(conn, out / "memory.parquet")
             write_counters(conn, out / "counters.parquet")
             steps = read_steps(conn)
         except sqlite3.DatabaseError as exc:
             raise InputError(str(p), refusal(exc)) from exc
     finally:
+        if native is not None:
+            native.close()
         conn.close()
     meta.source_files.append(str(p))
     communication = empty_table("communication")

@@ -1,0 +1,708 @@
+/* SQLite column fetch: the hot loop of pypto_core.formats.sqlite_fetch (torch_npu / msprof db exports).
+ *
+ * Why C: Python's sqlite3 builds one tuple and one object per value; fetching the ~3.5 M PMU rows of a
+ * 100 MB export took ~10 s that way. Here a prepared SELECT is stepped in a loop and each value is written
+ * into preallocated column buffers (int64, float64, or int32 codes through a hash map of ids), each with an
+ * Arrow validity bitmap, which Python wraps as Arrow arrays without touching the rows.
+ *
+ * Strict: a value whose storage class the column's kind does not take (text in an int64 column, an integer
+ * past 2^53 in a float64 one, a text time that is not plain decimal digits) stops the fetch with
+ * SF_MISMATCH, and the caller reads that table through Python's sqlite3 instead, so odd files give the
+ * values (and warnings) they always gave.
+ *
+ * Safety as for Python's connection (ascend_db.connect): the file is opened read-only and immutable, no
+ * function of its schema runs (trusted_schema off, query_only), an authorizer refuses anything read through
+ * a view or trigger and recursive queries, and a progress handler interrupts past the caller's deadline.
+ *
+ * No sqlite3.h is needed: the few prototypes and constants used are declared below (SQLite's stable ABI).
+ * Built with `cc -O2 -shared -fPIC` and no -lsqlite3: the symbols resolve against the libsqlite3 that the
+ * Python side loads first with RTLD_GLOBAL (the one Python's own _sqlite3 uses).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct sqlite3 sqlite3;
+typedef struct sqlite3_stmt sqlite3_stmt;
+
+extern int sqlite3_open_v2(const char *filename, sqlite3 **db, int flags, const char *vfs);
+extern int sqlite3_close(sqlite3 *db);
+extern int sqlite3_exec(sqlite3 *db, const char *sql, int (*cb)(void *, int, char **, char **), void *arg,
+                        char **errmsg);
+extern void sqlite3_free(void *p);
+extern const char *sqlite3_errmsg(sqlite3 *db);
+extern int sqlite3_prepare_v2(sqlite3 *db, const char *sql, int nbyte, sqlite3_stmt **stmt, const char **tail);
+extern int sqlite3_step(sqlite3_stmt *stmt);
+extern int sqlite3_finalize(sqlite3_stmt *stmt);
+extern int sqlite3_column_count(sqlite3_stmt *stmt);
+extern int sqlite3_column_type(sqlite3_stmt *stmt, int col);
+extern long long sqlite3_column_int64(sqlite3_stmt *stmt, int col);
+extern double sqlite3_column_double(sqlite3_stmt *stmt, int col);
+extern const unsigned char *sqlite3_column_text(sqlite3_stmt *stmt, int col);
+extern int sqlite3_column_bytes(sqlite3_stmt *stmt, int col);
+extern void sqlite3_progress_handler(sqlite3 *db, int n, int (*cb)(void *), void *arg);
+extern int sqlite3_set_authorizer(sqlite3 *db,
+                                  int (*cb)(void *, int, const char *, const char *, const char *, const char *),
+                                  void *arg);
+
+#define SQLITE_OK 0
+#define SQLITE_DENY 1
+#define SQLITE_ROW 100
+#define SQLITE_DONE 101
+#define SQLITE_INTEGER 1
+#define SQLITE_FLOAT 2
+#define SQLITE_NULL 5
+#define SQLITE_TEXT 3
+#define SQLITE_OPEN_READONLY 0x00000001
+#define SQLITE_OPEN_URI 0x00000040
+#define SQLITE_OPEN_NOMUTEX 0x00008000
+#define SQLITE_RECURSIVE 33
+
+/* column kinds (sqlite_fetch.Kind) */
+#define K_INT64 0   /* INTEGER -> int64 */
+#define K_DOUBLE 1  /* INTEGER (|v| <= 2^53) or REAL -> float64 */
+#define K_TEXTINT 2 /* INTEGER, or TEXT of plain decimal digits ([-]d{1,18}) -> int64 */
+#define K_CODE 3    /* INTEGER looked up in a map -> int32 code; null where the map lacks it (a left join) */
+
+/* results (negative: the fetch stopped) */
+#define SF_ERROR -1    /* SQLite failed: sf_errmsg says why (interrupted, not authorized, corrupt, ...) */
+#define SF_MISMATCH -2 /* a value the column's kind does not take: *bad_col says which column */
+
+#define EXACT_DOUBLE 9007199254740992LL /* 2^53: larger integers are not exact as float64 */
+
+typedef struct {
+    sqlite3 *db;
+    double deadline; /* CLOCK_MONOTONIC seconds (Python's time.monotonic) */
+    char err[512];
+} sf_db;
+
+typedef struct {
+    sf_db *owner;
+    sqlite3_stmt *stmt;
+    int done;
+} sf_stmt;
+
+/* ------------------------------------------------------------------------------------------- the map */
+
+/* int64 key -> int32 value, open addressing. */
+typedef struct {
+    int64_t *keys;
+    int32_t *values; /* -1: empty slot */
+    uint64_t mask;
+    int32_t size; /* distinct keys */
+} sf_map;
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static int32_t map_get(const sf_map *m, int64_t key) {
+    uint64_t i = mix64((uint64_t)key) & m->mask;
+    while (m->values[i] >= 0) {
+        if (m->keys[i] == key) return m->values[i];
+        i = (i + 1) & m->mask;
+    }
+    return -1;
+}
+
+/* A map of ``n`` keys to ``values`` (n non-negative values), or where ``values`` is NULL to 0, 1, 2, ... in
+ * the order of the keys' first occurrence. A repeated key keeps its first value. NULL without memory. */
+sf_map *sf_map_new(const int64_t *keys, const int32_t *values, int64_t n) {
+    if (n < 0 || n > 0x3fffffff) return NULL;
+    sf_map *m = calloc(1, sizeof(sf_map));
+    if (!m) return NULL;
+    uint64_t cap = 16;
+    while (cap < (uint64_t)n * 2) cap <<= 1;
+    m->keys = malloc(cap * sizeof(int64_t));
+    m->values = malloc(cap * sizeof(int32_t));
+    if (!m->keys || !m->values) {
+        free(m->keys);
+        free(m->values);
+        free(m);
+        return NULL;
+    }
+    memset(m->values, 0xff, cap * sizeof(int32_t));
+    m->mask = cap - 1;
+    for (int64_t k = 0; k < n; k++) {
+        uint64_t i = mix64((uint64_t)keys[k]) & m->mask;
+        while (m->values[i] >= 0 && m->keys[i] != keys[k]) i = (i + 1) & m->mask;
+        if (m->values[i] < 0) {
+            m->keys[i] = keys[k];
+            m->values[i] = values ? values[k] : m->size;
+            m->size++;
+        }
+    }
+    return m;
+}
+
+int32_t sf_map_size(const sf_map *m) { return m->size; }
+
+void sf_map_free(sf_map *m) {
+    if (!m) return;
+    free(m->keys);
+    free(m->values);
+    free(m);
+}
+
+/* ---------------------------------------------------------------------------------------- the database */
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int past_deadline(void *arg) { return now() > ((sf_db *)arg)->deadline; }
+
+/* Only stored rows: nothing read through a view or trigger (``source`` names it), no recursive query. */
+static int authorize(void *arg, int action, const char *a1, const char *a2, const char *db, const char *source) {
+    (void)arg, (void)a1, (void)a2, (void)db;
+    return (source != NULL || action == SQLITE_RECURSIVE) ? SQLITE_DENY : SQLITE_OK;
+}
+
+static void keep_error(sf_db *h, const char *msg) {
+    strncpy(h->err, msg ? msg : "unknown error", sizeof h->err - 1);
+    h->err[sizeof h->err - 1] = 0;
+}
+
+/* Open ``uri`` (a file: URI with mode=ro&immutable=1) with ``cache_kib`` of page cache for the main and
+ * temp databases; NULL only without memory. sf_errmsg tells a failed open (then sf_close it). */
+sf_db *sf_open(const char *uri, double deadline, int cache_kib) {
+    sf_db *h = calloc(1, sizeof(sf_db));
+    if (!h) return NULL;
+    h->deadline = deadline;
+    if (sqlite3_open_v2(uri, &h->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
+        keep_error(h, h->db ? sqlite3_errmsg(h->db) : "cannot open");
+        return h;
+    }
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "pragma query_only = on; pragma trusted_schema = off; pragma cache_size = -%d; "
+             "pragma temp.cache_size = -%d",
+             cache_kib, cache_kib);
+    char *msg = NULL;
+    if (sqlite3_exec(h->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        keep_error(h, msg);
+        sqlite3_free(msg);
+        return h;
+    }
+    sqlite3_set_authorizer(h->db, authorize, h);
+    sqlite3_progress_handler(h->db, 100000, past_deadline, h);
+    return h;
+}
+
+const char *sf_errmsg(const sf_db *h) { return h->err; }
+
+int sf_failed(const sf_db *h) { return h->err[0] != 0; }
+
+void sf_close(sf_db *h) {
+    if (!h) return;
+    if (h->db) sqlite3_close(h->db);
+    free(h);
+}
+
+sf_stmt *sf_prepare(sf_db *h, const char *sql) {
+    sqlite3_stmt *stmt = NULL;
+    if (sqlite3_prepare_v2(h->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+        keep_error(h, sqlite3_errmsg(h->db));
+        sqlite3_finalize(stmt);
+        return NULL;
+    }
+    sf_stmt *s = calloc(1, sizeof(sf_stmt));
+    if (!s) {
+        sqlite3_finalize(stmt);
+        keep_error(h, "out of memory");
+        return NULL;
+    }
+    s->owner = h;
+    s->stmt = stmt;
+    return s;
+}
+
+int sf_column_count(const sf_stmt *s) { return sqlite3_column_count(s->stmt); }
+
+void sf_finalize(sf_stmt *s) {
+    if (!s) return;
+    sqlite3_finalize(s->stmt);
+    free(s);
+}
+
+/* The next row: 1, 0 at the end, SF_ERROR (message kept) on failure. A finished statement stays finished
+ * (stepping it again would restart it). */
+static int next_row(sf_stmt *s) {
+    if (s->done) return 0;
+    int rc = sqlite3_step(s->stmt);
+    if (rc == SQLITE_ROW) return 1;
+    s->done = 1;
+    if (rc == SQLITE_DONE) return 0;
+    keep_error(s->owner, sqlite3_errmsg(s->owner->db));
+    return SF_ERROR;
+}
+
+/* Plain decimal digits with an optional leading '-', inside int64 (ns since the epoch have 19 digits). */
+static int text_int(const unsigned char *p, int n, int64_t *out) {
+    int neg = 0, i = 0;
+    if (n > 0 && p[0] == '-') neg = 1, i = 1;
+    if (n - i < 1 || n - i > 19) return 0;
+    uint64_t v = 0;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return 0;
+        v = v * 10 + (uint64_t)(p[i] - '0'); /* 19 digits stay below 2^64 */
+    }
+    if (v > (uint64_t)INT64_MAX) return 0; /* (-2^63 too: the text path gives null there) */
+    *out = neg ? -(int64_t)v : (int64_t)v;
+    return 1;
+}
+
+/* One value into column ``c`` at row ``r``; 0 when its storage class does not fit the kind. */
+static int put(sqlite3_stmt *st, int c, int kind, const sf_map *map, void *data, uint8_t *valid, int64_t *nulls,
+               int64_t r) {
+    int type = sqlite3_column_type(st, c);
+    if (type == SQLITE_NULL) {
+        (*nulls)++;
+        if (kind == K_CODE)
+            ((int32_t *)data)[r] = 0;
+        else
+            ((int64_t *)data)[r] = 0;
+        return 1;
+    }
+    switch (kind) {
+    case K_INT64:
+        if (type != SQLITE_INTEGER) return 0;
+        ((int64_t *)data)[r] = sqlite3_column_int64(st, c);
+        break;
+    case K_DOUBLE:
+        if (type == SQLITE_INTEGER) {
+            long long v = sqlite3_column_int64(st, c);
+            if (v > EXACT_DOUBLE || v < -EXACT_DOUBLE) return 0;
+            ((double *)data)[r] = (double)v;
+        } else if (type == SQLITE_FLOAT) {
+            ((double *)data)[r] = sqlite3_column_double(st, c);
+        } else {
+            return 0;
+        }
+        break;
+    case K_TEXTINT:
+        if (type == SQLITE_INTEGER) {
+            ((int64_t *)data)[r] = sqlite3_column_int64(st, c);
+        } else if (type == SQLITE_TEXT) {
+            const unsigned char *p = sqlite3_column_text(st, c);
+            if (!text_int(p, sqlite3_column_bytes(st, c), &((int64_t *)data)[r])) return 0;
+        } else {
+            return 0;
+        }
+        break;
+    case K_CODE: {
+        if (type != SQLITE_INTEGER) return 0;
+        int32_t code = map_get(map, sqlite3_column_int64(st, c));
+        if (code < 0) {
+            (*nulls)++;
+            ((int32_t *)data)[r] = 0;
+            return 1;
+        }
+        ((int32_t *)data)[r] = code;
+        break;
+    }
+    default:
+        return 0;
+    }
+    valid[r >> 3] |= (uint8_t)(1u << (r & 7));
+    return 1;
+}
+
+/* Up to ``cap`` rows of ``s`` into the ``ncols`` column buffers (``data[c]``: cap values of 8 bytes, 4 for
+ * K_CODE; ``valid[c]``: a bitmap of cap bits, cleared here; ``nulls[c]``: the nulls counted). The rows
+ * written (0: the statement is finished), SF_ERROR, or SF_MISMATCH with ``*bad_col`` set. */
+int64_t sf_fetch(sf_stmt *s, int ncols, const int32_t *kinds, sf_map *const *maps, void *const *data,
+                 uint8_t *const *valid, int64_t *nulls, int64_t cap, int32_t *bad_col) {
+    sqlite3_stmt *st = s->stmt;
+    for (int c = 0; c < ncols; c++) {
+        memset(valid[c], 0, (size_t)((cap + 7) / 8));
+        nulls[c] = 0;
+    }
+    int64_t r = 0;
+    while (r < cap) {
+        int rc = next_row(s);
+        if (rc < 0) return rc;
+        if (rc == 0) break;
+        for (int c = 0; c < ncols; c++) {
+            if (!put(st, c, kinds[c], maps[c], data[c], valid[c], &nulls[c], r)) {
+                *bad_col = c;
+                s->done = 1;
+                return SF_MISMATCH;
+            }
+        }
+        r++;
+    }
+    return r;
+}
+
+void sf_free(void *p) { free(p); }
+
+/* ---------------------------------------------------------------------------------------- the PMU pivot */
+
+typedef struct {
+    int type; /* SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_NULL, or SQLITE_TEXT for text and blobs */
+    int64_t i;
+    double d;
+} sf_value;
+
+typedef struct {
+    const sf_map *tasks, *metrics;
+    int64_t nslots;
+    int32_t ncols;
+    double **values;
+    uint8_t **valid;
+    size_t value_bytes, bitmap_bytes;
+    int64_t last_task;
+    int32_t last_slot, have_last; /* a task's rows are usually together: look its slot up once */
+} pivot_state;
+
+static void pivot_init(pivot_state *p, const sf_map *tasks, const sf_map *metrics, int64_t nslots, int32_t ncols,
+                       double **values, uint8_t **valid) {
+    memset(p, 0, sizeof *p);
+    p->tasks = tasks, p->metrics = metrics, p->nslots = nslots, p->ncols = ncols;
+    p->values = values, p->valid = valid;
+    p->value_bytes = (size_t)(nslots > 0 ? nslots : 1) * sizeof(double);
+    p->bitmap_bytes = (size_t)(nslots > 0 ? (nslots + 7) / 8 : 1);
+    p->last_slot = -1;
+}
+
+/* One row (task id, metric id, value): 0, or SF_MISMATCH (*bad set), or SF_ERROR without memory. */
+static int pivot_row(pivot_state *p, const sf_value *v, int32_t *bad) {
+    int b = (v[0].type != SQLITE_INTEGER && v[0].type != SQLITE_NULL) ? 0
+            : (v[1].type != SQLITE_INTEGER && v[1].type != SQLITE_NULL) ? 1
+            : (v[2].type != SQLITE_INTEGER && v[2].type != SQLITE_FLOAT && v[2].type != SQLITE_NULL) ? 2
+            : (v[2].type == SQLITE_INTEGER && (v[2].i > EXACT_DOUBLE || v[2].i < -EXACT_DOUBLE)) ? 2
+            : -1;
+    if (b >= 0) {
+        *bad = b;
+        return SF_MISMATCH;
+    }
+    if (v[1].type == SQLITE_NULL) return 0;
+    int32_t col = map_get(p->metrics, v[1].i);
+    if (col < 0 || col >= p->ncols) return 0;
+    if (!p->values[col]) {
+        p->values[col] = calloc(1, p->value_bytes);
+        p->valid[col] = calloc(1, p->bitmap_bytes);
+        if (!p->values[col] || !p->valid[col]) return SF_ERROR;
+    }
+    if (v[0].type == SQLITE_NULL || v[2].type == SQLITE_NULL) return 0;
+    if (!p->have_last || v[0].i != p->last_task) {
+        p->last_task = v[0].i;
+        p->last_slot = map_get(p->tasks, v[0].i);
+        p->have_last = 1;
+    }
+    int32_t slot = p->last_slot;
+    if (slot < 0 || slot >= p->nslots) return 0;
+    uint8_t bit = (uint8_t)(1u << (slot & 7));
+    if (p->valid[col][slot / 8] & bit) return 0; /* a later value of a metric the task already has */
+    p->valid[col][slot / 8] |= bit;
+    p->values[col][slot] = v[2].type == SQLITE_INTEGER ? (double)v[2].i : v[2].d;
+    return 0;
+}
+
+/* The PMU pivot: rows (task id, metric id, value) of ``s`` in file order; ``tasks`` maps a task id to its
+ * slot (0 .. nslots-1), ``metrics`` a metric id to its column (0 .. ncols-1). A column's buffers are
+ * allocated (zeroed) when its metric is first seen, whatever its values: ``values[col]`` nslots float64,
+ * ``valid[col]`` a bitmap of nslots bits (the caller gives ncols NULL pointers, and frees with sf_free what
+ * was allocated, also after a failure). The first non-null value of each (slot, column) is kept. Rows whose
+ * task or metric the maps lack are skipped, as the SQL joins skip them. Returns the rows read, SF_ERROR, or
+ * SF_MISMATCH (*bad_col: 0 task id, 1 metric id, 2 value). */
+int64_t sf_pivot(sf_stmt *s, const sf_map *tasks, const sf_map *metrics, int64_t nslots, int32_t ncols,
+                 double **values, uint8_t **valid, int32_t *bad_col) {
+    sqlite3_stmt *st = s->stmt;
+    pivot_state p;
+    pivot_init(&p, tasks, metrics, nslots, ncols, values, valid);
+    int64_t rows = 0;
+    sf_value v[3];
+    for (;;) {
+        int rc = next_row(s);
+        if (rc < 0) return rc;
+        if (rc == 0) return rows;
+        rows++;
+        for (int c = 0; c < 3; c++) {
+            int type = sqlite3_column_type(st, c);
+            v[c].type = type == SQLITE_INTEGER || type == SQLITE_FLOAT || type == SQLITE_NULL ? type : SQLITE_TEXT;
+            if (type == SQLITE_INTEGER) v[c].i = sqlite3_column_int64(st, c);
+            if (type == SQLITE_FLOAT) v[c].d = sqlite3_column_double(st, c);
+        }
+        rc = pivot_row(&p, v, bad_col);
+        if (rc != 0) {
+            s->done = 1;
+            if (rc == SF_ERROR) keep_error(s->owner, "out of memory");
+            return rc;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------ the table reader */
+/* One table's rows straight from the file's pages, in rowid order, for the one scan SQLite's virtual
+ * machine is slow at (the PMU rows: ~130 ns a row there, a few ns here). It reads the table b-tree as
+ * https://www.sqlite.org/fileformat2.html describes it: interior pages (type 5) in order, then the cells of
+ * each leaf page (type 13), each a record of serial types and values. Every offset, length and page number
+ * is checked against the page and the file; anything this reader does not take (a record spilling to
+ * overflow pages, a record with fewer columns than asked for, another page type, a page visited twice, a
+ * tree deeper than MAX_DEPTH) stops it with SF_UNSUPPORTED and the caller scans through SQLite instead,
+ * which reads such files or says what is wrong with them. Pages are read with pread (through the page
+ * cache, as SQLite reads them), a window of pages at a time where they follow each other. */
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#define SF_UNSUPPORTED -3
+#define MAX_DEPTH 32
+#define WINDOW_PAGES 64
+
+typedef struct {
+    uint8_t *page; /* a copy: the window moves on while its children are read */
+    int32_t ncells, next, ptrs;
+    uint32_t right;
+} sf_level;
+
+typedef struct {
+    int fd;
+    int64_t npages, visited;
+    int32_t page_size, usable;
+    double deadline;
+    uint8_t *window;
+    int64_t window_first, window_count, last_pgno;
+    sf_level levels[MAX_DEPTH];
+    int depth;
+    const uint8_t *leaf; /* inside the window */
+    int32_t leaf_cells, leaf_next, leaf_ptrs;
+    int interrupted;
+    char err[256];
+} sf_raw;
+
+static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+
+/* A varint of at most 9 bytes inside [p, end): its length, 0 if it runs past ``end``. */
+static int varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
+    uint64_t v = 0;
+    for (int i = 0; i < 9; i++) {
+        if (p + i >= end) return 0;
+        if (i == 8) {
+            *out = (v << 8) | p[i];
+            return 9;
+        }
+        v = (v << 7) | (p[i] & 0x7f);
+        if (!(p[i] & 0x80)) {
+            *out = v;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+static int raw_fail(sf_raw *r, const char *why) {
+    snprintf(r->err, sizeof r->err, "%s", why);
+    return SF_UNSUPPORTED;
+}
+
+/* Page ``pgno`` (1-based) inside the window, NULL (err set) if unreadable. */
+static const uint8_t *raw_page(sf_raw *r, int64_t pgno) {
+    if (pgno < 1 || pgno > r->npages) return NULL;
+    if (++r->visited > r->npages) return NULL; /* a page reached twice: a cycle */
+    if ((r->visited & 255) == 0 && now() > r->deadline) {
+        r->interrupted = 1;
+        return NULL;
+    }
+    if (pgno < r->window_first || pgno >= r->window_first + r->window_count) {
+        int64_t count = pgno == r->last_pgno + 1 ? WINDOW_PAGES : 1; /* read ahead on a sequential run */
+        if (count > r->npages - pgno + 1) count = r->npages - pgno + 1;
+        size_t want = (size_t)count * (size_t)r->page_size, got = 0;
+        off_t at = (off_t)(pgno - 1) * r->page_size;
+        while (got < want) {
+            ssize_t n = pread(r->fd, r->window + got, want - got, at + (off_t)got);
+            if (n <= 0) break;
+            got += (size_t)n;
+        }
+        if (got < (size_t)r->page_size) return NULL;
+        r->window_first = pgno;
+        r->window_count = (int64_t)(got / (size_t)r->page_size);
+    }
+    r->last_pgno = pgno;
+    return r->window + (size_t)(pgno - r->window_first) * (size_t)r->page_size;
+}
+
+/* Take page ``pgno`` as the next leaf, or push it as an interior level: 0, or SF_UNSUPPORTED. */
+static int raw_enter(sf_raw *r, int64_t pgno) {
+    const uint8_t *page = raw_page(r, pgno);
+    if (!page) return r->interrupted ? SF_ERROR : raw_fail(r, "unreadable page");
+    int32_t h = pgno == 1 ? 100 : 0;
+    uint8_t type = page[h];
+    if (type != 5 && type != 13) return raw_fail(r, "not a table b-tree page");
+    int32_t ptrs = h + (type == 5 ? 12 : 8), ncells = (int32_t)be16(page + h + 3);
+    if (ptrs + 2 * ncells > r->usable) return raw_fail(r, "cell pointers past the page");
+    if (type == 13) {
+        r->leaf = page, r->leaf_cells = ncells, r->leaf_next = 0, r->leaf_ptrs = ptrs;
+        return 0;
+    }
+    if (r->depth >= MAX_DEPTH) return raw_fail(r, "b-tree too deep");
+    sf_level *lv = &r->levels[r->depth];
+    if (!lv->page && !(lv->page = malloc((size_t)r->page_size))) return raw_fail(r, "out of memory");
+    memcpy(lv->page, page, (size_t)r->page_size);
+    lv->ncells = ncells, lv->next = 0, lv->ptrs = ptrs, lv->right = be32(page + h + 8);
+    r->depth++;
+    return 0;
+}
+
+/* Move to the next leaf: 1, 0 at the end, or a failure. */
+static int raw_next_leaf(sf_raw *r) {
+    r->leaf = NULL;
+    while (r->depth > 0) {
+        sf_level *lv = &r->levels[r->depth - 1];
+        int64_t child;
+        if (lv->next < lv->ncells) {
+            uint32_t off = be16(lv->page + lv->ptrs + 2 * lv->next);
+            if (off + 4 > (uint32_t)r->usable) return raw_fail(r, "cell past the page");
+            child = be32(lv->page + off);
+        } else if (lv->next == lv->ncells) {
+            child = lv->right;
+        } else {
+            r->depth--;
+            continue;
+        }
+        lv->next++;
+        int rc = raw_enter(r, child);
+        if (rc < 0) return rc;
+        if (r->leaf) return 1;
+    }
+    return 0;
+}
+
+/* Open ``path`` to read the table whose root page is ``root``: NULL without memory; else check sf_raw_errmsg
+ * (empty when it opened). */
+sf_raw *sf_raw_open(const char *path, int64_t root, double deadline) {
+    sf_raw *r = calloc(1, sizeof(sf_raw));
+    if (!r) return NULL;
+    r->deadline = deadline;
+    r->fd = open(path, O_RDONLY);
+    uint8_t head[100];
+    if (r->fd < 0 || pread(r->fd, head, 100, 0) != 100) {
+        raw_fail(r, "cannot read the header");
+        return r;
+    }
+    uint32_t size = be16(head + 16);
+    r->page_size = size == 1 ? 65536 : (int32_t)size;
+    r->usable = r->page_size - head[20];
+    if (r->page_size < 512 || (r->page_size & (r->page_size - 1)) || r->usable < 480) {
+        raw_fail(r, "unusual page size");
+        return r;
+    }
+    off_t bytes = lseek(r->fd, 0, SEEK_END);
+    r->npages = bytes > 0 ? (int64_t)(bytes / r->page_size) : 0;
+    uint32_t in_header = be32(head + 28);
+    if (in_header > 0 && be32(head + 92) == be32(head + 24) && in_header < r->npages) r->npages = in_header;
+    r->window = malloc((size_t)WINDOW_PAGES * (size_t)r->page_size);
+    if (!r->window) {
+        raw_fail(r, "out of memory");
+        return r;
+    }
+    r->last_pgno = -1;
+    if (raw_enter(r, root) < 0 && r->interrupted) snprintf(r->err, sizeof r->err, "interrupted");
+    return r;
+}
+
+const char *sf_raw_errmsg(const sf_raw *r) { return r->err; }
+
+void sf_raw_close(sf_raw *r) {
+    if (!r) return;
+    if (r->fd >= 0) close(r->fd);
+    for (int i = 0; i < MAX_DEPTH; i++) free(r->levels[i].page);
+    free(r->window);
+    free(r);
+}
+
+/* Columns ``cols[0..n)`` of the next row into ``out``: 1, 0 at the end, SF_UNSUPPORTED, or SF_ERROR when
+ * past the deadline (err "interrupted", as SQLite says it). */
+static int raw_row(sf_raw *r, int n, const int32_t *cols, sf_value *out) {
+    while (!r->leaf || r->leaf_next >= r->leaf_cells) {
+        int rc = raw_next_leaf(r);
+        if (rc <= 0) {
+            if (r->interrupted) {
+                snprintf(r->err, sizeof r->err, "interrupted");
+                return SF_ERROR;
+            }
+            return rc;
+        }
+    }
+    const uint8_t *page = r->leaf, *end = r->leaf + r->usable;
+    uint32_t off = be16(page + r->leaf_ptrs + 2 * r->leaf_next++);
+    if (off >= (uint32_t)r->usable) return raw_fail(r, "cell past the page");
+    const uint8_t *p = page + off;
+    uint64_t payload, rowid, header;
+    int k = varint(p, end, &payload);
+    if (!k) return raw_fail(r, "cell past the page");
+    p += k;
+    if (!(k = varint(p, end, &rowid))) return raw_fail(r, "cell past the page");
+    p += k;
+    if (payload > (uint64_t)(r->usable - 35)) return raw_fail(r, "record on overflow pages");
+    if (payload > (uint64_t)(end - p)) return raw_fail(r, "record past the page");
+    const uint8_t *rec = p, *rec_end = p + payload;
+    if (!(k = varint(rec, rec_end, &header)) || header > payload) return raw_fail(r, "bad record header");
+    const uint8_t *types = rec + k, *types_end = rec + header, *value = rec + header;
+    for (int c = 0; c < n; c++) out[c].type = -1;
+    for (int32_t col = 0; types < types_end; col++) {
+        uint64_t st;
+        if (!(k = varint(types, types_end, &st))) return raw_fail(r, "bad record header");
+        types += k;
+        static const uint8_t int_bytes[10] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0};
+        uint64_t len = st >= 12 ? (st - 12) / 2 : (st == 10 || st == 11) ? UINT64_MAX : int_bytes[st];
+        if (len > (uint64_t)(rec_end - value)) return raw_fail(r, "value past the record");
+        for (int c = 0; c < n; c++) {
+            if (cols[c] != col) continue;
+            sf_value *v = &out[c];
+            if (st == 0) {
+                v->type = SQLITE_NULL;
+            } else if (st <= 6) {
+                int64_t x = (value[0] & 0x80) ? -1 : 0; /* sign-extended big-endian */
+                for (uint64_t b = 0; b < len; b++) x = (int64_t)((uint64_t)x << 8 | value[b]);
+                v->type = SQLITE_INTEGER, v->i = x;
+            } else if (st == 7) {
+                uint64_t bits = 0;
+                for (int b = 0; b < 8; b++) bits = bits << 8 | value[b];
+                memcpy(&v->d, &bits, 8);
+                v->type = v->d != v->d ? SQLITE_NULL : SQLITE_FLOAT; /* SQLite reads a stored NaN as NULL */
+            } else if (st == 8 || st == 9) {
+                v->type = SQLITE_INTEGER, v->i = (int64_t)(st - 8);
+            } else {
+                v->type = SQLITE_TEXT;
+            }
+        }
+        value += len;
+    }
+    for (int c = 0; c < n; c++)
+        if (out[c].type < 0) return raw_fail(r, "record with fewer columns"); /* a default would apply */
+    (void)rowid;
+    return 1;
+}
+
+/* sf_pivot over the rows of an open table reader; ``cols``: the record positions of (task id, metric id,
+ * value). Returns as sf_pivot, or SF_UNSUPPORTED (then nothing is decided: scan with sf_pivot instead). */
+int64_t sf_raw_pivot(sf_raw *r, const int32_t *cols, const sf_map *tasks, const sf_map *metrics, int64_t nslots,
+                     int32_t ncols, double **values, uint8_t **valid, int32_t *bad_col) {
+    if (r->err[0]) return r->interrupted ? SF_ERROR : SF_UNSUPPORTED;
+    pivot_state p;
+    pivot_init(&p, tasks, metrics, nslots, ncols, values, valid);
+    int64_t rows = 0;
+    sf_value v[3];
+    for (;;) {
+        int rc = raw_row(r, 3, cols, v);
+        if (rc < 0) return rc;
+        if (rc == 0) return rows;
+        rows++;
+        rc = pivot_row(&p, v, bad_col);
+        if (rc == SF_ERROR) snprintf(r->err, sizeof r->err, "out of memory");
+        if (rc != 0) return rc;
+    }
+}
