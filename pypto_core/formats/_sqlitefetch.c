@@ -5,8 +5,8 @@
  * into preallocated column buffers (int64, float64, or int32 codes through a hash map of ids), each with an
  * Arrow validity bitmap, which Python wraps as Arrow arrays without touching the rows.
  *
- * Strict: a value whose storage class the column's kind does not take (text in an int64 column, an integer
- * past 2^53 in a float64 one, a text time that is not plain decimal digits) stops the fetch with
+ * Strict: a value whose storage class the column's kind does not take (text in an int64 or float64 column,
+ * a text time that is not plain decimal digits) stops the fetch with
  * SF_MISMATCH, and the caller reads that table through Python's sqlite3 instead, so odd files give the
  * values (and warnings) they always gave.
  *
@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct sqlite3 sqlite3;
 typedef struct sqlite3_stmt sqlite3_stmt;
@@ -55,6 +57,7 @@ extern int sqlite3_set_authorizer(sqlite3 *db,
 #define SQLITE_FLOAT 2
 #define SQLITE_NULL 5
 #define SQLITE_TEXT 3
+#define SQLITE_BLOB 4
 #define SQLITE_OPEN_READONLY 0x00000001
 #define SQLITE_OPEN_URI 0x00000040
 #define SQLITE_OPEN_NOMUTEX 0x00008000
@@ -62,15 +65,14 @@ extern int sqlite3_set_authorizer(sqlite3 *db,
 
 /* column kinds (sqlite_fetch.Kind) */
 #define K_INT64 0   /* INTEGER -> int64 */
-#define K_DOUBLE 1  /* INTEGER (|v| <= 2^53) or REAL -> float64 */
+#define K_DOUBLE 1  /* INTEGER (rounded to the nearest float64, as SQLite converts it) or REAL -> float64 */
 #define K_TEXTINT 2 /* INTEGER, or TEXT of plain decimal digits ([-]d{1,18}) -> int64 */
 #define K_CODE 3    /* INTEGER looked up in a map -> int32 code; null where the map lacks it (a left join) */
 
 /* results (negative: the fetch stopped) */
 #define SF_ERROR -1    /* SQLite failed: sf_errmsg says why (interrupted, not authorized, corrupt, ...) */
 #define SF_MISMATCH -2 /* a value the column's kind does not take: *bad_col says which column */
-
-#define EXACT_DOUBLE 9007199254740992LL /* 2^53: larger integers are not exact as float64 */
+#define SF_SCATTERED -4 /* the pivot's rows come in an order that would read its file back chunk by chunk */
 
 typedef struct {
     sqlite3 *db;
@@ -86,12 +88,14 @@ typedef struct {
 
 /* ------------------------------------------------------------------------------------------- the map */
 
-/* int64 key -> int32 value, open addressing. */
+/* int64 key -> int32 value: a direct table where the keys are dense (ids 0..n, as task ids usually are),
+ * else open addressing. */
 typedef struct {
     int64_t *keys;
     int32_t *values; /* -1: empty slot */
     uint64_t mask;
-    int32_t size; /* distinct keys */
+    int64_t base, span; /* direct table: values[key - base] for 0 <= key - base < span; span 0: hashed */
+    int32_t size;       /* distinct keys */
 } sf_map;
 
 static uint64_t mix64(uint64_t x) {
@@ -103,6 +107,10 @@ static uint64_t mix64(uint64_t x) {
 }
 
 static int32_t map_get(const sf_map *m, int64_t key) {
+    if (m->span) {
+        uint64_t at = (uint64_t)key - (uint64_t)m->base;
+        return at < (uint64_t)m->span ? m->values[at] : -1;
+    }
     uint64_t i = mix64((uint64_t)key) & m->mask;
     while (m->values[i] >= 0) {
         if (m->keys[i] == key) return m->values[i];
@@ -117,6 +125,28 @@ sf_map *sf_map_new(const int64_t *keys, const int32_t *values, int64_t n) {
     if (n < 0 || n > 0x3fffffff) return NULL;
     sf_map *m = calloc(1, sizeof(sf_map));
     if (!m) return NULL;
+    int64_t lo = n ? keys[0] : 0, hi = lo;
+    for (int64_t k = 1; k < n; k++) {
+        if (keys[k] < lo) lo = keys[k];
+        if (keys[k] > hi) hi = keys[k];
+    }
+    uint64_t range = (uint64_t)hi - (uint64_t)lo; /* no overflow in unsigned arithmetic */
+    if (n > 0 && range < (uint64_t)n * 2 + 1024) {
+        m->base = lo, m->span = (int64_t)range + 1;
+        if (!(m->values = malloc((size_t)m->span * sizeof(int32_t)))) {
+            free(m);
+            return NULL;
+        }
+        memset(m->values, 0xff, (size_t)m->span * sizeof(int32_t));
+        for (int64_t k = 0; k < n; k++) {
+            int32_t *slot = &m->values[keys[k] - lo];
+            if (*slot < 0) {
+                *slot = values ? values[k] : m->size;
+                m->size++;
+            }
+        }
+        return m;
+    }
     uint64_t cap = 16;
     while (cap < (uint64_t)n * 2) cap <<= 1;
     m->keys = malloc(cap * sizeof(int64_t));
@@ -261,11 +291,29 @@ static int text_int(const unsigned char *p, int n, int64_t *out) {
     return 1;
 }
 
-/* One value into column ``c`` at row ``r``; 0 when its storage class does not fit the kind. */
-static int put(sqlite3_stmt *st, int c, int kind, const sf_map *map, void *data, uint8_t *valid, int64_t *nulls,
+/* One value as either source gives it: its storage class and, for that class, its content. */
+typedef struct {
+    int type; /* SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT, SQLITE_BLOB, SQLITE_NULL */
+    int64_t i;
+    double d;
+    const unsigned char *text; /* text: its bytes (not NUL-terminated from the table reader) */
+    int64_t bytes;
+} sf_value;
+
+static void stmt_value(sqlite3_stmt *st, int c, sf_value *v) {
+    v->type = sqlite3_column_type(st, c);
+    if (v->type == SQLITE_INTEGER) v->i = sqlite3_column_int64(st, c);
+    if (v->type == SQLITE_FLOAT) v->d = sqlite3_column_double(st, c);
+    if (v->type == SQLITE_TEXT) {
+        v->text = sqlite3_column_text(st, c);
+        v->bytes = sqlite3_column_bytes(st, c);
+    }
+}
+
+/* One value into a column of ``kind`` at row ``r``; 0 when its storage class does not fit the kind. */
+static int put(const sf_value *v, int kind, const sf_map *map, void *data, uint8_t *valid, int64_t *nulls,
                int64_t r) {
-    int type = sqlite3_column_type(st, c);
-    if (type == SQLITE_NULL) {
+    if (v->type == SQLITE_NULL) {
         (*nulls)++;
         if (kind == K_CODE)
             ((int32_t *)data)[r] = 0;
@@ -275,33 +323,30 @@ static int put(sqlite3_stmt *st, int c, int kind, const sf_map *map, void *data,
     }
     switch (kind) {
     case K_INT64:
-        if (type != SQLITE_INTEGER) return 0;
-        ((int64_t *)data)[r] = sqlite3_column_int64(st, c);
+        if (v->type != SQLITE_INTEGER) return 0;
+        ((int64_t *)data)[r] = v->i;
         break;
     case K_DOUBLE:
-        if (type == SQLITE_INTEGER) {
-            long long v = sqlite3_column_int64(st, c);
-            if (v > EXACT_DOUBLE || v < -EXACT_DOUBLE) return 0;
-            ((double *)data)[r] = (double)v;
-        } else if (type == SQLITE_FLOAT) {
-            ((double *)data)[r] = sqlite3_column_double(st, c);
+        if (v->type == SQLITE_INTEGER) {
+            ((double *)data)[r] = (double)v->i;
+        } else if (v->type == SQLITE_FLOAT) {
+            ((double *)data)[r] = v->d;
         } else {
             return 0;
         }
         break;
     case K_TEXTINT:
-        if (type == SQLITE_INTEGER) {
-            ((int64_t *)data)[r] = sqlite3_column_int64(st, c);
-        } else if (type == SQLITE_TEXT) {
-            const unsigned char *p = sqlite3_column_text(st, c);
-            if (!text_int(p, sqlite3_column_bytes(st, c), &((int64_t *)data)[r])) return 0;
+        if (v->type == SQLITE_INTEGER) {
+            ((int64_t *)data)[r] = v->i;
+        } else if (v->type == SQLITE_TEXT) {
+            if (v->bytes > 20 || !text_int(v->text, (int)v->bytes, &((int64_t *)data)[r])) return 0;
         } else {
             return 0;
         }
         break;
     case K_CODE: {
-        if (type != SQLITE_INTEGER) return 0;
-        int32_t code = map_get(map, sqlite3_column_int64(st, c));
+        if (v->type != SQLITE_INTEGER) return 0;
+        int32_t code = map_get(map, v->i);
         if (code < 0) {
             (*nulls)++;
             ((int32_t *)data)[r] = 0;
@@ -333,7 +378,9 @@ int64_t sf_fetch(sf_stmt *s, int ncols, const int32_t *kinds, sf_map *const *map
         if (rc < 0) return rc;
         if (rc == 0) break;
         for (int c = 0; c < ncols; c++) {
-            if (!put(st, c, kinds[c], maps[c], data[c], valid[c], &nulls[c], r)) {
+            sf_value v;
+            stmt_value(st, c, &v);
+            if (!put(&v, kinds[c], maps[c], data[c], valid[c], &nulls[c], r)) {
                 *bad_col = c;
                 s->done = 1;
                 return SF_MISMATCH;
@@ -348,99 +395,204 @@ void sf_free(void *p) { free(p); }
 
 /* ---------------------------------------------------------------------------------------- the PMU pivot */
 
-typedef struct {
-    int type; /* SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_NULL, or SQLITE_TEXT for text and blobs */
-    int64_t i;
-    double d;
-} sf_value;
+/* The pivoted values go to a file, not to memory: a task's metrics are one column each, nslots values long,
+ * laid one after the other in the file in the order the metrics are first seen (the k-th from byte
+ * k * nchunks * chunk * 8), and written through a pool of chunk-sized buffers. The PMU rows come metric by metric (all tasks' aic_total_time, then the next
+ * metric ...), so a chunk is filled, left and written once; in any other order a chunk evicted early is
+ * read back when a later row needs it. What a pivot holds in memory is the pool and one bitmap per column,
+ * whatever the file's size (on 1 GB: 24 metrics of 1.4 M tasks are 273 MB; the bitmaps 4 MB). */
+#define MAX_METRICS 4096 /* distinct metric columns (the profiler writes a few dozen) */
 
 typedef struct {
     const sf_map *tasks, *metrics;
     int64_t nslots;
-    int32_t ncols;
-    double **values;
-    uint8_t **valid;
-    size_t value_bytes, bitmap_bytes;
-    int64_t last_task;
-    int32_t last_slot, have_last; /* a task's rows are usually together: look its slot up once */
+    int32_t ncols, nseen;
+    uint8_t **valid;  /* per column: its bitmap, allocated when the metric is first seen */
+    int32_t *seen_as; /* per column: its place in the file (order of first sight), -1 not seen */
+    size_t bitmap_bytes;
+    int fd;
+    int64_t chunk, nchunks;
+    int32_t *where;  /* per (column, chunk): its buffer in the pool, -1 none */
+    uint8_t *stored; /* per (column, chunk): written to the file once */
+    double *pool;
+    int32_t *owner; /* per buffer: its (column, chunk), -1 free */
+    int32_t pool_size, victim;
+    int64_t reread, reread_limit; /* chunks read back: rows in no useful order make it grow without end */
+    int64_t last_metric;
+    int32_t last_col, have_metric; /* the rows come metric by metric: look a metric up once */
+    const char *failure;           /* why it stopped, where SQLite did not say */
 } pivot_state;
 
-static void pivot_init(pivot_state *p, const sf_map *tasks, const sf_map *metrics, int64_t nslots, int32_t ncols,
-                       double **values, uint8_t **valid) {
+static int pivot_init(pivot_state *p, const sf_map *tasks, const sf_map *metrics, int64_t nslots, int32_t ncols,
+                      uint8_t **valid, int32_t *seen_as, int fd, int64_t chunk, int32_t pool_size) {
     memset(p, 0, sizeof *p);
-    p->tasks = tasks, p->metrics = metrics, p->nslots = nslots, p->ncols = ncols;
-    p->values = values, p->valid = valid;
-    p->value_bytes = (size_t)(nslots > 0 ? nslots : 1) * sizeof(double);
+    p->tasks = tasks, p->metrics = metrics, p->nslots = nslots, p->ncols = ncols, p->valid = valid, p->fd = fd;
+    p->seen_as = seen_as;
+    for (int32_t c = 0; c < ncols; c++) seen_as[c] = -1;
     p->bitmap_bytes = (size_t)(nslots > 0 ? (nslots + 7) / 8 : 1);
-    p->last_slot = -1;
+    p->chunk = chunk > 0 ? chunk : 1;
+    p->nchunks = nslots > 0 ? (nslots + p->chunk - 1) / p->chunk : 1;
+    p->pool_size = pool_size > 0 ? pool_size : 1;
+    size_t entries = (size_t)(ncols < MAX_METRICS ? ncols : MAX_METRICS) * (size_t)p->nchunks;
+    p->where = malloc(entries * sizeof(int32_t) + 1);
+    p->stored = calloc(entries + 1, 1);
+    p->pool = malloc((size_t)p->pool_size * (size_t)p->chunk * sizeof(double));
+    p->owner = malloc((size_t)p->pool_size * sizeof(int32_t));
+    if (!p->where || !p->stored || !p->pool || !p->owner) {
+        p->failure = "out of memory";
+        return SF_ERROR;
+    }
+    memset(p->where, 0xff, entries * sizeof(int32_t));
+    p->reread_limit = 4 * (int64_t)entries + 1024;
+    memset(p->owner, 0xff, (size_t)p->pool_size * sizeof(int32_t));
+    return 0;
 }
 
-/* One row (task id, metric id, value): 0, or SF_MISMATCH (*bad set), or SF_ERROR without memory. */
+static int chunk_io(pivot_state *p, int32_t entry, double *buffer, int writing) {
+    size_t bytes = (size_t)p->chunk * sizeof(double), done = 0;
+    off_t at = (off_t)entry * (off_t)bytes;
+    while (done < bytes) {
+        ssize_t n = writing ? pwrite(p->fd, (char *)buffer + done, bytes - done, at + (off_t)done)
+                            : pread(p->fd, (char *)buffer + done, bytes - done, at + (off_t)done);
+        if (n <= 0) return -1;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+/* Write every buffer of the pool to the file (at the end, or when evicting all). */
+static int pivot_flush(pivot_state *p) {
+    for (int32_t b = 0; b < p->pool_size; b++) {
+        int32_t entry = p->owner[b];
+        if (entry < 0) continue;
+        if (chunk_io(p, entry, p->pool + (size_t)b * (size_t)p->chunk, 1)) {
+            p->failure = "cannot write the pivot's temporary file";
+            return SF_ERROR;
+        }
+        p->stored[entry] = 1;
+    }
+    return 0;
+}
+
+static void pivot_free(pivot_state *p) {
+    free(p->where);
+    free(p->stored);
+    free(p->pool);
+    free(p->owner);
+}
+
+/* The buffer of (column, chunk) ``entry``: kept, read back, or new (zeros); NULL on a failed write/read. */
+static double *pivot_chunk(pivot_state *p, int32_t entry) {
+    int32_t b = p->where[entry];
+    if (b >= 0) return p->pool + (size_t)b * (size_t)p->chunk;
+    b = p->victim;
+    p->victim = (p->victim + 1) % p->pool_size;
+    double *buffer = p->pool + (size_t)b * (size_t)p->chunk;
+    int32_t old = p->owner[b];
+    if (old >= 0) {
+        if (chunk_io(p, old, buffer, 1)) return NULL;
+        p->stored[old] = 1;
+        p->where[old] = -1;
+    }
+    if (p->stored[entry]) {
+        if (chunk_io(p, entry, buffer, 0)) return NULL;
+        p->reread++;
+    } else {
+        memset(buffer, 0, (size_t)p->chunk * sizeof(double));
+    }
+    p->owner[b] = entry;
+    p->where[entry] = b;
+    return buffer;
+}
+
+/* One row (task id, metric id, value): 0, or SF_MISMATCH (*bad set), or SF_ERROR (memory, the file). */
 static int pivot_row(pivot_state *p, const sf_value *v, int32_t *bad) {
     int b = (v[0].type != SQLITE_INTEGER && v[0].type != SQLITE_NULL) ? 0
             : (v[1].type != SQLITE_INTEGER && v[1].type != SQLITE_NULL) ? 1
             : (v[2].type != SQLITE_INTEGER && v[2].type != SQLITE_FLOAT && v[2].type != SQLITE_NULL) ? 2
-            : (v[2].type == SQLITE_INTEGER && (v[2].i > EXACT_DOUBLE || v[2].i < -EXACT_DOUBLE)) ? 2
             : -1;
     if (b >= 0) {
         *bad = b;
         return SF_MISMATCH;
     }
     if (v[1].type == SQLITE_NULL) return 0;
-    int32_t col = map_get(p->metrics, v[1].i);
+    if (!p->have_metric || v[1].i != p->last_metric) {
+        p->last_metric = v[1].i;
+        p->last_col = map_get(p->metrics, v[1].i);
+        p->have_metric = 1;
+    }
+    int32_t col = p->last_col;
     if (col < 0 || col >= p->ncols) return 0;
-    if (!p->values[col]) {
-        p->values[col] = calloc(1, p->value_bytes);
-        p->valid[col] = calloc(1, p->bitmap_bytes);
-        if (!p->values[col] || !p->valid[col]) return SF_ERROR;
+    if (p->seen_as[col] < 0) {
+        if (p->nseen >= MAX_METRICS) {
+            *bad = 1; /* more metrics than any profile has: the SQL path reads such a file */
+            return SF_MISMATCH;
+        }
+        if (!(p->valid[col] = calloc(1, p->bitmap_bytes))) {
+            p->failure = "out of memory";
+            return SF_ERROR;
+        }
+        p->seen_as[col] = p->nseen++;
     }
     if (v[0].type == SQLITE_NULL || v[2].type == SQLITE_NULL) return 0;
-    if (!p->have_last || v[0].i != p->last_task) {
-        p->last_task = v[0].i;
-        p->last_slot = map_get(p->tasks, v[0].i);
-        p->have_last = 1;
-    }
-    int32_t slot = p->last_slot;
+    int32_t slot = map_get(p->tasks, v[0].i);
     if (slot < 0 || slot >= p->nslots) return 0;
     uint8_t bit = (uint8_t)(1u << (slot & 7));
     if (p->valid[col][slot / 8] & bit) return 0; /* a later value of a metric the task already has */
+    double *values = pivot_chunk(p, (int32_t)(p->seen_as[col] * p->nchunks + slot / p->chunk));
+    if (p->reread > p->reread_limit) return SF_SCATTERED;
+    if (!values) {
+        p->failure = "cannot use the pivot's temporary file";
+        return SF_ERROR;
+    }
     p->valid[col][slot / 8] |= bit;
-    p->values[col][slot] = v[2].type == SQLITE_INTEGER ? (double)v[2].i : v[2].d;
+    values[slot % p->chunk] = v[2].type == SQLITE_INTEGER ? (double)v[2].i : v[2].d;
     return 0;
 }
 
-/* The PMU pivot: rows (task id, metric id, value) of ``s`` in file order; ``tasks`` maps a task id to its
- * slot (0 .. nslots-1), ``metrics`` a metric id to its column (0 .. ncols-1). A column's buffers are
- * allocated (zeroed) when its metric is first seen, whatever its values: ``values[col]`` nslots float64,
- * ``valid[col]`` a bitmap of nslots bits (the caller gives ncols NULL pointers, and frees with sf_free what
- * was allocated, also after a failure). The first non-null value of each (slot, column) is kept. Rows whose
- * task or metric the maps lack are skipped, as the SQL joins skip them. Returns the rows read, SF_ERROR, or
- * SF_MISMATCH (*bad_col: 0 task id, 1 metric id, 2 value). */
-int64_t sf_pivot(sf_stmt *s, const sf_map *tasks, const sf_map *metrics, int64_t nslots, int32_t ncols,
-                 double **values, uint8_t **valid, int32_t *bad_col) {
-    sqlite3_stmt *st = s->stmt;
+/* Set up, run ``next`` over every row, flush: what sf_pivot and sf_raw_pivot share. */
+static int64_t pivot_all(int (*next)(void *, sf_value *), void *source, char *err, size_t errlen,
+                         const sf_map *tasks, const sf_map *metrics, int64_t nslots, int32_t ncols, uint8_t **valid,
+                         int32_t *seen_as, int fd, int64_t chunk, int32_t pool, int32_t *bad_col) {
     pivot_state p;
-    pivot_init(&p, tasks, metrics, nslots, ncols, values, valid);
     int64_t rows = 0;
+    int rc = pivot_init(&p, tasks, metrics, nslots, ncols, valid, seen_as, fd, chunk, pool);
     sf_value v[3];
-    for (;;) {
-        int rc = next_row(s);
-        if (rc < 0) return rc;
-        if (rc == 0) return rows;
+    while (rc == 0) {
+        rc = next(source, v);
+        if (rc <= 0) break;
         rows++;
-        for (int c = 0; c < 3; c++) {
-            int type = sqlite3_column_type(st, c);
-            v[c].type = type == SQLITE_INTEGER || type == SQLITE_FLOAT || type == SQLITE_NULL ? type : SQLITE_TEXT;
-            if (type == SQLITE_INTEGER) v[c].i = sqlite3_column_int64(st, c);
-            if (type == SQLITE_FLOAT) v[c].d = sqlite3_column_double(st, c);
-        }
         rc = pivot_row(&p, v, bad_col);
-        if (rc != 0) {
-            s->done = 1;
-            if (rc == SF_ERROR) keep_error(s->owner, "out of memory");
-            return rc;
-        }
     }
+    if (rc == 0) rc = pivot_flush(&p);
+    if (rc == SF_ERROR && p.failure) snprintf(err, errlen, "%s", p.failure);
+    pivot_free(&p);
+    return rc < 0 ? rc : rows;
+}
+
+static int stmt_next(void *source, sf_value *v) {
+    sf_stmt *s = source;
+    int rc = next_row(s);
+    if (rc <= 0) return rc;
+    for (int c = 0; c < 3; c++) stmt_value(s->stmt, c, &v[c]);
+    return 1;
+}
+
+/* The PMU pivot: rows (task id, metric id, value) of ``s`` in file order; ``tasks`` maps a task id to its
+ * slot (0 .. nslots-1), ``metrics`` a metric id to its column (0 .. ncols-1). The first non-null value of each
+ * (slot, column) is kept, in the file ``fd`` (laid out as above, the column's place there in
+ * ``seen_as[column]``, -1 for a metric not seen; chunks of ``chunk`` slots through a pool of ``pool``
+ * buffers) with its bit set in ``valid[column]``: a bitmap of nslots bits allocated (zeroed) when the metric
+ * is first seen, whatever its values (the caller gives ncols NULL pointers, and frees with sf_free what was
+ * allocated, also after a failure). Rows whose task or metric the maps lack are skipped, as the SQL
+ * joins skip them. Returns the rows read, SF_ERROR, or SF_MISMATCH (*bad_col: 0 task id, 1 metric id, 2
+ * value). */
+int64_t sf_pivot(sf_stmt *s, const sf_map *tasks, const sf_map *metrics, int64_t nslots, int32_t ncols,
+                 uint8_t **valid, int32_t *seen_as, int fd, int64_t chunk, int32_t pool, int32_t *bad_col) {
+    int64_t rc = pivot_all(stmt_next, s, s->owner->err, sizeof s->owner->err, tasks, metrics, nslots, ncols, valid,
+                           seen_as, fd, chunk, pool, bad_col);
+    if (rc < 0) s->done = 1;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------ the table reader */
@@ -454,9 +606,6 @@ int64_t sf_pivot(sf_stmt *s, const sf_map *tasks, const sf_map *metrics, int64_t
  * which reads such files or says what is wrong with them. Pages are read with pread (through the page
  * cache, as SQLite reads them), a window of pages at a time where they follow each other. */
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #define SF_UNSUPPORTED -3
 #define MAX_DEPTH 32
 #define WINDOW_PAGES 64
@@ -469,7 +618,7 @@ typedef struct {
 
 typedef struct {
     int fd;
-    int64_t npages, visited;
+    int64_t root, npages, visited;
     int32_t page_size, usable;
     double deadline;
     uint8_t *window;
@@ -479,6 +628,7 @@ typedef struct {
     const uint8_t *leaf; /* inside the window */
     int32_t leaf_cells, leaf_next, leaf_ptrs;
     int interrupted;
+    int32_t pivot_cols[3];
     char err[256];
 } sf_raw;
 
@@ -512,7 +662,7 @@ static int raw_fail(sf_raw *r, const char *why) {
 static const uint8_t *raw_page(sf_raw *r, int64_t pgno) {
     if (pgno < 1 || pgno > r->npages) return NULL;
     if (++r->visited > r->npages) return NULL; /* a page reached twice: a cycle */
-    if ((r->visited & 255) == 0 && now() > r->deadline) {
+    if ((r->visited & 255) == 1 && now() > r->deadline) { /* the first page, then every 256 */
         r->interrupted = 1;
         return NULL;
     }
@@ -599,6 +749,10 @@ sf_raw *sf_raw_open(const char *path, int64_t root, double deadline) {
         raw_fail(r, "unusual page size");
         return r;
     }
+    if (be32(head + 56) > 1) {
+        raw_fail(r, "text in UTF-16"); /* SQLite converts it; this reader takes UTF-8 only */
+        return r;
+    }
     off_t bytes = lseek(r->fd, 0, SEEK_END);
     r->npages = bytes > 0 ? (int64_t)(bytes / r->page_size) : 0;
     uint32_t in_header = be32(head + 28);
@@ -609,8 +763,48 @@ sf_raw *sf_raw_open(const char *path, int64_t root, double deadline) {
         return r;
     }
     r->last_pgno = -1;
+    r->root = root;
     if (raw_enter(r, root) < 0 && r->interrupted) snprintf(r->err, sizeof r->err, "interrupted");
     return r;
+}
+
+/* Start again at the first row whose rowid is at least ``rowid`` (interior cells hold the largest rowid of
+ * their left child): 0, or a failure as sf_raw_errmsg then says. */
+int sf_raw_seek(sf_raw *r, int64_t rowid) {
+    if (r->err[0]) return r->interrupted ? SF_ERROR : SF_UNSUPPORTED;
+    r->depth = 0, r->leaf = NULL;
+    int64_t pgno = r->root;
+    for (;;) {
+        int rc = raw_enter(r, pgno);
+        if (rc < 0) {
+            if (r->interrupted) snprintf(r->err, sizeof r->err, "interrupted");
+            return rc;
+        }
+        if (r->leaf) break;
+        sf_level *lv = &r->levels[r->depth - 1];
+        pgno = lv->right;
+        lv->next = lv->ncells + 1; /* past the rightmost child, unless a cell's child holds the rowid */
+        for (int32_t i = 0; i < lv->ncells; i++) {
+            uint32_t off = be16(lv->page + lv->ptrs + 2 * i);
+            uint64_t key;
+            if (off + 4 >= (uint32_t)r->usable || !varint(lv->page + off + 4, lv->page + r->usable, &key))
+                return raw_fail(r, "cell past the page");
+            if ((int64_t)key >= rowid) {
+                pgno = be32(lv->page + off);
+                lv->next = i + 1;
+                break;
+            }
+        }
+    }
+    const uint8_t *end = r->leaf + r->usable;
+    for (; r->leaf_next < r->leaf_cells; r->leaf_next++) {
+        uint32_t off = be16(r->leaf + r->leaf_ptrs + 2 * r->leaf_next);
+        uint64_t payload, key;
+        int k = off < (uint32_t)r->usable ? varint(r->leaf + off, end, &payload) : 0;
+        if (!k || !varint(r->leaf + off + k, end, &key)) return raw_fail(r, "cell past the page");
+        if ((int64_t)key >= rowid) break;
+    }
+    return 0;
 }
 
 const char *sf_raw_errmsg(const sf_raw *r) { return r->err; }
@@ -623,8 +817,8 @@ void sf_raw_close(sf_raw *r) {
     free(r);
 }
 
-/* Columns ``cols[0..n)`` of the next row into ``out``: 1, 0 at the end, SF_UNSUPPORTED, or SF_ERROR when
- * past the deadline (err "interrupted", as SQLite says it). */
+/* Columns ``cols[0..n)`` of the next row into ``out`` (-1: the rowid): 1, 0 at the end, SF_UNSUPPORTED, or
+ * SF_ERROR when past the deadline (err "interrupted", as SQLite says it). */
 static int raw_row(sf_raw *r, int n, const int32_t *cols, sf_value *out) {
     while (!r->leaf || r->leaf_next >= r->leaf_cells) {
         int rc = raw_next_leaf(r);
@@ -651,7 +845,10 @@ static int raw_row(sf_raw *r, int n, const int32_t *cols, sf_value *out) {
     const uint8_t *rec = p, *rec_end = p + payload;
     if (!(k = varint(rec, rec_end, &header)) || header > payload) return raw_fail(r, "bad record header");
     const uint8_t *types = rec + k, *types_end = rec + header, *value = rec + header;
-    for (int c = 0; c < n; c++) out[c].type = -1;
+    for (int c = 0; c < n; c++) {
+        out[c].type = cols[c] < 0 ? SQLITE_INTEGER : -1;
+        out[c].i = (int64_t)rowid;
+    }
     for (int32_t col = 0; types < types_end; col++) {
         uint64_t st;
         if (!(k = varint(types, types_end, &st))) return raw_fail(r, "bad record header");
@@ -676,33 +873,56 @@ static int raw_row(sf_raw *r, int n, const int32_t *cols, sf_value *out) {
             } else if (st == 8 || st == 9) {
                 v->type = SQLITE_INTEGER, v->i = (int64_t)(st - 8);
             } else {
-                v->type = SQLITE_TEXT;
+                v->type = (st & 1) ? SQLITE_TEXT : SQLITE_BLOB, v->text = value, v->bytes = (int64_t)len;
             }
         }
         value += len;
     }
     for (int c = 0; c < n; c++)
         if (out[c].type < 0) return raw_fail(r, "record with fewer columns"); /* a default would apply */
-    (void)rowid;
     return 1;
+}
+
+static int raw_next3(void *source, sf_value *v) {
+    sf_raw *r = source;
+    return raw_row(r, 3, r->pivot_cols, v);
 }
 
 /* sf_pivot over the rows of an open table reader; ``cols``: the record positions of (task id, metric id,
  * value). Returns as sf_pivot, or SF_UNSUPPORTED (then nothing is decided: scan with sf_pivot instead). */
 int64_t sf_raw_pivot(sf_raw *r, const int32_t *cols, const sf_map *tasks, const sf_map *metrics, int64_t nslots,
-                     int32_t ncols, double **values, uint8_t **valid, int32_t *bad_col) {
+                     int32_t ncols, uint8_t **valid, int32_t *seen_as, int fd, int64_t chunk, int32_t pool,
+                     int32_t *bad_col) {
     if (r->err[0]) return r->interrupted ? SF_ERROR : SF_UNSUPPORTED;
-    pivot_state p;
-    pivot_init(&p, tasks, metrics, nslots, ncols, values, valid);
-    int64_t rows = 0;
-    sf_value v[3];
-    for (;;) {
-        int rc = raw_row(r, 3, cols, v);
-        if (rc < 0) return rc;
-        if (rc == 0) return rows;
-        rows++;
-        rc = pivot_row(&p, v, bad_col);
-        if (rc == SF_ERROR) snprintf(r->err, sizeof r->err, "out of memory");
-        if (rc != 0) return rc;
+    memcpy(r->pivot_cols, cols, sizeof r->pivot_cols);
+    return pivot_all(raw_next3, r, r->err, sizeof r->err, tasks, metrics, nslots, ncols, valid, seen_as, fd, chunk,
+                     pool, bad_col);
+}
+
+/* Up to ``cap`` rows of an open table reader into column buffers, as sf_fetch does; ``cols[c]``: the record
+ * position of column c (-1: the rowid). Returns as sf_fetch, or SF_UNSUPPORTED (then read through SQLite:
+ * rows already given are not given again by the reader). */
+int64_t sf_raw_fetch(sf_raw *r, int ncols, const int32_t *cols, const int32_t *kinds, sf_map *const *maps,
+                     void *const *data, uint8_t *const *valid, int64_t *nulls, int64_t cap, int32_t *bad_col) {
+    if (r->err[0]) return r->interrupted ? SF_ERROR : SF_UNSUPPORTED;
+    if (ncols > 64) return raw_fail(r, "too many columns");
+    for (int c = 0; c < ncols; c++) {
+        memset(valid[c], 0, (size_t)((cap + 7) / 8));
+        nulls[c] = 0;
     }
+    sf_value v[64];
+    int64_t row = 0;
+    while (row < cap) {
+        int rc = raw_row(r, ncols, cols, v);
+        if (rc < 0) return rc;
+        if (rc == 0) break;
+        for (int c = 0; c < ncols; c++) {
+            if (!put(&v[c], kinds[c], maps[c], data[c], valid[c], &nulls[c], row)) {
+                *bad_col = c;
+                return SF_MISMATCH;
+            }
+        }
+        row++;
+    }
+    return row;
 }

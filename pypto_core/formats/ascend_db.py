@@ -20,7 +20,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,11 +31,12 @@ import pyarrow.compute as pc
 
 from pypto_core.errors import InputError
 from pypto_core.limits import current_limits
-from pypto_core.formats.csvtable import ConversionNotes, to_int, to_ns, to_text
+from pypto_core.formats.csvtable import ConversionNotes, to_float, to_int, to_ns, to_text
 from pypto_core.formats import parquet_sink, sqlite_fetch
 from pypto_core.formats.parquet_sink import write_parquet_stream
 from pypto_core.formats.shapes import parse_name_lists, parse_shapes
-from pypto_core.formats.sqlite_fetch import CODE, INT64, TEXT_INT, IdMap, Mismatch, NativeDb, read_only_uri, table_reading
+from pypto_core.formats.sqlite_fetch import (CODE, INT64, TEXT_INT, Declined, IdMap, Mismatch, NativeDb,
+                                             read_only_uri, table_reading)
 from pypto_core.profile import (STREAM_ENCODING, TABLE_SCHEMAS, Profile, ProfileMeta, conform, empty_table,
                                 save_tables)
 
@@ -216,16 +217,28 @@ _TEXT_COLUMNS = frozenset(c for c, _ in _KERNEL_TEXT)
 @dataclass
 class _Part:
     """One source of kernel rows (compute tasks, hcom ops): its select expressions by canonical column (text
-    resolved through STRING_IDS), its FROM clause with those joins, and its order keys; for the native fetch
-    also the STRING_IDS id expression of each text column, the FROM clause without the joins, and the task
-    id that PMU metrics attach to."""
+    resolved through STRING_IDS), its FROM clause with those joins, and its order keys (``src`` between the
+    sources, then the rowids ``r1``, ``r2``); for the native fetch also the STRING_IDS id expression of each
+    text column, the FROM clause without the joins (its loop order fixed: TASK outermost, so that rows come
+    in TASK's file order) and the task id that PMU metrics attach to."""
 
     exprs: dict[str, str]
     source: str
-    keys: str
+    src: int
+    r1: str
+    r2: str
     ids: dict[str, str]
     table: str
     task_id: str = "null"
+
+    @property
+    def keys(self) -> str:
+        return f"{self.src} as _src, {self.r1} as _r1, {self.r2} as _r2"
+
+    def native_select(self, columns: Sequence[str]) -> str:
+        """``columns`` (text as STRING_IDS ids) and the order keys, without the joins to STRING_IDS."""
+        cols = [f"{(self.ids if c in _TEXT_COLUMNS else self.exprs).get(c, 'null')} as {c}" for c in columns]
+        return f"select {', '.join(cols)}, {self.keys} from {self.table}"
 
 
 @dataclass
@@ -255,23 +268,14 @@ class _KernelSql:
             selects.append(f"select {', '.join(cols)}, {part.keys} from {part.source}{join}")
         return " union all ".join(selects)
 
-    def native_sql(self) -> tuple[str, list[tuple[str, int, str | None]]]:
+    def native_sql(self) -> tuple[str, list[tuple[str, int, bool]]]:
         """Every kernel row in :meth:`rows_sql`'s order for the native fetch: text as STRING_IDS ids (no
-        joins), the PMU metrics left out, ``_task`` (where there are metrics) the task they attach to and
-        ``_src`` 0 for a compute task, 1 for an hcom op. Also (name, kind, id map) of each column: map
-        "strings" for the text ids, "tasks" for ``_task``."""
-        extra = ["_task"] if self.pmu else []
-        selects = []
-        for part in self.parts:
-            cols = [f"{(part.ids if c in _TEXT_COLUMNS else part.exprs).get(c, 'null')} as {c}" for c in self.columns]
-            cols += [f"{part.task_id} as _task"] if extra else []
-            selects.append(f"select {', '.join(cols)}, {part.keys} from {part.table}")
-        names = self.columns + extra + ["_src"]
-        sql = f"select {', '.join(names)} from ({' union all '.join(selects)}) order by {_KERNEL_ORDER}"
-        kinds: list[tuple[str, int, str | None]] = [
-            (c, CODE, "strings") if c in _TEXT_COLUMNS else (c, INT64, None) for c in self.columns]
-        kinds += [("_task", CODE, "tasks")] if extra else []
-        return sql, kinds + [("_src", INT64, None)]
+        joins), the PMU metrics left out, and the order keys. Also (name, kind, whether text) of each column
+        of it (and of each part's :meth:`_Part.native_select`)."""
+        union = " union all ".join(part.native_select(self.columns) for part in self.parts)
+        sql = f"select * from ({union}) order by {_KERNEL_ORDER}"
+        kinds = [(c, CODE, True) if c in _TEXT_COLUMNS else (c, INT64, False) for c in self.columns]
+        return sql, kinds + [(k, INT64, False) for k in ("_src", "_r1", "_r2")]
 
     def rows_sql(self, exact: bool) -> tuple[str, list[Any]]:
         """Every kernel row in the final order, and the parameters of the PMU pivot."""
@@ -340,8 +344,8 @@ def _kernel_sql(conn: sqlite3.Connection, tables: set[str]) -> _KernelSql:
             exprs["model_id"] = "t.modelId"
         tasks = "TASK t join COMPUTE_TASK_INFO c on c.globalTaskId = t.globalTaskId"
         rowids = _rowid(conn, "TASK", "t"), _rowid(conn, "COMPUTE_TASK_INFO", "c")
-        keys = f"0 as _src, {rowids[0]} as _r1, {rowids[1]} as _r2"
-        ks.parts.append(_Part(exprs, f"{tasks} {' '.join(joins)}", keys, ids, tasks, "t.globalTaskId"))
+        ks.parts.append(_Part(exprs, f"{tasks} {' '.join(joins)}", 0, *rowids, ids,
+                              tasks.replace(" join ", " cross join ", 1), "t.globalTaskId"))
         ks.in_file_order = "null" not in rowids
         ks.columns = list(exprs)
         # without a compute task, no metric columns (nothing to attach them to)
@@ -358,8 +362,7 @@ def _kernel_sql(conn: sqlite3.Connection, tables: set[str]) -> _KernelSql:
             exprs["device_id"] = "o.deviceId"
         exprs["core_type"] = "'COMMUNICATION'"
         rowid = _rowid(conn, "COMMUNICATION_OP", "o")
-        keys = f"1 as _src, {rowid} as _r1, null as _r2"
-        ks.parts.append(_Part(exprs, f"COMMUNICATION_OP o {name_join} {type_join}", keys,
+        ks.parts.append(_Part(exprs, f"COMMUNICATION_OP o {name_join} {type_join}", 1, rowid, "null",
                               {"name": "o.opName", "op_type": "o.opType"}, "COMMUNICATION_OP o"))
         ks.in_file_order = ks.in_file_order and rowid != "null"
         ks.columns += [c for c in exprs if c not in ks.columns]
@@ -401,8 +404,16 @@ def _canonical_kernel_block(raw: pa.Table, notes: ConversionNotes, ks: _KernelSq
         _check_single_values(raw, ks)
     table = _canonical_kernels(raw.drop_columns(ks.pmu_columns() + [_PMU_COUNT]), notes)
     for name, col in zip(ks.pmu, ks.pmu_columns()):
-        table = table.append_column(name, raw[col].cast(pa.float64()))
+        table = table.append_column(name, _metric_values(raw[col], name, notes))
     return table
+
+
+def _metric_values(a: pa.ChunkedArray, name: str, notes: ConversionNotes) -> pa.ChunkedArray:
+    """A PMU metric as float64: integers rounded to the nearest (as SQLite converts them), text read as a
+    number or left empty with a warning (TASK_PMU_INFO.value is NUMERIC: text there is not a number)."""
+    if pa.types.is_integer(a.type):
+        return pc.cast(a, pa.float64(), safe=False)
+    return to_float(a, column=name, notes=notes)
 
 
 def write_kernels(conn: sqlite3.Connection, ks: _KernelSql, dest: Path, notes: ConversionNotes,
@@ -631,73 +642,308 @@ def _open_native(p: Path, conn: _Connection) -> _Native | None:
     return _Native(db, ids, strings, pa.array([v for _, v in rows], pa.string()))
 
 
-def _column(blocks: Iterable[pa.RecordBatch], name: str) -> pa.ChunkedArray:
-    return pa.chunked_array([b.column(name) for b in blocks], pa.int64())
+_KEYS = [("start", INT64, None), ("r1", INT64, None), ("r2", INT64, None), ("task", INT64, None)]
 
 
-def _native_pmu(conn: sqlite3.Connection, ks: _KernelSql, native: _Native) -> tuple[IdMap, list[pa.Array]]:
-    """TASK_PMU_INFO pivoted in one scan in file order (as :func:`_pmu_pivot` and the SQL pivots do): the
-    map of compute task ids to slots and, for each metric of ``ks.pmu`` (set here), its values by slot."""
-    gids = _column(native.db.blocks("select globalTaskId from COMPUTE_TASK_INFO", [("gid", INT64, None)],
-                                    1 << 20), "gid")
-    tasks = IdMap(gids.drop_null().to_numpy())
-    try:
+def _ascending(late: np.ndarray, *keys: np.ndarray) -> bool:
+    """Whether the rows are in strictly increasing order of (late, *keys)."""
+    if len(late) < 2:
+        return True
+    before, same = np.zeros(len(late) - 1, bool), np.ones(len(late) - 1, bool)
+    for key in (late, *keys):
+        before |= same & (key[:-1] < key[1:])
+        same &= key[:-1] == key[1:]
+    return bool(before.all())
+
+
+@dataclass
+class _KernelOrder:
+    """Where the kernel rows go in the written order (``_KERNEL_ORDER``), found from the order keys alone:
+    ``rows`` in all; ``positions`` (until the PMU pivot has used them) those of the compute tasks in the
+    order their :meth:`_Part.native_select` gives them, ``tasks`` their task ids. ``in_file_order``: the
+    compute tasks come in the written order as they are (TASK is written by start time: so in the samples
+    and the profiler's files), then only the hcom ops need placing: ``hcom`` their (late, start) keys in
+    their order."""
+
+    rows: int
+    positions: np.ndarray
+    tasks: np.ndarray
+    in_file_order: bool
+    hcom: tuple[np.ndarray, np.ndarray]
+
+
+def _keys(native: _Native, part: _Part) -> dict[str, np.ndarray]:
+    sql = f"select {part.exprs.get('start_ns', 'null')}, {part.r1}, {part.r2}, {part.task_id} from {part.table}"
+    table = pa.Table.from_batches(list(native.db.blocks(sql, _KEYS, 1 << 20)),
+                                  pa.schema([(n, pa.int64()) for n, _, _ in _KEYS]))
+    out = {name: pc.fill_null(table[name], 0).to_numpy() for name in table.column_names}
+    out["late"] = pc.is_null(table["start"]).to_numpy(zero_copy_only=False).astype(np.int8)
+    return out
+
+
+def _kernel_order(ks: _KernelSql, native: _Native) -> _KernelOrder:
+    parts = {part.src: part for part in ks.parts}
+    compute = _keys(native, parts[0]) if 0 in parts else None
+    hcom = _keys(native, parts[1]) if 1 in parts else None
+    empty = np.zeros(0, np.int64)
+    if hcom is not None:  # in their written order (start, then file order)
+        by_order = np.lexsort((hcom["r1"], hcom["start"], hcom["late"]))
+        hcom = {name: values[by_order] for name, values in hcom.items()}
+    h_late, h_start = (hcom["late"], hcom["start"]) if hcom is not None else (empty.astype(np.int8), empty)
+    if compute is None:
+        return _KernelOrder(len(h_late), empty, empty, True, (h_late, h_start))
+    c_late, c_start = compute["late"], compute["start"]
+    rows = len(c_late) + len(h_late)
+    in_order = _ascending(c_late, c_start, compute["r1"], compute["r2"])
+    if in_order:
+        # the hcom ops before each compute task: those with an earlier start (a tie puts compute first)
+        timed = int((h_late == 0).sum())
+        before = np.where(c_late == 0, np.searchsorted(h_start[:timed], c_start, "left"), timed)
+        positions = np.arange(len(c_late), dtype=np.int64) + before
+    else:
+        src = np.concatenate([np.zeros(len(c_late), np.int8), np.ones(len(h_late), np.int8)])
+        r1 = np.concatenate([compute["r1"], hcom["r1"] if hcom is not None else empty])
+        r2 = np.concatenate([compute["r2"], np.zeros(len(h_late), np.int64)])
+        order = np.lexsort((r2, r1, src, np.concatenate([c_start, h_start]), np.concatenate([c_late, h_late])))
+        every = np.empty(rows, np.int64)
+        every[order] = np.arange(rows, dtype=np.int64)
+        positions = every[:len(c_late)]
+    return _KernelOrder(rows, positions, compute["task"], in_order, (h_late, h_start))
+
+
+def _native_pmu(conn: sqlite3.Connection, ks: _KernelSql, native: _Native, order: _KernelOrder,
+                spill: Path) -> tuple[sqlite_fetch.Pivoted, list[int]]:
+    """TASK_PMU_INFO pivoted in one scan in file order (as :func:`_pmu_pivot` and the SQL pivots do), into a
+    temporary file in ``spill``: its values by kernel row in the written order, and the code there of each
+    metric of ``ks.pmu`` (set here). A task id on several compute rows is a ``Mismatch`` (the SQL path
+    repeats its metrics on each)."""
+    count = len(order.tasks)
+    with IdMap(order.tasks, order.positions) as tasks:
+        order.tasks = order.positions = np.zeros(0, np.int64)  # no longer needed: their memory goes
+        if tasks.size != count:
+            raise Mismatch("globalTaskId")
         # each id maps to the position of the first id of its name: ids sharing a name fill one column
         first: dict[str | None, int] = {}
         positions = np.array([first.setdefault(v, i) for i, v in enumerate(native.texts.to_pylist())], np.int32)
         stored = table_reading(conn, "TASK_PMU_INFO", ("globalTaskId", "name", "value"))
         with IdMap(native.ids, positions) as metric_of:
-            by_position = native.db.pivot("select globalTaskId, name, value from TASK_PMU_INFO order by rowid",
-                                          tasks, metric_of, len(positions), stored)
-    except BaseException:
-        tasks.close()
-        raise
+            pivoted = native.db.pivot("select globalTaskId, name, value from TASK_PMU_INFO order by rowid",
+                                      tasks, metric_of, len(positions), spill, stored, slots=order.rows)
     reserved = set(TABLE_SCHEMAS["kernels"].names) | (set(ks.columns) & set(_KERNEL_EXTRA_TYPES))
-    metrics = {native.texts[j].as_py(): values for j, values in by_position.items()}
+    metrics = {native.texts[j].as_py(): j for j in pivoted.codes()}
     ks.pmu = sorted(name for name in metrics if name is not None and name not in reserved)
-    return tasks, [metrics[name] for name in ks.pmu]
+    return pivoted, [metrics[name] for name in ks.pmu]
+
+
+def _row_keys(rows: pa.RecordBatch | pa.Table) -> list[np.ndarray]:
+    """(late, start, src, r1, r2) of fetched kernel rows: the written order, without nulls to place."""
+    start = rows.column("start_ns")
+    return [pc.is_null(start).to_numpy(zero_copy_only=False).astype(np.int8), pc.fill_null(start, 0).to_numpy()] + [
+        pc.fill_null(rows.column(k), 0).to_numpy() for k in ("_src", "_r1", "_r2")]
+
+
+def _kernel_rows(ks: _KernelSql, native: _Native, order: _KernelOrder,
+                 columns: list[tuple[str, int, IdMap | None]]) -> Iterator[pa.RecordBatch]:
+    """The kernel rows in the written order, a block at a time: where the compute tasks come in that order
+    (:attr:`_KernelOrder.in_file_order`), fetched as they are with the hcom ops put in their places (their
+    order checked as they come), else sorted by SQLite."""
+    if not order.in_file_order:
+        sql, _ = ks.native_sql()
+        yield from native.db.blocks(sql, columns, NATIVE_FETCH_ROWS)
+        return
+    parts = {part.src: part for part in ks.parts}
+    hcom = _hcom_in_order(native, parts[1], ks.columns, columns) if 1 in parts else None
+    h_late, h_start = order.hcom
+    timed, taken = int((h_late == 0).sum()), 0
+    if 0 in parts:
+        last: list[np.ndarray] | None = None
+        for block in native.db.blocks(parts[0].native_select(ks.columns), columns, NATIVE_FETCH_ROWS):
+            keys = _row_keys(block)
+            late, start = int(keys[0][-1]), int(keys[1][-1])
+            checked = keys if last is None else [np.concatenate([a[-1:], b]) for a, b in zip(last, keys)]
+            if not _ascending(checked[0], checked[1], checked[3], checked[4]):
+                raise Mismatch("TASK order")  # not the order the keys said: sort in SQL instead
+            last = keys
+            upto = int(np.searchsorted(h_start[:timed], start, "left")) if late == 0 else timed
+            if hcom is None or upto == taken:
+                yield block
+                continue
+            merged = pa.concat_tables([pa.Table.from_batches([block]), hcom.slice(taken, upto - taken)])
+            taken = upto
+            yield merged.take(np.lexsort(_row_keys(merged)[::-1])).combine_chunks().to_batches()[0]
+    if hcom is not None:
+        for rest in range(taken, hcom.num_rows, NATIVE_FETCH_ROWS):
+            yield hcom.slice(rest, NATIVE_FETCH_ROWS).combine_chunks().to_batches()[0]
+
+
+def _hcom_in_order(native: _Native, part: _Part, names: list[str],
+                   columns: list[tuple[str, int, IdMap | None]]) -> pa.Table:
+    """The hcom ops (few: one per collective) in their written order."""
+    rows = pa.Table.from_batches(list(native.db.blocks(part.native_select(names), columns, 1 << 20)),
+                                 pa.schema([(n, sqlite_fetch.ARROW_TYPES[k]) for n, k, _ in columns]))
+    return rows.take(np.lexsort(_row_keys(rows)[::-1]))
 
 
 def _write_kernels_native(conn: sqlite3.Connection, ks: _KernelSql, native: _Native, dest: Path,
                           notes: ConversionNotes) -> int:
     """:func:`write_kernels` with the native fetch; raises ``Mismatch`` (``dest`` removed) for a value
     it does not take."""
-    tasks, metrics = _native_pmu(conn, ks, native) if ks.has_pmu else (None, [])
+    order = _kernel_order(ks, native)
+    pivoted, metrics = _native_pmu(conn, ks, native, order, dest.parent) if ks.has_pmu else (None, [])
+    _, kinds = ks.native_sql()
+    columns = [(name, kind, native.strings if text else None) for name, kind, text in kinds]
+    cids: list[pa.Array] = []
+    written = 0
+
+    def canonical(raw: pa.RecordBatch) -> pa.Table:
+        nonlocal written
+        cols = {c: native.text(raw.column(c)) if c in _TEXT_COLUMNS else raw.column(c) for c in ks.columns}
+        hcom = pc.equal(raw.column("_src"), 1)
+        if "core_type" in cols and pc.any(hcom).as_py():
+            decoded = native.decode(raw.column("core_type"))
+            cols["core_type"] = pc.if_else(hcom, pa.scalar("COMMUNICATION"), decoded)
+        table = _canonical_kernels(pa.table(cols), notes)
+        for name, code in zip(ks.pmu, metrics):  # the metrics are in the written order already
+            assert pivoted is not None
+            table = table.append_column(name, pivoted.values(code, written, raw.num_rows))
+        written += raw.num_rows
+        cids.extend(table["correlation_id"].chunks)
+        return table
+
     try:
-        sql, kinds = ks.native_sql()
-        maps = {"strings": native.strings, "tasks": tasks}
-        columns = [(name, kind, maps[m] if m else None) for name, kind, m in kinds]
-        cids: list[pa.Array] = []
-
-        def canonical(raw: pa.RecordBatch) -> pa.Table:
-            cols = {c: native.text(raw.column(c)) if c in _TEXT_COLUMNS else raw.column(c) for c in ks.columns}
-            hcom = pc.equal(raw.column("_src"), 1)
-            if "core_type" in cols and pc.any(hcom).as_py():
-                decoded = native.decode(raw.column("core_type"))
-                cols["core_type"] = pc.if_else(hcom, pa.scalar("COMMUNICATION"), decoded)
-            table = _canonical_kernels(pa.table(cols), notes)
-            for name, values in zip(ks.pmu, metrics):
-                table = table.append_column(name, values.take(raw.column("_task")))
-            cids.extend(table["correlation_id"].chunks)
-            return table
-
-        rows = _stream(dest, ks.schema(), (canonical(raw) for raw in
-                                           native.db.blocks(sql, columns, NATIVE_FETCH_ROWS)))
+        rows = _stream(dest, ks.schema(), (canonical(raw) for raw in _kernel_rows(ks, native, order, columns)))
     finally:
-        if tasks is not None:
-            tasks.close()
+        if pivoted is not None:
+            pivoted.close()
     native.kernel_cids = pa.chunked_array(cids, pa.int64())
     return rows
+
+
+# Rows a reordering read may hold at once (:func:`_by_start`), and the sorted runs it merges; a table further
+# from its order is sorted by SQLite.
+_REORDER_ROWS = 1 << 20
+_MERGE_RUNS = 64
+
+# A column of a natively read table: (name in the blocks, kind, id map, the table's column).
+_Column = tuple[str, int, "IdMap | None", str]
+
+
+def _by_start(conn: sqlite3.Connection, native: _Native, table: str, columns: list[_Column]) -> Iterator[
+        pa.RecordBatch]:
+    """The rows of ``table`` ordered by its first column (a time; nulls first) then rowid, read from its pages
+    (``Declined`` where the reader does not take them): as they come where they come in that order (the
+    profiler writes CANN_API so); else reordered a window at a time where rows are only locally out of
+    order (PYTORCH_API: an operator is written when it ends, after the ones it encloses), or merged from a
+    few sorted runs, each read from where it starts; ``Declined`` where neither holds."""
+    names = [c for _, _, _, c in columns]
+    stored = table_reading(conn, table, [names[0], sqlite_fetch.ROWID, *names])
+    if stored is None:
+        raise Declined(f"{table} is not a plain rowid table")
+    name, kind, _, _ = columns[0]
+    keys = pa.Table.from_batches(list(native.db.table_blocks(
+        sqlite_fetch.StoredTable(stored.root, stored.positions[:2]), [(name, kind, None), ("rowid", INT64, None)],
+        1 << 20)), pa.schema([(name, pa.int64()), ("rowid", pa.int64())]))
+    timed = pc.is_valid(keys[name]).to_numpy(zero_copy_only=False)  # nulls sort first, as in SQL
+    times = pc.fill_null(keys[name], 0).to_numpy()
+    data = sqlite_fetch.StoredTable(stored.root, stored.positions[2:])
+    blocks = [(n, k, m) for n, k, m, _ in columns]
+    if _ascending(timed, times, np.arange(len(times))):
+        yield from native.db.table_blocks(data, blocks, NATIVE_FETCH_ROWS)
+        return
+    order = np.lexsort((times, timed))  # stable: equal times stay in rowid order
+    late = np.flatnonzero((timed[1:] < timed[:-1]) | ((timed[1:] == timed[:-1]) & (times[1:] < times[:-1])))
+    runs = np.concatenate([[0], late + 1])  # the first row of each run of rows in order
+    starts = keys["rowid"].to_numpy()[runs]
+    del timed, times, keys, late
+    low = np.minimum.accumulate(order[::-1])[::-1]  # the first row still to write from a row on
+    firsts = np.arange(0, len(order), NATIVE_FETCH_ROWS)
+    lasts = np.minimum(firsts + NATIVE_FETCH_ROWS, len(order)) - 1
+    if int((np.maximum.accumulate(order)[lasts] - low[firsts]).max()) < _REORDER_ROWS:  # rows held for a block
+        yield from _reordered(native.db.table_blocks(data, blocks, NATIVE_FETCH_ROWS), order, low)
+    elif len(runs) <= _MERGE_RUNS:
+        del low
+        yield from _merged([native.db.table_blocks(data, blocks, NATIVE_FETCH_ROWS, int(s)) for s in starts],
+                           order, runs)
+    else:
+        raise Declined(f"{table} is far from its time order")
+
+
+def _reordered(blocks: Iterator[pa.RecordBatch], order: np.ndarray, low: np.ndarray) -> Iterator[pa.RecordBatch]:
+    """The rows of ``blocks`` with row ``order[i]`` as the i-th, a block at a time, holding the rows read but
+    not yet written (``low[i]``: the first row still needed from the i-th on)."""
+    window: list[pa.RecordBatch] = []
+    first = read = 0  # the row of window[0]'s first row; the rows read
+    for at in range(0, len(order), NATIVE_FETCH_ROWS):
+        want = order[at:at + NATIVE_FETCH_ROWS]
+        top = int(want.max()) + 1
+        while read < top:
+            block = next(blocks)
+            window.append(block)
+            read += block.num_rows
+        yield pa.Table.from_batches(window).take(want - first).combine_chunks().to_batches()[0]
+        keep = int(low[at + len(want)]) if at + len(want) < len(order) else read
+        while window and first + window[0].num_rows <= keep:
+            first += window.pop(0).num_rows
+
+
+class _Run:
+    """The rows of one sorted run, handed out in order: ``take(n)`` the next ``n``."""
+
+    def __init__(self, blocks: Iterator[pa.RecordBatch]) -> None:
+        self.blocks, self.held, self.offset = blocks, [], 0  # held: read, not yet handed (from offset on)
+
+    def take(self, n: int) -> pa.Table:
+        have = sum(b.num_rows for b in self.held) - self.offset
+        while have < n:
+            block = next(self.blocks)
+            self.held.append(block)
+            have += block.num_rows
+        rows = pa.Table.from_batches(self.held).slice(self.offset, n)
+        self.offset += n
+        while self.held and self.offset >= self.held[0].num_rows:
+            self.offset -= self.held.pop(0).num_rows
+        return rows
+
+
+def _merged(runs: list[Iterator[pa.RecordBatch]], order: np.ndarray,
+            firsts: np.ndarray) -> Iterator[pa.RecordBatch]:
+    """The rows of sorted runs (each read from its first row, ``firsts``) with row ``order[i]`` as the i-th,
+    a block at a time: each run hands the rows it gives to the block, in its order."""
+    readers = [_Run(blocks) for blocks in runs]
+    for at in range(0, len(order), NATIVE_FETCH_ROWS):
+        run = np.searchsorted(firsts, order[at:at + NATIVE_FETCH_ROWS], "right") - 1
+        counts = np.bincount(run, minlength=len(readers))
+        pieces = pa.concat_tables([readers[r].take(int(c)) for r, c in enumerate(counts) if c])
+        grouped = np.argsort(run, kind="stable")  # the block's rows run by run, as ``pieces`` holds them
+        where = np.empty(len(run), np.int64)
+        where[grouped] = np.arange(len(run), dtype=np.int64)
+        yield pieces.take(where).combine_chunks().to_batches()[0]
+
+
+def _write_in_order(conn: sqlite3.Connection, native: _Native, dest: Path, schema: pa.Schema, table: str,
+                    columns: list[_Column], order: str, convert: Callable[[pa.RecordBatch], pa.Table],
+                    started: Callable[[], None]) -> int:
+    """``table``'s rows converted into ``dest``, by :func:`_by_start`, or where its reader declines, through
+    SQLite ``order by`` ``order`` (``started()`` before each attempt)."""
+    try:
+        started()
+        return _stream(dest, schema, (convert(raw) for raw in _by_start(conn, native, table, columns)))
+    except Declined:
+        pass
+    sql = f"select {', '.join(c for _, _, _, c in columns)} from {table} order by {order}"
+    started()
+    return _stream(dest, schema, (convert(raw) for raw in native.db.blocks(
+        sql, [(n, k, m) for n, k, m, _ in columns], NATIVE_FETCH_ROWS)))
 
 
 def _write_host_ops_native(conn: sqlite3.Connection, native: _Native, dest: Path) -> int:
     """:func:`write_host_ops` with the native fetch: the times as plain digits (TEXT in torch_npu's files)
     are what ``to_ns`` makes of them, anything else is a ``Mismatch``."""
     shapes = "inputShapes" in _columns(conn, "PYTORCH_API")
-    sql = ("select p.startNs, p.endNs, p.globalTid, p.connectionId, p.name" + (", p.inputShapes" if shapes else "")
-           + " from PYTORCH_API p order by cast(p.startNs as integer), p.rowid")
-    columns = [("s", TEXT_INT, None), ("e", TEXT_INT, None), ("gt", INT64, None), ("cid", INT64, None),
-               ("name", CODE, native.strings)] + ([("input_shapes", CODE, native.strings)] if shapes else [])
+    columns: list[_Column] = [("s", TEXT_INT, None, "startNs"), ("e", TEXT_INT, None, "endNs"),
+                              ("gt", INT64, None, "globalTid"), ("cid", INT64, None, "connectionId"),
+                              ("name", CODE, native.strings, "name")]
+    columns += [("input_shapes", CODE, native.strings, "inputShapes")] if shapes else []
     cids: list[pa.Array] = []
 
     def canonical(raw: pa.RecordBatch) -> pa.Table:
@@ -710,8 +956,8 @@ def _write_host_ops_native(conn: sqlite3.Connection, native: _Native, dest: Path
         cids.append(cid)
         return conform("host_ops", pa.table(out))
 
-    rows = _stream(dest, TABLE_SCHEMAS["host_ops"], (canonical(raw) for raw in
-                                                     native.db.blocks(sql, columns, NATIVE_FETCH_ROWS)))
+    rows = _write_in_order(conn, native, dest, TABLE_SCHEMAS["host_ops"], "PYTORCH_API", columns,
+                           "cast(startNs as integer), rowid", canonical, cids.clear)
     native.host_cids = pa.chunked_array(cids, pa.int64())
     return rows
 
@@ -731,11 +977,11 @@ def _write_api_calls_native(conn: sqlite3.Connection, native: _Native, dest: Pat
     enum = _enum_names(conn, "ENUM_API_TYPE") if "ENUM_API_TYPE" in tables else None
     if "ENUM_API_TYPE" in tables and enum is None:
         raise Mismatch("ENUM_API_TYPE.id")
-    sql = ("select a.name, a.type, a.globalTid, a.startNs, a.endNs, a.connectionId from CANN_API a "
-           "order by a.startNs, a.rowid")
     with IdMap(enum[0] if enum else np.zeros(0, np.int64)) as levels:
-        columns = [("name", CODE, native.strings), ("level", CODE if enum else INT64, levels if enum else None),
-                   ("gt", INT64, None), ("s", INT64, None), ("e", INT64, None), ("cid", INT64, None)]
+        columns: list[_Column] = [("s", INT64, None, "startNs"), ("name", CODE, native.strings, "name"),
+                                  ("level", CODE if enum else INT64, levels if enum else None, "type"),
+                                  ("gt", INT64, None, "globalTid"), ("e", INT64, None, "endNs"),
+                                  ("cid", INT64, None, "connectionId")]
 
         def canonical(raw: pa.RecordBatch) -> pa.Table:
             level = raw.column("level")
@@ -747,41 +993,80 @@ def _write_api_calls_native(conn: sqlite3.Connection, native: _Native, dest: Pat
                 "start_ns": start, "dur_ns": pc.subtract(raw.column("e"), start),
                 "correlation_id": raw.column("cid")}))
 
-        return _stream(dest, TABLE_SCHEMAS["api_calls"], (canonical(raw) for raw in
-                                                          native.db.blocks(sql, columns, NATIVE_FETCH_ROWS)))
+        return _write_in_order(conn, native, dest, TABLE_SCHEMAS["api_calls"], "CANN_API", columns,
+                               "startNs, rowid", canonical, lambda: None)
 
 
 def _native_flows(native: _Native) -> pa.Table | None:
-    """The flows of :func:`write_flows`, joined in Arrow: (host index, kernel index) of every host op whose
-    connection id CONNECTION_IDS links to a kernel's, in that order. None where the kernels or host ops
-    were not read natively, CONNECTION_IDS holds other than integers, or the join would hold many more
-    rows than its inputs (then the SQL join streams it)."""
+    """The flows of :func:`write_flows`, joined in numpy: (host index, kernel index) for every host op and
+    every CONNECTION_IDS row linking its connection id to a kernel's, ordered by both indexes. None where
+    the kernels or host ops were not read natively, CONNECTION_IDS holds other than integers, or the join
+    would hold many more rows than its inputs (then the SQL join streams it)."""
     if native.kernel_cids is None or native.host_cids is None:
         return None
     try:
-        links = list(native.db.blocks("select id, connectionId from CONNECTION_IDS",
-                                      [("id", INT64, None), ("lcid", INT64, None)], 1 << 20))
+        links = pa.Table.from_batches(list(native.db.blocks(
+            "select id, connectionId from CONNECTION_IDS", [("id", INT64, None), ("cid", INT64, None)], 1 << 20)),
+            pa.schema([("id", pa.int64()), ("cid", pa.int64())]))
     except Mismatch:
         return None
-    host = pa.table({"host_index": pa.array(np.arange(len(native.host_cids), dtype=np.int64)),
-                     "cid": native.host_cids}).filter(pc.is_valid(native.host_cids))
-    kernels = pa.table({"kernel_index": pa.array(np.arange(len(native.kernel_cids), dtype=np.int64)),
-                        "kcid": native.kernel_cids}).filter(pc.is_valid(native.kernel_cids))
-    link = pa.Table.from_batches(links, schema=pa.schema([("id", pa.int64()), ("lcid", pa.int64())]))
-    link = link.filter(pc.and_(pc.is_valid(link["id"]), pc.is_valid(link["lcid"])))
-    # the rows the join gives, from the count of each id on both sides (a many-to-many link multiplies)
-    per_host = host.group_by("cid").aggregate([("host_index", "count")])
-    per_kernel = kernels.group_by("kcid").aggregate([("kernel_index", "count")])
-    counted = link.join(per_host, "id", "cid", "inner", use_threads=False).join(
-        per_kernel, "lcid", "kcid", "inner", use_threads=False)
-    total = pc.sum(pc.multiply(counted["host_index_count"], counted["kernel_index_count"])).as_py() or 0
-    if total > 4 * (host.num_rows + kernels.num_rows + link.num_rows) + (1 << 20):
+    kernels, hosts = _ids(native.kernel_cids), _ids(native.host_cids)
+    native.kernel_cids = native.host_cids = None  # their memory goes once read
+    links = links.filter(pc.and_(pc.is_valid(links["id"]), pc.is_valid(links["cid"])))
+    pairs = _join_links(hosts, links["id"].to_numpy(), links["cid"].to_numpy(), kernels)
+    if pairs is None:
         return None
-    joined = host.join(link, "cid", "id", "inner", use_threads=False).join(
-        kernels, "lcid", "kcid", "inner", use_threads=False)
-    pairs = joined.select(["host_index", "kernel_index"]).sort_by([("host_index", "ascending"),
-                                                                  ("kernel_index", "ascending")])
-    return pairs.append_column("kind", pa.repeat(pa.scalar("async_npu"), pairs.num_rows))
+    return pa.table({"host_index": pairs[0], "kernel_index": pairs[1],
+                     "kind": pa.repeat(pa.scalar("async_npu"), len(pairs[0]))})
+
+
+def _ids(ids: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(row indexes, ids) of the rows with an id (a null joins nothing, as in SQL)."""
+    whole = ids.combine_chunks()
+    if whole.null_count == 0:
+        return np.arange(len(whole), dtype=np.int64), whole.to_numpy()
+    present = np.flatnonzero(whole.is_valid().to_numpy(zero_copy_only=False))
+    return present, whole.to_numpy(zero_copy_only=False)[present].astype(np.int64)
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The concatenation of range(s, s + c) for each (s, c)."""
+    offsets = np.cumsum(counts) - counts
+    return np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+
+
+def _join_links(host: tuple[np.ndarray, np.ndarray], link_id: np.ndarray, link_cid: np.ndarray,
+                kernel: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """host ⋈ links (host id = link id) ⋈ kernels (link cid = kernel id) as (host index, kernel index) pairs,
+    sorted; a pair repeats once per link that makes it, as SQL's join. None past the size it may take."""
+    (h_rows, h_ids), (k_rows, k_ids) = host, kernel
+    order = np.argsort(k_ids, kind="stable")
+    k_rows, k_ids = k_rows[order], k_ids[order]
+    del order
+    first = np.searchsorted(k_ids, link_cid, "left")
+    per_link = np.searchsorted(k_ids, link_cid, "right") - first  # the kernels each link reaches
+    order = np.argsort(link_id, kind="stable")
+    link_id, first, per_link = link_id[order], first[order], per_link[order]
+    del order
+    lo = np.searchsorted(link_id, h_ids, "left")
+    per_host = np.searchsorted(link_id, h_ids, "right") - lo
+    del link_id, h_ids
+    reached = np.concatenate([[0], np.cumsum(per_link)])
+    total = int((reached[lo + per_host] - reached[lo]).sum())
+    del reached
+    if total > 4 * (len(h_rows) + len(k_rows) + len(per_link)) + (1 << 20):
+        return None
+    link = _ranges(lo, per_host)  # each host's links, host after host
+    hosts = np.repeat(h_rows, per_host)
+    del lo, per_host, h_rows
+    counts = per_link[link]
+    hosts = np.repeat(hosts, counts)
+    kernels = k_rows[_ranges(first[link], counts)]
+    del link, counts
+    if np.any((hosts[1:] == hosts[:-1]) & (kernels[1:] < kernels[:-1])):  # a host reaching kernels by several links
+        order = np.lexsort((kernels, hosts))
+        hosts, kernels = hosts[order], kernels[order]
+    return hosts, kernels
 
 
 # ---------------------------------------------------------------------------------------- memory, counters
@@ -1007,6 +1292,9 @@ def _write_db(p: Path, out: Path, fmt: str, meta: ProfileMeta, analysis_db: Path
             steps = read_steps(conn)
         except sqlite3.DatabaseError as exc:
             raise InputError(str(p), refusal(exc)) from exc
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            # values no profile holds (text where times are, numbers past int64): the file, not a crash
+            raise InputError(str(p), f"unexpected database content ({exc})") from exc
     finally:
         if native is not None:
             native.close()

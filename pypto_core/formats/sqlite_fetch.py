@@ -21,11 +21,12 @@ import ctypes.util
 import os
 import sqlite3
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 from urllib.parse import quote
 
 import numpy as np
@@ -35,14 +36,20 @@ from pypto_core.formats.native import load_library
 
 # Column kinds (as in _sqlitefetch.c).
 INT64 = 0  # INTEGER -> int64
-DOUBLE = 1  # INTEGER up to 2^53 or REAL -> float64
+DOUBLE = 1  # INTEGER (rounded to the nearest float64) or REAL -> float64
 TEXT_INT = 2  # INTEGER, or TEXT of plain decimal digits (torch_npu's PYTORCH_API.startNs) -> int64
 CODE = 3  # an id looked up in an :class:`IdMap` -> its int32 code; null where the map lacks it (a left join)
 
-_ERROR, _MISMATCH, _UNSUPPORTED = -1, -2, -3
+_ERROR, _MISMATCH, _UNSUPPORTED, _SCATTERED = -1, -2, -3, -4
+# The pivot's file is written through a pool of chunks: 64 Ki values (512 KiB) each, 64 of them (32 MiB).
+PIVOT_CHUNK = 64 * 1024
+PIVOT_POOL = 64
 _SRC = Path(__file__).with_name("_sqlitefetch.c")
-_ARROW_TYPES = {INT64: pa.int64(), DOUBLE: pa.float64(), TEXT_INT: pa.int64(), CODE: pa.int32()}
-_NUMPY_TYPES = {INT64: np.int64, DOUBLE: np.float64, TEXT_INT: np.int64, CODE: np.int32}
+ARROW_TYPES = {INT64: pa.int64(), DOUBLE: pa.float64(), TEXT_INT: pa.int64(), CODE: pa.int32()}
+
+
+class Declined(Exception):
+    """The table reader does not take this table's pages (see ``_sqlitefetch.c``): read it through SQLite."""
 
 
 class Mismatch(Exception):
@@ -89,9 +96,11 @@ def _build() -> ctypes.CDLL | None:
         "sf_failed": (ctypes.c_int, [p]), "sf_close": (None, [p]), "sf_prepare": (p, [p, ctypes.c_char_p]),
         "sf_column_count": (ctypes.c_int, [p]), "sf_finalize": (None, [p]),
         "sf_fetch": (i64, [p, ctypes.c_int, p, p, p, p, p, i64, p]),
-        "sf_pivot": (i64, [p, p, p, i64, i32, p, p, p]), "sf_free": (None, [p]),
+        "sf_pivot": (i64, [p, p, p, i64, i32, p, p, ctypes.c_int, i64, i32, p]), "sf_free": (None, [p]),
         "sf_raw_open": (p, [ctypes.c_char_p, i64, ctypes.c_double]), "sf_raw_errmsg": (ctypes.c_char_p, [p]),
-        "sf_raw_close": (None, [p]), "sf_raw_pivot": (i64, [p, p, p, p, i64, i32, p, p, p]),
+        "sf_raw_close": (None, [p]),
+        "sf_raw_pivot": (i64, [p, p, p, p, i64, i32, p, p, ctypes.c_int, i64, i32, p]),
+        "sf_raw_fetch": (i64, [p, ctypes.c_int, p, p, p, p, p, p, i64, p]), "sf_raw_seek": (ctypes.c_int, [p, i64]),
     }
     try:
         for name, (restype, argtypes) in signatures.items():
@@ -163,10 +172,36 @@ class IdMap:
         self.close()
 
 
-def _array(kind: int, data: np.ndarray, valid: np.ndarray, nulls: int, rows: int) -> pa.Array:
+def _fetched(run: Callable[..., int], columns: Sequence[tuple[str, int, IdMap | None]], rows: int,
+             message: Callable[[], bytes]) -> Iterator[pa.RecordBatch]:
+    """Blocks of a C fetch (``run(ncols, kinds, maps, data, valid, nulls, cap, bad)``) as record batches."""
+    n = len(columns)
+    kinds = np.array([kind for _, kind, _ in columns], np.int32)
+    maps = (ctypes.c_void_p * n)(*[m.handle if m is not None else None for _, _, m in columns])
+    names = [name for name, _, _ in columns]
+    bad = np.zeros(1, np.int32)
+    while True:
+        # in Arrow's pool, which gives freed memory back (pypto_core.memory), not malloc's heap
+        data = [pa.allocate_buffer(rows * ARROW_TYPES[kind].bit_width // 8) for kind in kinds.tolist()]
+        valid = [pa.allocate_buffer((rows + 7) // 8) for _ in range(n)]
+        nulls = np.zeros(n, np.int64)
+        got = run(n, _address(kinds), maps, (ctypes.c_void_p * n)(*[b.address for b in data]),
+                  (ctypes.c_void_p * n)(*[b.address for b in valid]), _address(nulls), rows, _address(bad))
+        if got == _MISMATCH:
+            raise Mismatch(names[int(bad[0])])
+        if got == _UNSUPPORTED:
+            raise Declined(message().decode(errors="replace"))
+        if got == _ERROR:
+            raise sqlite3.OperationalError(message().decode(errors="replace"))
+        if got == 0:
+            return
+        yield pa.RecordBatch.from_arrays(
+            [_array(int(kinds[c]), data[c], valid[c], int(nulls[c]), got) for c in range(n)], names=names)
+
+
+def _array(kind: int, data: pa.Buffer, valid: pa.Buffer, nulls: int, rows: int) -> pa.Array:
     """A fetched column as Arrow, sharing the buffers (no copy)."""
-    bitmap = pa.py_buffer(valid) if nulls else None
-    return pa.Array.from_buffers(_ARROW_TYPES[kind], rows, [bitmap, pa.py_buffer(data)], null_count=nulls)
+    return pa.Array.from_buffers(ARROW_TYPES[kind], rows, [valid if nulls else None, data], null_count=nulls)
 
 
 def read_only_uri(path: Path) -> str:
@@ -177,25 +212,40 @@ def read_only_uri(path: Path) -> str:
 @dataclass(frozen=True)
 class StoredTable:
     """Where a table's rows are in the file, for the table reader of ``_sqlitefetch.c``: its root page and
-    the record positions of the columns read (``table_reading`` finds them)."""
+    the record positions of the columns read, -1 for the rowid (``table_reading`` finds them)."""
 
     root: int
     positions: tuple[int, ...]
 
 
+ROWID = "rowid"  # a column name for table_reading: the rowid itself
+
+
 def table_reading(conn: sqlite3.Connection, table: str, columns: Sequence[str]) -> StoredTable | None:
-    """``columns`` of the stored ``table`` as the table reader finds them in each record, or None where they
-    are not stored there as plain values (a rowid alias, a generated column) or the table is not there."""
-    row = conn.execute("select rootpage from sqlite_master where type = 'table' and name = ?", (table,)).fetchone()
-    if row is None or type(row[0]) is not int:
+    """``columns`` of the stored ``table`` as the table reader finds them in each record (:data:`ROWID` or an
+    INTEGER PRIMARY KEY: the rowid), or None where they are not stored there as plain values (a generated
+    column, another primary key) or the table is not a plain rowid table."""
+    row = conn.execute("select rootpage, sql from sqlite_master where type = 'table' and name = ?",
+                       (table,)).fetchone()
+    if row is None or type(row[0]) is not int or "without rowid" in str(row[1]).lower():
         return None
     info = conn.execute(f'pragma table_xinfo("{table}")').fetchall()  # cid, name, type, notnull, default, pk, hidden
     if any(r[6] for r in info):
         return None  # generated columns are not stored (or not where the declared order says)
     names = [str(r[1]) for r in info]
-    if any(c not in names or info[names.index(c)][5] for c in columns):
-        return None  # an INTEGER PRIMARY KEY is the rowid, stored as NULL in the record
-    return StoredTable(row[0], tuple(names.index(c) for c in columns))
+    keys = [r for r in info if r[5]]
+    # the rowid's other name: a lone INTEGER PRIMARY KEY (not DESC, which SQLite keeps as a plain column)
+    alias = keys[0][1] if len(keys) == 1 and str(keys[0][2]).upper() == "INTEGER" and " desc" not in str(
+        row[1]).lower() else None
+    positions = []
+    for c in columns:
+        if c == ROWID or c == alias:
+            positions.append(-1)
+        elif c not in names or info[names.index(c)][5]:
+            return None  # another kind of primary key: where SQLite keeps it is not this reader's business
+        else:
+            positions.append(names.index(c))
+    return StoredTable(row[0], tuple(positions))
 
 
 class NativeDb:
@@ -204,6 +254,9 @@ class NativeDb:
     def __init__(self, path: Path, deadline: float, cache_kib: int) -> None:
         lib = _lib()
         self.path, self.deadline = path, deadline
+        # how the last pivot read its rows: "pages" (the table reader), "sqlite" (the query), or "declined"
+        # (the table reader did not take the table, then the query read it)
+        self.pivot_read = ""
         self._handle: int | None = lib.sf_open(read_only_uri(path).encode(), deadline, cache_kib)
         if not self._handle:
             raise MemoryError("cannot open a native SQLite connection")
@@ -249,58 +302,67 @@ class NativeDb:
         :class:`IdMap` of a :data:`CODE` column) for each column of the query, in order. Raises
         :class:`Mismatch` for a value outside its column's kind and ``sqlite3.OperationalError`` with
         SQLite's message where the query fails (interrupted, not authorized, a corrupt page)."""
-        lib, n = _lib(), len(columns)
-        stmt = self._prepare(sql, n)
-        kinds = np.array([kind for _, kind, _ in columns], np.int32)
-        maps = (ctypes.c_void_p * n)(*[m.handle if m is not None else None for _, _, m in columns])
-        names = [name for name, _, _ in columns]
-        bad = np.zeros(1, np.int32)
+        lib = _lib()
+        stmt = self._prepare(sql, len(columns))
         try:
-            while True:
-                data = [np.empty(rows, _NUMPY_TYPES[kind]) for kind in kinds.tolist()]
-                valid = [np.empty((rows + 7) // 8, np.uint8) for _ in range(n)]
-                nulls = np.zeros(n, np.int64)
-                got = lib.sf_fetch(stmt, n, _address(kinds), maps, (ctypes.c_void_p * n)(*map(_address, data)),
-                                   (ctypes.c_void_p * n)(*map(_address, valid)), _address(nulls), rows,
-                                   _address(bad))
-                if got == _MISMATCH:
-                    raise Mismatch(names[int(bad[0])])
-                if got == _ERROR:
-                    raise self._error()
-                if got == 0:
-                    return
-                yield pa.RecordBatch.from_arrays(
-                    [_array(int(kinds[c]), data[c], valid[c], int(nulls[c]), got) for c in range(n)], names=names)
+            yield from _fetched(lambda *args: lib.sf_fetch(stmt, *args), columns, rows,
+                                lambda: lib.sf_errmsg(self._handle))
         finally:
             lib.sf_finalize(stmt)
 
-    def pivot(self, sql: str, tasks: IdMap, metrics: IdMap, columns: int,
-              stored: StoredTable | None = None) -> dict[int, pa.Array]:
-        """The first non-null value (in the query's order) of each (task, metric) of ``sql``'s rows (task id,
-        metric id, value), by metric code of ``metrics`` (below ``columns``): a float64 array indexed by the
-        task codes of ``tasks`` (0, 1, 2, ...) for every metric that occurs, even with no value of a known
-        task. Rows of unknown metrics are skipped. ``stored``: the same rows read from the table's pages
-        (rowid order: ``sql`` must order by rowid), with ``sql`` run where the reader does not take the file.
-        Raises as :meth:`blocks` (the column named "task", "metric" or "value")."""
+    def table_blocks(self, stored: StoredTable, columns: Sequence[tuple[str, int, IdMap | None]],
+                     rows: int, start: int | None = None) -> Iterator[pa.RecordBatch]:
+        """As :meth:`blocks`, the rows of a stored table read from its pages in rowid order (``columns``: one
+        for each of ``stored.positions``), from rowid ``start`` on. Raises :class:`Declined` where the reader
+        does not take them (perhaps after some blocks: read the table again through SQLite)."""
         lib = _lib()
-        args = (tasks.handle, metrics.handle, tasks.size, columns)
+        reader = lib.sf_raw_open(str(self.path.resolve()).encode(), stored.root, self.deadline)
+        if not reader:
+            raise MemoryError("cannot open the table reader")
+        positions = (ctypes.c_int32 * len(columns))(*stored.positions)
+        try:
+            got = lib.sf_raw_seek(reader, start) if start is not None else 0
+            if got == _ERROR:
+                raise sqlite3.OperationalError(lib.sf_raw_errmsg(reader).decode(errors="replace"))
+            if got < 0 and start is not None:
+                raise Declined(lib.sf_raw_errmsg(reader).decode(errors="replace"))
+            yield from _fetched(lambda n, *args: lib.sf_raw_fetch(reader, n, positions, *args), columns, rows,
+                                lambda: lib.sf_raw_errmsg(reader))
+        finally:
+            lib.sf_raw_close(reader)
+
+    def pivot(self, sql: str, tasks: IdMap, metrics: IdMap, columns: int, spill: Path,
+              stored: StoredTable | None = None, slots: int | None = None) -> Pivoted:
+        """The first non-null value (in the query's order) of each (task, metric) of ``sql``'s rows (task id,
+        metric id, value), by metric code of ``metrics`` (below ``columns``): ``slots`` values (default
+        ``tasks.size``) indexed by the task codes of ``tasks``, for every metric that occurs, even with no
+        value of a known task. Rows of unknown metrics are skipped. The values wait in a temporary file in
+        ``spill`` (:class:`Pivoted`). ``stored``: the same rows read from the table's pages (rowid order:
+        ``sql`` must order by rowid), with ``sql`` run where the reader does not take the file. Raises as
+        :meth:`blocks` (the column named "task", "metric" or "value"; "order" for rows in an order that
+        would read the file back and forth)."""
+        lib = _lib()
+        slots = tasks.size if slots is None else slots
+        args = (tasks.handle, metrics.handle, slots, columns)
         if stored is not None:
             reader = lib.sf_raw_open(str(self.path.resolve()).encode(), stored.root, self.deadline)
             if not reader:
                 raise MemoryError("cannot open the table reader")
             try:
                 positions = (ctypes.c_int32 * 3)(*stored.positions)
-                found = _pivoted(tasks.size, columns, lambda values, valid, bad: lib.sf_raw_pivot(
-                    reader, positions, *args, values, valid, bad), lambda: lib.sf_raw_errmsg(reader))
+                found = _pivoted(slots, columns, spill, lambda valid, seen, fd, bad: lib.sf_raw_pivot(
+                    reader, positions, *args, valid, seen, fd, PIVOT_CHUNK, PIVOT_POOL, bad),
+                    lambda: lib.sf_raw_errmsg(reader))
             finally:
                 lib.sf_raw_close(reader)
             if found is not None:
+                self.pivot_read = "pages"
                 return found
+        self.pivot_read = "sqlite" if stored is None else "declined"
         stmt = self._prepare(sql, 3)
         try:
-            found = _pivoted(tasks.size, columns,
-                             lambda values, valid, bad: lib.sf_pivot(stmt, *args, values, valid, bad),
-                             lambda: lib.sf_errmsg(self._handle))
+            found = _pivoted(slots, columns, spill, lambda valid, seen, fd, bad: lib.sf_pivot(
+                stmt, *args, valid, seen, fd, PIVOT_CHUNK, PIVOT_POOL, bad), lambda: lib.sf_errmsg(self._handle))
         finally:
             lib.sf_finalize(stmt)
         if found is None:
@@ -308,29 +370,58 @@ class NativeDb:
         return found
 
 
-def _pivoted(slots: int, columns: int, run: Callable[[Any, Any, int], int],
-             message: Callable[[], bytes]) -> dict[int, pa.Array] | None:
-    """Run a C pivot (``run(values, valid, bad)``) and wrap what it allocated as Arrow arrays; None where the
-    table reader declined the file."""
-    values, valid = (ctypes.c_void_p * columns)(), (ctypes.c_void_p * columns)()
+class Pivoted:
+    """What a pivot found: for each metric code, its values (in a temporary file, unlinked: nothing is left
+    behind) and its validity bitmap (in memory), read a range at a time. Close it to drop the file."""
+
+    def __init__(self, file: IO[bytes], slots: int, columns: dict[int, tuple[int, pa.Buffer]]) -> None:
+        self._file, self.slots, self._columns = file, slots, columns
+        self._stride = -(-max(slots, 1) // PIVOT_CHUNK) * PIVOT_CHUNK * 8  # bytes per column in the file
+
+    def codes(self) -> list[int]:
+        return sorted(self._columns)
+
+    def values(self, code: int, start: int, length: int) -> pa.Array:
+        """Values ``start`` .. ``start + length`` of metric ``code`` as float64 (null where none)."""
+        place, bitmap = self._columns[code]
+        head = start % 8  # the bitmap is sliced at a byte, the values read from the same row on
+        want = (length + head) * 8
+        data = os.pread(self._file.fileno(), want, place * self._stride + (start - head) * 8)
+        if len(data) < want:  # chunks never written (no value there) read as holes or past the end
+            data += bytes(want - len(data))
+        return pa.Array.from_buffers(pa.float64(), length, [bitmap.slice((start - head) // 8), pa.py_buffer(data)],
+                                     offset=head)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _pivoted(slots: int, columns: int, spill: Path, run: Callable[[Any, Any, int, int], int],
+             message: Callable[[], bytes]) -> Pivoted | None:
+    """Run a C pivot (``run(valid, seen_as, fd, bad)``) into a new temporary file in ``spill``: what it
+    found, or None where the table reader declined the file."""
+    valid = (ctypes.c_void_p * columns)()
+    seen_as = np.full(columns, -1, np.int32)
     bad = np.zeros(1, np.int32)
-    got = run(values, valid, _address(bad))
-    out = {}
-    for j in range(columns):  # wrapped whatever happened: what C allocated is freed with the arrays
-        data = pa.foreign_buffer(values[j], 8 * max(slots, 1), base=_Allocation(values[j])) if values[j] else None
-        bitmap = pa.foreign_buffer(valid[j], max((slots + 7) // 8, 1), base=_Allocation(valid[j])) \
-            if valid[j] else None
-        if data is None or bitmap is None:
-            continue
-        present = int(np.unpackbits(np.frombuffer(bitmap, np.uint8), count=slots, bitorder="little").sum())
-        out[j] = pa.Array.from_buffers(pa.float64(), slots, [bitmap, data], null_count=slots - present)
-    if got == _UNSUPPORTED:
-        return None
-    if got == _MISMATCH:
-        raise Mismatch(("task", "metric", "value")[int(bad[0])])
-    if got == _ERROR:
-        raise sqlite3.OperationalError(message().decode(errors="replace"))
-    return out
+    file = tempfile.TemporaryFile(dir=spill, prefix="pmu_")
+    try:
+        got = run(valid, _address(seen_as), file.fileno(), _address(bad))
+        found = {}
+        bytes_ = max((slots + 7) // 8, 1)
+        for j in range(columns):  # wrapped whatever happened: what C allocated is freed with the buffers
+            if valid[j]:
+                found[j] = (int(seen_as[j]), pa.foreign_buffer(valid[j], bytes_, base=_Allocation(valid[j])))
+        if got == _UNSUPPORTED:
+            file.close()
+            return None
+        if got in (_MISMATCH, _SCATTERED):
+            raise Mismatch("order" if got == _SCATTERED else ("task", "metric", "value")[int(bad[0])])
+        if got == _ERROR:
+            raise sqlite3.OperationalError(message().decode(errors="replace"))
+    except BaseException:
+        file.close()
+        raise
+    return Pivoted(file, slots, found)
 
 
 class _Allocation:
