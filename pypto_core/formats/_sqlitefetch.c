@@ -5,10 +5,13 @@
  * into preallocated column buffers (int64, float64, or int32 codes through a hash map of ids), each with an
  * Arrow validity bitmap, which Python wraps as Arrow arrays without touching the rows.
  *
- * Strict: a value whose storage class the column's kind does not take (text in an int64 or float64 column,
- * a text time that is not plain decimal digits) stops the fetch with
- * SF_MISMATCH, and the caller reads that table through Python's sqlite3 instead, so odd files give the
- * values (and warnings) they always gave.
+ * Strict: a value whose storage class the column's kind does not take (text in an int64 or float64
+ * column, a text time that is not plain decimal digits) stops the fetch with SF_MISMATCH, and the caller
+ * reads that table through Python's sqlite3 instead, so odd files give the values (and warnings) they
+ * always gave.
+ *
+ * Three parts: the fetch of a prepared SELECT (sf_fetch), the PMU pivot into a temporary file (sf_pivot),
+ * and a reader of one table's pages (sf_raw_*) for the scans SQLite's virtual machine is slow at.
  *
  * Safety as for Python's connection (ascend_db.connect): the file is opened read-only and immutable, no
  * function of its schema runs (trusted_schema off, query_only), an authorizer refuses anything read through
@@ -18,6 +21,7 @@
  * Built with `cc -O2 -shared -fPIC` and no -lsqlite3: the symbols resolve against the libsqlite3 that the
  * Python side loads first with RTLD_GLOBAL (the one Python's own _sqlite3 uses).
  */
+#define _POSIX_C_SOURCE 200809L /* pread, pwrite, clock_gettime */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +39,8 @@ extern int sqlite3_exec(sqlite3 *db, const char *sql, int (*cb)(void *, int, cha
                         char **errmsg);
 extern void sqlite3_free(void *p);
 extern const char *sqlite3_errmsg(sqlite3 *db);
-extern int sqlite3_prepare_v2(sqlite3 *db, const char *sql, int nbyte, sqlite3_stmt **stmt, const char **tail);
+extern int sqlite3_prepare_v2(sqlite3 *db, const char *sql, int nbyte, sqlite3_stmt **stmt,
+                              const char **tail);
 extern int sqlite3_step(sqlite3_stmt *stmt);
 extern int sqlite3_finalize(sqlite3_stmt *stmt);
 extern int sqlite3_column_count(sqlite3_stmt *stmt);
@@ -45,9 +50,8 @@ extern double sqlite3_column_double(sqlite3_stmt *stmt, int col);
 extern const unsigned char *sqlite3_column_text(sqlite3_stmt *stmt, int col);
 extern int sqlite3_column_bytes(sqlite3_stmt *stmt, int col);
 extern void sqlite3_progress_handler(sqlite3 *db, int n, int (*cb)(void *), void *arg);
-extern int sqlite3_set_authorizer(sqlite3 *db,
-                                  int (*cb)(void *, int, const char *, const char *, const char *, const char *),
-                                  void *arg);
+typedef int (*sf_authorizer)(void *, int, const char *, const char *, const char *, const char *);
+extern int sqlite3_set_authorizer(sqlite3 *db, sf_authorizer cb, void *arg);
 
 #define SQLITE_OK 0
 #define SQLITE_DENY 1
@@ -191,7 +195,8 @@ static double now(void) {
 static int past_deadline(void *arg) { return now() > ((sf_db *)arg)->deadline; }
 
 /* Only stored rows: nothing read through a view or trigger (``source`` names it), no recursive query. */
-static int authorize(void *arg, int action, const char *a1, const char *a2, const char *db, const char *source) {
+static int authorize(void *arg, int action, const char *a1, const char *a2, const char *db,
+                     const char *source) {
     (void)arg, (void)a1, (void)a2, (void)db;
     return (source != NULL || action == SQLITE_RECURSIVE) ? SQLITE_DENY : SQLITE_OK;
 }
@@ -397,10 +402,12 @@ void sf_free(void *p) { free(p); }
 
 /* The pivoted values go to a file, not to memory: a task's metrics are one column each, nslots values long,
  * laid one after the other in the file in the order the metrics are first seen (the k-th from byte
- * k * nchunks * chunk * 8), and written through a pool of chunk-sized buffers. The PMU rows come metric by metric (all tasks' aic_total_time, then the next
- * metric ...), so a chunk is filled, left and written once; in any other order a chunk evicted early is
- * read back when a later row needs it. What a pivot holds in memory is the pool and one bitmap per column,
- * whatever the file's size (on 1 GB: 24 metrics of 1.4 M tasks are 273 MB; the bitmaps 4 MB). */
+ * k * nchunks * chunk * 8), and written through a pool of chunk-sized buffers. The PMU rows come metric
+ * by metric (all tasks' aic_total_time, then the next metric ...), so a chunk is filled, left and written
+ * once; in any other order a chunk evicted early is read back when a later row needs it (a table whose
+ * rows would read chunks back again and again is given up: SF_SCATTERED). What a pivot holds in memory is
+ * the pool and one bitmap per column, whatever the file's size (on 1 GB: 24 metrics of 1.4 M tasks are
+ * 273 MB in the file; the bitmaps 4 MB). */
 #define MAX_METRICS 4096 /* distinct metric columns (the profiler writes a few dozen) */
 
 typedef struct {
@@ -423,10 +430,12 @@ typedef struct {
     const char *failure;           /* why it stopped, where SQLite did not say */
 } pivot_state;
 
-static int pivot_init(pivot_state *p, const sf_map *tasks, const sf_map *metrics, int64_t nslots, int32_t ncols,
-                      uint8_t **valid, int32_t *seen_as, int fd, int64_t chunk, int32_t pool_size) {
+static int pivot_init(pivot_state *p, const sf_map *tasks, const sf_map *metrics, int64_t nslots,
+                      int32_t ncols, uint8_t **valid, int32_t *seen_as, int fd, int64_t chunk,
+                      int32_t pool_size) {
     memset(p, 0, sizeof *p);
-    p->tasks = tasks, p->metrics = metrics, p->nslots = nslots, p->ncols = ncols, p->valid = valid, p->fd = fd;
+    p->tasks = tasks, p->metrics = metrics, p->nslots = nslots, p->ncols = ncols;
+    p->valid = valid, p->fd = fd;
     p->seen_as = seen_as;
     for (int32_t c = 0; c < ncols; c++) seen_as[c] = -1;
     p->bitmap_bytes = (size_t)(nslots > 0 ? (nslots + 7) / 8 : 1);
@@ -552,8 +561,9 @@ static int pivot_row(pivot_state *p, const sf_value *v, int32_t *bad) {
 
 /* Set up, run ``next`` over every row, flush: what sf_pivot and sf_raw_pivot share. */
 static int64_t pivot_all(int (*next)(void *, sf_value *), void *source, char *err, size_t errlen,
-                         const sf_map *tasks, const sf_map *metrics, int64_t nslots, int32_t ncols, uint8_t **valid,
-                         int32_t *seen_as, int fd, int64_t chunk, int32_t pool, int32_t *bad_col) {
+                         const sf_map *tasks, const sf_map *metrics, int64_t nslots, int32_t ncols,
+                         uint8_t **valid, int32_t *seen_as, int fd, int64_t chunk, int32_t pool,
+                         int32_t *bad_col) {
     pivot_state p;
     int64_t rows = 0;
     int rc = pivot_init(&p, tasks, metrics, nslots, ncols, valid, seen_as, fd, chunk, pool);
@@ -579,8 +589,8 @@ static int stmt_next(void *source, sf_value *v) {
 }
 
 /* The PMU pivot: rows (task id, metric id, value) of ``s`` in file order; ``tasks`` maps a task id to its
- * slot (0 .. nslots-1), ``metrics`` a metric id to its column (0 .. ncols-1). The first non-null value of each
- * (slot, column) is kept, in the file ``fd`` (laid out as above, the column's place there in
+ * slot (0 .. nslots-1), ``metrics`` a metric id to its column (0 .. ncols-1). The first non-null value of
+ * each (slot, column) is kept, in the file ``fd`` (laid out as above, the column's place there in
  * ``seen_as[column]``, -1 for a metric not seen; chunks of ``chunk`` slots through a pool of ``pool``
  * buffers) with its bit set in ``valid[column]``: a bitmap of nslots bits allocated (zeroed) when the metric
  * is first seen, whatever its values (the caller gives ncols NULL pointers, and frees with sf_free what was
@@ -589,8 +599,8 @@ static int stmt_next(void *source, sf_value *v) {
  * value). */
 int64_t sf_pivot(sf_stmt *s, const sf_map *tasks, const sf_map *metrics, int64_t nslots, int32_t ncols,
                  uint8_t **valid, int32_t *seen_as, int fd, int64_t chunk, int32_t pool, int32_t *bad_col) {
-    int64_t rc = pivot_all(stmt_next, s, s->owner->err, sizeof s->owner->err, tasks, metrics, nslots, ncols, valid,
-                           seen_as, fd, chunk, pool, bad_col);
+    int64_t rc = pivot_all(stmt_next, s, s->owner->err, sizeof s->owner->err, tasks, metrics, nslots, ncols,
+                           valid, seen_as, fd, chunk, pool, bad_col);
     if (rc < 0) s->done = 1;
     return rc;
 }
@@ -633,7 +643,9 @@ typedef struct {
 } sf_raw;
 
 static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
-static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+static uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
 
 /* A varint of at most 9 bytes inside [p, end): its length, 0 if it runs past ``end``. */
 static int varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
@@ -890,20 +902,21 @@ static int raw_next3(void *source, sf_value *v) {
 
 /* sf_pivot over the rows of an open table reader; ``cols``: the record positions of (task id, metric id,
  * value). Returns as sf_pivot, or SF_UNSUPPORTED (then nothing is decided: scan with sf_pivot instead). */
-int64_t sf_raw_pivot(sf_raw *r, const int32_t *cols, const sf_map *tasks, const sf_map *metrics, int64_t nslots,
-                     int32_t ncols, uint8_t **valid, int32_t *seen_as, int fd, int64_t chunk, int32_t pool,
-                     int32_t *bad_col) {
+int64_t sf_raw_pivot(sf_raw *r, const int32_t *cols, const sf_map *tasks, const sf_map *metrics,
+                     int64_t nslots, int32_t ncols, uint8_t **valid, int32_t *seen_as, int fd,
+                     int64_t chunk, int32_t pool, int32_t *bad_col) {
     if (r->err[0]) return r->interrupted ? SF_ERROR : SF_UNSUPPORTED;
     memcpy(r->pivot_cols, cols, sizeof r->pivot_cols);
-    return pivot_all(raw_next3, r, r->err, sizeof r->err, tasks, metrics, nslots, ncols, valid, seen_as, fd, chunk,
-                     pool, bad_col);
+    return pivot_all(raw_next3, r, r->err, sizeof r->err, tasks, metrics, nslots, ncols, valid, seen_as, fd,
+                     chunk, pool, bad_col);
 }
 
 /* Up to ``cap`` rows of an open table reader into column buffers, as sf_fetch does; ``cols[c]``: the record
  * position of column c (-1: the rowid). Returns as sf_fetch, or SF_UNSUPPORTED (then read through SQLite:
  * rows already given are not given again by the reader). */
 int64_t sf_raw_fetch(sf_raw *r, int ncols, const int32_t *cols, const int32_t *kinds, sf_map *const *maps,
-                     void *const *data, uint8_t *const *valid, int64_t *nulls, int64_t cap, int32_t *bad_col) {
+                     void *const *data, uint8_t *const *valid, int64_t *nulls, int64_t cap,
+                     int32_t *bad_col) {
     if (r->err[0]) return r->interrupted ? SF_ERROR : SF_UNSUPPORTED;
     if (ncols > 64) return raw_fail(r, "too many columns");
     for (int c = 0; c < ncols; c++) {

@@ -30,15 +30,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.errors import InputError
-from pypto_core.limits import current_limits
-from pypto_core.formats.csvtable import ConversionNotes, to_float, to_int, to_ns, to_text
 from pypto_core.formats import parquet_sink, sqlite_fetch
+from pypto_core.formats.csvtable import ConversionNotes, to_float, to_int, to_ns, to_text
 from pypto_core.formats.parquet_sink import write_parquet_stream
+from pypto_core.formats.row_order import ascending, by_first_column
 from pypto_core.formats.shapes import parse_name_lists, parse_shapes
-from pypto_core.formats.sqlite_fetch import (CODE, INT64, TEXT_INT, Declined, IdMap, Mismatch, NativeDb,
-                                             read_only_uri, table_reading)
-from pypto_core.profile import (STREAM_ENCODING, TABLE_SCHEMAS, Profile, ProfileMeta, conform, empty_table,
-                                save_tables)
+from pypto_core.formats.sqlite_fetch import (
+    CODE,
+    INT64,
+    TEXT_INT,
+    Declined,
+    IdMap,
+    Mismatch,
+    NativeDb,
+    read_only_uri,
+    table_reading,
+)
+from pypto_core.limits import current_limits
+from pypto_core.profile import (
+    STREAM_ENCODING,
+    TABLE_SCHEMAS,
+    Profile,
+    ProfileMeta,
+    conform,
+    empty_table,
+    save_tables,
+)
 
 # Rows fetched from SQLite per block, then turned into Arrow arrays at once: a block of kernel rows (about
 # 20 values each, shapes text included) is a few tens of MB as Python objects. Read at call time, so that a
@@ -202,10 +219,12 @@ def _stream(dest: Path, schema: pa.Schema, tables: Iterable[pa.Table]) -> int:
 # ------------------------------------------------------------------------------------------------ kernels
 
 # canonical column <- COMPUTE_TASK_INFO id column resolved through STRING_IDS
-_KERNEL_TEXT = (("name", "name"), ("op_type", "opType"), ("core_type", "taskType"), ("input_shapes", "inputShapes"),
+_KERNEL_TEXT = (("name", "name"), ("op_type", "opType"), ("core_type", "taskType"),
+                ("input_shapes", "inputShapes"),
                 ("input_dtypes", "inputDataTypes"), ("input_formats", "inputFormats"),
                 ("output_shapes", "outputShapes"), ("output_dtypes", "outputDataTypes"),
-                ("output_formats", "outputFormats"), ("op_state", "opState"), ("hf32_eligible", "hf32Eligible"))
+                ("output_formats", "outputFormats"), ("op_state", "opState"),
+                ("hf32_eligible", "hf32Eligible"))
 _KERNEL_EXTRA_TYPES = {"op_state": pa.string(), "hf32_eligible": pa.string(), "model_id": pa.int64()}
 # The kernel order: by start (nulls last, as Arrow sorts), compute tasks before hcom ops that start at the
 # same time, then file order.
@@ -263,7 +282,8 @@ class _KernelSql:
         for i, part in enumerate(self.parts):
             cols = [f"{part.exprs.get(c, 'null')} as {c}" for c in columns]
             if pmu:
-                cols += [f"pm.{c} as {c}" if i == 0 else f"null as {c}" for c in self.pmu_columns() + [_PMU_COUNT]]
+                cols += [f"pm.{c} as {c}" if i == 0 else f"null as {c}"
+                         for c in self.pmu_columns() + [_PMU_COUNT]]
             join = f" left join ({pmu}) pm on pm.gid = t.globalTaskId" if pmu and i == 0 else ""
             selects.append(f"select {', '.join(cols)}, {part.keys} from {part.source}{join}")
         return " union all ".join(selects)
@@ -280,22 +300,27 @@ class _KernelSql:
     def rows_sql(self, exact: bool) -> tuple[str, list[Any]]:
         """Every kernel row in the final order, and the parameters of the PMU pivot."""
         if not self.pmu:
-            return f"select {', '.join(self.columns)} from ({self.union(self.columns)}) order by {_KERNEL_ORDER}", []
+            union = self.union(self.columns)
+            return f"select {', '.join(self.columns)} from ({union}) order by {_KERNEL_ORDER}", []
         pivot, params = self._exact_pivot() if exact else self._pivot()
         names = self.columns + self.pmu_columns() + [_PMU_COUNT]
-        return f"select {', '.join(names)} from ({self.union(self.columns, pivot)}) order by {_KERNEL_ORDER}", params
+        union = self.union(self.columns, pivot)
+        return f"select {', '.join(names)} from ({union}) order by {_KERNEL_ORDER}", params
 
     def _pivot(self) -> tuple[str, list[Any]]:
         """One pass grouped by task: each metric's non-null value where a task has at most one, and the count
         of non-null values, which tells (``_check_single_values``) where a task has several."""
         cases, params = [], []
         for j, ids in enumerate(self.pmu_ids):
-            cases.append(f"max(case when p.name in ({', '.join('?' * len(ids))}) then p.value end) as pmu_{j}")
+            marks = ", ".join("?" * len(ids))
+            cases.append(f"max(case when p.name in ({marks}) then p.value end) as pmu_{j}")
             params += ids
         every = [i for ids in self.pmu_ids for i in ids]
-        cases.append(f"count(case when p.name in ({', '.join('?' * len(every))}) then p.value end) as {_PMU_COUNT}")
+        marks = ", ".join("?" * len(every))
+        cases.append(f"count(case when p.name in ({marks}) then p.value end) as {_PMU_COUNT}")
         params += every
-        return f"select p.globalTaskId as gid, {', '.join(cases)} from TASK_PMU_INFO p group by p.globalTaskId", params
+        return (f"select p.globalTaskId as gid, {', '.join(cases)} from TASK_PMU_INFO p "
+                "group by p.globalTaskId"), params
 
     def _exact_pivot(self) -> tuple[str, list[Any]]:
         """Two passes: the first non-null value (file order) of each task's metric, then one column each."""
@@ -304,12 +329,13 @@ class _KernelSql:
                  "from TASK_PMU_INFO p left join STRING_IDS s on s.id = p.name where p.value is not null "
                  "group by p.globalTaskId, s.value")
         cases = [f"max(case when metric = ? then v end) as pmu_{j}" for j in range(len(self.pmu))]
-        return f"select gid, {', '.join(cases)}, 0 as {_PMU_COUNT} from ({first}) group by gid", list(self.pmu)
+        sql = f"select gid, {', '.join(cases)}, 0 as {_PMU_COUNT} from ({first}) group by gid"
+        return sql, list(self.pmu)
 
     def numbering_sql(self) -> str:
         """(kernel_index, connection id) of every kernel row, numbered in :meth:`rows_sql`'s order."""
-        return (f"select row_number() over (order by {_KERNEL_ORDER}) - 1 as kernel_index, connection_id as cid "
-                f"from ({self.union(['start_ns', 'connection_id'])})")
+        return (f"select row_number() over (order by {_KERNEL_ORDER}) - 1 as kernel_index, "
+                f"connection_id as cid from ({self.union(['start_ns', 'connection_id'])})")
 
     def schema(self) -> pa.Schema:
         base = TABLE_SCHEMAS["kernels"]
@@ -349,13 +375,14 @@ def _kernel_sql(conn: sqlite3.Connection, tables: set[str]) -> _KernelSql:
         ks.in_file_order = "null" not in rowids
         ks.columns = list(exprs)
         # without a compute task, no metric columns (nothing to attach them to)
-        ks.has_pmu = "TASK_PMU_INFO" in tables and conn.execute(f"select 1 from {tasks} limit 1").fetchone() is not None
+        ks.has_pmu = ("TASK_PMU_INFO" in tables
+                      and conn.execute(f"select 1 from {tasks} limit 1").fetchone() is not None)
     if "COMMUNICATION_OP" in tables:
         o_cols = _columns(conn, "COMMUNICATION_OP")
         name_expr, name_join = _str_join("opname", "o.opName")
         type_expr, type_join = _str_join("optype", "o.opType")
-        exprs = {"name": name_expr, "op_type": type_expr, "start_ns": "o.startNs", "dur_ns": "o.endNs - o.startNs",
-                 "connection_id": "o.connectionId"}
+        exprs = {"name": name_expr, "op_type": type_expr, "start_ns": "o.startNs",
+                 "dur_ns": "o.endNs - o.startNs", "connection_id": "o.connectionId"}
         if "waitNs" in o_cols:
             exprs["wait_ns"] = "o.waitNs"
         if "deviceId" in o_cols:
@@ -487,8 +514,8 @@ def _host_sql(conn: sqlite3.Connection) -> tuple[str, str, str]:
     """PYTORCH_API's select list, source (with its STRING_IDS joins) and order (``startNs`` is TEXT)."""
     cols = _columns(conn, "PYTORCH_API")
     name_expr, name_join = _str_join("name", "p.name")
-    select = (f"cast(p.startNs as text) as s, cast(p.endNs as text) as e, p.globalTid as gt, p.connectionId as cid, "
-              f"{name_expr} as name")
+    select = ("cast(p.startNs as text) as s, cast(p.endNs as text) as e, p.globalTid as gt, "
+              f"p.connectionId as cid, {name_expr} as name")
     source = f"PYTORCH_API p {name_join}"
     if "inputShapes" in cols:
         shapes, shape_join = _str_join("shapes", "p.inputShapes")
@@ -528,7 +555,8 @@ def write_host_ops(conn: sqlite3.Connection, dest: Path, notes: ConversionNotes,
 def _api_block(raw: pa.Table) -> pa.Table:
     pid, tid = _globaltid_split(raw["gt"])
     return conform("api_calls", pa.table({
-        "name": raw["name"], "level": raw["level"], "pid": pid, "tid": tid, "start_ns": raw["s"].cast(pa.int64()),
+        "name": raw["name"], "level": raw["level"], "pid": pid, "tid": tid,
+        "start_ns": raw["s"].cast(pa.int64()),
         "dur_ns": pc.subtract(raw["e"].cast(pa.int64()), raw["s"].cast(pa.int64())),
         "correlation_id": raw["cid"].cast(pa.int64()),
     }))
@@ -645,17 +673,6 @@ def _open_native(p: Path, conn: _Connection) -> _Native | None:
 _KEYS = [("start", INT64, None), ("r1", INT64, None), ("r2", INT64, None), ("task", INT64, None)]
 
 
-def _ascending(late: np.ndarray, *keys: np.ndarray) -> bool:
-    """Whether the rows are in strictly increasing order of (late, *keys)."""
-    if len(late) < 2:
-        return True
-    before, same = np.zeros(len(late) - 1, bool), np.ones(len(late) - 1, bool)
-    for key in (late, *keys):
-        before |= same & (key[:-1] < key[1:])
-        same &= key[:-1] == key[1:]
-    return bool(before.all())
-
-
 @dataclass
 class _KernelOrder:
     """Where the kernel rows go in the written order (``_KERNEL_ORDER``), found from the order keys alone:
@@ -673,7 +690,8 @@ class _KernelOrder:
 
 
 def _keys(native: _Native, part: _Part) -> dict[str, np.ndarray]:
-    sql = f"select {part.exprs.get('start_ns', 'null')}, {part.r1}, {part.r2}, {part.task_id} from {part.table}"
+    start = part.exprs.get("start_ns", "null")
+    sql = f"select {start}, {part.r1}, {part.r2}, {part.task_id} from {part.table}"
     table = pa.Table.from_batches(list(native.db.blocks(sql, _KEYS, 1 << 20)),
                                   pa.schema([(n, pa.int64()) for n, _, _ in _KEYS]))
     out = {name: pc.fill_null(table[name], 0).to_numpy() for name in table.column_names}
@@ -694,7 +712,7 @@ def _kernel_order(ks: _KernelSql, native: _Native) -> _KernelOrder:
         return _KernelOrder(len(h_late), empty, empty, True, (h_late, h_start))
     c_late, c_start = compute["late"], compute["start"]
     rows = len(c_late) + len(h_late)
-    in_order = _ascending(c_late, c_start, compute["r1"], compute["r2"])
+    in_order = ascending(c_late, c_start, compute["r1"], compute["r2"])
     if in_order:
         # the hcom ops before each compute task: those with an earlier start (a tie puts compute first)
         timed = int((h_late == 0).sum())
@@ -704,7 +722,8 @@ def _kernel_order(ks: _KernelSql, native: _Native) -> _KernelOrder:
         src = np.concatenate([np.zeros(len(c_late), np.int8), np.ones(len(h_late), np.int8)])
         r1 = np.concatenate([compute["r1"], hcom["r1"] if hcom is not None else empty])
         r2 = np.concatenate([compute["r2"], np.zeros(len(h_late), np.int64)])
-        order = np.lexsort((r2, r1, src, np.concatenate([c_start, h_start]), np.concatenate([c_late, h_late])))
+        starts, lates = np.concatenate([c_start, h_start]), np.concatenate([c_late, h_late])
+        order = np.lexsort((r2, r1, src, starts, lates))
         every = np.empty(rows, np.int64)
         every[order] = np.arange(rows, dtype=np.int64)
         positions = every[:len(c_late)]
@@ -724,7 +743,8 @@ def _native_pmu(conn: sqlite3.Connection, ks: _KernelSql, native: _Native, order
             raise Mismatch("globalTaskId")
         # each id maps to the position of the first id of its name: ids sharing a name fill one column
         first: dict[str | None, int] = {}
-        positions = np.array([first.setdefault(v, i) for i, v in enumerate(native.texts.to_pylist())], np.int32)
+        texts = native.texts.to_pylist()
+        positions = np.array([first.setdefault(v, i) for i, v in enumerate(texts)], np.int32)
         stored = table_reading(conn, "TASK_PMU_INFO", ("globalTaskId", "name", "value"))
         with IdMap(native.ids, positions) as metric_of:
             pivoted = native.db.pivot("select globalTaskId, name, value from TASK_PMU_INFO order by rowid",
@@ -738,7 +758,8 @@ def _native_pmu(conn: sqlite3.Connection, ks: _KernelSql, native: _Native, order
 def _row_keys(rows: pa.RecordBatch | pa.Table) -> list[np.ndarray]:
     """(late, start, src, r1, r2) of fetched kernel rows: the written order, without nulls to place."""
     start = rows.column("start_ns")
-    return [pc.is_null(start).to_numpy(zero_copy_only=False).astype(np.int8), pc.fill_null(start, 0).to_numpy()] + [
+    late = pc.is_null(start).to_numpy(zero_copy_only=False).astype(np.int8)
+    return [late, pc.fill_null(start, 0).to_numpy()] + [
         pc.fill_null(rows.column(k), 0).to_numpy() for k in ("_src", "_r1", "_r2")]
 
 
@@ -761,7 +782,7 @@ def _kernel_rows(ks: _KernelSql, native: _Native, order: _KernelOrder,
             keys = _row_keys(block)
             late, start = int(keys[0][-1]), int(keys[1][-1])
             checked = keys if last is None else [np.concatenate([a[-1:], b]) for a, b in zip(last, keys)]
-            if not _ascending(checked[0], checked[1], checked[3], checked[4]):
+            if not ascending(checked[0], checked[1], checked[3], checked[4]):
                 raise Mismatch("TASK order")  # not the order the keys said: sort in SQL instead
             last = keys
             upto = int(np.searchsorted(h_start[:timed], start, "left")) if late == 0 else timed
@@ -811,7 +832,8 @@ def _write_kernels_native(conn: sqlite3.Connection, ks: _KernelSql, native: _Nat
         return table
 
     try:
-        rows = _stream(dest, ks.schema(), (canonical(raw) for raw in _kernel_rows(ks, native, order, columns)))
+        rows = _stream(dest, ks.schema(),
+                       (canonical(raw) for raw in _kernel_rows(ks, native, order, columns)))
     finally:
         if pivoted is not None:
             pivoted.close()
@@ -819,115 +841,19 @@ def _write_kernels_native(conn: sqlite3.Connection, ks: _KernelSql, native: _Nat
     return rows
 
 
-# Rows a reordering read may hold at once (:func:`_by_start`), and the sorted runs it merges; a table further
-# from its order is sorted by SQLite.
-_REORDER_ROWS = 1 << 20
-_MERGE_RUNS = 64
-
 # A column of a natively read table: (name in the blocks, kind, id map, the table's column).
 _Column = tuple[str, int, "IdMap | None", str]
-
-
-def _by_start(conn: sqlite3.Connection, native: _Native, table: str, columns: list[_Column]) -> Iterator[
-        pa.RecordBatch]:
-    """The rows of ``table`` ordered by its first column (a time; nulls first) then rowid, read from its pages
-    (``Declined`` where the reader does not take them): as they come where they come in that order (the
-    profiler writes CANN_API so); else reordered a window at a time where rows are only locally out of
-    order (PYTORCH_API: an operator is written when it ends, after the ones it encloses), or merged from a
-    few sorted runs, each read from where it starts; ``Declined`` where neither holds."""
-    names = [c for _, _, _, c in columns]
-    stored = table_reading(conn, table, [names[0], sqlite_fetch.ROWID, *names])
-    if stored is None:
-        raise Declined(f"{table} is not a plain rowid table")
-    name, kind, _, _ = columns[0]
-    keys = pa.Table.from_batches(list(native.db.table_blocks(
-        sqlite_fetch.StoredTable(stored.root, stored.positions[:2]), [(name, kind, None), ("rowid", INT64, None)],
-        1 << 20)), pa.schema([(name, pa.int64()), ("rowid", pa.int64())]))
-    timed = pc.is_valid(keys[name]).to_numpy(zero_copy_only=False)  # nulls sort first, as in SQL
-    times = pc.fill_null(keys[name], 0).to_numpy()
-    data = sqlite_fetch.StoredTable(stored.root, stored.positions[2:])
-    blocks = [(n, k, m) for n, k, m, _ in columns]
-    if _ascending(timed, times, np.arange(len(times))):
-        yield from native.db.table_blocks(data, blocks, NATIVE_FETCH_ROWS)
-        return
-    order = np.lexsort((times, timed))  # stable: equal times stay in rowid order
-    late = np.flatnonzero((timed[1:] < timed[:-1]) | ((timed[1:] == timed[:-1]) & (times[1:] < times[:-1])))
-    runs = np.concatenate([[0], late + 1])  # the first row of each run of rows in order
-    starts = keys["rowid"].to_numpy()[runs]
-    del timed, times, keys, late
-    low = np.minimum.accumulate(order[::-1])[::-1]  # the first row still to write from a row on
-    firsts = np.arange(0, len(order), NATIVE_FETCH_ROWS)
-    lasts = np.minimum(firsts + NATIVE_FETCH_ROWS, len(order)) - 1
-    if int((np.maximum.accumulate(order)[lasts] - low[firsts]).max()) < _REORDER_ROWS:  # rows held for a block
-        yield from _reordered(native.db.table_blocks(data, blocks, NATIVE_FETCH_ROWS), order, low)
-    elif len(runs) <= _MERGE_RUNS:
-        del low
-        yield from _merged([native.db.table_blocks(data, blocks, NATIVE_FETCH_ROWS, int(s)) for s in starts],
-                           order, runs)
-    else:
-        raise Declined(f"{table} is far from its time order")
-
-
-def _reordered(blocks: Iterator[pa.RecordBatch], order: np.ndarray, low: np.ndarray) -> Iterator[pa.RecordBatch]:
-    """The rows of ``blocks`` with row ``order[i]`` as the i-th, a block at a time, holding the rows read but
-    not yet written (``low[i]``: the first row still needed from the i-th on)."""
-    window: list[pa.RecordBatch] = []
-    first = read = 0  # the row of window[0]'s first row; the rows read
-    for at in range(0, len(order), NATIVE_FETCH_ROWS):
-        want = order[at:at + NATIVE_FETCH_ROWS]
-        top = int(want.max()) + 1
-        while read < top:
-            block = next(blocks)
-            window.append(block)
-            read += block.num_rows
-        yield pa.Table.from_batches(window).take(want - first).combine_chunks().to_batches()[0]
-        keep = int(low[at + len(want)]) if at + len(want) < len(order) else read
-        while window and first + window[0].num_rows <= keep:
-            first += window.pop(0).num_rows
-
-
-class _Run:
-    """The rows of one sorted run, handed out in order: ``take(n)`` the next ``n``."""
-
-    def __init__(self, blocks: Iterator[pa.RecordBatch]) -> None:
-        self.blocks, self.held, self.offset = blocks, [], 0  # held: read, not yet handed (from offset on)
-
-    def take(self, n: int) -> pa.Table:
-        have = sum(b.num_rows for b in self.held) - self.offset
-        while have < n:
-            block = next(self.blocks)
-            self.held.append(block)
-            have += block.num_rows
-        rows = pa.Table.from_batches(self.held).slice(self.offset, n)
-        self.offset += n
-        while self.held and self.offset >= self.held[0].num_rows:
-            self.offset -= self.held.pop(0).num_rows
-        return rows
-
-
-def _merged(runs: list[Iterator[pa.RecordBatch]], order: np.ndarray,
-            firsts: np.ndarray) -> Iterator[pa.RecordBatch]:
-    """The rows of sorted runs (each read from its first row, ``firsts``) with row ``order[i]`` as the i-th,
-    a block at a time: each run hands the rows it gives to the block, in its order."""
-    readers = [_Run(blocks) for blocks in runs]
-    for at in range(0, len(order), NATIVE_FETCH_ROWS):
-        run = np.searchsorted(firsts, order[at:at + NATIVE_FETCH_ROWS], "right") - 1
-        counts = np.bincount(run, minlength=len(readers))
-        pieces = pa.concat_tables([readers[r].take(int(c)) for r, c in enumerate(counts) if c])
-        grouped = np.argsort(run, kind="stable")  # the block's rows run by run, as ``pieces`` holds them
-        where = np.empty(len(run), np.int64)
-        where[grouped] = np.arange(len(run), dtype=np.int64)
-        yield pieces.take(where).combine_chunks().to_batches()[0]
 
 
 def _write_in_order(conn: sqlite3.Connection, native: _Native, dest: Path, schema: pa.Schema, table: str,
                     columns: list[_Column], order: str, convert: Callable[[pa.RecordBatch], pa.Table],
                     started: Callable[[], None]) -> int:
-    """``table``'s rows converted into ``dest``, by :func:`_by_start`, or where its reader declines, through
-    SQLite ``order by`` ``order`` (``started()`` before each attempt)."""
+    """``table``'s rows converted into ``dest``, by ``row_order.by_first_column``, or where its reader
+    declines, through SQLite ``order by`` ``order`` (``started()`` before each attempt)."""
     try:
         started()
-        return _stream(dest, schema, (convert(raw) for raw in _by_start(conn, native, table, columns)))
+        return _stream(dest, schema, (convert(raw) for raw in by_first_column(
+            conn, native.db, table, columns, NATIVE_FETCH_ROWS)))
     except Declined:
         pass
     sql = f"select {', '.join(c for _, _, _, c in columns)} from {table} order by {order}"
@@ -1005,8 +931,9 @@ def _native_flows(native: _Native) -> pa.Table | None:
     if native.kernel_cids is None or native.host_cids is None:
         return None
     try:
-        links = pa.Table.from_batches(list(native.db.blocks(
-            "select id, connectionId from CONNECTION_IDS", [("id", INT64, None), ("cid", INT64, None)], 1 << 20)),
+        columns: list[tuple[str, int, IdMap | None]] = [("id", INT64, None), ("cid", INT64, None)]
+        links = pa.Table.from_batches(
+            list(native.db.blocks("select id, connectionId from CONNECTION_IDS", columns, 1 << 20)),
             pa.schema([("id", pa.int64()), ("cid", pa.int64())]))
     except Mismatch:
         return None
@@ -1063,7 +990,8 @@ def _join_links(host: tuple[np.ndarray, np.ndarray], link_id: np.ndarray, link_c
     hosts = np.repeat(hosts, counts)
     kernels = k_rows[_ranges(first[link], counts)]
     del link, counts
-    if np.any((hosts[1:] == hosts[:-1]) & (kernels[1:] < kernels[:-1])):  # a host reaching kernels by several links
+    # a host reaching kernels through several links: its pairs come link by link
+    if np.any((hosts[1:] == hosts[:-1]) & (kernels[1:] < kernels[:-1])):
         order = np.lexsort((kernels, hosts))
         hosts, kernels = hosts[order], kernels[order]
     return hosts, kernels
@@ -1077,7 +1005,8 @@ def _memory_record_block(raw: pa.Table) -> pa.Table:
         "component": raw["component"], "ts_ns": raw["ts"].cast(pa.int64()),
         "allocated_bytes": raw["a"].cast(pa.int64()), "reserved_bytes": raw["r"].cast(pa.int64()),
         "device": pc.cast(raw["dev"], pa.string()),
-        "active_bytes": raw["act"].cast(pa.int64()), "source": pa.array(["memory_record"] * raw.num_rows, pa.string()),
+        "active_bytes": raw["act"].cast(pa.int64()),
+        "source": pa.array(["memory_record"] * raw.num_rows, pa.string()),
     })
 
 
@@ -1110,9 +1039,9 @@ def write_memory(conn: sqlite3.Connection, dest: Path) -> int:
     def parts() -> Iterator[pa.Table]:
         if "MEMORY_RECORD" in tables:
             comp, join = _str_join("comp", "m.component")
-            sql = (f"select {comp} as component, m.timestamp as ts, m.totalAllocated as a, m.totalReserved as r, "
-                   f"m.totalActive as act, m.deviceId as dev from MEMORY_RECORD m {join} "
-                   f"order by {_rowid(conn, 'MEMORY_RECORD', 'm')}")
+            sql = (f"select {comp} as component, m.timestamp as ts, m.totalAllocated as a, "
+                   "m.totalReserved as r, m.totalActive as act, m.deviceId as dev "
+                   f"from MEMORY_RECORD m {join} order by {_rowid(conn, 'MEMORY_RECORD', 'm')}")
             yield from (_conformed("memory", schema, _memory_record_block(raw)) for raw in blocks(conn, sql))
         if "NPU_MODULE_MEM" in tables:
             mod = "e.name" if "ENUM_MODULE" in tables else "cast(m.moduleId as text)"
@@ -1135,7 +1064,8 @@ def write_counters(conn: sqlite3.Connection, dest: Path) -> int:
                    f"order by {_rowid(conn, 'AICORE_FREQ', 'AICORE_FREQ')}")
             for raw in blocks(conn, sql):
                 yield conform("counters", pa.table({
-                    "track": pc.binary_join_element_wise("AI Core Freq (MHz) dev ", pc.cast(raw["d"], pa.string()), ""),
+                    "track": pc.binary_join_element_wise("AI Core Freq (MHz) dev ",
+                                                         pc.cast(raw["d"], pa.string()), ""),
                     "ts_ns": raw["ts"].cast(pa.int64()), "value": raw["v"].cast(pa.float64())}))
         if "HBM" in tables:
             sql = ("select deviceId as d, hbmId as h, type as t, timestampNs as ts, bandwidth as v from HBM "
@@ -1191,20 +1121,23 @@ def read_steps(conn: sqlite3.Connection) -> pa.Table:
     if "STEP_TIME" not in _tables(conn):
         return conform("steps", pa.table({}))
     raw = query(conn, "select id, startNs, endNs from STEP_TIME order by startNs")
-    return conform("steps", pa.table({"step_id": to_int(raw["id"], none_values=()), "start_ns": raw["startNs"].cast(pa.int64()),
+    return conform("steps", pa.table({"step_id": to_int(raw["id"], none_values=()),
+                                      "start_ns": raw["startNs"].cast(pa.int64()),
                                       "end_ns": raw["endNs"].cast(pa.int64())}))
 
 
 # analysis.db StepTraceTime (µs) → step columns (ns)
 _STEP_TRACE = {
     "computing": "computing_ns", "communication_not_overlapped": "communication_not_overlapped_ns",
-    "overlapped": "overlapped_ns", "communication": "communication_ns", "free": "free_ns", "stage": "stage_ns",
-    "bubble": "bubble_ns", "communication_not_overlapped_and_exclude_receive": "communication_not_overlapped_exclude_receive_ns",
+    "overlapped": "overlapped_ns", "communication": "communication_ns", "free": "free_ns",
+    "stage": "stage_ns", "bubble": "bubble_ns",
+    "communication_not_overlapped_and_exclude_receive": "communication_not_overlapped_exclude_receive_ns",
     "preparing": "preparing_ns",
 }
 
 
-def read_analysis_db(path: Path, steps: pa.Table, meta: ProfileMeta, notes: ConversionNotes) -> tuple[pa.Table, pa.Table]:
+def read_analysis_db(path: Path, steps: pa.Table, meta: ProfileMeta,
+                     notes: ConversionNotes) -> tuple[pa.Table, pa.Table]:
     """analysis.db: per-step breakdown merged into ``steps``; CommAnalyzerTime → ``communication``."""
     conn = connect(path)
     try:
@@ -1212,24 +1145,28 @@ def read_analysis_db(path: Path, steps: pa.Table, meta: ProfileMeta, notes: Conv
         comm = conform("communication", pa.table({}))
         if "StepTraceTime" in tables:
             cols = [c for c in _columns(conn, "StepTraceTime") if c in _STEP_TRACE]
-            # Values are stored as REAL by the profiler: read them as numbers (their text form may be 1.7e+15).
-            raw = query(conn, "select cast(step as text) as step, " + ", ".join(f"cast({c} as real) as {c}" for c in cols)
-                        + " from StepTraceTime")
+            # Values are stored as REAL by the profiler: read them as numbers (their text form may be
+            # 1.7e+15).
+            reals = ", ".join(f"cast({c} as real) as {c}" for c in cols)
+            raw = query(conn, f"select cast(step as text) as step, {reals} from StepTraceTime")
             breakdown = {"step_id": to_int(raw["step"].cast(pa.string()), none_values=())}
             for c in cols:
                 breakdown[_STEP_TRACE[c]] = to_ns(raw[c], column=c, notes=notes)
             bt = pa.table(breakdown)
             if steps.num_rows:
-                keep = steps.drop_columns([c for c in bt.column_names if c != "step_id" and c in steps.column_names])
+                keep = steps.drop_columns([c for c in bt.column_names
+                                           if c != "step_id" and c in steps.column_names])
                 keyed = keep.append_column("_row", pa.array(range(keep.num_rows), pa.int64()))
-                steps = keyed.join(bt, "step_id", join_type="left outer", use_threads=False).sort_by("_row").drop_columns(["_row"])
+                steps = keyed.join(bt, "step_id", join_type="left outer", use_threads=False)
+                steps = steps.sort_by("_row").drop_columns(["_row"])
             else:
                 steps = bt
         if "CommAnalyzerTime" in tables:
             raw = query(conn, "select hccl_op_name as name, group_name as grp, cast(step as text) as step, "
                               "cast(start_timestamp as real) as st, cast(elapse_time as real) as el, "
                               "cast(transit_time as real) as tr, cast(wait_time as real) as wa, "
-                              "cast(synchronization_time as real) as sy, cast(idle_time as real) as idl, type "
+                              "cast(synchronization_time as real) as sy, cast(idle_time as real) as idl, "
+                              "type "
                               "from CommAnalyzerTime")
             step = pc.replace_substring_regex(raw["step"].cast(pa.string()), "^step", "")
             ms = 1_000_000
@@ -1239,7 +1176,8 @@ def read_analysis_db(path: Path, steps: pa.Table, meta: ProfileMeta, notes: Conv
                 "elapse_ns": to_ns(raw["el"], unit_ns=ms, notes=notes, column="elapse_time"),
                 "transit_ns": to_ns(raw["tr"], unit_ns=ms, notes=notes, column="transit_time"),
                 "wait_ns": to_ns(raw["wa"], unit_ns=ms, notes=notes, column="wait_time"),
-                "synchronization_ns": to_ns(raw["sy"], unit_ns=ms, notes=notes, column="synchronization_time"),
+                "synchronization_ns": to_ns(raw["sy"], unit_ns=ms, notes=notes,
+                                            column="synchronization_time"),
                 "idle_ns": to_ns(raw["idl"], unit_ns=ms, notes=notes, column="idle_time"),
                 "kind": raw["type"],
             }))
@@ -1252,9 +1190,9 @@ def read_analysis_db(path: Path, steps: pa.Table, meta: ProfileMeta, notes: Conv
 # ------------------------------------------------------------------------------------------- the whole file
 
 
-def write_profiler_db(path: str | os.PathLike[str], folder: str | os.PathLike[str], *, fmt: str = "ascend_pt_db",
-                      meta: ProfileMeta | None = None, analysis_db: Path | None = None,
-                      rank_hint: int | None = None) -> ProfileMeta:
+def write_profiler_db(path: str | os.PathLike[str], folder: str | os.PathLike[str], *,
+                      fmt: str = "ascend_pt_db", meta: ProfileMeta | None = None,
+                      analysis_db: Path | None = None, rank_hint: int | None = None) -> ProfileMeta:
     """One SQLite export (plus an optional analysis.db) streamed into a saved profile folder (as
     ``Profile.save`` writes it) with bounded memory; ``Profile.load(folder)`` gives the profile. ``meta``
     (filled in and returned) may carry what the files beside the db said; ``rank_hint``: the rank where
@@ -1316,8 +1254,8 @@ def _write_db(p: Path, out: Path, fmt: str, meta: ProfileMeta, analysis_db: Path
     return meta
 
 
-def read_profiler_db(path: str | os.PathLike[str], *, fmt: str = "ascend_pt_db", meta: ProfileMeta | None = None,
-                     analysis_db: Path | None = None) -> Profile:
+def read_profiler_db(path: str | os.PathLike[str], *, fmt: str = "ascend_pt_db",
+                     meta: ProfileMeta | None = None, analysis_db: Path | None = None) -> Profile:
     """One SQLite export (plus an optional analysis.db) → ``Profile``: :func:`write_profiler_db` into a
     temporary folder, then loaded (one way of reading for both)."""
     tmp = Path(tempfile.mkdtemp(prefix="pypto_db_"))

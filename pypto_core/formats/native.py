@@ -33,8 +33,8 @@ def _compile(src: Path, lib_path: Path, flags: Sequence[str] = ()) -> bool:
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib_path.parent)
         os.close(fd)
         cc = os.environ.get("CC", "cc")
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", *flags, "-o", tmp, str(src)], check=True, capture_output=True,
-                       timeout=120)
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", *flags, "-o", tmp, str(src)], check=True,
+                       capture_output=True, timeout=120)
         os.replace(tmp, lib_path)  # atomic: concurrent workers never load a half-written library
         tmp = None
         return True
@@ -46,8 +46,8 @@ def _compile(src: Path, lib_path: Path, flags: Sequence[str] = ()) -> bool:
 
 
 def load_library(src: Path, stem: str, flags: Sequence[str] = ()) -> ctypes.CDLL | None:
-    """The compiled ``src`` (cached as ``{stem}-{hash}.so``), or None without a compiler / with PYPTO_NO_NATIVE.
-    ``flags``: more compiler arguments (part of the hash)."""
+    """The compiled ``src`` (cached as ``{stem}-{hash}.so``), or None without a compiler / with
+    PYPTO_NO_NATIVE. ``flags``: more compiler arguments (part of the hash)."""
     if os.environ.get("PYPTO_NO_NATIVE"):
         return None
     try:
@@ -57,7 +57,8 @@ def load_library(src: Path, stem: str, flags: Sequence[str] = ()) -> ctypes.CDLL
     build = f"{sys.platform}-{platform.machine()}{' '.join(flags)}".encode()
     digest = hashlib.sha256(source + build).hexdigest()[:16]
     lib_path = None
-    for base in (cache_dir(), Path(tempfile.gettempdir()) / "pypto-cache"):  # a read-only home falls back to /tmp
+    # a read-only home falls back to /tmp
+    for base in (cache_dir(), Path(tempfile.gettempdir()) / "pypto-cache"):
         candidate = base / f"{stem}-{digest}.so"
         if candidate.exists() or _compile(src, candidate, flags):
             lib_path = candidate

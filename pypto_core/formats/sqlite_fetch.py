@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Self
 from urllib.parse import quote
 
 import numpy as np
@@ -100,7 +100,8 @@ def _build() -> ctypes.CDLL | None:
         "sf_raw_open": (p, [ctypes.c_char_p, i64, ctypes.c_double]), "sf_raw_errmsg": (ctypes.c_char_p, [p]),
         "sf_raw_close": (None, [p]),
         "sf_raw_pivot": (i64, [p, p, p, p, i64, i32, p, p, ctypes.c_int, i64, i32, p]),
-        "sf_raw_fetch": (i64, [p, ctypes.c_int, p, p, p, p, p, p, i64, p]), "sf_raw_seek": (ctypes.c_int, [p, i64]),
+        "sf_raw_fetch": (i64, [p, ctypes.c_int, p, p, p, p, p, p, i64, p]),
+        "sf_raw_seek": (ctypes.c_int, [p, i64]),
     }
     try:
         for name, (restype, argtypes) in signatures.items():
@@ -147,8 +148,8 @@ class IdMap:
         values = None if codes is None else np.ascontiguousarray(codes, dtype=np.int32)
         if values is not None and (len(values) != len(keys) or (len(values) and int(values.min()) < 0)):
             raise ValueError("one non-negative code per id")
-        self._handle: int | None = _lib().sf_map_new(_address(keys), None if values is None else _address(values),
-                                                     len(keys))
+        codes_at = None if values is None else _address(values)
+        self._handle: int | None = _lib().sf_map_new(_address(keys), codes_at, len(keys))
         if not self._handle:
             raise MemoryError("cannot build an id map")
         self.size = int(_lib().sf_map_size(self._handle))
@@ -164,7 +165,7 @@ class IdMap:
             _lib().sf_map_free(self._handle)
             self._handle = None
 
-    def __enter__(self) -> IdMap:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
@@ -229,7 +230,8 @@ def table_reading(conn: sqlite3.Connection, table: str, columns: Sequence[str]) 
                        (table,)).fetchone()
     if row is None or type(row[0]) is not int or "without rowid" in str(row[1]).lower():
         return None
-    info = conn.execute(f'pragma table_xinfo("{table}")').fetchall()  # cid, name, type, notnull, default, pk, hidden
+    # cid, name, type, notnull, default, pk, hidden
+    info = conn.execute(f'pragma table_xinfo("{table}")').fetchall()
     if any(r[6] for r in info):
         return None  # generated columns are not stored (or not where the declared order says)
     names = [str(r[1]) for r in info]
@@ -279,7 +281,7 @@ class NativeDb:
             _lib().sf_close(self._handle)
             self._handle = None
 
-    def __enter__(self) -> NativeDb:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
@@ -362,7 +364,8 @@ class NativeDb:
         stmt = self._prepare(sql, 3)
         try:
             found = _pivoted(slots, columns, spill, lambda valid, seen, fd, bad: lib.sf_pivot(
-                stmt, *args, valid, seen, fd, PIVOT_CHUNK, PIVOT_POOL, bad), lambda: lib.sf_errmsg(self._handle))
+                stmt, *args, valid, seen, fd, PIVOT_CHUNK, PIVOT_POOL, bad),
+                lambda: lib.sf_errmsg(self._handle))
         finally:
             lib.sf_finalize(stmt)
         if found is None:
@@ -389,8 +392,8 @@ class Pivoted:
         data = os.pread(self._file.fileno(), want, place * self._stride + (start - head) * 8)
         if len(data) < want:  # chunks never written (no value there) read as holes or past the end
             data += bytes(want - len(data))
-        return pa.Array.from_buffers(pa.float64(), length, [bitmap.slice((start - head) // 8), pa.py_buffer(data)],
-                                     offset=head)
+        buffers = [bitmap.slice((start - head) // 8), pa.py_buffer(data)]
+        return pa.Array.from_buffers(pa.float64(), length, buffers, offset=head)
 
     def close(self) -> None:
         self._file.close()
@@ -403,14 +406,16 @@ def _pivoted(slots: int, columns: int, spill: Path, run: Callable[[Any, Any, int
     valid = (ctypes.c_void_p * columns)()
     seen_as = np.full(columns, -1, np.int32)
     bad = np.zeros(1, np.int32)
-    file = tempfile.TemporaryFile(dir=spill, prefix="pmu_")
+    # closed by Pivoted.close, or below
+    file = tempfile.TemporaryFile(dir=spill, prefix="pmu_")  # noqa: SIM115
     try:
         got = run(valid, _address(seen_as), file.fileno(), _address(bad))
         found = {}
-        bytes_ = max((slots + 7) // 8, 1)
+        width = max((slots + 7) // 8, 1)
         for j in range(columns):  # wrapped whatever happened: what C allocated is freed with the buffers
-            if valid[j]:
-                found[j] = (int(seen_as[j]), pa.foreign_buffer(valid[j], bytes_, base=_Allocation(valid[j])))
+            bitmap: int | None = valid[j]
+            if bitmap:
+                found[j] = (int(seen_as[j]), pa.foreign_buffer(bitmap, width, base=_Allocation(bitmap)))
         if got == _UNSUPPORTED:
             file.close()
             return None

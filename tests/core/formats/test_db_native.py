@@ -17,20 +17,22 @@ import numpy as np
 import pytest
 
 from pypto_core.errors import InputError
-from pypto_core.formats import ascend_db, sqlite_fetch
+from pypto_core.formats import ascend_db, row_order, sqlite_fetch
 from pypto_core.limits import Limits, current_limits, use_limits
 from pypto_core.profile import TABLE_NAMES, Profile
 from pypto_core.synth import synthesize_run
 from tests.paths import SAMPLES
 
-OUT = "ASCEND_PROFILER_OUTPUT"
+OUT = Path("rank0_ascend_pt") / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
 REAL = {
-    "level0": SAMPLES / "ascend_pt" / "cnn_8npu_db_level0" / "rank0_ascend_pt" / OUT / "ascend_pytorch_profiler_0.db",
-    "level1": SAMPLES / "ascend_pt" / "cnn_8npu_db_level1" / "rank0_ascend_pt" / OUT / "ascend_pytorch_profiler_0.db",
+    "level0": SAMPLES / "ascend_pt" / "cnn_8npu_db_level0" / OUT,
+    "level1": SAMPLES / "ascend_pt" / "cnn_8npu_db_level1" / OUT,
     "msprof": SAMPLES / "msprof" / "db_8npu_2023" / "msprof_0.db",
 }
-RUN = {"model": "llama3-8b", "sku": "910B3", "tokens": 2, "prompt_tokens": 16, "seed": 7, "db": "only"}
-NATIVE_WRITERS = ("_write_kernels_native", "_write_host_ops_native", "_write_api_calls_native", "_native_flows")
+RUN: dict[str, Any] = {"model": "llama3-8b", "sku": "910B3", "tokens": 2, "prompt_tokens": 16, "seed": 7,
+                       "db": "only"}
+NATIVE_WRITERS = ("_write_kernels_native", "_write_host_ops_native", "_write_api_calls_native",
+                  "_native_flows")
 
 pytestmark = pytest.mark.skipif(not sqlite_fetch.available(), reason="needs a C compiler and libsqlite3 "
                                 "(the SQL path alone is what the other db tests read)")
@@ -38,7 +40,8 @@ pytestmark = pytest.mark.skipif(not sqlite_fetch.available(), reason="needs a C 
 
 @pytest.fixture(scope="module")
 def synth_dbs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Simulated exports as the bench writes them: torch_npu cann83 and 2026 (opState, hf32Eligible), msprof."""
+    """Simulated exports as the bench writes them: torch_npu cann83 and 2026 (opState, hf32Eligible),
+    msprof."""
     root = tmp_path_factory.mktemp("native_db")
     runs = [synthesize_run(root / "pt83", layout="ascend_pt", variant="cann83", **RUN),
             synthesize_run(root / "pt26", layout="ascend_pt", variant="2026", **RUN),
@@ -51,7 +54,9 @@ def native_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The native writers that finished (a ``Mismatch`` or a declined join is not recorded)."""
     seen: list[str] = []
     for name in NATIVE_WRITERS:
-        def spy(*args: Any, _real: Callable[..., Any] = getattr(ascend_db, name), _name: str = name) -> Any:
+        real = getattr(ascend_db, name)
+
+        def spy(*args: Any, _real: Callable[..., Any] = real, _name: str = name) -> Any:
             out = _real(*args)
             if out is not None:
                 seen.append(_name)
@@ -71,7 +76,7 @@ def _tables(db: Path) -> set[str]:
 def _write(db: Path, folder: Path, monkeypatch: pytest.MonkeyPatch, *, native: bool) -> Profile:
     with monkeypatch.context() as m:
         if not native:
-            m.setattr(ascend_db.sqlite_fetch, "available", lambda: False)
+            m.setattr(sqlite_fetch, "available", lambda: False)
         ascend_db.write_profiler_db(db, folder, analysis_db=db.parent / "analysis.db")
     return Profile.load(folder)
 
@@ -212,7 +217,8 @@ def test_pmu_rows_the_page_reader_declines_are_scanned_by_sqlite(
 
 # ------------------------------------------------------------------------------- host ops, API calls, flows
 
-SHIFT_FIRST_HALF = "update CANN_API set startNs = startNs + 1000000000000 where rowid <= (select avg(rowid) from CANN_API)"
+SHIFT_FIRST_HALF = ("update CANN_API set startNs = startNs + 1000000000000 "
+                    "where rowid <= (select avg(rowid) from CANN_API)")
 IN_THREE_RUNS = ["create table P2 as select * from PYTORCH_API", "delete from PYTORCH_API",
                  "insert into PYTORCH_API select * from P2 order by rowid % 3, rowid", "drop table P2"]
 
@@ -227,18 +233,20 @@ def test_tables_out_of_time_order(window: int, runs: int, synth_dbs: list[Path],
     db = _copy(synth_dbs[0], tmp_path)
     _edit(db, SHIFT_FIRST_HALF, *IN_THREE_RUNS)
     ways: list[str] = []
-    for way in ("_reordered", "_merged"):
-        def spy(*args: Any, _real: Callable[..., Any] = getattr(ascend_db, way), _way: str = way) -> Any:
+    for way in ("reordered", "merged"):
+        real = getattr(row_order, way)
+
+        def spy(*args: Any, _real: Callable[..., Any] = real, _way: str = way) -> Any:
             ways.append(_way)
             return _real(*args)
-        monkeypatch.setattr(ascend_db, way, spy)
+        monkeypatch.setattr(row_order, way, spy)
     monkeypatch.setattr(ascend_db, "NATIVE_FETCH_ROWS", 1000)
-    monkeypatch.setattr(ascend_db, "_REORDER_ROWS", window)
-    monkeypatch.setattr(ascend_db, "_MERGE_RUNS", runs)
+    monkeypatch.setattr(row_order, "REORDER_ROWS", window)
+    monkeypatch.setattr(row_order, "MERGE_RUNS", runs)
     p = _assert_same(db, tmp_path, monkeypatch)
     assert {"_write_host_ops_native", "_write_api_calls_native", "_native_flows"} <= set(native_calls)
     assert p.api_calls.num_rows > 2000 and p.host_ops.num_rows > 1000
-    assert ways == {1 << 20: ["_reordered"] * 2, 1: ["_merged"] * 2, 0: []}[window if runs else 0]
+    assert ways == {1 << 20: ["reordered"] * 2, 1: ["merged"] * 2, 0: []}[window if runs else 0]
 
 
 def test_flows_join_as_sql_does() -> None:
@@ -273,8 +281,9 @@ def test_the_c_connection_reads_stored_tables_only_and_never_writes(tmp_path: Pa
     with sqlite_fetch.NativeDb(db, time.monotonic() + 60, 1024) as native:
         rows = list(native.blocks("select a from T", [("a", sqlite_fetch.INT64, None)], 10))
         assert rows[0].column("a").to_pylist() == [1, 2]
-        for sql in ("select b from V", "with recursive r(n) as (select 1 union all select n + 1 from r "
-                                       "where n < 10) select n from r"):
+        recursive = ("with recursive r(n) as (select 1 union all select n + 1 from r where n < 10) "
+                     "select n from r")
+        for sql in ("select b from V", recursive):
             with pytest.raises(sqlite3.DatabaseError) as refused:
                 list(native.blocks(sql, [("n", sqlite_fetch.INT64, None)], 10))
             assert "only stored tables are read" in ascend_db.refusal(refused.value)
@@ -288,17 +297,17 @@ def test_the_c_side_stops_at_the_time_budget(synth_dbs: list[Path], tmp_path: Pa
     past = time.monotonic() - 1
     with sqlite_fetch.NativeDb(db, past, 1024) as native:
         with pytest.raises(sqlite3.DatabaseError) as late:
-            list(native.blocks("select t.startNs from TASK t join TASK_PMU_INFO p on p.globalTaskId = t.globalTaskId",
-                               [("s", sqlite_fetch.INT64, None)], 1000))
+            join = "select t.startNs from TASK t join TASK_PMU_INFO p on p.globalTaskId = t.globalTaskId"
+            list(native.blocks(join, [("s", sqlite_fetch.INT64, None)], 1000))
         assert "reading took longer" in ascend_db.refusal(late.value)
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         stored = sqlite_fetch.table_reading(conn, "TASK_PMU_INFO", ("globalTaskId", "name", "value"))
         conn.close()
         assert stored is not None
-        with sqlite_fetch.IdMap(np.arange(10)) as tasks, sqlite_fetch.IdMap(np.arange(10)) as metrics:
-            with pytest.raises(sqlite3.DatabaseError) as late:
-                native.pivot("select globalTaskId, name, value from TASK_PMU_INFO order by rowid", tasks, metrics,
-                             10, tmp_path, stored)
+        with sqlite_fetch.IdMap(np.arange(10)) as tasks, sqlite_fetch.IdMap(np.arange(10)) as metrics, \
+                pytest.raises(sqlite3.DatabaseError) as late:
+            native.pivot("select globalTaskId, name, value from TASK_PMU_INFO order by rowid", tasks, metrics,
+                         10, tmp_path, stored)
         assert "reading took longer" in ascend_db.refusal(late.value)
     before = current_limits()
     use_limits(Limits(sqlite_seconds=0))
@@ -342,7 +351,8 @@ def _outcome(db: Path, folder: Path, monkeypatch: pytest.MonkeyPatch, *, native:
 
 
 def test_damaged_pages_read_or_refused_as_through_sql(synth_dbs: list[Path], tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch, pivots: list[str]) -> None:
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      pivots: list[str]) -> None:
     """Bytes of the PMU table's pages overwritten at random (headers, cell pointers, records): the page
     reader never reads outside the file's pages, and each damaged file is read as the SQL path reads it or
     refused for the same named reason."""
