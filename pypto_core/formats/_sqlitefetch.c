@@ -638,7 +638,7 @@ typedef struct {
     const uint8_t *leaf; /* inside the window */
     int32_t leaf_cells, leaf_next, leaf_ptrs;
     int interrupted;
-    int32_t pivot_cols[3];
+    int32_t pivot_cols[3], pivot_need;
     char err[256];
 } sf_raw;
 
@@ -648,7 +648,7 @@ static uint32_t be32(const uint8_t *p) {
 }
 
 /* A varint of at most 9 bytes inside [p, end): its length, 0 if it runs past ``end``. */
-static int varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
+static int varint_long(const uint8_t *p, const uint8_t *end, uint64_t *out) {
     uint64_t v = 0;
     for (int i = 0; i < 9; i++) {
         if (p + i >= end) return 0;
@@ -663,6 +663,15 @@ static int varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
         }
     }
     return 0;
+}
+
+/* A varint of at most 9 bytes inside [p, end): its length, 0 if it runs past ``end``. */
+static inline int varint(const uint8_t *p, const uint8_t *end, uint64_t *out) {
+    if (p < end && p[0] < 0x80) { /* one byte: most lengths and serial types */
+        *out = p[0];
+        return 1;
+    }
+    return varint_long(p, end, out);
 }
 
 static int raw_fail(sf_raw *r, const char *why) {
@@ -829,9 +838,19 @@ void sf_raw_close(sf_raw *r) {
     free(r);
 }
 
-/* Columns ``cols[0..n)`` of the next row into ``out`` (-1: the rowid): 1, 0 at the end, SF_UNSUPPORTED, or
+#define MAX_READ_COLUMNS 64 /* record positions read: the profiler's tables have a dozen columns */
+
+/* A big-endian two's complement integer of serial type 1..6 (1, 2, 3, 4, 6 or 8 bytes). */
+static int64_t stored_int(const uint8_t *a, uint64_t len) {
+    int64_t x = (a[0] & 0x80) ? -1 : 0; /* sign-extended */
+    for (uint64_t b = 0; b < len; b++) x = (int64_t)((uint64_t)x << 8 | a[b]);
+    return x;
+}
+
+/* Columns ``cols[0..n)`` of the next row into ``out`` (-1: the rowid); ``need``: 1 + the largest position
+ * (at most MAX_READ_COLUMNS; the serial types past it are not read). 1, 0 at the end, SF_UNSUPPORTED, or
  * SF_ERROR when past the deadline (err "interrupted", as SQLite says it). */
-static int raw_row(sf_raw *r, int n, const int32_t *cols, sf_value *out) {
+static int raw_row(sf_raw *r, int n, const int32_t *cols, int32_t need, sf_value *out) {
     while (!r->leaf || r->leaf_next >= r->leaf_cells) {
         int rc = raw_next_leaf(r);
         if (rc <= 0) {
@@ -857,47 +876,50 @@ static int raw_row(sf_raw *r, int n, const int32_t *cols, sf_value *out) {
     const uint8_t *rec = p, *rec_end = p + payload;
     if (!(k = varint(rec, rec_end, &header)) || header > payload) return raw_fail(r, "bad record header");
     const uint8_t *types = rec + k, *types_end = rec + header, *value = rec + header;
-    for (int c = 0; c < n; c++) {
-        out[c].type = cols[c] < 0 ? SQLITE_INTEGER : -1;
-        out[c].i = (int64_t)rowid;
-    }
-    for (int32_t col = 0; types < types_end; col++) {
-        uint64_t st;
-        if (!(k = varint(types, types_end, &st))) return raw_fail(r, "bad record header");
+    static const uint8_t int_bytes[10] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0};
+    uint64_t st[MAX_READ_COLUMNS];
+    const uint8_t *at[MAX_READ_COLUMNS];
+    int32_t found = 0;
+    for (; found < need && types < types_end; found++) {
+        uint64_t t;
+        if (!(k = varint(types, types_end, &t))) return raw_fail(r, "bad record header");
         types += k;
-        static const uint8_t int_bytes[10] = {0, 1, 2, 3, 4, 6, 8, 8, 0, 0};
-        uint64_t len = st >= 12 ? (st - 12) / 2 : (st == 10 || st == 11) ? UINT64_MAX : int_bytes[st];
+        uint64_t len = t >= 12 ? (t - 12) / 2 : (t == 10 || t == 11) ? UINT64_MAX : int_bytes[t];
         if (len > (uint64_t)(rec_end - value)) return raw_fail(r, "value past the record");
-        for (int c = 0; c < n; c++) {
-            if (cols[c] != col) continue;
-            sf_value *v = &out[c];
-            if (st == 0) {
-                v->type = SQLITE_NULL;
-            } else if (st <= 6) {
-                int64_t x = (value[0] & 0x80) ? -1 : 0; /* sign-extended big-endian */
-                for (uint64_t b = 0; b < len; b++) x = (int64_t)((uint64_t)x << 8 | value[b]);
-                v->type = SQLITE_INTEGER, v->i = x;
-            } else if (st == 7) {
-                uint64_t bits = 0;
-                for (int b = 0; b < 8; b++) bits = bits << 8 | value[b];
-                memcpy(&v->d, &bits, 8);
-                v->type = v->d != v->d ? SQLITE_NULL : SQLITE_FLOAT; /* SQLite reads a stored NaN as NULL */
-            } else if (st == 8 || st == 9) {
-                v->type = SQLITE_INTEGER, v->i = (int64_t)(st - 8);
-            } else {
-                v->type = (st & 1) ? SQLITE_TEXT : SQLITE_BLOB, v->text = value, v->bytes = (int64_t)len;
-            }
-        }
+        st[found] = t, at[found] = value;
         value += len;
     }
-    for (int c = 0; c < n; c++)
-        if (out[c].type < 0) return raw_fail(r, "record with fewer columns"); /* a default would apply */
+    for (int c = 0; c < n; c++) {
+        sf_value *v = &out[c];
+        int32_t col = cols[c];
+        if (col < 0) {
+            v->type = SQLITE_INTEGER, v->i = (int64_t)rowid;
+            continue;
+        }
+        if (col >= found) return raw_fail(r, "record with fewer columns"); /* a default would apply */
+        uint64_t t = st[col];
+        const uint8_t *a = at[col];
+        if (t == 0) {
+            v->type = SQLITE_NULL;
+        } else if (t <= 6) {
+            v->type = SQLITE_INTEGER, v->i = stored_int(a, int_bytes[t]);
+        } else if (t == 7) {
+            uint64_t bits = 0;
+            for (int b = 0; b < 8; b++) bits = bits << 8 | a[b];
+            memcpy(&v->d, &bits, 8);
+            v->type = v->d != v->d ? SQLITE_NULL : SQLITE_FLOAT; /* SQLite reads a stored NaN as NULL */
+        } else if (t == 8 || t == 9) {
+            v->type = SQLITE_INTEGER, v->i = (int64_t)(t - 8);
+        } else {
+            v->type = (t & 1) ? SQLITE_TEXT : SQLITE_BLOB, v->text = a, v->bytes = (int64_t)((t - 12) / 2);
+        }
+    }
     return 1;
 }
 
 static int raw_next3(void *source, sf_value *v) {
     sf_raw *r = source;
-    return raw_row(r, 3, r->pivot_cols, v);
+    return raw_row(r, 3, r->pivot_cols, r->pivot_need, v);
 }
 
 /* sf_pivot over the rows of an open table reader; ``cols``: the record positions of (task id, metric id,
@@ -907,6 +929,10 @@ int64_t sf_raw_pivot(sf_raw *r, const int32_t *cols, const sf_map *tasks, const 
                      int64_t chunk, int32_t pool, int32_t *bad_col) {
     if (r->err[0]) return r->interrupted ? SF_ERROR : SF_UNSUPPORTED;
     memcpy(r->pivot_cols, cols, sizeof r->pivot_cols);
+    r->pivot_need = 0;
+    for (int c = 0; c < 3; c++)
+        if (cols[c] + 1 > r->pivot_need) r->pivot_need = cols[c] + 1;
+    if (r->pivot_need > MAX_READ_COLUMNS) return raw_fail(r, "a column past the ones read");
     return pivot_all(raw_next3, r, r->err, sizeof r->err, tasks, metrics, nslots, ncols, valid, seen_as, fd,
                      chunk, pool, bad_col);
 }
@@ -918,15 +944,19 @@ int64_t sf_raw_fetch(sf_raw *r, int ncols, const int32_t *cols, const int32_t *k
                      void *const *data, uint8_t *const *valid, int64_t *nulls, int64_t cap,
                      int32_t *bad_col) {
     if (r->err[0]) return r->interrupted ? SF_ERROR : SF_UNSUPPORTED;
-    if (ncols > 64) return raw_fail(r, "too many columns");
+    int32_t need = 0;
+    for (int c = 0; c < ncols; c++)
+        if (cols[c] + 1 > need) need = cols[c] + 1;
+    if (ncols > MAX_READ_COLUMNS || need > MAX_READ_COLUMNS)
+        return raw_fail(r, "a column past the ones read");
     for (int c = 0; c < ncols; c++) {
         memset(valid[c], 0, (size_t)((cap + 7) / 8));
         nulls[c] = 0;
     }
-    sf_value v[64];
+    sf_value v[MAX_READ_COLUMNS];
     int64_t row = 0;
     while (row < cap) {
-        int rc = raw_row(r, ncols, cols, v);
+        int rc = raw_row(r, ncols, cols, need, v);
         if (rc < 0) return rc;
         if (rc == 0) break;
         for (int c = 0; c < ncols; c++) {

@@ -6,10 +6,22 @@ Both share msprof's schema (docs/formats.md §1.5, §2.7): times are INTEGER ns 
 column names drift (``blockDim``→``blockNum``, ``waitNs`` only in older files). Each table is optional;
 what is missing is simply absent, what is broken becomes a warning.
 
-The big tables (kernels, host ops, API calls, flows, counters, memory) are streamed into Parquet: SQLite
-does the ordering, the joins through ``STRING_IDS``, the PMU pivot and the flow numbering (its sorts and
-temporary indexes spill to temporary files), and each block of fetched rows becomes Arrow arrays at once.
-Memory stays bounded by a block, a few row groups and SQLite's caches, whatever the file's size.
+The big tables (kernels, host ops, API calls, flows, counters, memory) are streamed into Parquet, in one
+of two ways that write the same tables:
+
+- natively, where ``sqlite_fetch`` can be built (a C compiler and Python's libsqlite3): its C loop fetches
+  the rows straight into Arrow columns, text as ids that Arrow resolves per distinct value through
+  STRING_IDS (read once); the order is found from the order keys alone and is mostly the file's own (TASK
+  and CANN_API are written by start time: no sort; PYTORCH_API nearly, ``row_order`` puts it right a window
+  at a time); the PMU metrics are pivoted in one scan of their table's pages into a temporary file; the
+  flows are joined in numpy.
+- through SQL (Python's sqlite3), for everything else and for any table holding a value the native fetch
+  does not take (``Mismatch``: text where ids or times are): SQLite orders, joins through STRING_IDS,
+  pivots and numbers the flows (its sorts and temporary indexes spill to temporary files), and each block
+  of fetched rows becomes Arrow arrays at once.
+
+Either way memory stays bounded by a block, a few row groups, SQLite's caches and a few integers per
+kernel, host op and API call (the order, the connection ids the flows join).
 """
 
 from __future__ import annotations
@@ -47,6 +59,7 @@ from pypto_core.formats.sqlite_fetch import (
     table_reading,
 )
 from pypto_core.limits import current_limits
+from pypto_core.memory import release_freed_memory
 from pypto_core.profile import (
     STREAM_ENCODING,
     TABLE_SCHEMAS,
@@ -263,15 +276,15 @@ class _Part:
 @dataclass
 class _KernelSql:
     """The kernel rows of one file as SQL: each source (compute tasks, hcom ops) one select of ``columns``
-    plus the order keys, and the PMU metrics pivoted into ``pmu_<i>`` columns. ``in_file_order``: every
-    order key is a real rowid (else the native fetch, whose query differs, could order ties otherwise)."""
+    plus the order keys, and the PMU metrics pivoted into ``pmu_<i>`` columns. ``rowid_keys``: every order
+    key is a real rowid (else the native fetch, whose query differs, could order ties otherwise)."""
 
     columns: list[str] = field(default_factory=list)
     parts: list[_Part] = field(default_factory=list)
     pmu: list[str] = field(default_factory=list)
     pmu_ids: list[list[Any]] = field(default_factory=list)  # the STRING_IDS ids of each metric name
     pmu_rowid: str = "null"
-    in_file_order: bool = True
+    rowid_keys: bool = True
     has_pmu: bool = False  # TASK_PMU_INFO and a compute task to attach its metrics to
 
     def pmu_columns(self) -> list[str]:
@@ -372,7 +385,7 @@ def _kernel_sql(conn: sqlite3.Connection, tables: set[str]) -> _KernelSql:
         rowids = _rowid(conn, "TASK", "t"), _rowid(conn, "COMPUTE_TASK_INFO", "c")
         ks.parts.append(_Part(exprs, f"{tasks} {' '.join(joins)}", 0, *rowids, ids,
                               tasks.replace(" join ", " cross join ", 1), "t.globalTaskId"))
-        ks.in_file_order = "null" not in rowids
+        ks.rowid_keys = "null" not in rowids
         ks.columns = list(exprs)
         # without a compute task, no metric columns (nothing to attach them to)
         ks.has_pmu = ("TASK_PMU_INFO" in tables
@@ -391,7 +404,7 @@ def _kernel_sql(conn: sqlite3.Connection, tables: set[str]) -> _KernelSql:
         rowid = _rowid(conn, "COMMUNICATION_OP", "o")
         ks.parts.append(_Part(exprs, f"COMMUNICATION_OP o {name_join} {type_join}", 1, rowid, "null",
                               {"name": "o.opName", "op_type": "o.opType"}, "COMMUNICATION_OP o"))
-        ks.in_file_order = ks.in_file_order and rowid != "null"
+        ks.rowid_keys = ks.rowid_keys and rowid != "null"
         ks.columns += [c for c in exprs if c not in ks.columns]
     return ks
 
@@ -453,7 +466,7 @@ def write_kernels(conn: sqlite3.Connection, ks: _KernelSql, dest: Path, notes: C
     if not ks.parts:
         return _stream(dest, TABLE_SCHEMAS["kernels"], [])
     kept = dict(notes.bad_values)
-    if native is not None and ks.in_file_order and (
+    if native is not None and ks.rowid_keys and (
             not ks.has_pmu or _rowid(conn, "TASK_PMU_INFO", "p") != "null"):
         try:
             return _write_kernels_native(conn, ks, native, dest, notes)
@@ -690,6 +703,8 @@ class _KernelOrder:
 
 
 def _keys(native: _Native, part: _Part) -> dict[str, np.ndarray]:
+    """The order keys of ``part``'s rows (start, r1, r2, task id; ``late`` where start is null), as its
+    native select gives them."""
     start = part.exprs.get("start_ns", "null")
     sql = f"select {start}, {part.r1}, {part.r2}, {part.task_id} from {part.table}"
     table = pa.Table.from_batches(list(native.db.blocks(sql, _KEYS, 1 << 20)),
@@ -1221,9 +1236,12 @@ def _write_db(p: Path, out: Path, fmt: str, meta: ProfileMeta, analysis_db: Path
             read_meta(conn, meta)
             native = _open_native(p, conn)
             ks = _kernel_sql(conn, _tables(conn))
+            # each table's freed blocks handed back before the next one's (the flows' join comes last)
             rows = write_kernels(conn, ks, out / "kernels.parquet", notes, native)
+            release_freed_memory()
             rows += write_host_ops(conn, out / "host_ops.parquet", notes, native)
             rows += write_api_calls(conn, out / "api_calls.parquet", native)
+            release_freed_memory()
             write_flows(conn, ks, out / "flows.parquet", native)
             write_memory(conn, out / "memory.parquet")
             write_counters(conn, out / "counters.parquet")
