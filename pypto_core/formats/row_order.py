@@ -49,11 +49,18 @@ def by_first_column(conn: sqlite3.Connection, db: NativeDb, table: str,
                     rows: int) -> Iterator[pa.RecordBatch]:
     """The rows of ``table`` (``columns``: name in the blocks, kind, id map, the table's column; the first
     the order's) in blocks of ``rows``, by the first column (nulls first) then rowid. ``Declined`` where
-    the page reader does not take the table or its rows are far from that order."""
+    the page reader does not take the table (at once: ``conn`` is used here, not by the blocks, which may
+    be read in another thread) or its rows are far from that order."""
     names = [c for _, _, _, c in columns]
     stored = table_reading(conn, table, [names[0], ROWID, *names])
     if stored is None:
         raise Declined(f"{table} is not a plain rowid table")
+    return _by_first_column(db, table, stored, columns, rows)
+
+
+def _by_first_column(db: NativeDb, table: str, stored: StoredTable,
+                     columns: Sequence[tuple[str, int, IdMap | None, str]],
+                     rows: int) -> Iterator[pa.RecordBatch]:
     name, kind, _, _ = columns[0]
     keys = pa.Table.from_batches(list(db.table_blocks(StoredTable(stored.root, stored.positions[:2]),
                                                       [(name, kind, None), ("rowid", INT64, None)], 1 << 20)),
