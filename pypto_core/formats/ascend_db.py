@@ -604,7 +604,7 @@ def write_flows(conn: sqlite3.Connection, ks: _KernelSql, dest: Path, native: _N
     schema = TABLE_SCHEMAS["flows"]
     if not ({"CONNECTION_IDS", "PYTORCH_API"} <= tables and ks.parts):
         return _stream(dest, schema, [])
-    joined = _native_flows(native) if native is not None else None
+    joined = _native_flows(conn, native) if native is not None else None
     if joined is not None:
         step = parquet_sink.ROW_GROUP_ROWS
         return _stream(dest, schema, (joined.slice(i, step) for i in range(0, joined.num_rows, step)))
@@ -938,20 +938,27 @@ def _write_api_calls_native(conn: sqlite3.Connection, native: _Native, dest: Pat
                                "startNs, rowid", canonical, lambda: None)
 
 
-def _native_flows(native: _Native) -> pa.Table | None:
+def _native_flows(conn: sqlite3.Connection, native: _Native) -> pa.Table | None:
     """The flows of :func:`write_flows`, joined in numpy: (host index, kernel index) for every host op and
     every CONNECTION_IDS row linking its connection id to a kernel's, ordered by both indexes. None where
     the kernels or host ops were not read natively, CONNECTION_IDS holds other than integers, or the join
     would hold many more rows than its inputs (then the SQL join streams it)."""
     if native.kernel_cids is None or native.host_cids is None:
         return None
+    columns: list[tuple[str, int, IdMap | None]] = [("id", INT64, None), ("cid", INT64, None)]
+    schema = pa.schema([("id", pa.int64()), ("cid", pa.int64())])
+    stored = table_reading(conn, "CONNECTION_IDS", ["id", "connectionId"])
     try:
-        columns: list[tuple[str, int, IdMap | None]] = [("id", INT64, None), ("cid", INT64, None)]
-        links = pa.Table.from_batches(
-            list(native.db.blocks("select id, connectionId from CONNECTION_IDS", columns, 1 << 20)),
-            pa.schema([("id", pa.int64()), ("cid", pa.int64())]))
+        try:
+            if stored is None:
+                raise Declined("CONNECTION_IDS is not a plain rowid table")
+            blocks = list(native.db.table_blocks(stored, columns, 1 << 20))  # its pages (any order will do)
+        except Declined:
+            blocks = list(native.db.blocks("select id, connectionId from CONNECTION_IDS", columns, 1 << 20))
     except Mismatch:
         return None
+    links = pa.Table.from_batches(blocks, schema)
+    del blocks
     kernels, hosts = _ids(native.kernel_cids), _ids(native.host_cids)
     native.kernel_cids = native.host_cids = None  # their memory goes once read
     links = links.filter(pc.and_(pc.is_valid(links["id"]), pc.is_valid(links["cid"])))
