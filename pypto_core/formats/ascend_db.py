@@ -599,7 +599,7 @@ def write_api_calls(conn: sqlite3.Connection, dest: Path, native: _Native | None
 def write_flows(conn: sqlite3.Connection, ks: _KernelSql, dest: Path, native: _Native | None = None) -> int:
     """Host op → kernel links (PYTORCH_API.connectionId → CONNECTION_IDS → TASK.connectionId) into ``dest``,
     by row index into host_ops and kernels: both numbered in SQL in the order they were written, or where
-    both were read natively, joined in Arrow on the connection ids kept as they were written."""
+    both were read natively, joined in numpy on the connection ids kept as they were written."""
     tables = _tables(conn)
     schema = TABLE_SCHEMAS["flows"]
     if not ({"CONNECTION_IDS", "PYTORCH_API"} <= tables and ks.parts):
@@ -626,7 +626,7 @@ def write_flows(conn: sqlite3.Connection, ks: _KernelSql, dest: Path, native: _N
 # ------------------------------------------------------------------------------------------- native fetch
 # The big tables fetched by sqlite_fetch's C loop instead of row by row through sqlite3: the same queries
 # without the STRING_IDS joins (text comes as positions in STRING_IDS, resolved in Arrow per distinct
-# value), the PMU pivot as one scan in file order, the flows joined in Arrow. The first value a table holds
+# value), the PMU pivot as one scan in file order, the flows joined in numpy. The first value a table holds
 # that the C loop does not take (sqlite_fetch.Mismatch) sends that table back to the SQL path, so both
 # write the same Parquet (tests/core/formats/test_db_native.py).
 

@@ -7,11 +7,17 @@ makes none. Columns are fetched as one of four kinds (:data:`INT64`, :data:`DOUB
 :data:`CODE`); a value outside its column's kind raises :class:`Mismatch`, and the caller then reads that
 table through ``sqlite3`` as before, so odd files read as they always did.
 
+Two more things the C side does: a pivot of (task, metric, value) rows into one column per metric, kept
+in a temporary file and read back a range at a time (:meth:`NativeDb.pivot`, :class:`Pivoted`), and a
+reader of a stored table's pages (:meth:`NativeDb.table_blocks`) for the scans SQLite's virtual machine is
+slow at (it declines, :class:`Declined`, what it does not take, and SQLite reads it).
+
 The C side opens its own read-only connection with the safety of ``ascend_db.connect`` (immutable, query
 only, untrusted schema, an authorizer that refuses views, triggers and recursion, the time budget as a
-progress handler). It needs the libsqlite3 that Python's own ``_sqlite3`` uses, loaded here with
-RTLD_GLOBAL; where there is none to load, no C compiler, or ``PYPTO_NO_NATIVE`` is set, :func:`available`
-is False and the readers use ``sqlite3`` alone.
+progress handler); the page reader reads only stored tables found through that schema, checks every offset
+against its page and the file, and keeps to the same time budget. It needs the libsqlite3 that Python's own
+``_sqlite3`` uses, loaded here with RTLD_GLOBAL; where there is none to load, no C compiler, or
+``PYPTO_NO_NATIVE`` is set, :func:`available` is False and the readers use ``sqlite3`` alone.
 """
 
 from __future__ import annotations
