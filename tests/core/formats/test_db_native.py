@@ -34,8 +34,8 @@ RUN: dict[str, Any] = {"model": "llama3-8b", "sku": "910B3", "tokens": 2, "promp
 NATIVE_WRITERS = ("_write_kernels_native", "_write_host_ops_native", "_write_api_calls_native",
                   "_native_flows")
 
-pytestmark = pytest.mark.skipif(not sqlite_fetch.available(), reason="needs a C compiler and libsqlite3 "
-                                "(the SQL path alone is what the other db tests read)")
+NATIVE = pytest.mark.skipif(not sqlite_fetch.available(), reason="needs a C compiler and libsqlite3 (the SQL "
+                            "path alone is what the other db tests read)")
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +92,7 @@ def _assert_same(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     return fast
 
 
+@NATIVE
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_samples_read_natively_as_through_sql(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      native_calls: list[str]) -> None:
@@ -106,6 +107,7 @@ def test_real_samples_read_natively_as_through_sql(name: str, tmp_path: Path, mo
         assert "aic_total_time" in p.kernels.column_names
 
 
+@NATIVE
 def test_simulated_exports_read_natively_as_through_sql(synth_dbs: list[Path], tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch,
                                                         native_calls: list[str]) -> None:
@@ -118,6 +120,7 @@ def test_simulated_exports_read_natively_as_through_sql(synth_dbs: list[Path], t
         assert set(native_calls) == expected, db
 
 
+@NATIVE
 def test_small_blocks_and_the_sqlite_pivot_change_nothing(synth_dbs: list[Path], tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Blocks of 7 rows, and the PMU scan through SQLite (where the page reader declines a table)."""
@@ -160,6 +163,7 @@ def _edit(db: Path, *statements: str) -> None:
     (["update TASK_PMU_INFO set value = 1152921504606846977 where rowid % 7 = 0",
       "update TASK_PMU_INFO set value = 2.5e300 * 1e300 where rowid % 11 = 0"], None),
 ])
+@NATIVE
 def test_odd_values_go_the_sql_path(edits: list[str], declined: str | None, synth_dbs: list[Path],
                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     native_calls: list[str]) -> None:
@@ -189,6 +193,7 @@ def pivots(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+@NATIVE
 def test_the_pmu_rows_are_read_from_their_pages(synth_dbs: list[Path], tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch, pivots: list[str]) -> None:
     _write(synth_dbs[0], tmp_path / "out", monkeypatch, native=True)
@@ -205,6 +210,7 @@ def test_the_pmu_rows_are_read_from_their_pages(synth_dbs: list[Path], tmp_path:
      "alter table TASK_PMU_INFO add column globalTaskId integer",
      "update TASK_PMU_INFO set globalTaskId = (select min(globalTaskId) from TASK) where rowid % 3 = 0"],
 ])
+@NATIVE
 def test_pmu_rows_the_page_reader_declines_are_scanned_by_sqlite(
         edits: list[str], synth_dbs: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         pivots: list[str]) -> None:
@@ -223,6 +229,7 @@ IN_THREE_RUNS = ["create table P2 as select * from PYTORCH_API", "delete from PY
                  "insert into PYTORCH_API select * from P2 order by rowid % 3, rowid", "drop table P2"]
 
 
+@NATIVE
 @pytest.mark.parametrize("window, runs", [(1 << 20, 64), (1, 64), (1, 0)],
                          ids=["reordered in a window", "merged from sorted runs", "sorted by sqlite"])
 def test_tables_out_of_time_order(window: int, runs: int, synth_dbs: list[Path], tmp_path: Path,
@@ -274,6 +281,7 @@ def _db(path: Path, script: str) -> Path:
     return path
 
 
+@NATIVE
 def test_the_c_connection_reads_stored_tables_only_and_never_writes(tmp_path: Path) -> None:
     db = _db(tmp_path / "x.db", "create table T (a integer); insert into T values (1), (2);"
                                 "create view V as select a * 2 as b from T;")
@@ -292,6 +300,7 @@ def test_the_c_connection_reads_stored_tables_only_and_never_writes(tmp_path: Pa
     assert db.read_bytes() == before
 
 
+@NATIVE
 def test_the_c_side_stops_at_the_time_budget(synth_dbs: list[Path], tmp_path: Path) -> None:
     db = synth_dbs[0]
     past = time.monotonic() - 1
@@ -350,6 +359,7 @@ def _outcome(db: Path, folder: Path, monkeypatch: pytest.MonkeyPatch, *, native:
         return exc.reason
 
 
+@NATIVE
 def test_damaged_pages_read_or_refused_as_through_sql(synth_dbs: list[Path], tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       pivots: list[str]) -> None:
