@@ -3,9 +3,10 @@ profile, as an upload is.
 
 The folder is a simulated db-only run (``pypto_core.synth``, ``db="only"``) whose db is about ``size_mb``:
 TASK ⋈ COMPUTE_TASK_INFO with one TASK_PMU_INFO row per metric per task, PYTORCH_API, CANN_API and
-CONNECTION_IDS, as the real samples. ``formats.write_profiles`` streams it into Parquet (``ascend_db``: SQLite
-orders, pivots and numbers, rows fetched in blocks), in a fresh child process per run so that its peak RSS
-is its own; the saved profile is then loaded with ``Profile.load``. MB/s are of the db file.
+CONNECTION_IDS, as the real samples. ``formats.write_profiles`` streams it into Parquet (``ascend_db``: the
+native fetch where a C compiler is found, else SQL; ``PYPTO_NO_NATIVE=1`` measures the SQL path), in a fresh
+child process per run so that its peak RSS is its own; the saved profile is then loaded with
+``Profile.load``. MB/s are of the db file.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -24,15 +25,16 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-def _compile(src: Path, lib_path: Path) -> bool:
-    """Build ``src`` with the system C compiler; False where that is not possible."""
+def _compile(src: Path, lib_path: Path, flags: Sequence[str] = ()) -> bool:
+    """Build ``src`` with the system C compiler (and ``flags``); False where that is not possible."""
     tmp = None
     try:
         lib_path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib_path.parent)
         os.close(fd)
         cc = os.environ.get("CC", "cc")
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(src)], check=True, capture_output=True, timeout=120)
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", *flags, "-o", tmp, str(src)], check=True,
+                       capture_output=True, timeout=120)
         os.replace(tmp, lib_path)  # atomic: concurrent workers never load a half-written library
         tmp = None
         return True
@@ -43,19 +45,22 @@ def _compile(src: Path, lib_path: Path) -> bool:
             Path(tmp).unlink(missing_ok=True)
 
 
-def load_library(src: Path, stem: str) -> ctypes.CDLL | None:
-    """The compiled ``src`` (cached as ``{stem}-{hash}.so``), or None without a compiler / with PYPTO_NO_NATIVE."""
+def load_library(src: Path, stem: str, flags: Sequence[str] = ()) -> ctypes.CDLL | None:
+    """The compiled ``src`` (cached as ``{stem}-{hash}.so``), or None without a compiler / with
+    PYPTO_NO_NATIVE. ``flags``: more compiler arguments (part of the hash)."""
     if os.environ.get("PYPTO_NO_NATIVE"):
         return None
     try:
         source = src.read_bytes()
     except OSError:
         return None
-    digest = hashlib.sha256(source + f"{sys.platform}-{platform.machine()}".encode()).hexdigest()[:16]
+    build = f"{sys.platform}-{platform.machine()}{' '.join(flags)}".encode()
+    digest = hashlib.sha256(source + build).hexdigest()[:16]
     lib_path = None
-    for base in (cache_dir(), Path(tempfile.gettempdir()) / "pypto-cache"):  # a read-only home falls back to /tmp
+    # a read-only home falls back to /tmp
+    for base in (cache_dir(), Path(tempfile.gettempdir()) / "pypto-cache"):
         candidate = base / f"{stem}-{digest}.so"
-        if candidate.exists() or _compile(src, candidate):
+        if candidate.exists() or _compile(src, candidate, flags):
             lib_path = candidate
             break
     if lib_path is None:
