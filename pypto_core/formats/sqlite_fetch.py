@@ -144,7 +144,21 @@ def _address(arr: np.ndarray) -> int:
     return int(arr.ctypes.data)
 
 
-class IdMap:
+class _ClosedOnExit:
+    """A handle on C memory that ``with`` releases (``close()`` frees it once)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class IdMap(_ClosedOnExit):
     """Integer ids -> int32 codes, held in C (the lookups happen inside the fetch loop): ``codes[i]`` for
     ``ids[i]``, or without ``codes`` 0, 1, 2, ... in the order of the ids' first occurrence. A repeated id
     keeps its first code; ``size`` counts the distinct ids. Close it (or use it as a context manager)."""
@@ -170,13 +184,6 @@ class IdMap:
         if self._handle is not None:
             _lib().sf_map_free(self._handle)
             self._handle = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 def _fetched(run: Callable[..., int], columns: Sequence[tuple[str, int, IdMap | None]], rows: int,
@@ -256,7 +263,7 @@ def table_reading(conn: sqlite3.Connection, table: str, columns: Sequence[str]) 
     return StoredTable(row[0], tuple(positions))
 
 
-class NativeDb:
+class NativeDb(_ClosedOnExit):
     """One read-only connection of the C side to a database file."""
 
     def __init__(self, path: Path, deadline: float, cache_kib: int) -> None:
@@ -286,13 +293,6 @@ class NativeDb:
         if self._handle is not None:
             _lib().sf_close(self._handle)
             self._handle = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
     def _prepare(self, sql: str, ncols: int) -> int:
         lib = _lib()
