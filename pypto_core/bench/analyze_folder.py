@@ -63,7 +63,7 @@ def timed_stages() -> dict[str, dict[str, float]]:
                 entry = out.setdefault(label, {"s": 0.0, "cpu_s": 0.0})
                 entry["s"] = round(entry["s"] + time.perf_counter() - t0, 2)
                 entry["cpu_s"] = round(entry["cpu_s"] + cpu_s() - c0, 2)
-                entry["peak_rss_mb"] = round(vm_hwm_mb())
+                entry["peak_rss_mb"] = round(vm_hwm_mb(), 1)  # rounded as the run's: never above it
         return timed
 
     for module, attribute, label in STAGES:
