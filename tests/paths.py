@@ -7,6 +7,9 @@ tests that read them are reported skipped with one line that says how to get the
 
 import os
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = Path(os.environ.get("PYPTO_SAMPLES") or REPO.parent / "shared" / "samples").resolve()
@@ -14,3 +17,11 @@ HAVE_SAMPLES = (SAMPLES / "SOURCES.md").is_file()
 MISSING_SAMPLES = ("needs the real samples, not found at "
                    f"{os.environ.get('PYPTO_SAMPLES') or '../shared/samples'}: "
                    "set PYPTO_SAMPLES or run scripts/fetch-samples.sh")
+
+
+def sample_cases(values: list[Any]) -> list[Any]:
+    """Parameters read from the samples; without them one case, skipped with the line that says how to get
+    them (an empty parameter set would skip without saying what is missing)."""
+    if HAVE_SAMPLES:
+        return values
+    return [pytest.param(None, marks=pytest.mark.skip(reason=MISSING_SAMPLES), id="samples-missing")]

@@ -19,7 +19,7 @@ from pypto_core.rules import diagnose_columns, diagnose_group
 from pypto_core.rules.registry import discover, rule
 from pypto_core.synth import demo_pair
 from tests.core.rules.test_real_samples import UNREADABLE, _samples
-from tests.paths import SAMPLES
+from tests.paths import SAMPLES, sample_cases
 
 
 def _report(group: ProfileGroup) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def test_the_demo_reports_the_same_from_the_declared_columns(tmp_path) -> None:
         assert group.primary().memory.num_rows == 0
 
 
-@pytest.mark.parametrize("sample", [s for s in _samples() if s not in UNREADABLE])
+@pytest.mark.parametrize("sample", sample_cases([s for s in _samples() if s not in UNREADABLE]))
 def test_every_sample_reports_the_same_from_the_declared_columns(sample: str, tmp_path) -> None:
     whole, projected, _ = _both(SAMPLES / sample, tmp_path / "saved")
     assert whole == projected, sample

@@ -20,7 +20,7 @@ from pypto_core.errors import InputError
 from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
 from pypto_core.rules import diagnose_group
 from tests.core.rules.sample_oracle import UNPREDICTED, expected_rules, read_facts
-from tests.paths import REPO, SAMPLES
+from tests.paths import REPO, SAMPLES, sample_cases
 
 # Every sample's rules are predicted from its own files by tests/core/rules/sample_oracle.py (the standard
 # library reading step_trace_time, communication.json, kernel_details, the CANN API calls and torch_npu's
@@ -54,7 +54,7 @@ def _samples() -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("sample", _samples())
+@pytest.mark.parametrize("sample", sample_cases(_samples()))
 def test_analyze_runs_on_every_sample(sample: str) -> None:
     if sample in UNREADABLE:
         # zero-byte placeholders: analyze must refuse them with the clear message, not skip them
@@ -149,7 +149,7 @@ def _waiting_samples() -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("sample", _waiting_samples() if SAMPLES.exists() else [])
+@pytest.mark.parametrize("sample", sample_cases(_waiting_samples() if SAMPLES.exists() else []))
 def test_a_wait_for_other_ranks_is_never_this_ranks_saving(sample: str) -> None:
     # A collective that waits is waiting for a late peer: only a fix on that rank removes the wait. On the
     # CNN 8-NPU rank 0 (step_trace_time: Communication(Not Overlapped) 96.0 ms of a 130 ms step;
