@@ -202,6 +202,12 @@ def _reads_samples(item: pytest.Item) -> bool:
     return module is not None and any(under(v) for v in vars(module).values())
 
 
+def _names_samples(call: pytest.CallInfo[None]) -> bool:
+    """Whether the failure names a path in the samples' folder (a reader refusing a sample that is not
+    there: "<path>: no such file or folder"), for tests that reach the samples only inside a function."""
+    return call.excinfo is not None and str(SAMPLES) in str(call.excinfo.value)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """On a clone without the real samples (no ../shared/samples, no $PYPTO_SAMPLES), a failed test of a
@@ -221,7 +227,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         reason = MISSING_SAMPLES if not HAVE_SAMPLES else ("needs the sample "
                                                            f"{missing.relative_to(SAMPLES)}, "
                                                            f"not in {SAMPLES.name}/")
-    elif not HAVE_SAMPLES and _reads_samples(item):
+    elif not HAVE_SAMPLES and (_reads_samples(item) or _names_samples(call)):
         reason = MISSING_SAMPLES
     if reason:
         report.outcome = "skipped"

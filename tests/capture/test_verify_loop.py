@@ -185,7 +185,10 @@ def test_verify_the_norm_fusion_patch_on_the_agent(loop: dict[str, Any], worker:
     assert "not an NPU figure" in page and "verdict-fixed" in page
     ledger = api.get(f"/api/projects/{loop['project'].pk}/fixes/").json()
     events = next(f for f in ledger["fixes"] if f["rule"] == NORM)["events"]
-    assert [e["event"] for e in events] == ["found", "verified_fixed"]
+    # the fused norms still waiting on a busy host are found again in the new profile (the verdict names
+    # them): the ledger then lists that finding too, before the fix is recorded as verified
+    again = ["found"] if verdict["flagged_after"] else []
+    assert [e["event"] for e in events] == ["found", *again, "verified_fixed"]
 
     # the same from the CLI (waits for the verdicts) and the SDK (a refusal names its code)
     from rest_framework.authtoken.models import Token
