@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
+from pypto_core import collective_wait
 from pypto_core.i18n import msg
 from pypto_core.rules._util import min_time_share, share, us
 from pypto_core.rules.context import RuleContext
@@ -28,11 +29,8 @@ def match(ctx: RuleContext) -> None:
     if not comm.num_rows:
         return
     cfg = ctx.thresholds
-
-    def total(col: str) -> float:
-        return float(pc.sum(pc.fill_null(comm[col], 0)).as_py() or 0)
-
-    elapse, wait, sync = total("elapse_ns"), total("wait_ns"), total("synchronization_ns")
+    figures = collective_wait.collective_figures(comm)
+    elapse, wait, sync = figures["elapse"], figures["wait"], figures["synchronization"]
     # Synchronization time is the part of the wait before the first transfer (elapse = transit + wait),
     # so it is not added again.
     waiting = max(wait, sync)
