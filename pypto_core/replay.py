@@ -83,10 +83,9 @@ class Change:
                       host_removed=(np.concatenate([h[0] for h in host]),
                                     np.concatenate([h[1] for h in host]))
                       if host else None,
-                      graph_kernels=np.unique(np.concatenate([c.graph_kernels for c in changes])
-                                              .astype(np.int64)),
-                      gap_cut_kernels=np.unique(np.concatenate([c.gap_cut_kernels for c in changes])
-                                                .astype(np.int64)),
+                      # index sets: a row named twice is changed once (``run`` assigns, never adds)
+                      graph_kernels=np.concatenate([c.graph_kernels for c in changes]).astype(np.int64),
+                      gap_cut_kernels=np.concatenate([c.gap_cut_kernels for c in changes]).astype(np.int64),
                       residual_gap_ns=min(c.residual_gap_ns for c in changes))
 
 
@@ -375,6 +374,16 @@ class _Shift:
         ic = np.clip(i, 0, None)
         inside = np.clip(t - self.s[ic], 0, self.e[ic] - self.s[ic])
         return t - np.where(i >= 0, self.cum[ic] + inside, 0)
+
+
+def records_launches(profile: Profile) -> bool:
+    """Whether the profile links any task to the host call that launched it (flows, or correlation ids
+    shared by tasks and API calls): without a link no task's launch can be replayed."""
+    k = profile.kernels
+    if profile.flows.num_rows:
+        return True
+    return bool("correlation_id" in k.column_names and k["correlation_id"].null_count < k.num_rows
+                and profile.api_calls.num_rows)
 
 
 def _issue_times(profile: Profile, n: int) -> np.ndarray:

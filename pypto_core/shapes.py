@@ -93,6 +93,12 @@ class Shapes:
             dim_offsets = np.zeros(1, np.int64)
         return cls(slot_offsets, dim_offsets, dims)
 
+    def at(self, kernels: np.ndarray) -> Shapes:
+        """The same shapes seen by the kernels ``kernels`` only (e.g. one kernel of each distinct shape
+        pair): per-kernel figures then come out one per listed kernel."""
+        rows = self.codes[kernels] if self.codes is not None else np.asarray(kernels, np.int64)
+        return Shapes(self.slot_offsets, self.dim_offsets, self.dims, codes=rows, values=self.values)
+
     @property
     def kernels(self) -> int:
         return len(self.codes) if self.codes is not None else self._rows

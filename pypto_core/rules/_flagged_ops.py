@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.graph import OperatorCallGraph
+from pypto_core.grouping import group_rows
 from pypto_core.shapes import decoded
 
 MAX_GROUPS = 20  # the header lists at most this many; the rest are counted
@@ -59,7 +60,8 @@ def _names_outside(graph: OperatorCallGraph, idx: np.ndarray) -> set[str]:
     codes, names = _codes(graph.kernels["name"].combine_chunks())
     outside = np.ones(len(codes), bool)
     outside[idx] = False
-    return {names[c] for c in np.unique(codes[outside]).tolist() if names[c]}
+    present = np.flatnonzero(np.bincount(codes[outside], minlength=len(names)))
+    return {names[c] for c in present.tolist() if names[c]}
 
 
 def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_GROUPS) -> dict[str, Any]:
@@ -93,13 +95,12 @@ def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_
     od_c, od_v = column("output_dtypes", _joined)
     of_c, of_v = column("output_formats", _joined)
     shared = _names_outside(graph, idx)
-    key = np.stack([op_c, sh_c, dt_c, fm_c], axis=1)
-    uniq, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
+    first, inv = group_rows(op_c, sh_c, dt_c, fm_c)
+    groups = len(first)
     dur = graph.dur[idx].astype(np.float64)
-    time = np.bincount(inv, weights=dur, minlength=len(uniq))
-    count = np.bincount(inv, minlength=len(uniq))
-    out["group_count"] = int(len(uniq))
+    time = np.bincount(inv, weights=dur, minlength=groups)
+    count = np.bincount(inv, minlength=groups)
+    out["group_count"] = int(groups)
     order = np.argsort(-time, kind="stable")[:limit]
     # names per group, most time first: one pass over (group, name) pairs
     pair = inv * max(len(nm_v), 1) + nm_c

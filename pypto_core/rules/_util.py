@@ -57,13 +57,6 @@ def shape_strings(graph: OperatorCallGraph, idx: np.ndarray, column: str = "inpu
     return out
 
 
-def group_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first row of each group, group index per row) for rows keyed by equal-length int arrays."""
-    stacked = np.stack([np.asarray(k, np.int64) for k in keys], axis=1)
-    _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
-
-
 def us(ns: Any) -> float:
     return round(float(ns) / 1e3, 3)
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
+from pypto_core.grouping import group_rows
 from pypto_core.i18n import msg
-from pypto_core.rules._util import column_strings, group_rows, min_time_share, shape_strings, share, us
+from pypto_core.rules._util import column_strings, min_time_share, shape_strings, share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
