@@ -105,3 +105,22 @@ def test_what_if_in_the_cli_report(tmp_path) -> None:
     # drop below its device-busy time) and finds most of the host-bound idle time
     assert 3.0 < w["speedup"] < w["original_ns"] / (115_656_000 + 41_844_000)
     assert w["duration_ns"] < w["original_ns"] and w["per_token_ms"] is None  # training: no tokens
+
+
+def test_a_profile_that_records_no_launch_is_replayed_only_when_asked() -> None:
+    from pypto_core.replay import records_launches
+    from pypto_core.rules import diagnose_group
+
+    linked = _profile([(2, 10, 100), (2, 111, 100)], host=[("aclnnAdd", 0, 2), ("aclnnAdd", 3, 2)],
+                      links=[(0, 0), (1, 1)])
+    assert records_launches(linked) and not records_launches(_profile([(2, 10, 100), (2, 111, 100)]))
+    if not HAVE_SAMPLES:  # pragma: no cover
+        pytest.skip(MISSING_SAMPLES)
+    group = formats.open_profiles(SAMPLES / "msprof/op_summary_fixture")  # an op summary: no launches
+    assert not records_launches(group.primary())
+    report = diagnose_group(group)
+    assert report.findings and report.profile["combined_speedup_source"] == "interval_model"
+    assert not [f.rule for f in report.findings if "replayed_alone_us" in f.details]
+    # asked for, the replay still runs (it re-times the tasks along their streams)
+    asked = diagnose_group(group, what_if=[f.rule for f in report.findings])
+    assert asked.what_if is not None and asked.what_if["duration_ns"] is not None
