@@ -25,6 +25,7 @@ from pypto_core.profile import (
     ProfileGroup,
     ProfileMeta,
     save_meta,
+    scratch_output,
 )
 
 
@@ -98,7 +99,8 @@ def open_profiles(path: str | os.PathLike[str], columns: ColumnSet | None = None
     if det.detect(p).kind == det.SAVED:
         return ProfileGroup(profiles=[_load_saved(p, columns)], source=str(p))
     with tempfile.TemporaryDirectory(prefix="pypto_read_") as tmp:
-        saved = write_profiles(p, tmp)
+        with scratch_output():  # read back once, then deleted: the cheapest codec
+            saved = write_profiles(p, tmp)
         profiles = [Profile.load(Path(tmp) / name, columns=columns) for name, _ in saved.ranks]
     return ProfileGroup(profiles=profiles, source=saved.source, warnings=saved.warnings)
 

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from pypto_core.errors import InputError
 from pypto_core.limits import CUT_MARK, current_limits
+from pypto_core.profile import output_compression
 
 # 128 Ki rows per row group: loading a 100 MB kernel CSV's Parquet took 0.94 s CPU with the reader's 12 k-row
 # batches as row groups and 0.3-0.4 s with 128 k (measured on the 2-core dev machine; readers_csv bench).
@@ -46,14 +47,14 @@ class ParquetStream:
         dictionary_columns: Sequence[str] | Callable[[pa.Schema], Sequence[str]] | None = None,
         statistics_columns: Sequence[str] | None = None,
         row_group_rows: int | None = None,
-        compression: str = "zstd",
+        compression: str | None = None,
     ) -> None:
         self.dest = dest
         self.schema = schema
         self.rows = 0
         self._dictionary_columns = dictionary_columns
         self._options: dict[str, Any] = dict(
-            compression=compression,
+            compression=compression or output_compression(),
             write_statistics=list(statistics_columns) if statistics_columns is not None else True,
         )
         # ROW_GROUP_ROWS read at call time (not bound as a default), so that a test can make it small

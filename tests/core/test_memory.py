@@ -37,3 +37,26 @@ def test_arrows_own_cpp_allocations_return_memory_too(tmp_path) -> None:
     except NotImplementedError:  # a build without jemalloc keeps its default
         return
     assert out == ["jemalloc", "0"]
+
+
+def test_a_reads_scratch_copy_takes_the_cheap_codec_and_a_kept_profile_zstd(tmp_path) -> None:
+    import pyarrow.parquet as pq
+
+    from pypto_core.formats import write_profiles
+    from pypto_core.profile import output_compression, scratch_output
+    from tests.paths import HAVE_SAMPLES, MISSING_SAMPLES, SAMPLES
+
+    if not HAVE_SAMPLES:  # pragma: no cover
+        pytest.skip(MISSING_SAMPLES)
+    sample = SAMPLES / "msprof/op_summary_fixture"
+
+    def codecs(folder) -> set[str]:
+        return {pq.ParquetFile(f).metadata.row_group(0).column(0).compression
+                for f in folder.rglob("*.parquet") if pq.ParquetFile(f).metadata.num_row_groups}
+
+    write_profiles(sample, tmp_path / "kept")
+    with scratch_output():
+        write_profiles(sample, tmp_path / "scratch")
+    assert output_compression() == "zstd"  # restored
+    assert codecs(tmp_path / "kept") == {"ZSTD"}
+    assert codecs(tmp_path / "scratch") <= {"LZ4", "LZ4_RAW"} and codecs(tmp_path / "scratch")
