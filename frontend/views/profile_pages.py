@@ -132,7 +132,9 @@ def _peer_wait(profile: Profile, report_profile: dict[str, Any]) -> dict[str, An
                 head.ranks.count() if head is not None else 0)
     return {"ms": float(pw["wait_us"]) / 1e3, "pct": 100 * float(share) if share is not None else None,
             "ranks": ranks, "several_ranks": ranks > 1, "transit_recorded": pw.get("transit_recorded", True),
-            "cluster_url": reverse("profile-cluster", args=[profile.group_id or profile.pk])}
+            "cluster_url": reverse("profile-cluster", args=[profile.group_id or profile.pk]),
+            # Chinese sentences follow each other with no space
+            "sep": "" if (translation.get_language() or "").startswith("zh") else " "}
 
 
 def profile_analysis_context(profile: Profile) -> dict[str, Any]:
