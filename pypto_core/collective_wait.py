@@ -2,11 +2,15 @@
 (communication.json / COMMUNICATION_OP: Elapse = Transit + Wait + Idle per collective, docs/formats.md).
 
 A collective that waits is waiting for a late peer: what that rank does decides when it ends, not this one.
-The rules report that wait apart from this rank's own saving, and the what-if replay keeps each collective
-waiting for its peers as recorded (``pypto_core.replay``).
+The run's wait is computed once here (``peer_wait``); the rules report it apart from this rank's own saving,
+the report leads with it (``profile.peer_wait``), and the what-if replay keeps each collective waiting for its
+peers as recorded (``pypto_core.replay``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,3 +41,41 @@ def waiting_share(figures: dict[str, float]) -> float | None:
     if elapse <= 0 or transit < 0:
         return None
     return max(elapse - transit, 0.0) / elapse
+
+
+@dataclass(frozen=True)
+class PeerWait:
+    """The run's wait for other ranks, computed once (``peer_wait``): the findings that report a wait for
+    other ranks (``Finding.peer_wait_us``) and the report's headline (``profile.peer_wait``) read this one
+    figure, so two findings about the same collectives never count their wait twice."""
+
+    wait_ns: float  # exposed_ns x waiting_share
+    exposed_ns: float  # the collectives' time not overlapped with compute (their whole time without one)
+    waiting_share: float  # (Elapse - Transit) / Elapse of the collectives
+    transit_recorded: bool  # False: no transfer time recorded, so all the exposed time counts as waiting
+
+    def to_dict(self, total_ns: int, ranks: int) -> dict[str, Any]:
+        """``profile.peer_wait`` of the report (docs/contract.md)."""
+        return {"wait_us": round(self.wait_ns / 1e3, 3),
+                "share_of_run": round(self.wait_ns / total_ns, 6) if total_ns > 0 else None,
+                "communication_not_overlapped_us": round(self.exposed_ns / 1e3, 3),
+                "waiting_share": round(self.waiting_share, 6), "transit_recorded": self.transit_recorded,
+                "ranks_in_profile": ranks}
+
+
+def peer_wait(communication: pa.Table, exposed_ns: float | None, total_ns: int) -> PeerWait | None:
+    """How long this rank waits in collectives for other ranks: the time its collectives lengthen the run
+    (``exposed_ns``, the attribution's communication not overlapped; None without an attribution: their
+    whole time) times the share of their time that moves no data. A collective ends when the last rank
+    arrives, so the part that is not transfer is this rank waiting for a late peer. None without
+    per-collective figures."""
+    figures = collective_figures(communication)
+    share = waiting_share(figures) if figures else None
+    if share is None:
+        return None
+    exposed = figures["elapse"] if exposed_ns is None else max(float(exposed_ns), 0.0)
+    wait = exposed * share
+    if total_ns > 0:
+        wait = min(wait, float(total_ns))
+    return PeerWait(wait_ns=wait, exposed_ns=exposed, waiting_share=share,
+                    transit_recorded=figures.get("transit", 0.0) > 0)

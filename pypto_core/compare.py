@@ -331,7 +331,8 @@ class ProfileComparer:
             rows.append({key_name: key, "base_us": bu, "new_us": nu, "delta_us": nu - bu,
                          "base_count": bc, "new_count": nc,
                          "status": "removed" if nc == 0 else "added" if bc == 0 else "changed"})
-        rows.sort(key=lambda r: -abs(r["delta_us"]))
+        # ties (equal deltas, many at 0) by key: the rows come from a set, whose order is the hash seed's
+        rows.sort(key=lambda r: (-abs(r["delta_us"]), str(r[key_name])))
         return rows
 
     def _op_types(self, side: _Side) -> _Codes:

@@ -96,6 +96,32 @@ def _headline(report: Report, language: str = DEFAULT_LANGUAGE) -> list[tuple[st
     return rows
 
 
+def peer_wait_headline(report: Report, language: str = DEFAULT_LANGUAGE) -> tuple[str, str] | None:
+    """The run's wait for other ranks (``profile.peer_wait``) as the report's headline: (the fact, what to do
+    next), or None where the rank waits for no one. It leads the report, above the findings' savings, which
+    never count it."""
+    pw = report.profile.get("peer_wait") or {}
+    wait_us = pw.get("wait_us") or 0.0
+    if wait_us <= 0:
+        return None
+    t = _translator(language)
+    share = pw.get("share_of_run")
+    consequence = msg("The late rank sets this wait; the same fix on every rank may shrink it too, so the "
+                      "combined speedup (which counts no wait) may understate the job's gain.")
+    fact = (msg("This rank waits {ms:.1f} ms ({pct:.1f}% of the run) in collectives for other ranks.",
+                ms=wait_us / 1e3, pct=100 * share) if share is not None else
+            msg("This rank waits {ms:.1f} ms in collectives for other ranks.", ms=wait_us / 1e3))
+    ranks = int(pw.get("ranks_in_profile") or report.profile.get("ranks") or 1)
+    nxt = (msg("This profile holds {ranks} ranks: the cluster view (the dashboard's cluster page) compares "
+               "them and shows which rank is late.", ranks=ranks) if ranks > 1 else
+           msg("Upload every rank (cluster page) to see which rank is late."))
+    caveat = [] if pw.get("transit_recorded", True) else [msg(
+        "No transfer time is recorded for these collectives, so all their time not overlapped with compute "
+        "counts as waiting.")]
+    sep = "" if language.startswith("zh") else " "  # Chinese sentences follow each other with no space
+    return t(fact), sep.join(t(m) for m in (consequence, *caveat, nxt))
+
+
 def _translator(language: str) -> Any:
     return lambda m: m.render(language) if isinstance(m, Message) else str(m)
 
@@ -111,6 +137,9 @@ def render_markdown(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
     if report.profile.get("simulated"):
         out += ["> " + t(msg("This profile is **simulated**: it was generated, not captured on hardware.")),
                 ""]
+    waits = peer_wait_headline(report, language)
+    if waits is not None:
+        out += [f"> **{_md(waits[0])}** {_md(waits[1])}", ""]
     out += ["| | |", "|---|---|"] + [f"| {k} | {_md(v)} |" for k, v in _headline(report, language)] + [""]
     out += ["## " + t(msg("Findings ({n})", n=len(report.findings))), ""]
     if not report.findings:
@@ -171,6 +200,9 @@ def render_html(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
              ".low{color:#555}</style></head><body>" + f"<h1>{title}</h1>"]
     if report.profile.get("simulated"):
         parts.append("<p>" + _h(t(msg("Simulated profile: generated, not captured on hardware."))) + "</p>")
+    waits = peer_wait_headline(report, language)
+    if waits is not None:
+        parts.append(f"<p class='peer-wait'><strong>{_h(waits[0])}</strong> {_h(waits[1])}</p>")
     parts.append("<table>" + "".join(f"<tr><th>{_h(k)}</th><td>{_h(v)}</td></tr>"
                                      for k, v in _headline(report, language)) + "</table>")
     parts.append(f"<h2>{_h(t(msg('Findings ({n})', n=len(report.findings))))}</h2>")

@@ -119,6 +119,24 @@ def _time_breakdown(report_profile: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+def _peer_wait(profile: Profile, report_profile: dict[str, Any]) -> dict[str, Any] | None:
+    """The headline of a rank that waits in collectives for other ranks: the report's one figure
+    (``profile.peer_wait``, which no saving counts), and where to see which rank is late: the cluster page
+    of the upload when it holds several ranks, else a call to upload them all."""
+    pw = report_profile.get("peer_wait")
+    if not isinstance(pw, dict) or not pw.get("wait_us"):
+        return None
+    share = pw.get("share_of_run")
+    head = profile.group if profile.group_id is not None else profile
+    ranks = max(int(pw.get("ranks_in_profile") or 1), int(report_profile.get("ranks") or 1),
+                head.ranks.count() if head is not None else 0)
+    return {"ms": float(pw["wait_us"]) / 1e3, "pct": 100 * float(share) if share is not None else None,
+            "ranks": ranks, "several_ranks": ranks > 1, "transit_recorded": pw.get("transit_recorded", True),
+            "cluster_url": reverse("profile-cluster", args=[profile.group_id or profile.pk]),
+            # Chinese sentences follow each other with no space
+            "sep": "" if (translation.get_language() or "").startswith("zh") else " "}
+
+
 def profile_analysis_context(profile: Profile) -> dict[str, Any]:
     """Context the profile page adds once the profile is ready (``analysis`` is None before)."""
     if profile.status != ProfileStatus.READY:
@@ -142,6 +160,7 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
             "views": views,  # being prepared by a worker, or why that failed, while there is no data
             "verify": verify_targets(profile=profile),  # "Verify on agent" (issue 21)
             "time": _time_breakdown(summary_of(profile).report_profile),
+            "peer_wait": _peer_wait(profile, summary_of(profile).report_profile),
         }
     }
     if data is not None:

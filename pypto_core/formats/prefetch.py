@@ -13,30 +13,41 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+# How often a producer waiting for room in the queue looks whether the consumer has stopped: the most a
+# close() waits for the producer once it is between items.
+_POLL_S = 0.05
+
 
 def iterate_ahead(items: Iterator[T], *, depth: int, name: str) -> Generator[T, None, None]:
     """Yield ``items`` as a second thread produces them; an exception there is raised here.
 
     Stopping early (``close()`` or garbage collection of this generator) stops the producer and closes
-    ``items`` in the producer's thread, which is the one iterating it.
+    ``items`` in the producer's thread, which is the one iterating it. Every hand-over (an item, the end, a
+    failure) waits for room only while the consumer listens: a producer that ends or fails after the
+    consumer stopped, with the queue full, returns instead of blocking the consumer's ``close()`` for good.
+    An item ``items`` is still computing is waited for (its own read cannot be interrupted from here).
     """
     q: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
+    def hand_over(entry: tuple[str, Any]) -> bool:
+        """Queue ``entry`` once there is room; False when the consumer stopped first."""
+        while not stop.is_set():
+            try:
+                q.put(entry, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def work() -> None:
         try:
             for item in items:
-                while not stop.is_set():
-                    try:
-                        q.put(("data", item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not hand_over(("data", item)):
                     return
-            q.put(("end", None))
-        except BaseException as exc:  # handed to the consumer, which raises it
-            q.put(("error", exc))
+            hand_over(("end", None))
+        except BaseException as exc:  # handed to the consumer, which raises it (dropped if it has stopped)
+            hand_over(("error", exc))
         finally:
             close = getattr(items, "close", None)
             if close is not None:

@@ -23,8 +23,8 @@ from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Overlapping the collectives with compute hides their transfer up to the compute that "
                    "is not yet overlapped: saving = min(not-overlapped transfer, compute - overlapped), an "
-                   "upper bound. Where the collectives mostly wait for other ranks, that wait "
-                   "(not-overlapped time x waiting share) is reported apart as the wait for other ranks: "
+                   "upper bound. The part of the not-overlapped time that moves no data (not-overlapped "
+                   "time x the collectives' waiting share) is reported apart as the wait for other ranks: "
                    "only a fix on the late ranks removes it, so it is not counted in this profile's "
                    "saving.")
 
@@ -83,6 +83,12 @@ def match(ctx: RuleContext) -> None:
                          "size_mb": round(figures["size_bytes"] / 1e6, 3)})
         if transit > 0 and figures["size_bytes"] > 0:
             evidence["achieved_bandwidth_gbps"] = round(figures["size_bytes"] / transit, 3)  # bytes/ns = GB/s
+    # The run's wait for other ranks (one figure: the report's headline reads it too), whatever the share:
+    # only the late ranks remove it, so this rank's overlap can hide at most the rest.
+    peer_wait = ctx.peer_wait.wait_ns if ctx.peer_wait is not None else 0.0
+    saving = min(exposed - peer_wait, max(b.buckets["compute"] - b.communication_overlapped_ns, 0))
+    if ctx.peer_wait is not None:
+        evidence["wait_for_other_ranks_us"] = us(peer_wait)
     # the share of their time the collectives wait, when it is above the threshold
     waiting = (waiting_share if waiting_share is not None and waiting_share >= cfg["waiting_share_above"]
                else None)
@@ -95,10 +101,6 @@ def match(ctx: RuleContext) -> None:
         evidence["waiting_share"] = round(waiting, 6)
         if wait_ratio is not None:
             evidence["wait_time_ratio"] = round(wait_ratio, 6)
-        # The wait is set by the peers: this rank can hide only its own transfer behind compute.
-        peer_wait = exposed * waiting
-        saving = min(exposed - peer_wait, max(b.buckets["compute"] - b.communication_overlapped_ns, 0))
-        evidence["wait_for_other_ranks_us"] = us(peer_wait)
         moved = (msg("the collectives move data {pct:.1f}% of their time", pct=100 * transit / elapse)
                  if transit > 0 else msg("communication.json records no transfer time for the collectives"))
         title = msg("Communication not overlapped is {pct:.0f}% of the step, and {moved}",
@@ -126,8 +128,6 @@ def match(ctx: RuleContext) -> None:
                           "{cause}", ms=us(exposed) / 1e3, lib=lib, parts=parts,
                           cause=cause)
     else:
-        peer_wait = 0.0
-        saving = min(exposed, max(b.buckets["compute"] - b.communication_overlapped_ns, 0))
         known = "" if waiting_share is not None else msg(
             " The profile has no per-collective wait figures, so transfer and waiting cannot be told apart "
             "here.")
@@ -144,7 +144,7 @@ def match(ctx: RuleContext) -> None:
         [str(v) for v in pc.unique(pc.fill_null(ctx.profile.communication["name"], "")).to_pylist()[:10]
          if v],
         evidence=evidence, kernels=comm_kernels, saving_ns=np.zeros(len(comm_kernels)), covered_ns=exposed,
-        saving_model=SAVING_MODEL, intervals=clip_to_length(s, e, saving), peer_wait_ns=peer_wait,
+        saving_model=SAVING_MODEL, intervals=clip_to_length(s, e, saving), waits_for_peers=True,
         # the collectives lose the part compute can hide: this rank's tasks shortened
         change=kernel_change(comm_kernels, saving, g.dur),
         details={"vendor": ctx.vendor, "library": str(lib)},

@@ -13,8 +13,9 @@ from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("The wait ends only when the other ranks arrive together: it is reported as the wait for "
-                   "other ranks (the wait time of the collectives, at most their time not overlapped with "
-                   "compute), which a fix on the late ranks removes; this profile's own saving is none.")
+                   "other ranks (the collectives' time not overlapped with compute x the share of their time "
+                   "that moves no data, the same figure for every finding), which a fix on the late ranks "
+                   "removes; this profile's own saving is none.")
 
 
 @rule("communication_wait", title=msg("Collectives waiting for other ranks"), saving_model=SAVING_MODEL,
@@ -55,12 +56,5 @@ def match(ctx: RuleContext) -> None:
                   "synchronization_time_us": us(sync), "wait_share": share(waiting, elapse),
                   "threshold": cfg["wait_share_above"]},
         kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=elapse, saving_model=SAVING_MODEL,
-        peer_wait_ns=_exposed_wait(ctx, waiting),
+        waits_for_peers=True,
     )
-
-
-def _exposed_wait(ctx: RuleContext, waiting: float) -> float:
-    """The wait that lengthens the step: at most the attribution's communication not overlapped."""
-    if ctx.graph.attribution is None:
-        return waiting
-    return min(waiting, float(ctx.bucket_ns("communication_not_overlapped")))

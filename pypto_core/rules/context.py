@@ -9,10 +9,12 @@ wall time at most once (``combined_saving_ns``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from pypto_core import collective_wait
 from pypto_core.graph import OperatorCallGraph
 from pypto_core.hardware import SkuSpec
 from pypto_core.i18n import Message, as_message, render_stored
@@ -86,6 +88,14 @@ class RuleContext:
     def workload(self) -> str:
         return self.graph.workload.kind
 
+    @cached_property
+    def peer_wait(self) -> collective_wait.PeerWait | None:
+        """The run's wait for other ranks, computed once: what every finding that reports a wait for other
+        ranks carries and what the report leads with; None without per-collective figures."""
+        exposed = (self.bucket_ns("communication_not_overlapped") if self.graph.attribution is not None
+                   else None)
+        return collective_wait.peer_wait(self.profile.communication, exposed, self.total_ns)
+
     def bucket_ns(self, bucket: str) -> int:
         a = self.graph.attribution
         return int(a.run.buckets.get(bucket, 0)) if a is not None else 0
@@ -103,14 +113,15 @@ class RuleContext:
              saving_model: Message | str, details: dict[str, Any] | None = None,
              covered_ns: float | None = None, extra_saving_ns: float = 0.0, severity: str | None = None,
              intervals: tuple[np.ndarray, np.ndarray] | None = None, change: Change | None = None,
-             peer_wait_ns: float = 0.0) -> Finding:
+             waits_for_peers: bool = False) -> Finding:
         """Record one finding. ``kernels``: the row indices it covers; ``saving_ns``: per kernel (or one
         total spread over them by duration); ``covered_ns``: time it covers (default: their durations);
         ``intervals``: pieces of wall time the fix removes, whose length adds to the saving; ``change``: what
         the fix does to the run for the replay (default: the kernels shortened by their savings);
-        ``peer_wait_ns``: time this rank waits for other ranks, which only they can remove (reported, never
-        saved here). The text is a ``Message`` (pypto_core.i18n): the finding keeps its English rendering and
-        its template. The finding offers the remedies its rule declares."""
+        ``waits_for_peers``: the finding is about collectives that wait for other ranks: it carries the run's
+        wait (``peer_wait``, the one figure, reported and never saved here: only the other ranks remove it).
+        The text is a ``Message`` (pypto_core.i18n): the finding keeps its English rendering and its
+        template. The finding offers the remedies its rule declares."""
         g = self.graph
         remedies = self.rule.remedies if self.rule is not None else ()
         kernels = np.asarray(kernels, np.int64)
@@ -129,7 +140,7 @@ class RuleContext:
         time_share = min(covered / total_ns, 1.0)
         saving = min(saving, 0.999 * total_ns)
         speedup = total_ns / (total_ns - saving)
-        peer_wait = min(max(float(peer_wait_ns), 0.0), float(total_ns))
+        peer_wait = self.peer_wait.wait_ns if waits_for_peers and self.peer_wait is not None else 0.0
         # a wait the other ranks cause ranks the finding (the job loses it) but is not this rank's saving
         weight = max(saving, peer_wait) / total_ns
         # the English text is rendered from the stored form, so every language renders the same numbers

@@ -74,6 +74,18 @@ def test_qwen3_ranks_share_one_axis_with_the_report_breakdowns(client, people, t
     slow = zh.split('id="slow-rank"')[1].split("</ul>")[0]
     assert "慢卡" in slow and "slow rank" not in slow
     assert "data-key=\"gap_vs_mean\"" in slow and "平均" in slow
+    # the profile page leads with the wait for other ranks; with every rank in the upload it points to this
+    # page instead of asking for an upload (and in Chinese, from the Django catalog)
+    wait = p.summary["report"]["profile"]["peer_wait"]
+    page = client.get(f"/profiles/{p.pk}/").content.decode()
+    head = page.split('id="peer-wait-headline"')[1].split("</div>")[0]
+    assert f"This rank waits {wait['wait_us'] / 1e3:.1f} ms" in head
+    assert f'<a id="peer-wait-cluster" href="/profiles/{p.pk}/cluster/">This upload holds 2 ranks' in head
+    assert "Upload every rank" not in head
+    zh_page = client.get(f"/profiles/{p.pk}/", HTTP_ACCEPT_LANGUAGE="zh-Hans").content.decode()
+    zh_head = zh_page.split('id="peer-wait-headline"')[1].split("</div>")[0]
+    assert f"本 Rank 在集合通信中等待其他 Rank {wait['wait_us'] / 1e3:.1f} ms" in zh_head
+    assert "本次上传含 2 个 Rank" in zh_head and "This rank" not in zh_head
     client.force_login(people["stranger"])
     assert client.get(f"/api/profiles/{p.pk}/cluster/").status_code == 404
     assert client.get(f"/profiles/{p.pk}/cluster/").status_code == 404

@@ -97,6 +97,22 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
             assert f'href="/profiles/{p.pk}/cluster/"' in body
     assert waits == {f["rule"]: floatformat(f["peer_wait_us"], 1)
                      for f in api["findings"] if f["peer_wait_us"]}
+    # the run's wait for other ranks leads the page, above the findings: the API's one figure
+    pw = prof.get("peer_wait") or {}
+    headline = re.search(r'<div class="peer-wait-headline" id="peer-wait-headline"[^>]*>\s*<p><strong>'
+                         r'This rank waits ([\d.,]+) ms \(([\d.,]+)% of the run\) in collectives for other '
+                         r'ranks\.</strong>', page)
+    assert bool(headline) == bool(pw.get("wait_us")), case
+    # the training ranks wait in collectives; the decode demo has none
+    assert bool(headline) == (case != "demo")
+    if headline:
+        assert headline.group(1) == floatformat(pw["wait_us"] / 1e3, 1)
+        assert headline.group(2) == floatformat(100 * pw["share_of_run"], 1)
+        assert page.index('id="peer-wait-headline"') < page.index('id="findings"')
+        # one rank uploaded: ask for the others, with the cluster page
+        assert f'Upload every rank (<a href="/profiles/{p.pk}/cluster/">cluster page</a>)' in page
+        for f in api["findings"]:  # a finding that reports a wait reports this one
+            assert f["peer_wait_us"] in (0, pw["wait_us"])
     assert ('id="speedup-bound"' in page) == (api["combined_speedup_bound"] == "upper_bound")
     # a replayed headline says so: it is not the findings' own estimates combined (A100: 4.15x vs 3.957x)
     source = p.summary["report"]["profile"].get("combined_speedup_source")

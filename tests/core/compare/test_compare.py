@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from pypto_core.formats import open_profile
 from pypto_core.hardware import SKUS
 from pypto_core.rules import diagnose
 from pypto_core.synth import synthesize
-from tests.paths import SAMPLES
+from tests.paths import REPO, SAMPLES
 
 SEED_RULES = ("matmul_tiling", "attention_memory_bound", "kv_cache_layout", "norm_launch_overhead")
 TOKENS = 4
@@ -191,3 +192,23 @@ def test_an_unknown_sku_is_one_line_naming_the_known_ones(runs, tmp_path: Path, 
                          capture_output=True, text=True)
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.strip() == f"pypto: unknown SKU 'bogus'; known: {', '.join(SKUS)}"
+
+
+def test_row_order_does_not_depend_on_the_hash_seed() -> None:
+    # The op, block and shape rows are gathered from a set of keys; equal deltas (the pair has op types whose
+    # time moved by the same µs) used to keep the set's order, which PYTHONHASHSEED picks per process.
+    pair = SAMPLES / "kineto" / "trace_diff_pair"
+    outputs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        outputs.append(subprocess.run(
+            [sys.executable, "-m", "pypto_core", "compare", str(pair / "control.json.gz"),
+             str(pair / "test.json.gz")], capture_output=True, text=True, env=env, cwd=REPO,
+            check=True).stdout)
+    assert outputs[0] == outputs[1]
+    ops = json.loads(outputs[0])["ops"]
+    deltas = [abs(o["delta_us"]) for o in ops]
+    tied = [i for i in range(1, len(ops)) if deltas[i] == deltas[i - 1]]
+    assert tied, "the pair has equal deltas: the order among them is what this checks"
+    for i in tied:
+        assert str(ops[i - 1]["op_type"]) < str(ops[i]["op_type"])

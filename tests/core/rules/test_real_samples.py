@@ -18,6 +18,7 @@ import pytest
 from pypto_core import formats  # noqa: E402
 from pypto_core.errors import InputError
 from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
+from pypto_core.report_render import render
 from pypto_core.rules import diagnose_group
 from tests.core.rules.sample_oracle import UNPREDICTED, expected_rules, read_facts
 from tests.paths import REPO, SAMPLES, sample_cases
@@ -163,8 +164,77 @@ def test_a_wait_for_other_ranks_is_never_this_ranks_saving(sample: str) -> None:
     assert finding.peer_wait_us == pytest.approx(exposed_us * waiting_share, rel=0.10)
     assert finding.estimated_saving_us <= exposed_us * (1 - waiting_share) * 1.10 + 1.0
     assert finding.saving_bound == "upper_bound" and finding.severity == "high"
+    # one figure: every finding about the same collectives carries the run's wait, and so does the headline
+    assert report.profile["peer_wait"]["wait_us"] == finding.peer_wait_us
     for wait in (f for f in report.findings if f.rule == "communication_wait"):
-        assert wait.estimated_saving_us == 0 and wait.peer_wait_us > 0
+        assert wait.estimated_saving_us == 0 and wait.peer_wait_us == finding.peer_wait_us
     # Every finding fixed together still waits for the other ranks: the run cannot drop below that wait.
     wall_us = report.profile["time_breakdown"]["wall_ns"] / 1e3
     assert wall_us / report.estimated_combined_speedup >= finding.peer_wait_us
+
+
+CNN_RANK0 = "ascend_pt/cnn_8npu_text_level2"
+
+
+@pytest.mark.parametrize("sample", sample_cases([CNN_RANK0]))
+def test_the_wait_for_other_ranks_is_the_headline(sample: str) -> None:
+    # CNN 8-NPU rank 0: its own files say it waits for the other ranks most of its step (step_trace_time:
+    # Communication(Not Overlapped) 96.0 ms of 148.8; communication.json: Transit 4% of the collectives'
+    # Elapse), while its findings' combined speedup is 1.40x and counts none of that wait. The wait leads.
+    facts = read_facts(SAMPLES / sample)
+    oracle_us = facts.step_rows[0]["comm_no"] * (facts.comm_elapse - facts.comm_transit) / facts.comm_elapse
+    oracle_share = oracle_us / facts.total  # the ProfilerStep span of trace_view.json
+    report = diagnose_group(formats.open_profiles(SAMPLES / sample))
+    pw = report.profile["peer_wait"]
+    assert pw["wait_us"] == pytest.approx(oracle_us, rel=0.005)
+    assert pw["share_of_run"] == pytest.approx(oracle_share, rel=0.005)
+    assert 90_000 < pw["wait_us"] < 95_000 and pw["transit_recorded"] and pw["ranks_in_profile"] == 1
+    assert [f.peer_wait_us for f in report.findings if f.peer_wait_us] == [pw["wait_us"]]
+    said = f"This rank waits {pw['wait_us'] / 1e3:.1f} ms ({100 * pw['share_of_run']:.1f}% of the run)"
+    assert said.startswith("This rank waits 92.1 ms (61.9% of the run)")
+    md, page = render(report, "md"), render(report, "html")
+    for text, findings_start in ((md, "## Findings"), (page, "<h2>Findings")):
+        assert said in text
+        # above the findings' savings, with where to look next: one rank here, so upload the others
+        assert text.index(said) < text.index(findings_start) < text.index("estimated saving")
+        assert "Upload every rank (cluster page) to see which rank is late." in text
+    assert "在集合通信中等待其他 Rank 92.1 ms（占运行时间的 61.9%）" in render(report, "md", "zh-Hans")
+    assert json.loads(render(report, "json"))["profile"]["peer_wait"] == pw
+
+
+@pytest.mark.parametrize("sample", sample_cases(["ascend_pt/qwen3_0.6b_train_4npu_level2"]))
+def test_a_profile_with_every_rank_points_to_the_cluster_view(sample: str) -> None:
+    report = diagnose_group(formats.open_profiles(SAMPLES / sample))
+    pw = report.profile["peer_wait"]
+    assert pw["ranks_in_profile"] == report.profile["ranks"] == 2
+    md = render(report, "md")
+    assert "This profile holds 2 ranks: the cluster view" in md and "Upload every rank" not in md
+    # communication.json records no Transit here: the headline says its figure counts all of that time
+    assert not pw["transit_recorded"] and "No transfer time is recorded for these collectives" in md
+
+
+def _without_collectives() -> list[str]:
+    """Samples whose own files record no collective at all (no communication.json rows, no HCCL/NCCL task)."""
+    out = []
+    for sample in _samples():
+        if sample in UNREADABLE:
+            continue
+        facts = read_facts(SAMPLES / sample)
+        if not facts.comm_elapse and not facts.comm:
+            out.append(sample)
+    return out
+
+
+def test_the_single_device_inference_samples_have_no_collectives() -> None:
+    if not SAMPLES.exists():  # pragma: no cover
+        pytest.skip("needs the real samples")
+    # the msprof export of a single-device inference run (workload inference_other) is among them
+    assert "msprof/db_8npu_2023" in _without_collectives()
+
+
+@pytest.mark.parametrize("sample", sample_cases(_without_collectives() if SAMPLES.exists() else []))
+def test_no_wait_headline_without_collectives(sample: str) -> None:
+    report = diagnose_group(formats.open_profiles(SAMPLES / sample))
+    assert report.profile["peer_wait"] is None
+    assert "in collectives for other ranks" not in render(report, "md")
+    assert "peer-wait" not in render(report, "html")
