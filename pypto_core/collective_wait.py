@@ -36,9 +36,14 @@ def collective_figures(communication: pa.Table) -> dict[str, float]:
 
 def waiting_share(figures: dict[str, float]) -> float | None:
     """The share of the collectives' time that moves no data (Elapse - Transit) / Elapse; None without
-    figures. Where no Transit is recorded it reads 1.0, as the rules say in their text."""
+    figures, or where the profile records no split of their time at all. Where the profile splits it into
+    Wait and Idle but records no Transit (some HCCL exports), it reads 1.0, as the rules say in their text."""
     elapse, transit = figures.get("elapse", 0.0), figures.get("transit", 0.0)
     if elapse <= 0 or transit < 0:
+        return None
+    if transit + figures.get("wait", 0.0) + figures.get("idle", 0.0) <= 0:
+        # nothing splits the collectives' time (NCCL kernels in a Kineto trace: one duration each): how much
+        # of it waits for peers is not known, and is not guessed
         return None
     return max(elapse - transit, 0.0) / elapse
 
