@@ -19,7 +19,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.files import File
@@ -28,6 +28,9 @@ from django.core.files.storage import default_storage
 
 from analysis.storage import ProfileStore, delete_prefix, fetch_folder, store_folder
 from profiles.models import Profile
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pypto_core.graph import OperatorCallGraph
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +49,10 @@ def _cache_dir(profile: Profile) -> Path:
     return Path(settings.PYPTO_WORK_DIR) / "views-cache" / f"{profile.pk}-{tag}"
 
 
-def views_build(*, profile: Profile, core: Any, workdir: Path) -> dict[str, float]:
-    """Compute page data and the timeline index of ``core`` (the profile's primary rank) and store both."""
+def views_build(*, profile: Profile, core: Any, workdir: Path,
+                graph: OperatorCallGraph | None = None) -> dict[str, float]:
+    """Compute page data and the timeline index of ``core`` (the profile's primary rank) and store both;
+    ``graph``: the call graph diagnosis built of ``core`` (its attribution is not computed again)."""
     import time
 
     from pypto_core.pagedata import profile_page_data
@@ -57,11 +62,12 @@ def views_build(*, profile: Profile, core: Any, workdir: Path) -> dict[str, floa
     prefix = _views_prefix(profile)
     delete_prefix(prefix)
     t0 = time.monotonic()
-    data = profile_page_data(core, profile.sku or None)
+    data = profile_page_data(core, profile.sku or None, graph=graph)
     default_storage.save(f"{prefix}/pages.json", ContentFile(json.dumps(data).encode("utf-8")))
     timings["page_data_s"] = round(time.monotonic() - t0, 3)
     t0 = time.monotonic()
-    local = build_timeline_index(core, Path(workdir) / "timeline-index")
+    local = build_timeline_index(core, Path(workdir) / "timeline-index",
+                                 attribution=graph.attribution if graph is not None else None)
     store_folder(local, f"{prefix}/timeline")
     timings["timeline_index_s"] = round(time.monotonic() - t0, 3)
     return timings

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from pypto_core.replay import Replay
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pypto_core.attribution import TimeAttribution
     from pypto_core.profile import Profile
 
 # What a segment is: a device task, host time, or a wait before a task (its own gap on its stream, its
@@ -69,12 +70,14 @@ class CriticalPath:
                            minlength=len(self.windows)).astype(np.int64)
 
 
-def profile_critical_path(profile: Profile) -> CriticalPath | None:
+def profile_critical_path(profile: Profile,
+                          attribution: TimeAttribution | None = None) -> CriticalPath | None:
     """The critical path of ``profile``'s main device; None where the replay does not apply (no timeline of
-    device tasks in steps)."""
+    device tasks in steps). ``attribution``: the profile's, when diagnosis already computed it (the path and
+    the findings then stand on one attribution)."""
     from pypto_core.attribution import attribute
 
-    a = attribute(profile)
+    a = attribution if attribution is not None else attribute(profile)
     if a is None or a.source != "timeline" or not len(a.steps):
         return None
     path = critical_path(Replay(profile, a), profile)

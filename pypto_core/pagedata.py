@@ -138,8 +138,11 @@ def _num(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def profile_page_data(profile: Profile, sku: str | None = None) -> dict[str, Any]:
-    g = OperatorCallGraph(profile, sku)
+def profile_page_data(profile: Profile, sku: str | None = None, *,
+                      graph: OperatorCallGraph | None = None) -> dict[str, Any]:
+    """The profile page's figures; ``graph``: the profile's call graph when diagnosis already built it (for
+    ``sku``), so that the page reads the attribution and masks the findings stand on."""
+    g = graph if graph is not None else OperatorCallGraph(profile, sku)
     k = profile.kernels
     out: dict[str, Any] = {"version": PAGE_DATA_VERSION, "sku": g.sku.name, "sku_source": g.sku_source,
                            "kernel_count": g.n, "op_types": [], "top_ops": [], "roofline": {}, "decode": {},

@@ -32,6 +32,7 @@ from analysis.summary import summary_fields, summary_of
 from analysis.workdirs import make_workdir
 from profiles.models import Profile, ProfileStatus
 from pypto_core.errors import InputError
+from pypto_core.graph import OperatorCallGraph
 from pypto_core.profile import EVERY_COLUMN, ProfileGroup
 from pypto_core.profile import Profile as CoreProfile
 from pypto_core.remedies.artifact import Artifact as CoreArtifact
@@ -82,7 +83,9 @@ class DiagnoseStep(ProfileStep):
             with self.timed("load_s"):
                 core, group = load_for_diagnosis(profile, workdir)
             with self.timed("rules_s"):
-                report = diagnose(core, sku=profile.sku or None, group=group)
+                # one call graph for the rules, the page data and the timeline index: one attribution
+                graph = OperatorCallGraph(core, profile.sku or None)
+                report = diagnose(core, sku=profile.sku or None, group=group, graph=graph)
             self.progress(80, f"{len(report.findings)} findings")
             with self.timed("remedies_s"):
                 model_source, model_filename = model_source_of(profile)
@@ -91,7 +94,8 @@ class DiagnoseStep(ProfileStep):
                                               model_source=model_source, model_filename=model_filename)
             self.progress(90, f"{len(artifacts)} artifacts")
             try:  # page data and the timeline index; never at the cost of the findings
-                self.timings.update(pagedata.views_build(profile=profile, core=core, workdir=workdir))
+                self.timings.update(pagedata.views_build(profile=profile, core=core, workdir=workdir,
+                                                         graph=graph))
                 self.progress(95, "page data and timeline index built")
             except Exception as exc:
                 log.exception("views of profile %s not built", profile.pk)

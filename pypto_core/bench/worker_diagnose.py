@@ -22,6 +22,7 @@ import json, sys, tempfile, time
 from pypto_core.bench._measure import cpu_s, vm_hwm_mb
 from pypto_core.memory import use_returning_allocator
 use_returning_allocator()  # as the workers run
+from pypto_core.graph import OperatorCallGraph
 from pypto_core.pagedata import profile_page_data
 from pypto_core.profile import EVERY_COLUMN, Profile
 from pypto_core.rules import diagnose
@@ -35,12 +36,13 @@ def part(label, t, c):
 t, c = t0, c0
 profile = Profile.load(sys.argv[1], columns=EVERY_COLUMN)
 t, c = part("load", t, c)
-report = diagnose(profile)
+graph = OperatorCallGraph(profile)  # shared by the three, as the worker's diagnose step does
+report = diagnose(profile, graph=graph)
 t, c = part("rules", t, c)
-profile_page_data(profile)
+profile_page_data(profile, graph=graph)
 t, c = part("page_data", t, c)
 with tempfile.TemporaryDirectory() as folder:
-    build_timeline_index(profile, folder)
+    build_timeline_index(profile, folder, attribution=graph.attribution)
 part("timeline_index", t, c)
 print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_s": round(cpu_s() - c0, 2),
                   "peak_rss_mb": round(vm_hwm_mb(), 1), "kernels": profile.kernels.num_rows,
@@ -65,8 +67,9 @@ def run(sizes_mb: list[int], workdir: str | Path) -> dict[str, Any]:
             if "error" not in measured:
                 measured["seconds"] = round(measured["seconds"], 2)
             results.append({"size_mb": size, "profile": kind, **measured, "load_avg": load_avg()})
-    return {"benchmark": "worker_diagnose", "path": "Profile.load(columns=EVERY_COLUMN), diagnose, "
-            "profile_page_data, build_timeline_index", "results": results}
+    return {"benchmark": "worker_diagnose",
+            "path": "Profile.load(columns=EVERY_COLUMN), one call graph shared by diagnose, "
+                    "profile_page_data and build_timeline_index", "results": results}
 
 
 if __name__ == "__main__":  # python -m pypto_core.bench.worker_diagnose 100 /tmp/bench

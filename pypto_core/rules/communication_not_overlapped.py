@@ -102,7 +102,8 @@ def match(ctx: RuleContext) -> None:
         if wait_ratio is not None:
             evidence["wait_time_ratio"] = round(wait_ratio, 6)
         moved = (msg("the collectives move data {pct:.1f}% of their time", pct=100 * transit / elapse)
-                 if transit > 0 else msg("the profile records no transfer time (Transit) for the collectives"))
+                 if transit > 0 else
+                 msg("the profile records no transfer time (Transit) for the collectives"))
         title = msg("Communication not overlapped is {pct:.0f}% of the step, and {moved}",
                     pct=100 * exposed / total, moved=moved)
         parts = msg("of their {elapse_ms:.1f} ms, Transit is {transit_ms:.1f} ms, notify Wait {wait_ms:.1f} "

@@ -115,13 +115,17 @@ def combined_speedup(graph: OperatorCallGraph, coverage: list[Coverage], total_n
 
 def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None,
              sku: str | SkuSpec | None = None, *, sku_overrides: dict[str, float] | None = None,
-             group: ProfileGroup | None = None, what_if: list[str] | None = None) -> Report:
+             group: ProfileGroup | None = None, what_if: list[str] | None = None,
+             graph: OperatorCallGraph | None = None) -> Report:
     """Findings for one profile. ``sku`` overrides what the profile says; ``config`` overrides thresholds;
-    ``what_if`` lists rule ids whose findings are replayed together into ``report.what_if``."""
+    ``what_if`` lists rule ids whose findings are replayed together into ``report.what_if``; ``graph``: the
+    profile's call graph, built by the caller for the same ``sku`` to share it with the page data and the
+    timeline index (the worker's diagnose step: one attribution, not three)."""
     started = time.perf_counter()
     cfg = as_config(config)
     spec, _ = resolve_sku(profile, sku, sku_overrides)
-    graph = OperatorCallGraph(profile, spec)
+    if graph is None or graph.profile is not profile or graph.sku.name != spec.name:
+        graph = OperatorCallGraph(profile, spec)
     # The attribution first, while the call graph holds no shapes: its temporaries are the largest, and they
     # are handed back before the rules build theirs.
     graph.attribution  # noqa: B018 (computed and cached here)

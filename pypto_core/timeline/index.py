@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.attribution import TimeAttribution
 from pypto_core.critical_path import HOST, KINDS, SYNC_RETURN, TABLES, profile_critical_path
 from pypto_core.i18n import DEFAULT_LANGUAGE
 from pypto_core.profile import Profile
@@ -187,8 +188,10 @@ def _break_sizes(start: np.ndarray, end: np.ndarray, endmax: np.ndarray, row_fir
     return hist
 
 
-def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> Path:
+def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str], *,
+                         attribution: TimeAttribution | None = None) -> Path:
     """Build the timeline index of ``profile`` in ``out_dir`` (replaced if present); returns the folder.
+    ``attribution``: the profile's, when diagnosis already computed it (the critical path stands on it).
 
     Lane by lane, so that memory stays near one lane's columns whatever the size of the profile: each lane's
     events are sorted on their own and appended to the ``.npy`` files, the level-of-detail bar counts come
@@ -346,7 +349,7 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
     # million kernels, measured), so past this many kernels the index is built without it and says so
     critical, critical_note = None, None
     if profile.kernels.num_rows <= CRITICAL_PATH_MAX_KERNELS:
-        critical = _store_critical_path(profile, tmp, base, lanes, [r for r, _ in rows])
+        critical = _store_critical_path(profile, tmp, base, lanes, [r for r, _ in rows], attribution)
     else:
         critical_note = ("the critical path is computed for profiles of at most "
                          f"{CRITICAL_PATH_MAX_KERNELS:,} "
@@ -374,10 +377,11 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str]) -> P
 
 
 def _store_critical_path(profile: Profile, folder: Path, base: int, lanes: list[Lane],
-                         lane_of_row: list[int]) -> dict[str, Any] | None:
+                         lane_of_row: list[int], attribution: TimeAttribution | None = None
+                         ) -> dict[str, Any] | None:
     """Write ``critical/`` (segments placed on the lanes of the events that stand for them); returns the
     steps' windows and the kinds, or None where the replay does not apply."""
-    path = profile_critical_path(profile)
+    path = profile_critical_path(profile, attribution)
     if path is None:
         return None
     idx = np.full(len(path), -1, np.int64)

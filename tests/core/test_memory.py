@@ -41,6 +41,7 @@ def test_arrows_own_cpp_allocations_return_memory_too(tmp_path) -> None:
 
 def test_a_reads_scratch_copy_takes_the_cheap_codec_and_a_kept_profile_zstd(tmp_path) -> None:
     import pyarrow.parquet as pq
+    import pytest
 
     from pypto_core.formats import write_profiles
     from pypto_core.profile import output_compression, scratch_output

@@ -119,3 +119,28 @@ def test_the_matrix_colours_each_link_by_its_bandwidth() -> None:
     assert chart["visualMap"]["dimension"] == value_column
     assert series["dimensions"][value_column] == "GB/s"
     assert (chart["visualMap"]["min"], chart["visualMap"]["max"]) == (14.8, 15.2)  # between ranks only
+
+
+def test_the_worker_attributes_a_rank_once_for_its_findings_page_and_timeline(people, tmp_path,
+                                                                              monkeypatch) -> None:
+    # The findings, the page's breakdown and the timeline's critical path stand on one attribution: the
+    # worker's diagnose step computes it once (it computed it three times, a second of CPU a GB).
+    import pypto_core.attribution
+    import pypto_core.graph
+
+    calls: list[int] = []
+    real = pypto_core.attribution.attribute
+
+    def counted(profile: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(profile.kernels.num_rows)
+        return real(profile, *args, **kwargs)
+
+    monkeypatch.setattr(pypto_core.attribution, "attribute", counted)
+    monkeypatch.setattr(pypto_core.graph, "attribute", counted)
+    p = analysed_sample(people["project"], people["owner"], SAMPLES / "ascend_pt" / "cnn_8npu_text_level2",
+                        tmp_path)
+    assert len(calls) == 1, calls
+    from analysis.pagedata import timeline_index
+
+    critical = timeline_index(profile=p).critical()
+    assert critical["available"] and critical["segments"]["start"]  # the path, built on that attribution
