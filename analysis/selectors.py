@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Max, QuerySet
+from django.db import models
+from django.db.models import F, Max, QuerySet, Window
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, RowNumber
 from django.http import Http404
 
 from analysis.models import Artifact, Comparison, Finding
 from analysis.summary import summary_of
-from profiles.models import Profile
+from profiles.models import Profile, ProfileStatus
 from profiles.selectors import projects_for_user
 from pypto_core.i18n import DEFAULT_LANGUAGE
 from pypto_core.rules.finding import localize_finding, localized_warnings
@@ -17,6 +20,38 @@ from pypto_core.rules.finding import localize_finding, localized_warnings
 
 def findings_of_profile(*, profile: Profile) -> QuerySet[Finding]:
     return profile.findings.order_by("order", "id")
+
+
+# Worst first on the project page: high before medium before low (anything else last).
+_SEVERITY_ORDER = models.Case(*(models.When(severity=s, then=models.Value(i))
+                                for i, s in enumerate(("high", "medium", "low"))),
+                              default=models.Value(3), output_field=models.IntegerField())
+
+
+def latest_ready_profiles_of_project(*, project: Any) -> QuerySet[Profile]:
+    """The newest ready upload of each name (ranks of a multi-rank upload are under their group's row): an
+    upload named as an earlier one is taken as its new capture, whose findings replace the earlier ones'."""
+    ready = Profile.objects.filter(project=project, status=ProfileStatus.READY, group__isnull=True)
+    # one window over the project's rows (a NOT EXISTS on a newer row of the same name took 680 ms with
+    # 1,000 profiles, tests/bench/bench_pages.py)
+    newest_first = Window(RowNumber(), partition_by=[F("name")],
+                          order_by=[F("created_at").desc(), F("pk").desc()])
+    return ready.annotate(newest=newest_first).filter(newest=1)
+
+
+def open_findings_of_project(*, project: Any, limit: int) -> tuple[list[Finding], int]:
+    """The project's open findings, those of ``latest_ready_profiles_of_project``, worst first (severity,
+    then the estimated saving, then the newer profile): at most ``limit`` rows with their profile, and how
+    many there are in all. One query each, whatever the number of profiles."""
+    found = Finding.objects.filter(profile__in=latest_ready_profiles_of_project(project=project))
+    rows = (found.select_related("profile")
+            .only("id", "rule", "severity", "title", "data", "order", "profile__id", "profile__name",
+                  "profile__created_at")
+            .annotate(severity_order=_SEVERITY_ORDER,
+                      saving_us=Cast(KT("data__estimated_saving_us"), models.FloatField()))
+            .order_by("severity_order", F("saving_us").desc(nulls_last=True), "-profile__created_at",
+                      "profile_id", "order", "id"))
+    return list(rows[:limit]), found.count()
 
 
 def finding_in_language(finding: Finding, language: str = DEFAULT_LANGUAGE) -> dict[str, Any]:

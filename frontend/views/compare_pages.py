@@ -152,11 +152,13 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     comparison = analysis_selectors.comparison_get_for_user(user=request.user, comparison_id=comparison_id)
     result = comparison.result or {}
     done = comparison.status == JobStatus.DONE
-    unit = _("µs per token") if result.get("normalisation") == "per_token" else "µs"
+    per_token = result.get("normalisation") == "per_token"
+    unit = _("µs per token") if per_token else "µs"  # the op chart's axis; tables print times by size
     language = normalize_language(translation.get_language()) or "en"
     context: dict[str, Any] = {
         "comparison": comparison, "project": comparison.project, "result": result, "done": done,
         "finished": comparison.status in (JobStatus.DONE, JobStatus.FAILED), "unit": unit,
+        "per_note": _("per token") if per_token else "",
         "metrics": _metric_rows(result.get("metrics", []), language) if done else [],
         "ops": _readable_ops(result.get("ops", [])[:60]),
         "blocks": _readable_blocks(result.get("blocks", [])),
@@ -164,8 +166,8 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
         "aligned": _aligned_rows(result.get("aligned") or []) if done else [],
         "alignment": result.get("alignment") or {},
         "summary": result.get("summary") or {},
-        "aligned_unit": {"per_token": _("µs per token"), "per_step": _("µs per step")}.get(
-            (result.get("alignment") or {}).get("unit", ""), "µs"),
+        "aligned_unit": {"per_token": _("per token"), "per_step": _("per step")}.get(
+            (result.get("alignment") or {}).get("unit", ""), ""),
     }
     modules = sorted({r["module"] for r in context["aligned"] if r.get("module")})
     context["modules"] = modules

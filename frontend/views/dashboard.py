@@ -7,7 +7,7 @@ from typing import Any
 
 from analysis import selectors as analysis_selectors
 from analysis.fix_ledger import fix_ledger
-from analysis.models import Finding, FixVerification
+from analysis.models import FixVerification
 from analysis.regressions import regressions_of_project
 from frontend import charts
 from profiles.models import Profile, ProfileStatus
@@ -16,6 +16,9 @@ from profiles.models import Profile, ProfileStatus
 # miss 200 ms with 1,000 profiles (~80 KB of chart JSON, when the figures were still read out of the
 # summary JSON); 200 slots are about as many as a 1,000 px wide chart can show apart.
 HISTORY_POINTS = 200
+# Open findings listed on the project page, worst first; the rest are counted (each profile's page lists all
+# of its own). The walk's 7 real samples have 18: the whole list made the card 3 times the chart's height.
+OPEN_FINDINGS = 10
 
 
 def _positive(value: float | None) -> float | None:
@@ -32,17 +35,14 @@ def project_dashboard_context(project: Any) -> dict[str, Any]:
     history = [{"id": r["id"], "name": r["name"], "when": r["created_at"].isoformat(),
                 "per_token_ms": _positive(r["per_token_ms"]), "tokens_per_s": _positive(r["tokens_per_s"])}
                for r in rows]
-    latest = rows[-1] if rows else None
-    open_findings = []
-    if latest is not None:
-        open_findings = list(Finding.objects.filter(profile_id=latest["id"]).order_by("order", "id")
-                             .only("id", "rule", "severity", "title", "profile_id", "data")[:20])
+    open_findings, open_total = analysis_selectors.open_findings_of_project(project=project,
+                                                                             limit=OPEN_FINDINGS)
     has_history = any(h["per_token_ms"] or h["tokens_per_s"] for h in history)
     return {
         "dashboard": {
-            "latest": latest,
             "ready_count": len(rows),
             "open_findings": open_findings,
+            "open_more": open_total - len(open_findings),
             "comparisons": list(analysis_selectors.comparisons_of_project(project=project).defer(
                 "result", "base__summary", "candidate__summary")[:10]),
             "has_history": has_history,

@@ -22,6 +22,7 @@ from analysis.models import PageBuild
 from analysis.summary import ProfileSummary, summary_of
 from captures.verification import verify_targets
 from frontend import charts
+from frontend.templatetags.durations import format_duration
 from profiles import selectors
 from profiles.models import Profile, ProfileStatus
 from pypto_core.graph import metric_label
@@ -49,7 +50,7 @@ def _facts(profile: Profile, data: dict[str, Any] | None, language: str) -> dict
         "kernel_count": s.kernel_count,
         "host_op_count": s.host_op_count,
         "steps": _step_count(report_profile, s),
-        "duration_ms": s.duration_ns / 1e6 if s.duration_ns else None,
+        "duration_ns": s.duration_ns or None,  # the whole recording, first event to last
         "sku": (data or {}).get("sku") or report_profile.get("device") or profile.sku or s.device,
         "sku_source": report_profile.get("sku_source") or (data or {}).get("sku_source"),
         "workload": _label(WORKLOAD_LABELS, report_profile.get("workload")),
@@ -86,7 +87,7 @@ def _step_label(step: dict[str, Any], index: int) -> str:
 
 
 def _time_breakdown(report_profile: dict[str, Any]) -> dict[str, Any] | None:
-    """The "Where the time goes" card: the run's buckets as the report has them (ms = ns / 1e6, % of wall),
+    """The "Where the time goes" card: the run's buckets as the report has them (ns, % of wall),
     a stacked bar per step (sampled evenly past ``charts.MAX_TIME_BARS``) and, for several ranks, per rank."""
     tb = report_profile.get("time_breakdown")
     if not isinstance(tb, dict) or not tb.get("wall_ns"):
@@ -94,15 +95,15 @@ def _time_breakdown(report_profile: dict[str, Any]) -> dict[str, Any] | None:
     wall = int(tb["wall_ns"])
     labels = charts.bucket_labels()
     rows = [{"key": b, "label": labels[b], "colour": charts.BUCKET_COLOURS[b], "ns": int(tb.get(b) or 0),
-             "ms": int(tb.get(b) or 0) / 1e6, "pct": 100 * int(tb.get(b) or 0) / wall}
+             "pct": 100 * int(tb.get(b) or 0) / wall}
             for b in charts.TIME_BUCKETS]
     listed = report_profile.get("steps")
     steps = [st for st in (listed if isinstance(listed, list) else [])
              if isinstance(st, dict) and isinstance(st.get("time_breakdown"), dict)]
     picked = charts.sample_evenly(len(steps))
     out: dict[str, Any] = {
-        "rows": rows, "wall_ms": wall / 1e6,
-        "overlapped_ms": int(tb.get("communication_overlapped") or 0) / 1e6,
+        "rows": rows, "wall_ns": wall,  # the steps' windows, which the buckets split
+        "overlapped_ns": int(tb.get("communication_overlapped") or 0),
         "dominant": labels.get(report_profile.get("dominant_bucket") or ""),
         "step_total": len(steps), "steps_shown": len(picked), "sampled": len(picked) < len(steps),
         "chart_steps": charts.time_breakdown_chart(
@@ -173,8 +174,15 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
         out["chart_op_types"] = charts.op_type_chart(data.get("op_types", []))
         out["chart_roofline"] = charts.roofline_chart(data.get("roofline", {}))
         out["chart_decode"] = charts.decode_chart(data.get("decode", {}))
-        out["top_ops"] = data.get("top_ops", [])
+        out["top_ops"] = _top_ops(data.get("top_ops", []))
     return out
+
+
+def _top_ops(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The top-ops rows with their times as the page prints every time (``format_duration``); the table's
+    script sorts on the raw ``*_us`` numbers and shows the ``*_text``."""
+    return [{**r, "total_us_text": format_duration(r.get("total_us"), "us"),
+             "avg_us_text": format_duration(r.get("avg_us"), "us")} for r in rows]
 
 
 @login_required
@@ -224,8 +232,12 @@ def profile_cluster(request: HttpRequest, profile_id: int) -> HttpResponse:
             [(_("rank %(r)s") % {"r": r["rank"]}, r["time_breakdown"]) for r in ranks]) if ranks else None
         ctx["chart_matrix"] = (charts.communication_matrix_chart(data["links"], data["link_ranks"])
                                if data["links"] else None)
+        # times as text the way the page prints every time (the script only places the bars)
         ctx["strip"] = {"span_ns": data["span_ns"], "ranks": [
             {"rank": r["rank"], "offset_ns": r["offset_ns"], "timeline": r["timeline_profile"],
-             "steps": [[s["step_id"], s["start_ns"], s["end_ns"], s["abs_start_ns"], s["abs_end_ns"]]
-                       for s in r["steps"]]} for r in data["ranks"]]}
+             "offset_text": None if r["offset_ns"] is None else format_duration(r["offset_ns"], "ns"),
+             "steps": [[s["step_id"], s["start_ns"], s["end_ns"], s["abs_start_ns"], s["abs_end_ns"],
+                        format_duration(s["end_ns"] - s["start_ns"], "ns")] for s in r["steps"]]}
+            for r in data["ranks"]]}
+        ctx["untimed"] = any(r["offset_ns"] is None for r in data["ranks"])
     return render(request, "frontend/profile_cluster.html", ctx)

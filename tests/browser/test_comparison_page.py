@@ -18,6 +18,23 @@ from tests.web.test_pages import analysed_profile
 NPU_GPU = ("ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt", "kineto/a100_nccl_2rank/nccl_data.json.gz")
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
+# Nothing of the aligned table is cut off at the card's edge: it fits its scroll box (whose scrollbar a
+# reader may not see), no cell's content runs past its column, the last column ends inside the box.
+ALIGNED_FITS = """() => {
+    const box = document.querySelector('#aligned .scroll'), t = document.getElementById('aligned-table');
+    const spill = [...t.querySelectorAll('th, td')].filter(c => c.scrollWidth > c.clientWidth + 1)
+        .map(c => c.textContent.trim().slice(0, 40));
+    const last = t.querySelector('thead th:last-child').getBoundingClientRect();
+    return {table: t.scrollWidth, box: box.clientWidth, spill: spill, last_right: last.right,
+            box_right: box.getBoundingClientRect().right};
+}"""
+
+
+def assert_aligned_fits(page) -> None:
+    fit = page.evaluate(ALIGNED_FITS)
+    assert fit["table"] <= fit["box"] and not fit["spill"], fit
+    assert fit["last_right"] <= fit["box_right"] + 1, fit
+
 
 def test_npu_against_gpu_comparison_page_in_english_and_chinese(browser_page, make_user, tmp_path,  # noqa: F811
                                                                   settings) -> None:
@@ -66,13 +83,18 @@ def test_npu_against_gpu_comparison_page_in_english_and_chinese(browser_page, ma
         "rows => rows.map(r => r.dataset.times === 'inf' ? Infinity : parseFloat(r.dataset.times))")
     assert times and min(times) >= 5 and len(times) < total
     page.fill("#f-times", "1")
+    assert_aligned_fits(page)
+    # times with their unit by size, as on every page (the table printed bare µs under a "µs per step" title)
+    times = page.locator("#aligned-table tbody tr:first-child td.num").all_inner_texts()
+    units = ("\u00a0ms", "\u00a0µs", "\u00a0s")
+    assert len(times) == 3 and all(t == "0" or t.endswith(units) for t in times), times
     # a full CUDA name is one click away
     detail = page.locator("#aligned-table tbody tr td.kernels:nth-child(8) details").first
     assert not detail.locator("code.full-name").is_visible()
     detail.locator("summary").click()
     full = detail.locator("code.full-name").inner_text()
     assert full.startswith("ncclKernel_AllReduce") and "(" in full
-    page.evaluate("() => { document.querySelector('#aligned .scroll').scrollLeft = 0; }")
+    assert_aligned_fits(page)  # an opened full name stays inside its column too
     page.screenshot(path=str(ARTIFACTS / "comparison_en.png"), full_page=True)
 
     frontend_services.user_language_set(user=owner, language="zh-hans")
@@ -82,5 +104,6 @@ def test_npu_against_gpu_comparison_page_in_english_and_chinese(browser_page, ma
     assert page.locator("#aligned-table td.by-framework_op").first.inner_text() == "框架侧算子"
     assert any("单值" in t for t in page.locator("#metrics-table tbody td.noise").all_inner_texts())
     assert "设备空闲占比" in page.locator('#metrics-table td[data-metric="device_idle_share"]').inner_text()
+    assert_aligned_fits(page)
     page.screenshot(path=str(ARTIFACTS / "comparison_zh-hans.png"), full_page=True)
     assert not page.errors and not page.dialogs

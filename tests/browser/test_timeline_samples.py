@@ -156,6 +156,15 @@ def test_cluster_page_of_the_qwen3_ranks_opens_a_rank_timeline_at_its_step(owner
     page.wait_for_function("() => [...document.querySelectorAll('[data-chart]')].every(e => e.dataset.ready "
                            "=== '1')")
     assert page.locator(".cs-row").count() == 2
+    # every rank label whole in its column (rank 1's "no timestamps" note ran under the track), the why
+    # told once under the strip, and the page as wide as the other pages, not the whole window
+    layout = page.evaluate("""() => ({
+        labels: [...document.querySelectorAll('.cs-label')].map(l => [l.scrollWidth, l.clientWidth,
+                                                                       l.textContent]),
+        main: document.querySelector('main').getBoundingClientRect().width, window: innerWidth})""")
+    assert all(sw <= cw for sw, cw, _text in layout["labels"]), layout
+    assert "no timestamps" in layout["labels"][1][2] and page.locator("#cluster-untimed").is_visible()
+    assert layout["main"] <= 1100 < layout["window"], layout  # .page's max-width (app.css)
     page.screenshot(path=str(ARTIFACTS / "cluster-qwen3.png"), full_page=True)
     step = page.locator(".cs-row[data-rank='0'] a.cs-step").first
     assert step.count() == 1

@@ -14,6 +14,7 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
+from frontend.templatetags.durations import format_duration
 from tests.core.rules.builders import decoder_profile
 from tests.web.helpers import project_with
 
@@ -102,6 +103,14 @@ def test_profile_page_numbers_charts_table_findings(client, world) -> None:
     top = data["top-ops-data"]
     assert {r["name"] for r in top} >= set(HOSTILE)
     assert top == sorted(top, key=lambda r: -r["total_us"])
+    # the table's script shows each time as the page prints every time, and sorts on the numbers
+    assert all(r["total_us_text"] == format_duration(r["total_us"], "us")
+               and r["avg_us_text"] == format_duration(r["avg_us"], "us") for r in top)
+    # a finding's saving reads like the tables' times (it printed raw µs beside tables in ms)
+    for f in p.findings.all():
+        article = html.split(f'data-finding-id="{f.pk}"')[1].split("</article>")[0]
+        saving = format_duration(f.data["estimated_saving_us"], "us")
+        assert re.search(rf"estimated saving(, at most)? {re.escape(saving)} ·", article), (f.rule, saving)
     # every planted rule is reported, with its remedy downloads linked
     rules = set(re.findall(r'class="finding" data-rule="([a-z_]+)"', html))
     assert ALL_RULES <= rules
@@ -113,7 +122,11 @@ def test_profile_page_numbers_charts_table_findings(client, world) -> None:
 
 
 def test_dashboard_history_findings_comparisons(client, world) -> None:
+    from django.utils.html import escape
+
     from analysis.comparisons import comparison_create, comparison_run
+    from analysis.models import Finding
+    from profiles.models import Profile, ProfileStatus
 
     c = comparison_create(user=world["owner"], base=world["before"], candidate=world["after"])
     comparison_run(comparison_id=c.pk)
@@ -125,13 +138,69 @@ def test_dashboard_history_findings_comparisons(client, world) -> None:
     assert [row[2] for row in latency] == [world["before"].name, "after"]  # oldest first, names as data
     assert latency[0][1] > latency[1][1]  # the fixed run decodes faster
     assert f'href="/comparisons/{c.pk}/"' in html
-    # "Open findings" is the latest ready profile's ("after"): its link, and exactly its findings
-    after = world["after"]
-    assert re.search(rf'Open findings <span class="hint">· <a href="/profiles/{after.pk}/">after</a>', html)
-    listed = re.findall(r'<span class="hint mono">([a-z_]+)</span></li>', html.split('id="open-findings"')[1]
-                        .split("</ul>")[0]) if 'id="open-findings"' in html else []
-    assert listed == [f.rule for f in after.findings.order_by("order", "id")]
-    assert bool(listed) != ("No open findings in the latest ready profile." in html)
+    # "Open findings": those of the newest ready profile of each name, across the project, worst first
+    before, after = world["before"], world["after"]
+    assert before.findings.exists() and not after.findings.exists()  # "after" fixed them all
+    assert open_findings(html) == expected_open([before])[:OPEN_FINDINGS]
+    link = f'<a class="finding-profile" href="/profiles/{before.pk}/#findings">{escape(before.name)}</a>'
+    assert link in html
+
+    # another upload with findings of its own: both profiles' findings on one list, each linked to its profile
+    other = Profile.objects.create(project=world["project"], name="serving run", original_filename="p.zip",
+                                   status=ProfileStatus.READY)
+    Finding.objects.create(profile=other, rule="sync_stall", severity="high", title="The host synchronises",
+                           data={"rule": "sync_stall", "estimated_saving_us": 1_500_000.0})
+    for i in range(8):  # with the before profile's, more than the card lists
+        Finding.objects.create(profile=other, rule="block_dim", severity="low", title="Cores left idle",
+                               data={"estimated_saving_us": 10.0 * i})
+    # neither a failed profile nor a rank of a multi-rank upload has findings of its own to list
+    failed = Profile.objects.create(project=world["project"], name="broken", original_filename="p.zip",
+                                    status=ProfileStatus.FAILED)
+    rank = Profile.objects.create(project=world["project"], name="serving run · rank 1",
+                                  original_filename="p.zip", status=ProfileStatus.READY, group=other, rank=1)
+    for row in (failed, rank):
+        Finding.objects.create(profile=row, rule="slow_rank", severity="high", title="x", data={})
+    html = client.get(f"/projects/{world['project'].pk}/").content.decode()
+    shown = open_findings(html)
+    assert shown[0] == ("sync_stall", other.pk)  # high, and the largest saving: 1.5 s
+    assert "estimated saving 1.5\u00a0s" in html.split('id="open-findings"')[1].split("</li>")[0]
+    assert shown == expected_open([before, other])[:OPEN_FINDINGS]
+    assert {pk for _rule, pk in shown} == {before.pk, other.pk}
+    for pk, name in ((before.pk, before.name), (other.pk, other.name)):
+        assert f'<a class="finding-profile" href="/profiles/{pk}/#findings">{escape(name)}</a>' in html
+    more = before.findings.count() + other.findings.count() - OPEN_FINDINGS
+    assert more > 0 and f"and {more} more finding" in html
+
+    # a newer upload under the same name is that run's new capture: its findings replace the older one's
+    Profile.objects.create(project=world["project"], name="serving run", original_filename="p.zip",
+                           status=ProfileStatus.READY)
+    html = client.get(f"/projects/{world['project'].pk}/").content.decode()
+    assert open_findings(html) == expected_open([before])[:OPEN_FINDINGS]
+    Finding.objects.filter(profile=before).delete()
+    html = client.get(f"/projects/{world['project'].pk}/").content.decode()
+    assert 'id="open-findings"' not in html and "No open findings in the newest ready profiles." in html
+
+OPEN_FINDINGS = 10  # frontend/views/dashboard.py
+
+
+def open_findings(html: str) -> list[tuple[str, int]]:
+    """(rule, profile id) of each open finding the project page lists, in its order."""
+    if 'id="open-findings"' not in html:
+        return []
+    block = html.split('id="open-findings"')[1].split("</ul>")[0]
+    items = re.findall(r'<li data-rule="([a-z_]+)" data-profile="(\d+)">', block)
+    return [(rule, int(pk)) for rule, pk in items]
+
+
+def expected_open(profiles: list[Any]) -> list[tuple[str, int]]:
+    """Worst first: high, medium, low; then the larger estimated saving; then the newer profile."""
+    from analysis.models import Finding
+
+    rank = {"high": 0, "medium": 1, "low": 2}
+    rows = sorted(Finding.objects.filter(profile__in=profiles).select_related("profile"),
+                  key=lambda f: (rank.get(f.severity, 3), -(f.data.get("estimated_saving_us") or 0.0),
+                                 -f.profile.created_at.timestamp(), f.profile_id, f.order, f.pk))
+    return [(f.rule, f.profile_id) for f in rows]
 
 
 def test_comparison_page_and_exports(client, world) -> None:
@@ -161,8 +230,19 @@ def test_comparison_page_and_exports(client, world) -> None:
     assert 'id="ranks-table"' not in html  # one rank each side: nothing per rank to add
     from analysis.models import Comparison
 
-    # a side of several ranks (its diagnosis report's rank breakdowns): each rank gets a row
+    # every time as the pages print times (the aligned table printed bare µs under a "µs per step" title)
     stored = Comparison.objects.get(pk=cid)
+    from django.utils.html import escape
+
+    for row in stored.result["aligned"][:5]:
+        cells = re.search(rf'<tr data-key="{re.escape(escape(row["key"]))}".*?</tr>', html, re.S).group(0)
+        assert (f'<td class="num">{format_duration(row["base_us"], "us")}</td><td class="num">'
+                f'{format_duration(row["new_us"], "us")}</td>') in cells
+    summary = re.search(r'id="summary-table">.*?</table>', html, re.S).group(0)
+    step_ms = stored.result["summary"]["base"]["per_step"]["wall_ms"]
+    assert f'<td class="num">{format_duration(step_ms, "ms")}</td>' in summary
+
+    # a side of several ranks (its diagnosis report's rank breakdowns): each rank gets a row
     one = stored.result["summary"]["base"]["ranks"][0]
     stored.result["summary"]["base"]["ranks"] = [one, {**one, "rank": 7, "compute_share": 0.25}]
     stored.save(update_fields=["result"])

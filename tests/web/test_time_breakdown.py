@@ -1,7 +1,7 @@
 """The profile page's "Where the time goes" card (pypto_core/attribution.py): the run's seven buckets in a
-table whose ms figures are the report's numbers (the findings API is the source of truth), stacked bars per
-step and per rank, sampling past 200 steps, and the workload / vendor / SKU-source words in the numbers
-row."""
+table whose times are the report's numbers (the findings API is the source of truth) printed as every time
+on the page is, the wall time told apart from the time span, stacked bars per step and per rank, sampling
+past 200 steps, and the workload / vendor / SKU-source words in the numbers row."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from frontend.templatetags.durations import format_duration
 from tests.core.rules.builders import decoder_profile
 from tests.web.helpers import project_with
 from tests.web.test_pages import _json_scripts, analysed_profile
@@ -33,14 +34,15 @@ def ready(make_user, tmp_path, settings):
     return owner, analysed_profile(project, owner, core, tmp_path, "decode run")
 
 
-def _table(html: str) -> dict[str, tuple[float, float, str]]:
-    """bucket -> (ms, %, label) as the page's table shows them."""
+def _table(html: str) -> dict[str, tuple[int, str, float, str]]:
+    """bucket -> (ns, time as printed, %, label) as the page's table shows them."""
     body = re.search(r'<table class="grid small" id="time-table">(.*?)</table>', html, re.S)
     assert body, "the time table is on the page"
     rows = re.findall(r'<tr data-bucket="([a-z_]+)"><td><span class="swatch"[^>]*></span>'
                       r'<span class="bucket">([^<]*)</span></td>'
-                      r'<td class="num ms">([^<]+)</td><td class="num pct">([^<]+)%</td></tr>', body.group(1))
-    return {key: (float(ms), float(pct), htmllib.unescape(label)) for key, label, ms, pct in rows}
+                      r'<td class="num ms" data-ns="(\d+)">([^<]+)</td>'
+                      r'<td class="num pct">([^<]+)%</td></tr>', body.group(1))
+    return {key: (int(ns), text, float(pct), htmllib.unescape(label)) for key, label, ns, text, pct in rows}
 
 
 def _set_report_profile(profile: Any, **changes: Any) -> None:
@@ -63,14 +65,25 @@ def test_table_and_chart_match_the_findings_api(client, ready) -> None:
     table = _table(html)
     assert list(table) == list(BUCKETS)  # every bucket, in the stacking order
     for b in BUCKETS:
-        ms, pct, label = table[b]
-        assert abs(ms - tb[b] / 1e6) <= 0.0005 + 1e-12, (b, ms, tb[b])  # the report's ns, in ms (3 decimals)
+        ns, text, pct, label = table[b]
+        assert ns == tb[b], (b, ns, tb[b])  # the report's own ns
+        assert text == format_duration(tb[b], "ns"), (b, text)  # printed as every time on the page
         assert abs(pct - 100 * tb[b] / tb["wall_ns"]) <= 0.05 + 1e-9, (b, pct)
-    assert [table[b][2] for b in BUCKETS] == EN_LABELS
-    wall = re.search(r'id="time-wall-ms">([^<]+)<', html)
-    assert wall and abs(float(wall.group(1)) - tb["wall_ns"] / 1e6) <= 0.0005 + 1e-12
-    over = re.search(r'id="time-overlapped">[^<]*?([0-9.]+) ms', html)
-    assert over and abs(float(over.group(1)) - tb["communication_overlapped"] / 1e6) <= 0.0005 + 1e-12
+    assert [table[b][3] for b in BUCKETS] == EN_LABELS
+    assert any(text.endswith(("\u00a0ms", "\u00a0µs")) for _ns, text, _p, _l in table.values())
+    wall = re.search(r'id="time-wall" data-ns="(\d+)">([^<]+)<', html)
+    assert wall and int(wall.group(1)) == tb["wall_ns"] and wall.group(2) == format_duration(tb["wall_ns"])
+    over = re.search(r'id="time-overlapped" data-ns="(\d+)">Communication overlapped with compute: ([^<]+)<',
+                     html)
+    assert over and int(over.group(1)) == tb["communication_overlapped"]
+    assert over.group(2) == format_duration(tb["communication_overlapped"])
+    # two different times, each named for what it is: the recording's span and the steps' wall time
+    span = re.search(r'id="time-span"><b>([^<]+)</b><span>Time span · the whole recording, first event to '
+                     r'last</span>', html)
+    assert span and span.group(1) == format_duration(p.summary["duration_ns"])
+    assert p.summary["duration_ns"] != tb["wall_ns"]  # they differ here too, so each needs its name
+    hint = re.search(r'id="time-wall-hint">([^<]+)<', html)
+    assert hint and "steps' windows" in hint.group(1) and "whole recording" in htmllib.unescape(hint.group(1))
 
     chart = _json_scripts(html)["chart-time-steps"]
     assert [s["name"] for s in chart["series"]] == EN_LABELS  # one series per bucket, in order
@@ -124,7 +137,10 @@ def test_bucket_labels_in_chinese(client, ready) -> None:
     client.post("/language/", {"language": "zh-hans", "next": "/"})
     html = client.get(f"/profiles/{p.pk}/").content.decode()
     table = _table(html)
-    assert [table[b][2] for b in BUCKETS] == ["计算", "未被掩盖的通信", "内存拷贝", "同步等待", "数据加载",
+    assert [table[b][3] for b in BUCKETS] == ["计算", "未被掩盖的通信", "内存拷贝", "同步等待", "数据加载",
                                              "下发瓶颈 (Host 下发)", "其他空闲"]
+    assert "时间跨度 · 整个采集" in html
+    hint = re.search(r'id="time-wall-hint">([^<]+)<', html)
+    assert hint and "Step 的窗口" in hint.group(1) and "整个采集" in hint.group(1)
     assert [s["name"] for s in _json_scripts(html)["chart-time-steps"]["series"]][0] == "计算"
     assert "时间都去哪儿了" in html

@@ -1,5 +1,6 @@
 /* The cluster page's rank strip: one row per rank on one aligned time axis, step bars that open the rank's
- * timeline at that step ("#abs=START,END", absolute ns as text). Rank data is the page's json_script. */
+ * timeline at that step ("#abs=START,END", absolute ns as text). Rank data is the page's json_script, its times
+ * already written as text by the view (frontend/templatetags/durations.py). */
 (function () {
   "use strict";
   var box = document.getElementById("cluster-strip"), src = document.getElementById("cluster-strip-data");
@@ -20,7 +21,7 @@
     row.dataset.rank = String(r.rank);
     var label = el("div", "cs-label", fill(words.rank, {r: r.rank}));
     label.append(el("small", null, " · " + (r.offset_ns === null ? words.untimed
-                                            : fill(words.offset, {ms: (r.offset_ns / 1e6).toFixed(3)}))));
+                                            : fill(words.offset, {time: r.offset_text}))));
     var track = el("div", "cs-track");
     r.steps.forEach(function (s, i) {
       var link = r.timeline && s[3] ? el("a", "cs-step") : el("span", "cs-step cs-nolink");
@@ -29,7 +30,7 @@
       link.className += i % 2 ? " cs-odd" : "";
       var text = s[0] !== null ? fill(words.step, {s: s[0]}) : "";
       link.textContent = text;
-      link.title = text + " · " + ((s[2] - s[1]) / 1e6).toFixed(3) + " ms" + (r.timeline ? "" : " · " + words.noTimeline);
+      link.title = text + " · " + s[5] + (r.timeline ? "" : " · " + words.noTimeline);
       if (r.timeline && s[3]) link.href = "/profiles/" + r.timeline + "/timeline/#abs=" + s[3] + "," + s[4];
       track.append(link);
     });

@@ -51,7 +51,8 @@
             td.appendChild(document.createTextNode(part));
           });
         } else {
-          td.textContent = fmt(k, r[k]);
+          // times come as the page prints every time ("92.1 ms", views/profile_pages.py); sorting reads the numbers
+          td.textContent = typeof r[k + "_text"] === "string" ? r[k + "_text"] : fmt(k, r[k]);
         }
         if (typeof r[k] === "number") td.className = "num";
         if (k === "shape" || k === "name") td.className = "mono small";

@@ -1,0 +1,60 @@
+"""``{{ value|duration:"us" }}``: a duration as people read it, the unit chosen by its size (92.1 ms, 850 µs,
+1.4 s). The one way the profile, comparison and cluster pages print a time; the API keeps its raw ``*_ns``,
+``*_us`` and ``*_ms`` fields. Views that hand text to a script (the cluster strip, the top-ops table) call
+``format_duration`` itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+# Nanoseconds per unit, smallest first; a value is shown in the largest unit it is at least 1 of.
+UNITS: tuple[tuple[str, int], ...] = (("ns", 1), ("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000))
+_IN_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+SIGNIFICANT = 3  # 92.1 ms, 850 µs: enough to rank and compare on a page; the API has every digit
+NBSP = "\u00a0"  # the number and its unit never wrap apart
+
+
+def _digits(x: float) -> str:
+    """``x`` (1 <= x, or 0) to ``SIGNIFICANT`` digits, trailing zeros dropped: 92.1, 850, 1.4, 1234."""
+    decimals = max(SIGNIFICANT - len(str(int(x))), 0)
+    text = f"{x:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def format_duration(value: Any, unit: str = "ns") -> str:
+    """``value`` given in ``unit`` (ns, us or µs, ms, s) as "92.1 ms"; "—" when missing or not a number,
+    "0" for zero; a negative value (a delta) keeps its sign."""
+    if value is None or value == "" or isinstance(value, bool):
+        return "—"
+    try:
+        ns = float(value) * _IN_NS[unit]
+    except (TypeError, ValueError, KeyError):
+        return "—"
+    if ns != ns or ns in (float("inf"), float("-inf")):
+        return "—"
+    sign, ns = ("-" if ns < 0 else ""), abs(ns)
+    if ns == 0:
+        return "0"
+    name, per = UNITS[0]
+    for candidate, size in UNITS:
+        if ns >= size:
+            name, per = candidate, size
+    text = _digits(ns / per)
+    # rounding may carry into the next unit: 999.6 µs is "1 ms", not "1000 µs"
+    bigger = [(n, s) for n, s in UNITS if s > per]
+    if float(text) >= 1000 and bigger:
+        name, per = bigger[0]
+        text = _digits(ns / per)
+    if text == "0":
+        return "0"
+    return f"{sign}{text}{NBSP}{name}"
+
+
+@register.filter
+def duration(value: Any, unit: str = "ns") -> str:
+    """``{{ row.estimated_saving_us|duration:"us" }}``: see ``format_duration``."""
+    return format_duration(value, unit)

@@ -1,0 +1,43 @@
+"""``{{ value|duration:"us" }}`` (frontend/templatetags/durations.py): the one way the pages print a time, its
+unit chosen by the size (a finding's saving in µs and a table's step time in ms read alike)."""
+
+from __future__ import annotations
+
+import pytest
+from django.template import Context, Template
+
+from frontend.templatetags.durations import format_duration
+
+NB = "\u00a0"
+
+
+@pytest.mark.parametrize(("value", "unit", "text"), [
+    (92_100, "us", f"92.1{NB}ms"),
+    (850, "us", f"850{NB}µs"),
+    (1.4, "s", f"1.4{NB}s"),
+    (1400, "ms", f"1.4{NB}s"),
+    (810.022, "ms", f"810{NB}ms"),
+    (420_174.3, "us", f"420{NB}ms"),  # the qwen3 rank's wait for other ranks, printed as "420174.3 µs" before
+    (149_000_000, "ns", f"149{NB}ms"),
+    (3.22, "ms", f"3.22{NB}ms"),
+    (12, "ns", f"12{NB}ns"),
+    (999.6, "us", f"1{NB}ms"),  # rounding carries into the next unit, never "1000 µs"
+    (999_999, "ns", f"1{NB}ms"),
+    (-8990.3, "us", f"-8.99{NB}ms"),  # a delta keeps its sign
+    (3600, "s", f"3600{NB}s"),
+    (0, "us", "0"),
+    (0.0001, "ns", "0"),
+    (None, "us", "—"),
+    ("", "us", "—"),
+    ("n/a", "us", "—"),
+    (float("nan"), "ms", "—"),
+    (5, "minutes", "—"),
+])
+def test_format_duration(value, unit, text) -> None:
+    assert format_duration(value, unit) == text
+
+
+def test_the_filter_is_the_helper() -> None:
+    out = Template('{% load durations %}{{ a|duration:"us" }}|{{ b|duration:"ms" }}|{{ c|duration }}').render(
+        Context({"a": 850.4, "b": 92.14, "c": 1_500_000_000}))
+    assert out == f"850{NB}µs|92.1{NB}ms|1.5{NB}s"
