@@ -284,14 +284,23 @@ class OperatorCallGraph:
         b1, b2 = sh.dim(1, -1), sh.dim(1, -2)
         a_rank, b_rank = sh.rank(0), sh.rank(1)
         a2 = np.where(a_rank >= 2, a2, 1)  # a 1-D A is a single row
-        # Cases: A[M,K] B[K,N]; A[M,K] B[N,K] (transposed weight); A[K,M] B[K,N] (transposed A)
-        nn = (a1 == b2) & (a1 > 0) & (b_rank >= 2)
-        nt = ~nn & (a1 == b1) & (a1 > 0)
-        tn = ~nn & ~nt & (a2 == b2) & (a2 > 0)
-        m = np.select([nn, nt, tn], [a2, a2, a1], default=0)
-        k = np.select([nn, nt, tn], [a1, a1, a2], default=0)
-        n = np.select([nn, nt, tn], [b1, b2, b1], default=0)
-        out_n, out_m = out.dim(0, -1), out.dim(0, -2)
+        # Cases (m, k, n): A[M,K] B[K,N]; A[M,K] B[N,K] (transposed weight); A[K,M] B[K,N] (transposed A, a
+        # weight gradient); A[K,M] B[N,K]. Two inputs of one shape fit two cases (X[32,4096] with
+        # dY[32,4096]: X·dYᵀ is 32x32, Xᵀ·dY is 4096x4096): the output's shape tells which ran, and only
+        # where it matches none do the cases go in this order.
+        cases = (((a1 == b2) & (a1 > 0) & (b_rank >= 2), a2, a1, b1),
+                 ((a1 == b1) & (a1 > 0), a2, a1, b2),
+                 ((a2 == b2) & (a2 > 0) & (a_rank >= 2) & (b_rank >= 2), a1, a2, b1),
+                 ((a2 == b1) & (a2 > 0) & (a_rank >= 2), a1, a2, b2))
+        out_n, out_m, out_rank = out.dim(0, -1), out.dim(0, -2), out.rank(0)
+        chosen = np.full(len(a1), -1, np.int64)
+        for i, (fits, cm, _ck, cn) in enumerate(cases):
+            agrees = (out_n > 0) & (cn == out_n) & ((out_rank < 2) | (cm == out_m))
+            chosen[(chosen < 0) & fits & agrees] = i
+        for i, (fits, *_dims) in enumerate(cases[:3]):
+            chosen[(chosen < 0) & fits] = i
+        m, k, n = (np.select([chosen == i for i in range(len(cases))], [c[axis] for c in cases], default=0)
+                   for axis in (1, 2, 3))
         fallback = (m == 0) & (out_n > 0)
         m = np.where(fallback, np.maximum(out_m, 1), m)
         n = np.where(fallback, out_n, n)
