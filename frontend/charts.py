@@ -90,10 +90,12 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
         roof_line.sort()
     by_type: dict[str, list[Any]] = {}
     for p in points:
-        by_type.setdefault(p["op_type"], []).append({
-            "value": [p["intensity"], p["flops_per_s"] / 1e12, p["total_us"]],
-            "name": f'{p["op_type"]} {p["shape"]}',
-        })
+        point: dict[str, Any] = {"value": [p["intensity"], p["flops_per_s"] / 1e12, p["total_us"]],
+                                 "name": f'{p["op_type"]} {p["shape"]}'}
+        if p.get("above_hbm_roof"):  # its tensors stayed in L2: drawn apart, said in the tooltip
+            point["symbol"] = "diamond"
+            point["name"] += " · " + _("above the HBM roof (in the L2 cache)")
+        by_type.setdefault(p["op_type"], []).append(point)
     biggest = max((p["total_us"] for p in points), default=1.0) or 1.0
     series: list[dict[str, Any]] = [{
         "type": "line", "name": _("Roof (peak FLOP/s, HBM bandwidth)"), "data": roof_line,

@@ -28,7 +28,8 @@ from pypto_core.kernel_names import readable
 from pypto_core.profile import Profile
 from pypto_core.shapes import distinct_values, is_coded
 
-PAGE_DATA_VERSION = 2  # 2: kernels without an op type grouped by their readable name
+PAGE_DATA_VERSION = 3  # 2: kernels without an op type grouped by their readable name; 3: roofline points say
+# whether they run above the HBM roof, and the roof carries the L2 size
 TOP_OPS = 500  # rows of the top-ops table: the table filters client-side, 500 rows stay < 200 KB of JSON
 TOP_OP_TYPES = 30  # bars of the breakdown chart; the rest are summed into "(other)"
 ROOFLINE_POINTS = 300  # points of the roofline scatter (the largest groups by time that have FLOPs)
@@ -148,7 +149,9 @@ def profile_page_data(profile: Profile, sku: str | None = None, *,
                            "kernel_count": g.n, "op_types": [], "top_ops": [], "roofline": {}, "decode": {},
                            "metrics": {}}
     roof = {"peak_flops_per_s": g.sku.peak_flops_per_s(), "hbm_bytes_per_s": g.sku.hbm_bytes_per_s,
-            "ridge_flop_per_byte": g.sku.ridge_flop_per_byte, "points": []}
+            "ridge_flop_per_byte": g.sku.ridge_flop_per_byte, "points": [],
+            "l2_bytes": float(g.sku.l2_mib.value) * 2**20 if g.sku.l2_mib.value else None,
+            "hbm_tag": g.sku.hbm_gbps.tag}
     out["roofline"] = roof
     if g.n == 0:
         return out
@@ -203,9 +206,14 @@ def profile_page_data(profile: Profile, sku: str | None = None, *,
                         "roofline_efficiency": _num(min(efficiency, 1.0)) if efficiency is not None
                         else None})
         if len(points) < ROOFLINE_POINTS and g_flops[i] > 0 and intensity and achieved:
+            # Above the HBM roof: the kernels' tensors stayed in the L2 cache (as big as a weight
+            # gradient on 910B), which is faster than HBM, so HBM bandwidth does not bound them
+            hbm_roof = min(roof["peak_flops_per_s"], intensity * roof["hbm_bytes_per_s"])
             points.append({"op_type": t, "shape": sh, "block": bl, "count": int(g_cnt[i]),
                            "intensity": _num(intensity), "flops_per_s": _num(achieved),
-                           "total_us": float(g_sum[i] / 1e3)})
+                           "total_us": float(g_sum[i] / 1e3),
+                           "bytes_per_kernel": float(g_bytes[i] / g_cnt[i]),
+                           "above_hbm_roof": bool(hbm_roof > 0 and achieved > 1.001 * hbm_roof)})
     out["top_ops"] = top
     roof["points"] = points
 

@@ -170,12 +170,26 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
                         sorted((data.get("metrics") or {}).items()) if v is not None],
             "has_decode": bool(data.get("decode", {}).get("steps")),
             "has_roofline": bool(data.get("roofline", {}).get("points")),
+            "roofline_above": _above_hbm_roof(data.get("roofline", {})),
         })
         out["chart_op_types"] = charts.op_type_chart(data.get("op_types", []))
         out["chart_roofline"] = charts.roofline_chart(data.get("roofline", {}))
         out["chart_decode"] = charts.decode_chart(data.get("decode", {}))
         out["top_ops"] = _top_ops(data.get("top_ops", []))
     return out
+
+
+def _above_hbm_roof(roof: dict[str, Any]) -> dict[str, Any] | None:
+    """The roofline's op groups that run above the HBM roof (their tensors stayed in the L2 cache), for the
+    hint under the chart; None when there are none."""
+    above = [p for p in roof.get("points", []) if p.get("above_hbm_roof")]
+    if not above:
+        return None
+    l2 = roof.get("l2_bytes") or 0
+    in_l2 = sum(1 for p in above if p.get("bytes_per_kernel", float("inf")) <= l2)
+    # what L2 cannot hold went to HBM: faster than the roof, the roof's figure (or the device) is wrong
+    return {"count": in_l2, "beyond_l2": len(above) - in_l2, "l2_mib": round(l2 / 2**20) if l2 else None,
+            "third_party": roof.get("hbm_tag") in ("third_party", "inferred")}
 
 
 def _top_ops(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

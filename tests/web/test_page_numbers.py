@@ -117,6 +117,13 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
         assert f'Upload every rank (<a href="/profiles/{p.pk}/cluster/">cluster page</a>)' in page
         for f in api["findings"]:  # a finding that reports a wait reports this one
             assert f["peer_wait_us"] in (0, pw["wait_us"])
+    # roofline points above the HBM roof are said to be in L2 (the CNN rank's two weight gradients)
+    above = re.search(r'<p class="hint small" id="roofline-above">(\d+) points \(drawn as diamonds\) run above '
+                      r'the HBM roof: their tensors stayed in the L2 cache', page)
+    assert bool(above) == (case == "cnn_ascend_training"), case
+    if above:
+        assert above.group(1) == "2" and "L2 on this part: 192 MiB." in page
+        assert "Huawei publishes no HBM bandwidth for this part" in page  # 910B3 assumed: third-party
     assert ('id="speedup-bound"' in page) == (api["combined_speedup_bound"] == "upper_bound")
     # a replayed headline says so: it is not the findings' own estimates combined (A100: 4.15x vs 3.957x)
     source = p.summary["report"]["profile"].get("combined_speedup_source")
