@@ -66,8 +66,11 @@ def views_build(*, profile: Profile, core: Any, workdir: Path,
     default_storage.save(f"{prefix}/pages.json", ContentFile(json.dumps(data).encode("utf-8")))
     timings["page_data_s"] = round(time.monotonic() - t0, 3)
     t0 = time.monotonic()
-    local = build_timeline_index(core, Path(workdir) / "timeline-index",
-                                 attribution=graph.attribution if graph is not None else None)
+    attribution = None
+    if graph is not None:
+        attribution = graph.attribution
+        graph.keep_only_attribution()  # the index's peak must not stack on the rules' caches
+    local = build_timeline_index(core, Path(workdir) / "timeline-index", attribution=attribution)
     store_folder(local, f"{prefix}/timeline")
     timings["timeline_index_s"] = round(time.monotonic() - t0, 3)
     return timings

@@ -162,6 +162,14 @@ class OperatorCallGraph:
         for name in self._SHAPE_CACHES:
             self.__dict__.pop(name, None)
 
+    def keep_only_attribution(self) -> None:
+        """Forget every cached figure but the attribution (rebuilt if asked for again): what the timeline
+        index needs of a graph diagnosis and the page data are done with, whose peak would otherwise stack
+        on the caches (75 MB on a 1 GB folder)."""
+        for name in [n for n, v in vars(type(self)).items() if isinstance(v, cached_property)]:
+            if name != "attribution":
+                self.__dict__.pop(name, None)
+
     def drop_chains(self) -> None:
         """Forget the chain matches and the stream order they were found in (on a 3.1 M-kernel table 130 MB;
         the masks built from them stay); rebuilt if asked for again."""

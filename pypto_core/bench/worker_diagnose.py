@@ -41,6 +41,7 @@ report = diagnose(profile, graph=graph)
 t, c = part("rules", t, c)
 profile_page_data(profile, graph=graph)
 t, c = part("page_data", t, c)
+graph.keep_only_attribution()
 with tempfile.TemporaryDirectory() as folder:
     build_timeline_index(profile, folder, attribution=graph.attribution)
 part("timeline_index", t, c)

@@ -118,8 +118,8 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
         for f in api["findings"]:  # a finding that reports a wait reports this one
             assert f["peer_wait_us"] in (0, pw["wait_us"])
     # roofline points above the HBM roof are said to be in L2 (the CNN rank's two weight gradients)
-    above = re.search(r'<p class="hint small" id="roofline-above">(\d+) points \(drawn as diamonds\) run above '
-                      r'the HBM roof: their tensors stayed in the L2 cache', page)
+    above = re.search(r'<p class="hint small" id="roofline-above">(\d+) points \(drawn as diamonds\) run '
+                      r'above the HBM roof: their tensors stayed in the L2 cache', page)
     assert bool(above) == (case == "cnn_ascend_training"), case
     if above:
         assert above.group(1) == "2" and "L2 on this part: 192 MiB." in page
