@@ -95,9 +95,14 @@ class _Side:
                    token_latency_ms=t.latency_ns.astype(np.float64) / 1e6, block=kernel_block_codes(graph)[0],
                    gap_ns=graph.gap_before_ns)
         # the metrics and blocks are taken: what they were built from is not held through the comparison
-        # (on a 3.1 M-kernel table, 360 MB a side)
+        # (on a 3.1 M-kernel table, 360 MB a side), nor the attribution's pieces of time (its per-step
+        # figures stay) and the kernels' steps (the decode mask stays): another 130 MB a side
         graph.drop_shapes()
         graph.drop_chains()
+        graph.decode_kernel_mask  # noqa: B018 (kept: the per-token scope reads it)
+        graph.drop_tokens()
+        if graph.attribution is not None:
+            graph.attribution.segments = None
         return side
 
     def scope_mask(self, per_token: bool) -> np.ndarray:
