@@ -21,6 +21,7 @@ from analysis import selectors as analysis_selectors
 from analysis.comparisons import comparison_create
 from analysis.fix_ledger import verdicts_of_comparison
 from analysis.models import JobStatus
+from analysis.texts import localized_list
 from frontend import charts
 from frontend import selectors as frontend_selectors
 from profiles import selectors, services
@@ -161,6 +162,7 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
         "ops": _readable_ops(result.get("ops", [])[:60]),
         "blocks": _readable_blocks(result.get("blocks", [])),
         "findings": result.get("findings", []),
+        "warnings": localized_list(result.get("warnings") or [], result.get("warning_messages"), language),
         "aligned": _aligned_rows(result.get("aligned") or []) if done else [],
         "alignment": result.get("alignment") or {},
         "summary": result.get("summary") or {},
