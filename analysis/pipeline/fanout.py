@@ -81,7 +81,7 @@ def fan_out(step: ProfileStep, unpacked: Path, workdir: Path) -> bool:
             child.archive.save(filename, File(fh, name=filename), save=False)
         child.save()
         children[filename] = child
-        step.progress(32, f"rank archive {filename} stored")  # renews the lease while splitting
+        step.progress(32, msg(gettext_noop("rank archive {file} stored"), file=filename))  # renews the lease
     step.timings["fanout_ranks"] = len(paths)
     summary = ProfileSummary(ranks=len(paths), fanout=True, files=len(paths))
     with transaction.atomic():
@@ -94,7 +94,8 @@ def fan_out(step: ProfileStep, unpacked: Path, workdir: Path) -> bool:
             enqueue_on_commit(TaskName.INGEST, pk)
         if not pending:
             rank_finished(profile.pk)
-    step.log(f"fanned out to {len(paths)} ranks ({len(pending)} queued)")
+    step.log(msg(gettext_noop("fanned out to {n} ranks ({queued} queued)"), n=len(paths),
+                 queued=len(pending)))
     return True
 
 

@@ -75,6 +75,11 @@ VENDOR_LABELS = {"ascend": gettext_lazy("Ascend (Huawei)"), "nvidia": "NVIDIA", 
                  "cpu": gettext_lazy("CPU only"), "unknown": gettext_lazy("Unknown")}
 
 
+def workload_label(workload: str | None) -> str | None:
+    """A workload id (pypto_core.workload) in the page's words."""
+    return _label(WORKLOAD_LABELS, workload)
+
+
 def _label(labels: dict[str, Any], key: str | None) -> str | None:
     return str(labels.get(key, key)) if key else None
 
