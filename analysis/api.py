@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import FileResponse
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
@@ -25,6 +26,7 @@ from analysis.fix_ledger import fix_ledger, verdicts_of_comparison
 from analysis.models import Artifact, Comparison
 from analysis.pipeline.diagnose import profile_what_if
 from analysis.regressions import regressions_of_project
+from analysis.texts import localized, localized_list, request_language
 from profiles.api import attachment_response
 from profiles.models import ProfileStatus
 from profiles.selectors import profile_get_for_user, project_get_for_user, signed_in
@@ -47,11 +49,27 @@ class ArtifactSerializer(serializers.ModelSerializer):
 
 
 class ComparisonSerializer(serializers.ModelSerializer):
+    error_localized = serializers.SerializerMethodField(help_text=gettext_lazy(
+        "The failure's reason in the request's language (?lang=, or Accept-Language); empty when none."))
+    warnings_localized = serializers.SerializerMethodField(help_text=gettext_lazy(
+        "result.warnings in the request's language (result.warning_messages holds their templates)."))
+
     class Meta:
         model = Comparison
-        fields = ["id", "project", "base", "candidate", "status", "error", "result", "created_at",
-                  "finished_at",
+        fields = ["id", "project", "base", "candidate", "status", "error", "error_message", "error_localized",
+                  "result", "warnings_localized", "created_at", "finished_at",
                   "auto", "is_regression", "regression", "threshold_pct"]
+
+    def _language(self) -> str | None:
+        request = self.context.get("request")
+        return request_language(request) if request is not None else None
+
+    def get_error_localized(self, obj: Comparison) -> str:
+        return localized(obj.error, obj.error_message, self._language())
+
+    def get_warnings_localized(self, obj: Comparison) -> list[str]:
+        result = obj.result or {}
+        return localized_list(result.get("warnings") or [], result.get("warning_messages"), self._language())
 
 
 class ComparisonCreateSerializer(serializers.Serializer):
@@ -166,7 +184,7 @@ class ComparisonDetailView(APIView):
     @extend_schema(responses=ComparisonSerializer)
     def get(self, request: Request, comparison_id: int) -> Response:
         comparison = selectors.comparison_get_for_user(user=request.user, comparison_id=comparison_id)
-        data: dict[str, Any] = ComparisonSerializer(comparison).data
+        data: dict[str, Any] = ComparisonSerializer(comparison, context={"request": request}).data
         data["verdicts"] = verdicts_of_comparison(comparison=comparison)  # a verification job's comparison
         return Response(data)
 

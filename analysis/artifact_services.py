@@ -19,14 +19,17 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from analysis.models import AnalysisRun, Artifact, Finding, JobStatus
 from analysis.pipeline.queue import TaskName, enqueue_on_commit
-from analysis.pipeline.steps import ERROR_CHARS, Step, run_step
+from analysis.pipeline.steps import Step, run_log, run_step
 from analysis.storage import ProfileStore
 from analysis.summary import summary_of
+from analysis.texts import error_fields
 from profiles.models import FINISHED, MODEL_FILE_MAX_BYTES, Profile, ProfileStatus
 from pypto_core.errors import InputError
+from pypto_core.i18n import Text, msg
 from pypto_core.profile import ProfileMeta
 from pypto_core.remedies import generate_artifacts
 from pypto_core.remedies.artifact import KINDS
@@ -149,7 +152,8 @@ class RemediesStep(Step):
     lock on the run); the profile must have left the pipeline first (``ProfileBusy``: the task retries)."""
 
     kind = "remedies"
-    doing = "making remedies"
+    internal_error_reason = gettext_noop(
+        "{subject}: internal error while making remedies ({error}: {detail})")
     run: AnalysisRun
     profile: Profile
 
@@ -183,7 +187,8 @@ class RemediesStep(Step):
     def work(self, workdir: Path) -> None:
         profile, run = self.profile, self.run
         if profile.status == ProfileStatus.FAILED:
-            raise InputError(profile.name, "the profile failed; run it again to make its remedies")
+            raise InputError(profile.name, msg(gettext_noop("the profile failed; run it again to make its "
+                                                            "remedies")))
         findings = list(profile.findings.order_by("order", "id"))
         model_source, model_filename = model_source_of(profile)
         with self.timed("remedies_s"):
@@ -197,14 +202,16 @@ class RemediesStep(Step):
             version = artifact_set_store(profile=profile, run=locked, artifacts=artifacts,
                                          findings_by_rule={f.rule: f for f in findings})
             AnalysisRun.objects.filter(pk=run.pk).update(
-                status=JobStatus.DONE, progress=100, finished_at=timezone.now(), timings=self.timings,
-                log=run.log + f"version {version}: {len(artifacts)} artifacts"
-                + (f", diffs against {model_filename}\n" if model_filename else "\n"),
-            )
+                status=JobStatus.DONE, progress=100, finished_at=timezone.now(), timings=self.timings)
+            made = (msg(gettext_noop("version {version}: {n} artifacts, diffs against {file}"),
+                        version=version, n=len(artifacts), file=model_filename) if model_filename
+                    else msg(gettext_noop("version {version}: {n} artifacts"), version=version,
+                             n=len(artifacts)))
+            run_log(locked, made)
 
-    def fail(self, reason: str) -> None:
-        AnalysisRun.objects.filter(pk=self.run.pk).update(status=JobStatus.FAILED, error=reason[:ERROR_CHARS],
-                                                          finished_at=timezone.now())
+    def fail(self, reason: Text) -> None:
+        AnalysisRun.objects.filter(pk=self.run.pk).update(status=JobStatus.FAILED, finished_at=timezone.now(),
+                                                          **error_fields(reason))
 
     def release(self, exc: BaseException) -> None:
         """Nothing to give back: the retry claims the run row again (a claim takes a running run too)."""

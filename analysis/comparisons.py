@@ -16,18 +16,21 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from analysis import signals
 from analysis.models import Comparison, JobStatus
 from analysis.pipeline.queue import TaskName, enqueue_on_commit
-from analysis.pipeline.steps import ERROR_CHARS, Step, run_step
+from analysis.pipeline.steps import Step, run_step
 from analysis.regressions import comparison_regression_lines
 from analysis.selectors import findings_report
 from analysis.storage import ProfileStore
 from analysis.summary import summary_of
+from analysis.texts import NO_ERROR, error_fields
 from profiles.models import IN_PIPELINE, Profile, ProfileStatus
 from pypto_core.compare import COMPARE_COLUMNS, ProfileComparer
 from pypto_core.errors import InputError
+from pypto_core.i18n import Text, msg
 
 
 def comparison_create(*, user: Any, base: Profile, candidate: Profile) -> Comparison:
@@ -57,7 +60,7 @@ class CompareStep(Step):
     queue."""
 
     kind = "compare"
-    doing = "comparing"
+    internal_error_reason = gettext_noop("{subject}: internal error while comparing ({error}: {detail})")
     comparison: Comparison
 
     def __init__(self, comparison_id: int) -> None:
@@ -85,7 +88,7 @@ class CompareStep(Step):
         base, candidate = comparison.base, comparison.candidate
         for p in (base, candidate):
             if p.status != ProfileStatus.READY:
-                raise InputError(p.name, f"profile is {p.status}, not ready")
+                raise InputError(p.name, msg(gettext_noop("profile is {status}, not ready"), status=p.status))
         base_core = ProfileStore(base).load(workdir / "base", columns=COMPARE_COLUMNS)
         new_core = ProfileStore(candidate).load(workdir / "new", columns=COMPARE_COLUMNS)
         same_sku = base.sku if base.sku == candidate.sku else ""
@@ -93,14 +96,14 @@ class CompareStep(Step):
                                  candidate_report=stored_report(candidate)).compare().to_dict()
         lines, threshold = comparison_regression_lines(comparison=comparison, result=result)
         Comparison.objects.filter(pk=comparison.pk).update(
-            status=JobStatus.DONE, result=result, error="", finished_at=timezone.now(),
+            status=JobStatus.DONE, result=result, finished_at=timezone.now(), **NO_ERROR,
             regression=lines, is_regression=bool(lines), threshold_pct=threshold,
         )
         signals.comparison_done.send(sender=Comparison, comparison_id=comparison.pk)
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: Text) -> None:
         Comparison.objects.filter(pk=self.comparison_id).update(
-            status=JobStatus.FAILED, error=reason[:ERROR_CHARS], finished_at=timezone.now())
+            status=JobStatus.FAILED, finished_at=timezone.now(), **error_fields(reason))
 
     def release(self, exc: BaseException) -> None:
         running = Comparison.objects.filter(pk=self.comparison_id, status=JobStatus.RUNNING)

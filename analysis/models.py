@@ -36,8 +36,13 @@ class AnalysisRun(models.Model):
     progress = models.PositiveSmallIntegerField(default=0)
     attempts = models.PositiveIntegerField(default=0)  # how many times a worker started it
     log = models.TextField(blank=True, default="")
+    # ``log``'s lines as messages, {"at": "HH:MM:SS", "msgid", "params"} each (analysis.texts): the page shows
+    # them in its language; a run logged before they were kept shows ``log``
+    log_messages = models.JSONField(default=list, blank=True)
     timings = models.JSONField(default=dict, blank=True)  # phase -> seconds
     error = models.TextField(blank=True, default="")
+    # ``error`` as its message (analysis.texts): a page shows it in its own language
+    error_message = models.JSONField(null=True, blank=True, default=None)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -106,6 +111,8 @@ class Comparison(models.Model):
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
     result = models.JSONField(default=dict, blank=True)  # the ``compare --format json`` shape
     error = models.TextField(blank=True, default="")
+    # ``error`` as its message (analysis.texts): a page shows it in its own language
+    error_message = models.JSONField(null=True, blank=True, default=None)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -192,6 +199,8 @@ class PageBuild(models.Model):
     lease_until = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)  # how many times a worker started it
     error = models.TextField(blank=True, default="")  # the reason a build failed, as the user may read it
+    # ``error`` as its message (analysis.texts): a page shows it in its own language
+    error_message = models.JSONField(null=True, blank=True, default=None)
     requested_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

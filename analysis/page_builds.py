@@ -24,14 +24,17 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from analysis import pagedata
 from analysis.models import JobStatus, PageBuild
 from analysis.pipeline.queue import TaskName
 from analysis.pipeline.steps import TRANSIENT_ERRORS
+from analysis.texts import NO_ERROR, error_fields, localized
 from analysis.workdirs import make_workdir
 from profiles.models import Profile, ProfileStatus
 from pypto_core.errors import InputError
+from pypto_core.i18n import Text, msg
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,11 @@ RUNNING = JobStatus.RUNNING.value
 FAILED = JobStatus.FAILED.value
 ABSENT = "absent"
 _LIVE = (JobStatus.QUEUED, JobStatus.RUNNING)
+# What a build that failed on a bug says (the server log has the traceback).
+_TRACE_FAILED = gettext_noop("{name}: internal error during the export of the chrome trace ({error}); "
+                             "running the pipeline again may help, the server log has the details")
+_VIEWS_FAILED = gettext_noop("{name}: internal error during the build of the page views ({error}); "
+                             "running the pipeline again may help, the server log has the details")
 
 
 @dataclass(frozen=True)
@@ -53,11 +61,23 @@ class BuildState:
     or ``absent`` (no build asked for this parse, or no parsed tables to build from)."""
 
     status: str
-    error: str = ""
+    error: str = ""  # in English
+    error_message: dict[str, Any] | None = None  # ``error`` as its message (analysis.texts)
 
     @property
     def preparing(self) -> bool:
         return self.status in (QUEUED, RUNNING)
+
+    def localized_error(self, language: str | None = None) -> str:
+        """Why the build failed, in ``language`` (default: the page's)."""
+        return localized(self.error, self.error_message, language)
+
+    @classmethod
+    def of(cls, row: PageBuild) -> BuildState:
+        """A build row's state as a page shows it (its reason only when it failed)."""
+        if row.status != JobStatus.FAILED:
+            return cls(row.status)
+        return cls(row.status, row.error, row.error_message)
 
 
 class NotPrepared(Exception):
@@ -103,20 +123,20 @@ def build_request(*, profile: Profile, kind: str, stale: bool = False) -> BuildS
     now = timezone.now()
     lost = row.status in _LIVE and (row.lease_until is None or row.lease_until < now)  # message or worker
     if row.source == source and row.status != JobStatus.DONE and not lost:
-        return BuildState(row.status, row.error if row.status == JobStatus.FAILED else "")
+        return BuildState.of(row)
     # Conditional on the row as read: of the requests that saw it so, one queues it; a request that read it
     # before a worker changed it (finished it, say) changes nothing and reports the row as it is now.
     queued = PageBuild.objects.filter(pk=row.pk, source=row.source, status=row.status,
                                       lease_until=row.lease_until).update(
-        source=source, status=JobStatus.QUEUED, lease_until=_queue_lease(), error="", requested_at=now,
-        started_at=None, finished_at=None)
+        source=source, status=JobStatus.QUEUED, lease_until=_queue_lease(), requested_at=now,
+        started_at=None, finished_at=None, **NO_ERROR)
     if queued:
         _send_after_commit(row.pk)
         return BuildState(QUEUED)
     row.refresh_from_db()
     if row.status == JobStatus.DONE and _output_ready(profile, kind, row):
         return BuildState(READY)
-    return BuildState(row.status, row.error if row.status == JobStatus.FAILED else "")
+    return BuildState.of(row)
 
 
 def page_data_or_build(*, profile: Profile) -> tuple[dict[str, Any] | None, BuildState]:
@@ -193,7 +213,7 @@ def build_run(*, build_id: int) -> None:
     claimed = PageBuild.objects.filter(pk=build_id).filter(
         Q(status=JobStatus.QUEUED) | Q(status=JobStatus.RUNNING, lease_until__lt=now)
     ).update(status=JobStatus.RUNNING, lease_until=_work_lease(), attempts=F("attempts") + 1, started_at=now,
-             error="")
+             **NO_ERROR)
     if not claimed:
         return  # built, failed, or a live worker has it
     build = PageBuild.objects.select_related("profile").get(pk=build_id)
@@ -212,7 +232,8 @@ def build_run(*, build_id: int) -> None:
             log.info("profile %s: views built, timings %s", profile.pk, timings)
         _finish(build_id, JobStatus.DONE)
     except InputError as exc:
-        _finish(build_id, JobStatus.FAILED, _without_folder(str(exc), workdir))
+        named = exc.with_names(lambda text: _without_folder(text, workdir))
+        _finish(build_id, JobStatus.FAILED, named.message)
     except TRANSIENT_ERRORS:
         # Given back before the retry, which claims it again; requests meanwhile see it queued.
         PageBuild.objects.filter(pk=build_id, status=JobStatus.RUNNING).update(
@@ -220,18 +241,15 @@ def build_run(*, build_id: int) -> None:
         raise
     except Exception as exc:  # a bug or a broken table: the log has the traceback, the page a clear reason
         log.exception("page build %s (%s) of profile %s failed", build_id, build.kind, profile.pk)
-        trace = build.kind == PageBuild.Kind.TRACE
-        what = "export of the chrome trace" if trace else "build of the page views"
-        _finish(build_id, JobStatus.FAILED,
-                f"{profile.name}: internal error during the {what} ({type(exc).__name__}); "
-                "running the pipeline again may help, the server log has the details")
+        reason = _TRACE_FAILED if build.kind == PageBuild.Kind.TRACE else _VIEWS_FAILED
+        _finish(build_id, JobStatus.FAILED, msg(reason, name=profile.name, error=type(exc).__name__))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _finish(build_id: int, status: str, error: str = "") -> None:
+def _finish(build_id: int, status: str, error: Text = "") -> None:
     PageBuild.objects.filter(pk=build_id, status=JobStatus.RUNNING).update(
-        status=status, error=error[:4000], lease_until=None, finished_at=timezone.now())
+        status=status, lease_until=None, finished_at=timezone.now(), **error_fields(error))
 
 
 def _without_folder(text: str, workdir: Path) -> str:

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from analysis import profile_services
 from analysis.regressions import regression_of_profile, regressions_by_candidate
 from analysis.summary import summary_of
+from analysis.texts import localized, request_language
 from profiles import selectors
 from profiles.api import service_errors
 from profiles.models import Profile
@@ -30,6 +31,10 @@ from profiles.services import require_write
 class ProfileSerializer(serializers.ModelSerializer):
     project = serializers.IntegerField(source="project_id", read_only=True)
     error = serializers.SerializerMethodField()
+    error_message = serializers.JSONField(read_only=True, help_text=gettext_lazy(
+        "The failure's reason as its message: its English template (msgid) and parameters, or null."))
+    error_localized = serializers.SerializerMethodField(help_text=gettext_lazy(
+        "The failure's reason in the request's language (?lang=, or Accept-Language), or null."))
     summary = serializers.SerializerMethodField(help_text=gettext_lazy(
         "What the analysis found out: the upload's files, the tables' counts and span, the ranks, the "
         "report."))
@@ -40,7 +45,8 @@ class ProfileSerializer(serializers.ModelSerializer):
     class Meta:
         model = Profile
         fields = [
-            "id", "project", "name", "sku", "tags", "status", "progress", "error", "summary",
+            "id", "project", "name", "sku", "tags", "status", "progress", "error", "error_message",
+            "error_localized", "summary",
             "original_filename", "upload_kind", "size", "sha256", "detected_format", "rank", "group",
             "created_at", "updated_at", "archive_url", "regression",
         ]
@@ -48,6 +54,10 @@ class ProfileSerializer(serializers.ModelSerializer):
 
     def get_error(self, obj: Profile) -> str | None:
         return obj.error or None
+
+    def get_error_localized(self, obj: Profile) -> str | None:
+        request = self.context.get("request")
+        return localized(obj.error, obj.error_message, request_language(request) if request else None) or None
 
     def get_summary(self, obj: Profile) -> dict[str, Any]:
         return summary_of(obj).to_dict()
@@ -87,7 +97,8 @@ class ProjectProfilesView(APIView):
         project = selectors.project_get_for_user(user=request.user, project_id=project_id)
         profiles = list(selectors.profiles_of_project(project=project))
         regressions = regressions_by_candidate(profile_ids=[p.pk for p in profiles])
-        return Response(ProfileSerializer(profiles, many=True, context={"regressions": regressions}).data)
+        return Response(ProfileSerializer(profiles, many=True,
+                                          context={"regressions": regressions, "request": request}).data)
 
     @extend_schema(request={"multipart/form-data": UploadFormSerializer}, responses={201: ProfileSerializer})
     def post(self, request: Request, project_id: int) -> Response:
@@ -117,7 +128,7 @@ class ProfileDetailView(APIView):
     @extend_schema(responses=ProfileSerializer)
     def get(self, request: Request, profile_id: int) -> Response:
         profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
-        return Response(ProfileSerializer(profile).data)
+        return Response(ProfileSerializer(profile, context={"request": request}).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, profile_id: int) -> Response:

@@ -23,6 +23,7 @@ from analysis.artifact_services import remedies_start
 from analysis.models import AnalysisRun
 from analysis.pipeline.queue import TaskName, enqueue_on_commit
 from analysis.storage import ProfileStore, delete_prefix
+from analysis.texts import NO_ERROR
 from profiles.models import Profile, ProfileStatus, Project, UploadSession
 from profiles.services import (
     profile_create,
@@ -55,13 +56,13 @@ def pipeline_restart(*, profile: Profile) -> Profile:
     finished = Q(status__in=(ProfileStatus.FAILED, ProfileStatus.READY))
     with transaction.atomic():
         moved = Profile.objects.filter(finished | stuck, pk=profile.pk).transition(
-            ProfileStatus.QUEUED, progress=0, error="", lease_until=None)
+            ProfileStatus.QUEUED, progress=0, lease_until=None, **NO_ERROR)
         if not moved:
             raise ValidationError(_("A worker is working on this profile now; it can be run again once it "
                                     "finishes, or once its claim runs out if that worker stopped."))
         # A fanned-out upload reads every rank again.
-        Profile.objects.filter(group_id=profile.pk).transition(ProfileStatus.QUEUED, progress=0, error="",
-                                                               lease_until=None)
+        Profile.objects.filter(group_id=profile.pk).transition(ProfileStatus.QUEUED, progress=0,
+                                                               lease_until=None, **NO_ERROR)
         enqueue_on_commit(TaskName.INGEST, profile.pk)
     profile.refresh_from_db()
     return profile

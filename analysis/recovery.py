@@ -20,14 +20,17 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from analysis import signals
 from analysis.models import AnalysisRun, JobStatus
 from analysis.pipeline.fanout import rank_finished
 from analysis.pipeline.queue import TaskName, enqueue_on_commit
+from analysis.texts import error_fields
 from analysis.workdirs import remove_dead_workdirs
 from profiles.models import Profile, ProfileStatus
 from profiles.services import remove_stale_partials
+from pypto_core.i18n import msg
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +67,20 @@ def _recover_expired(profile: Profile) -> str:
     same = Profile.objects.filter(pk=profile.pk, lease_until=profile.lease_until)
     with transaction.atomic():
         if attempts >= settings.PYPTO_MAX_STEP_ATTEMPTS:
-            reason = (f"{profile.original_filename}: the worker stopped {attempts} times while "
-                      f"{'reading' if ingest else 'diagnosing'} it (killed, or out of memory); "
-                      "the uploaded archive is kept: run the analysis again once the workers have more "
-                      "memory")
-            failed = same.transition(ProfileStatus.FAILED, among=(profile.status,), error=reason,
-                                     lease_until=None)
+            reading = gettext_noop(
+                "{file}: the worker stopped {n} times while reading it (killed, or out of memory); the "
+                "uploaded archive is kept: run the analysis again once the workers have more memory")
+            diagnosing = gettext_noop(
+                "{file}: the worker stopped {n} times while diagnosing it (killed, or out of memory); the "
+                "uploaded archive is kept: run the analysis again once the workers have more memory")
+            reason = msg(reading if ingest else diagnosing, file=profile.original_filename, n=attempts)
+            failed = same.transition(ProfileStatus.FAILED, among=(profile.status,), lease_until=None,
+                                     **error_fields(reason))
             if not failed:
                 return ""
             if run is not None:
-                AnalysisRun.objects.filter(pk=run.pk).update(status=JobStatus.FAILED, error=reason,
-                                                             finished_at=timezone.now())
+                AnalysisRun.objects.filter(pk=run.pk).update(
+                    status=JobStatus.FAILED, finished_at=timezone.now(), **error_fields(reason))
             if profile.group_id is not None:
                 rank_finished(profile.group_id)
             return "failed"

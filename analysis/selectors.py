@@ -11,11 +11,12 @@ from django.db.models.functions import Cast, RowNumber
 from django.http import Http404
 
 from analysis.models import Artifact, Comparison, Finding
-from analysis.summary import summary_of
+from analysis.summary import ProfileSummary, summary_of
+from analysis.texts import localized_list, page_language
 from profiles.models import Profile, ProfileStatus
 from profiles.selectors import projects_for_user
 from pypto_core.i18n import DEFAULT_LANGUAGE
-from pypto_core.rules.finding import localize_finding, localized_warnings
+from pypto_core.rules.finding import localize_finding
 
 
 def findings_of_profile(*, profile: Profile) -> QuerySet[Finding]:
@@ -70,9 +71,33 @@ def findings_report(*, profile: Profile, language: str = DEFAULT_LANGUAGE) -> di
         "findings": [finding_in_language(f, language) for f in findings_of_profile(profile=profile)],
         "estimated_combined_speedup": report.get("estimated_combined_speedup", 1.0),
         "combined_speedup_bound": report.get("combined_speedup_bound", "estimate"),
-        "warnings": localized_warnings(report.get("warnings", summary.warnings),
-                                       report.get("warning_messages"), language),
+        "warnings": warnings_in_language(summary, language),
     }
+
+
+def warnings_in_language(summary: ProfileSummary, language: str | None = None) -> list[str]:
+    """What could not be read or assumed, in ``language`` (default: the page's): the diagnosis's report's
+    warnings when it has any (they include the readers'), else the upload's."""
+    report = summary.report or {}
+    if report.get("warnings"):
+        return localized_list(report.get("warnings") or [], report.get("warning_messages"), language)
+    return localized_list(summary.warnings, summary.warning_messages, language)
+
+
+def runs_with_logs(*, profile: Profile, language: str | None = None) -> list[dict[str, Any]]:
+    """The profile's pipeline steps, each with its log in ``language`` (default: the page's); ``english``:
+    a run logged before its lines were kept as messages, shown as it was written."""
+    language = language or page_language()
+    out = []
+    for run in profile.runs.order_by("id"):
+        entries = [e for e in run.log_messages or [] if isinstance(e, dict)]
+        if not entries:
+            out.append({"run": run, "log": run.log, "english": bool(run.log)})
+            continue
+        lines = localized_list([e.get("msgid", "") for e in entries], entries, language)
+        log = "".join(f"[{e.get('at', '')}] {line}\n" for e, line in zip(entries, lines))
+        out.append({"run": run, "log": log, "english": False})
+    return out
 
 
 def finding_get_for_user(*, user: Any, finding_id: int) -> Finding:

@@ -25,11 +25,13 @@ from typing import Any
 
 from django.core.files import File
 from django.core.files.storage import default_storage
+from django.utils.translation import gettext_noop
 
 from analysis.models import AnalysisRun
 from analysis.summary import summary_of
 from profiles.models import Profile
 from pypto_core.errors import InputError
+from pypto_core.i18n import Message, msg
 from pypto_core.profile import ColumnSet
 from pypto_core.profile import Profile as CoreProfile
 
@@ -76,14 +78,14 @@ def delete_prefix(prefix: str) -> None:
         delete_prefix(f"{prefix}/{sub}")
 
 
-def storage_full_reason(exc: BaseException) -> str | None:
+def storage_full_reason(exc: BaseException) -> Message | None:
     """The reason, when ``exc`` says the disk or the store is out of space (final: retrying won't help)."""
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"storage is full ({exc.strerror})"
+        return msg(gettext_noop("storage is full ({error})"), error=exc.strerror)
     response = getattr(exc, "response", None)  # botocore's ClientError
     code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
     if code in ("QuotaExceeded", "EntityTooLarge", "InsufficientStorage", "XMinioStorageFull"):
-        return f"object storage refused the write ({code})"
+        return msg(gettext_noop("object storage refused the write ({code})"), code=code)
     return None
 
 
@@ -141,7 +143,7 @@ class ProfileStore:
                 dst.write(block)
         if profile.sha256 and digest.hexdigest() != profile.sha256:
             raise InputError(profile.original_filename,
-                             "checksum mismatch: the stored archive changed since upload")
+                             msg(gettext_noop("checksum mismatch: the stored archive changed since upload")))
         return target
 
     def load(self, dest: Path, *, folder: str | None = None, tables: tuple[str, ...] | None = None,
@@ -149,7 +151,8 @@ class ProfileStore:
         """One rank's tables (default: the primary rank), fetched to ``dest/<folder>`` and loaded; ``tables``
         and ``columns`` limit what is read (the rest stay empty)."""
         if not self.prefix:
-            raise InputError(self.profile.name, "no parsed data (the readers did not run on this profile)")
+            raise InputError(self.profile.name,
+                             msg(gettext_noop("no parsed data (the readers did not run on this profile)")))
         folders = self.rank_folders()
         folder = folder if folder in folders else folders[0]
         local = dest / folder

@@ -41,6 +41,8 @@ class ProfileSummary:
     end_ns: int | None = None
     duration_ns: int | None = None
     warnings: list[str] = field(default_factory=list)
+    # per warning, its message (pypto_core.i18n: a page shows it in its language) or None: analysis.texts
+    warning_messages: list[dict[str, Any] | None] = field(default_factory=list)
     # the ranks: one folder of Parquet tables each (``analysis.storage``)
     ranks: int | None = None
     rank_folders: list[str] = field(default_factory=list)
@@ -85,7 +87,7 @@ class ProfileSummary:
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         values = {k: v for k, v in data.items() if k in known}
         values["version"] = SUMMARY_VERSION  # read into this version's shape; written back as this version
-        for name in ("largest_files", "warnings", "rank_folders", "rank_profiles"):
+        for name in ("largest_files", "warnings", "warning_messages", "rank_folders", "rank_profiles"):
             if not isinstance(values.get(name, []), list):
                 values.pop(name)
         if not isinstance(values.get("rank_sources", {}), dict):

@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 from django.core.files.storage import default_storage
-from django.utils.translation import get_language, gettext_lazy
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import APIException, NotFound, ValidationError
@@ -22,12 +22,12 @@ from rest_framework.views import APIView
 from analysis import page_builds, selectors
 from analysis.cluster import cluster_data
 from analysis.models import JobStatus, PageBuild
+from analysis.texts import request_language
 from analysis.timeline_layout import lanes_with_layout, timeline_layout_get, timeline_layout_set
 from profiles.api import attachment_response
 from profiles.models import Profile, ProfileStatus
 from profiles.selectors import profile_get_for_user
 from pypto_core.compare import to_csv, to_markdown
-from pypto_core.i18n import pick_language
 
 
 class NotReady(APIException):
@@ -41,11 +41,6 @@ def _ready_profile(request: Request, profile_id: int) -> Profile:
     if profile.status != ProfileStatus.READY or not profile.parquet_prefix:
         raise NotReady(f"The profile is {profile.status}, not ready.")
     return profile
-
-
-def _language(request: Request) -> str:
-    """``?lang=``, else the page's language (LocaleMiddleware: the user's choice or Accept-Language)."""
-    return pick_language(request.query_params.get("lang"), get_language())
 
 
 def _int(request: Request, name: str, default: int | None = None) -> int | None:
@@ -79,7 +74,8 @@ _FAILED = inline_serializer("BuildFailed", {
     "status": serializers.ChoiceField([page_builds.FAILED]), "code": serializers.CharField(),
     "detail": serializers.CharField(help_text=gettext_lazy("why the build failed"))})
 _STATE = inline_serializer("BuildState", {
-    "status": serializers.ChoiceField(_BUILD_STATES), "error": serializers.CharField()})
+    "status": serializers.ChoiceField(_BUILD_STATES), "error": serializers.CharField(),
+    "error_localized": serializers.CharField()})
 _BUILT_RESPONSES: dict[Any, Any] = {200: dict, 202: _PREPARING, 409: _FAILED}
 RETRY_AFTER_S = "3"
 
@@ -91,8 +87,8 @@ def _build_answer(kind: str, state: page_builds.BuildState) -> Response | None:
     if state.status == page_builds.FAILED:
         lead = _("The Chrome trace could not be exported:") if trace else \
             _("The page data and timeline index could not be built:")
-        return Response({"status": state.status, "code": "build_failed", "detail": f"{lead} {state.error}"},
-                        status=409)
+        return Response({"status": state.status, "code": "build_failed",
+                         "detail": f"{lead} {state.localized_error()}"}, status=409)
     if not state.preparing:
         return None
     detail = _("The Chrome trace is being exported by a worker; try again in a few seconds.") if trace else \
@@ -128,7 +124,7 @@ class TimelineWindowView(_BuiltView):
         answer = index.window(_int(request, "start_ns"), _int(request, "end_ns"),
                               _int(request, "width_px", 1000) or 1000, lanes=_lane_list(request))
         layout = timeline_layout_get(user=request.user, profile=profile)
-        lanes = index.lane_dicts(_language(request))
+        lanes = index.lane_dicts(request_language(request))
         return Response({**answer, "lanes": lanes_with_layout(lanes, layout), "layout": layout})
 
 
@@ -166,7 +162,7 @@ class TimelineRunView(_BuiltView):
             raise ValidationError({k: _("required") for k in missing})
         index = page_builds.timeline_index_or_build(profile=profile)
         try:
-            return Response(index.run(**args, language=_language(request)))
+            return Response(index.run(**args, language=request_language(request)))
         except KeyError as exc:
             raise NotFound(str(exc)) from None
 
@@ -193,7 +189,7 @@ class TimelineEventView(_BuiltView):
             raise ValidationError({"idx": _("required")})
         index = page_builds.timeline_index_or_build(profile=profile)
         try:
-            return Response(index.event(_int(request, "lane"), idx, language=_language(request)))
+            return Response(index.event(_int(request, "lane"), idx, language=request_language(request)))
         except KeyError as exc:
             raise NotFound(str(exc)) from None
 
@@ -227,12 +223,15 @@ class BuildsView(APIView):
     @extend_schema(responses={200: inline_serializer("ProfileBuilds", {"views": _STATE, "trace": _STATE})})
     def get(self, request: Request, profile_id: int) -> Response:
         profile = _ready_profile(request, profile_id)
-        return Response({kind: _state_dict(page_builds.prepared(profile=profile, kind=kind, request=False))
+        language = request_language(request)
+        return Response({kind: _state_dict(page_builds.prepared(profile=profile, kind=kind, request=False),
+                                           language)
                          for kind in (PageBuild.Kind.VIEWS.value, PageBuild.Kind.TRACE.value)})
 
 
-def _state_dict(state: page_builds.BuildState) -> dict[str, str]:
-    return {"status": state.status, "error": state.error}
+def _state_dict(state: page_builds.BuildState, language: str) -> dict[str, str]:
+    """``error`` in English, as always; ``error_localized`` in the request's language."""
+    return {"status": state.status, "error": state.error, "error_localized": state.localized_error(language)}
 
 
 class ClusterView(APIView):

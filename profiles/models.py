@@ -173,6 +173,8 @@ class Profile(models.Model):
     )
     progress = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True, default="")
+    # ``error`` as its message (analysis.texts): a page shows it in its own language
+    error_message = models.JSONField(null=True, blank=True, default=None)
     archive = models.FileField(upload_to=archive_upload_to, max_length=500)
     original_filename = models.CharField(max_length=255)
     upload_kind = models.CharField(max_length=16, blank=True, default="")  # pypto_core.archive kinds

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from pypto_core.errors import InputError
+from pypto_core.i18n import Message, msg
 from pypto_core.limits import (  # noqa: F401 - the archive limits' names, kept importable from here
     DEFAULT_MAX_MEMBERS,
     DEFAULT_MAX_RATIO,
@@ -65,27 +66,28 @@ def detect_upload_kind(filename: str) -> str:
         if lower.endswith(suffix) and len(lower) > len(suffix):
             return kind
     accepted = ", ".join(s for s, _ in _SUFFIXES)
-    raise InputError(filename, f"unsupported file type (accepted: {accepted})")
+    raise InputError(filename, msg("unsupported file type (accepted: {accepted})", accepted=accepted))
 
 
 def safe_member_path(archive: str, member: str) -> PurePosixPath:
     """The member's relative path, or ``InputError`` for absolute paths, ``..`` and odd names."""
     raw = member.replace("\\", "/")  # archives made on Windows use backslashes
     if "\x00" in raw:
-        raise InputError(archive, f"member {_shown(member)}: NUL byte in name")
+        raise InputError(archive, msg("member {member}: NUL byte in name", member=_shown(member)))
     if raw.startswith("/") or (len(raw) > 1 and raw[1] == ":"):
-        raise InputError(archive, f"member {_shown(member)}: absolute path")
+        raise InputError(archive, msg("member {member}: absolute path", member=_shown(member)))
     parts = [p for p in PurePosixPath(raw).parts if p not in ("", ".")]
     if ".." in parts:
-        raise InputError(archive, f"member {_shown(member)}: path traversal ('..')")
+        raise InputError(archive, msg("member {member}: path traversal ('..')", member=_shown(member)))
     if not parts:
-        raise InputError(archive, f"member {_shown(member)}: empty name")
+        raise InputError(archive, msg("member {member}: empty name", member=_shown(member)))
     shown = _shown(member)
     if any(len(p.encode("utf-8", "surrogateescape")) > _MAX_NAME_BYTES for p in parts):
-        raise InputError(archive, f"member {shown}: a name in its path is longer than {_MAX_NAME_BYTES} "
-                                  "bytes")
+        raise InputError(archive, msg("member {member}: a name in its path is longer than {n} bytes",
+                                      member=shown, n=_MAX_NAME_BYTES))
     if len(raw.encode("utf-8", "surrogateescape")) > _MAX_PATH_BYTES:
-        raise InputError(archive, f"member {shown}: path longer than {_MAX_PATH_BYTES} bytes")
+        raise InputError(archive, msg("member {member}: path longer than {n} bytes", member=shown,
+                                      n=_MAX_PATH_BYTES))
     return PurePosixPath(*parts)
 
 
@@ -112,9 +114,8 @@ class _Budget:
     def add_member(self, name: str) -> None:
         self.members += 1
         if self.members > self.limits.max_members:
-            raise InputError(
-                self.archive, f"member {_shown(name)}: too many members (limit {self.limits.max_members})"
-            )
+            raise InputError(self.archive, msg("member {member}: too many members (limit {n})",
+                                               member=_shown(name), n=self.limits.max_members))
 
     def check_declared(self, name: str, declared: int) -> None:
         # A cheap early refusal from the header; the real check is on written bytes.
@@ -126,14 +127,14 @@ class _Budget:
         if self.written > self.limits.max_unpacked_bytes:
             raise InputError(self.archive, self._too_big(name))
         if self.written > RATIO_FLOOR_BYTES and self.written / self.archive_bytes > self.limits.max_ratio:
-            raise InputError(
-                self.archive,
-                f"member {_shown(name)}: compression ratio above {self.limits.max_ratio:g}:1 "
-                f"({self.written} bytes unpacked from {self.archive_bytes}), refused as a zip bomb",
-            )
+            raise InputError(self.archive, msg(
+                "member {member}: compression ratio above {ratio:g}:1 ({written} bytes unpacked from "
+                "{size}), refused as a zip bomb", member=_shown(name), ratio=self.limits.max_ratio,
+                written=self.written, size=self.archive_bytes))
 
-    def _too_big(self, name: str) -> str:
-        return f"member {_shown(name)}: unpacked size exceeds {self.limits.max_unpacked_bytes} bytes"
+    def _too_big(self, name: str) -> Message:
+        return msg("member {member}: unpacked size exceeds {n} bytes", member=_shown(name),
+                   n=self.limits.max_unpacked_bytes)
 
 
 def _copy_limited(src: IO[bytes], dest: Path, name: str, budget: _Budget) -> int:
@@ -143,11 +144,11 @@ def _copy_limited(src: IO[bytes], dest: Path, name: str, budget: _Budget) -> int
     try:
         out = open(dest, "xb")
     except FileExistsError as exc:
-        what = "a folder of that name is in the archive too" if dest.is_dir() else "duplicate member name"
-        raise InputError(budget.archive, f"member {_shown(name)}: {what}") from exc
-    except OSError as exc:
-        reason = f"member {_shown(name)}: cannot be written ({exc.strerror})"
+        reason = (msg("member {member}: a folder of that name is in the archive too", member=_shown(name))
+                  if dest.is_dir() else msg("member {member}: duplicate member name", member=_shown(name)))
         raise InputError(budget.archive, reason) from exc
+    except OSError as exc:
+        raise InputError(budget.archive, _unwritable(name, exc)) from exc
     with out:
         while True:
             block = src.read(_COPY_BLOCK)
@@ -164,20 +165,28 @@ def _make_folder(folder: Path, name: str, archive: str) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError) as exc:
-        reason = f"member {_shown(name)}: a folder in its path is a file in the archive"
+        reason = msg("member {member}: a folder in its path is a file in the archive", member=_shown(name))
         raise InputError(archive, reason) from exc
     except OSError as exc:
-        raise InputError(archive, f"member {_shown(name)}: cannot be written ({exc.strerror})") from exc
+        raise InputError(archive, _unwritable(name, exc)) from exc
+
+
+def _unwritable(name: str, exc: OSError) -> Message:
+    return msg("member {member}: cannot be written ({error})", member=_shown(name), error=exc.strerror)
+
+
+def _special(name: str) -> Message:
+    return msg("member {member}: special file (device or fifo) refused", member=_shown(name))
 
 
 def _zip_members(archive: str, zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]:
     for info in zf.infolist():
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
-            raise InputError(archive, f"member {_shown(info.filename)}: symbolic link refused")
+            raise InputError(archive, msg("member {member}: symbolic link refused",
+                                          member=_shown(info.filename)))
         if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and stat.S_IFMT(mode):
-            reason = f"member {_shown(info.filename)}: special file (device or fifo) refused"
-            raise InputError(archive, reason)
+            raise InputError(archive, _special(info.filename))
         yield info
 
 
@@ -196,7 +205,8 @@ def _extract_zip(path: Path, dest: Path, budget: _Budget) -> list[ExtractedFile]
                 with zf.open(info) as src:
                     size = _copy_limited(src, dest / rel, info.filename, budget)
             except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
-                reason = f"member {_shown(info.filename)}: corrupt or unreadable ({exc})"
+                reason = msg("member {member}: corrupt or unreadable ({error})", member=_shown(info.filename),
+                             error=str(exc))
                 raise InputError(archive, reason) from exc
             out.append(ExtractedFile(rel.as_posix(), size))
     return out
@@ -209,26 +219,30 @@ def _extract_tar(path: Path, dest: Path, budget: _Budget) -> list[ExtractedFile]
     with tarfile.open(path, mode="r|*") as tf:
         for info in tf:
             budget.add_member(info.name)
-            if info.issym() or info.islnk():
-                kind = "symbolic" if info.issym() else "hard"
-                raise InputError(archive, f"member {_shown(info.name)}: {kind} link refused")
+            if info.issym():
+                raise InputError(archive, msg("member {member}: symbolic link refused",
+                                              member=_shown(info.name)))
+            if info.islnk():
+                raise InputError(archive, msg("member {member}: hard link refused",
+                                              member=_shown(info.name)))
             if info.ischr() or info.isblk() or info.isfifo() or info.isdev():
-                reason = f"member {_shown(info.name)}: special file (device or fifo) refused"
-                raise InputError(archive, reason)
+                raise InputError(archive, _special(info.name))
             rel = safe_member_path(archive, info.name)
             if info.isdir():
                 _make_folder(dest / rel, info.name, archive)
                 continue
             if not info.isreg():
-                raise InputError(archive, f"member {_shown(info.name)}: unsupported member type")
+                raise InputError(archive, msg("member {member}: unsupported member type",
+                                              member=_shown(info.name)))
             budget.check_declared(info.name, info.size)
             src = tf.extractfile(info)
             if src is None:  # pragma: no cover - isreg() members always have data
-                raise InputError(archive, f"member {_shown(info.name)}: unreadable")
+                raise InputError(archive, msg("member {member}: unreadable", member=_shown(info.name)))
             try:
                 size = _copy_limited(src, dest / rel, info.name, budget)
             except (tarfile.TarError, zlib.error, EOFError, gzip.BadGzipFile) as exc:
-                reason = f"member {_shown(info.name)}: corrupt or truncated ({exc})"
+                reason = msg("member {member}: corrupt or truncated ({error})", member=_shown(info.name),
+                             error=str(exc))
                 raise InputError(archive, reason) from exc
             out.append(ExtractedFile(rel.as_posix(), size))
     return out
@@ -262,7 +276,8 @@ def safe_extract(
     try:
         archive_bytes = path.stat().st_size
     except OSError as exc:
-        raise InputError(str(path), f"cannot read archive ({exc.strerror or exc})") from exc
+        raise InputError(str(path), msg("cannot read archive ({error})",
+                                        error=exc.strerror or str(exc))) from exc
     budget = _Budget(str(path), archive_bytes, limits)
     try:
         if zipfile.is_zipfile(path):
@@ -271,15 +286,17 @@ def safe_extract(
     except InputError:
         raise
     except zipfile.BadZipFile as exc:
-        raise InputError(str(path), f"corrupt zip archive ({exc})") from exc
+        raise InputError(str(path), msg("corrupt zip archive ({error})", error=str(exc))) from exc
     except OSError as exc:  # writing under dest failed in a way not named above
-        raise InputError(str(path), f"cannot be unpacked ({exc.strerror or type(exc).__name__})") from exc
+        raise InputError(str(path), msg("cannot be unpacked ({error})",
+                                        error=exc.strerror or type(exc).__name__)) from exc
     except (NotImplementedError, RuntimeError, ValueError, UnicodeError, struct.error, OverflowError) as exc:
         # what zipfile and tarfile raise on headers they cannot decode (tests/core/test_fuzz_limits.py)
-        raise InputError(str(path), f"corrupt or unsupported archive ({type(exc).__name__}: "
-                                    f"{str(exc)[:200]})") from exc
+        raise InputError(str(path), msg("corrupt or unsupported archive ({error}: {detail})",
+                                        error=type(exc).__name__, detail=str(exc)[:200])) from exc
     except (tarfile.TarError, zlib.error, EOFError, gzip.BadGzipFile) as exc:
-        raise InputError(str(path), f"corrupt or unrecognised archive ({exc})") from exc
+        raise InputError(str(path), msg("corrupt or unrecognised archive ({error})",
+                                        error=str(exc))) from exc
 
 
 def unpack_upload(
@@ -309,6 +326,7 @@ def unpack_upload(
     rel = PurePosixPath(safe_member_path(filename, filename).name)
     src_size = Path(upload_path).stat().st_size
     if src_size > limits.max_unpacked_bytes:
-        raise InputError(filename, f"file size {src_size} exceeds {limits.max_unpacked_bytes} bytes")
+        raise InputError(filename, msg("file size {size} exceeds {n} bytes", size=src_size,
+                                       n=limits.max_unpacked_bytes))
     shutil.copyfile(upload_path, dest / rel)
     return [ExtractedFile(rel.as_posix(), src_size)]

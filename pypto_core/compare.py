@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 
 from pypto_core.attribution import BUCKETS, step_windows
 from pypto_core.graph import GRAPH_COLUMNS, METRICS, OperatorCallGraph
+from pypto_core.i18n import Message, msg, stored_texts
 from pypto_core.kernel_names import readable
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import Profile, merge_columns
@@ -187,7 +188,9 @@ class ComparisonResult:
     base: dict[str, Any]
     new: dict[str, Any]
     normalisation: str  # per_token | whole_run
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # in English
+    # per warning, its template and parameters (Message.to_dict()): a page renders it in its language
+    warning_messages: list[dict[str, Any] | None] = field(default_factory=list)
     aligned: list[dict[str, Any]] = field(default_factory=list)
     alignment: dict[str, Any] = field(default_factory=dict)  # unit, and per side the time share per level
     summary: dict[str, Any] = field(default_factory=dict)  # per side: attribution per step, device
@@ -196,7 +199,8 @@ class ComparisonResult:
         return {"schema_version": COMPARE_SCHEMA_VERSION, "normalisation": self.normalisation,
                 "base": self.base, "new": self.new, "metrics": self.metrics, "ops": self.ops,
                 "blocks": self.blocks, "shapes": self.shapes, "findings": self.findings,
-                "warnings": self.warnings, "aligned": self.aligned, "alignment": self.alignment,
+                "warnings": self.warnings, "warning_messages": self.warning_messages,
+                "aligned": self.aligned, "alignment": self.alignment,
                 "summary": self.summary}
 
     def metric(self, name: str) -> dict[str, Any]:
@@ -223,18 +227,21 @@ class ProfileComparer:
         return self.base.tokens > 0 and self.new.tokens > 0
 
     def compare(self, *, top_shapes: int = 30) -> ComparisonResult:
-        warnings: list[str] = []
+        warnings: list[Message] = []
         b, n = self.base, self.new
         if b.graph.sku.name != n.graph.sku.name:
-            warnings.append(f"different devices: {b.graph.sku.name} vs {n.graph.sku.name}; shares and "
-                            "utilisations are each relative to their own device's peaks")
+            warnings.append(msg("different devices: {base} vs {new}; shares and utilisations are each "
+                                "relative to their own device's peaks", base=b.graph.sku.name,
+                                new=n.graph.sku.name))
         if not self.per_token:
-            warnings.append("no decode tokens found in one of the profiles: op times compare whole runs")
+            warnings.append(msg("no decode tokens found in one of the profiles: op times compare whole runs"))
+        texts, messages = stored_texts(warnings)
         aligned, alignment = self._aligned()
         return ComparisonResult(
             metrics=self._metrics(), ops=self._ops(), blocks=self._blocks(), shapes=self._shapes(top_shapes),
             findings=self._findings(), base=_side_summary(b), new=_side_summary(n),
-            normalisation="per_token" if self.per_token else "whole_run", warnings=warnings,
+            normalisation="per_token" if self.per_token else "whole_run", warnings=texts,
+            warning_messages=messages,
             aligned=aligned, alignment=alignment,
             summary={"base": _attribution_summary(b, self.base_report),
                      "new": _attribution_summary(n, self.new_report)})

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pypto_core.errors import InputError
+from pypto_core.i18n import msg
 
 # Sized for real multi-rank captures (tens of GB unpacked, ~10^5 files at level2).
 DEFAULT_MAX_MEMBERS = 100_000
@@ -67,8 +68,9 @@ class Inflation:
         self.written += n
         if self.written > self.limits.max_unpacked_bytes:
             limit = self.limits.max_unpacked_bytes
-            raise InputError(self.name, f"decompressed size exceeds the limit of {limit} bytes")
+            raise InputError(self.name, msg("decompressed size exceeds the limit of {n} bytes", n=limit))
         if self.written > RATIO_FLOOR_BYTES and self.written / self.compressed > self.limits.max_ratio:
-            raise InputError(self.name, f"compression ratio above the limit of {self.limits.max_ratio:g}:1 "
-                                        f"({self.written} bytes from {self.compressed}), refused as a "
-                                        "decompression bomb")
+            raise InputError(self.name, msg("compression ratio above the limit of {ratio:g}:1 ({written} "
+                                            "bytes from {size}), refused as a decompression bomb",
+                                            ratio=self.limits.max_ratio, written=self.written,
+                                            size=self.compressed))

@@ -15,7 +15,7 @@ import os
 from collections.abc import Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pypto_core.errors import InputError
+from pypto_core.i18n import Text, loaded_texts, msg, stored_texts
 
 SCHEMA_VERSION = 1
 
@@ -155,13 +156,23 @@ class ProfileMeta:
     aic_metrics: str | None = None  # counter group, e.g. PipeUtilization
     simulated: bool = False
     source_files: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    # What could not be read, and why: messages (the readers') or plain strings. Saved as the English
+    # ``warnings`` beside ``warning_messages`` (each one's template and parameters, or None), as a report is.
+    warnings: list[Text] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProfileMeta:
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        if isinstance(values.get("warnings"), list):
+            values["warnings"] = loaded_texts(values["warnings"], data.get("warning_messages"))
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form (``profile.json``): every field, the warnings as English text and messages."""
+        warnings, messages = stored_texts(self.warnings)
+        return {**asdict(replace(self, warnings=[])), "warnings": warnings, "warning_messages": messages}
 
 
 def empty_table(name: str) -> pa.Table:
@@ -406,8 +417,8 @@ def save_tables(directory: str | os.PathLike[str], meta: ProfileMeta, tables: di
     for name, table in tables.items():
         table = conform(name, table)
         if table.num_rows > limits.max_table_rows:
-            raise InputError("", f"more than {limits.max_table_rows} rows in table {name} "
-                                 "(the deployment's limit)")
+            raise InputError("", msg("more than {n} rows in table {table} (the deployment's limit)",
+                                     n=limits.max_table_rows, table=name))
         table = pa.Table.from_batches([cap_text(b, limits.max_text_chars) for b in table.to_batches()],
                                       schema=table.schema) if table.num_rows else table
         pq.write_table(table, out / f"{name}.parquet", compression=output_compression(),
@@ -419,7 +430,7 @@ def save_tables(directory: str | os.PathLike[str], meta: ProfileMeta, tables: di
 
 def save_meta(directory: str | os.PathLike[str], meta: ProfileMeta) -> None:
     """Write (or rewrite) a saved profile's ``profile.json``."""
-    doc = {"schema_version": SCHEMA_VERSION, "meta": asdict(meta)}
+    doc = {"schema_version": SCHEMA_VERSION, "meta": meta.to_dict()}
     (Path(directory) / "profile.json").write_text(json.dumps(doc, indent=2, default=str), encoding="utf-8")
 
 
@@ -466,6 +477,7 @@ def _time_span(tables: list[pa.Table]) -> tuple[int, int] | None:
 
 def _summary(meta: ProfileMeta, span: tuple[int, int] | None, kernels: int, host_ops: int,
              steps: int) -> dict[str, Any]:
+    warnings, messages = stored_texts(meta.warnings)
     return {
         "format": meta.format,
         "source": meta.source,
@@ -478,7 +490,8 @@ def _summary(meta: ProfileMeta, span: tuple[int, int] | None, kernels: int, host
         "start_ns": span[0] if span else None,
         "end_ns": span[1] if span else None,
         "duration_ns": (span[1] - span[0]) if span else 0,
-        "warnings": list(meta.warnings),
+        "warnings": warnings,
+        "warning_messages": messages,  # per warning, its message (pypto_core.i18n) or None
     }
 
 
@@ -488,7 +501,7 @@ class ProfileGroup:
 
     profiles: list[Profile] = field(default_factory=list)
     source: str = ""
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Text] = field(default_factory=list)
 
     @property
     def ranks(self) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from analysis import pagedata, signals
 from analysis.artifact_services import (
@@ -33,6 +34,7 @@ from analysis.workdirs import make_workdir
 from profiles.models import Profile, ProfileStatus
 from pypto_core.errors import InputError
 from pypto_core.graph import OperatorCallGraph
+from pypto_core.i18n import msg
 from pypto_core.profile import EVERY_COLUMN, ProfileGroup
 from pypto_core.profile import Profile as CoreProfile
 from pypto_core.remedies.artifact import Artifact as CoreArtifact
@@ -67,18 +69,18 @@ def load_for_diagnosis(profile: Profile, dest: Path) -> tuple[CoreProfile, Profi
 
 class DiagnoseStep(ProfileStep):
     kind = "diagnose"
-    doing = "diagnosing"
+    internal_error_reason = gettext_noop("{subject}: internal error while diagnosing ({error}: {detail})")
     claim_from = (ProfileStatus.ANALYZING,)
     holding = ProfileStatus.ANALYZING
     release_to = ProfileStatus.ANALYZING
 
     def work(self, workdir: Path) -> None:
         profile = self.profile
-        self.progress(65, "diagnosing")
+        self.progress(65, msg(gettext_noop("diagnosing")))
         report: Report | None = None
         artifacts: list[CoreArtifact] = []
         if not profile.parquet_prefix:
-            self.log("skipping diagnosis: no parsed tables")
+            self.log(msg(gettext_noop("skipping diagnosis: no parsed tables")))
         else:
             with self.timed("load_s"):
                 core, group = load_for_diagnosis(profile, workdir)
@@ -86,20 +88,21 @@ class DiagnoseStep(ProfileStep):
                 # one call graph for the rules, the page data and the timeline index: one attribution
                 graph = OperatorCallGraph(core, profile.sku or None)
                 report = diagnose(core, sku=profile.sku or None, group=group, graph=graph)
-            self.progress(80, f"{len(report.findings)} findings")
+            self.progress(80, msg(gettext_noop("{n} findings"), n=len(report.findings)))
             with self.timed("remedies_s"):
                 model_source, model_filename = model_source_of(profile)
                 artifacts = remedies_generate(report=report,
                                               profile_meta=artifact_profile_meta(profile, core.meta),
                                               model_source=model_source, model_filename=model_filename)
-            self.progress(90, f"{len(artifacts)} artifacts")
+            self.progress(90, msg(gettext_noop("{n} artifacts"), n=len(artifacts)))
             try:  # page data and the timeline index; never at the cost of the findings
                 self.timings.update(pagedata.views_build(profile=profile, core=core, workdir=workdir,
                                                          graph=graph))
-                self.progress(95, "page data and timeline index built")
+                self.progress(95, msg(gettext_noop("page data and timeline index built")))
             except Exception as exc:
                 log.exception("views of profile %s not built", profile.pk)
-                self.log(f"views not built ({type(exc).__name__}: {exc}); they are built on first view")
+                self.log(msg(gettext_noop("views not built ({error}: {detail}); they are built on first "
+                                          "view"), error=type(exc).__name__, detail=str(exc)))
         report_dict = report.to_dict() if report is not None else None
         findings: list[dict[str, Any]] = list((report_dict or {}).get("findings", []))
         with transaction.atomic():
@@ -117,7 +120,7 @@ class DiagnoseStep(ProfileStep):
             if self.finish(ProfileStatus.READY, progress=100, **summary_fields(summary)):
                 comparison_auto_queue(profile_id=profile.pk)  # regression tracking: vs the pinned baseline
                 signals.profile_ready.send(sender=Profile, profile_id=profile.pk)
-        self.log(f"done, timings {self.timings}")
+        self.log(msg(gettext_noop("done, timings {timings}"), timings=str(self.timings)))
 
 
 def finding_rows_replace(*, profile: Profile, run: AnalysisRun, findings: list[dict[str, Any]],

@@ -13,14 +13,17 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files import File
 from django.db import transaction
+from django.utils.translation import gettext_noop
 
 from analysis.pipeline.queue import TaskName, enqueue_on_commit
 from analysis.pipeline.steps import ProfileStep
 from analysis.storage import ProfileStore
 from analysis.summary import ProfileSummary, summary_fields, summary_of
+from analysis.texts import error_fields, stored_text
 from profiles.models import Profile, ProfileStatus
 from pypto_core.errors import InputError
 from pypto_core.formats import detect_format
+from pypto_core.i18n import Message, Text, join_texts, loaded_texts, msg, stored_texts
 
 _HASH_BLOCK = 1024 * 1024
 ARCHIVE_KINDS = ("zip", "tar", "tar.gz")
@@ -52,7 +55,7 @@ def fan_out(step: ProfileStep, unpacked: Path, workdir: Path) -> bool:
     paths = rank_paths(profile, unpacked)
     if not paths:
         return False
-    step.progress(32, f"{len(paths)} ranks: one ingest task per rank")
+    step.progress(32, msg(gettext_noop("{n} ranks: one ingest task per rank"), n=len(paths)))
     children = {c.original_filename: c for c in profile.ranks.all()}
     for i, path in enumerate(paths):
         rel = path.relative_to(unpacked.resolve()).as_posix()
@@ -78,7 +81,7 @@ def fan_out(step: ProfileStep, unpacked: Path, workdir: Path) -> bool:
             child.archive.save(filename, File(fh, name=filename), save=False)
         child.save()
         children[filename] = child
-        step.progress(32, f"rank archive {filename} stored")  # renews the lease while splitting
+        step.progress(32, msg(gettext_noop("rank archive {file} stored"), file=filename))  # renews the lease
     step.timings["fanout_ranks"] = len(paths)
     summary = ProfileSummary(ranks=len(paths), fanout=True, files=len(paths))
     with transaction.atomic():
@@ -91,7 +94,8 @@ def fan_out(step: ProfileStep, unpacked: Path, workdir: Path) -> bool:
             enqueue_on_commit(TaskName.INGEST, pk)
         if not pending:
             rank_finished(profile.pk)
-    step.log(f"fanned out to {len(paths)} ranks ({len(pending)} queued)")
+    step.log(msg(gettext_noop("fanned out to {n} ranks ({queued} queued)"), n=len(paths),
+                 queued=len(pending)))
     return True
 
 
@@ -110,9 +114,11 @@ def rank_finished(group_id: int) -> None:
         return
     failed = [r for r in ranks if r.status == ProfileStatus.FAILED]
     if not read:
-        reasons = "; ".join(f"{r.name}: {r.error}" for r in failed)[:3900]
+        reasons = join_texts([Message("{name}: {reason}", {"name": r.name, "reason": _reason(r)})
+                              for r in failed])
+        reason = msg(gettext_noop("no rank could be read ({reasons})"), reasons=reasons)
         upload.transition(ProfileStatus.FAILED, among=(ProfileStatus.PARSING,), lease_until=None,
-                          error=f"no rank could be read ({reasons})")
+                          **error_fields(reason))
         return
     folders: list[str] = []
     sources: dict[str, str] = {}
@@ -130,8 +136,11 @@ def rank_finished(group_id: int) -> None:
         rank_profiles=[{"id": r.pk, "rank": r.rank, "name": r.name, "status": r.status} for r in ranks],
         files=sum(summary_of(r).files or 0 for r in read),
         unpacked_bytes=sum(summary_of(r).unpacked_bytes or 0 for r in read),
-        warnings=list(primary_summary.warnings) + [f"{r.name} was not read: {r.error}" for r in failed],
     )
+    summary.warnings, summary.warning_messages = stored_texts(
+        loaded_texts(primary_summary.warnings, primary_summary.warning_messages)
+        + [msg(gettext_noop("{name} was not read: {reason}"), name=r.name, reason=_reason(r))
+           for r in failed])
     group = Profile.objects.get(pk=group_id)
     moved = upload.transition(
         ProfileStatus.ANALYZING, among=(ProfileStatus.PARSING,), progress=60, lease_until=None,
@@ -141,3 +150,8 @@ def rank_finished(group_id: int) -> None:
     )
     if moved:
         enqueue_on_commit(TaskName.DIAGNOSE, group_id)
+
+
+def _reason(rank: Profile) -> Text:
+    """Why a rank failed, as its message where one was kept."""
+    return stored_text(rank.error, rank.error_message)

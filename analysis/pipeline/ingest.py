@@ -9,6 +9,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.utils.translation import gettext_noop
 
 from analysis.pipeline import fanout
 from analysis.pipeline.queue import TaskName, enqueue_on_commit
@@ -19,6 +20,7 @@ from profiles.models import Profile, ProfileStatus
 from pypto_core.archive import ExtractedFile, unpack_upload
 from pypto_core.errors import InputError
 from pypto_core.formats import write_profiles
+from pypto_core.i18n import Text, loaded_texts, map_text, msg, stored_texts
 from pypto_core.limits import Limits, use_limits
 from pypto_core.profile import ProfileMeta, save_meta, saved_summary
 
@@ -44,7 +46,7 @@ def pipeline_ingest(*, profile_id: int) -> None:
 
 class IngestStep(ProfileStep):
     kind = "ingest"
-    doing = "reading"
+    internal_error_reason = gettext_noop("{subject}: internal error while reading ({error}: {detail})")
     claim_from = (ProfileStatus.QUEUED, ProfileStatus.PARSING)
     holding = ProfileStatus.PARSING
     release_to = ProfileStatus.QUEUED
@@ -61,20 +63,22 @@ class IngestStep(ProfileStep):
     def work(self, workdir: Path) -> None:
         profile = self.profile
         use_limits(upload_limits())  # every reader below, whatever the wrapper of the upload
-        self.progress(2, f"claimed {profile.original_filename} ({profile.size} bytes)")
+        self.progress(2, msg(gettext_noop("claimed {file} ({size} bytes)"), file=profile.original_filename,
+                             size=profile.size))
         self.hold_if_asked(point="rank" if profile.group_id is not None else "upload")
         store = ProfileStore(profile)
         with self.timed("fetch_s"):
             archive = store.fetch_archive(workdir)
-        self.progress(10, "archive fetched, checksum verified")
+        self.progress(10, msg(gettext_noop("archive fetched, checksum verified")))
         unpacked = workdir / "unpacked"
         with self.timed("unpack_s"):
             files = unpack_upload(archive, unpacked, filename=profile.original_filename,
                                   limits=upload_limits())
-        self.progress(30, f"unpacked {len(files)} files, {sum(f.size for f in files)} bytes")
+        self.progress(30, msg(gettext_noop("unpacked {n} files, {size} bytes"), n=len(files),
+                              size=sum(f.size for f in files)))
         self.hold_if_asked(point="unpacked")
         if not files:
-            raise InputError(profile.original_filename, "the archive contains no files")
+            raise InputError(profile.original_filename, msg(gettext_noop("the archive contains no files")))
         if profile.group_id is None and fanout.fan_out(self, unpacked, workdir):
             return
         with self.timed("parse_s"):
@@ -86,19 +90,21 @@ class IngestStep(ProfileStep):
                 enqueue_on_commit(TaskName.DIAGNOSE, self.profile_id)
                 if profile.group_id is not None:
                     fanout.rank_finished(profile.group_id)
-        self.log(f"done: format {summary.format}, timings {self.timings}")
+        self.log(msg(gettext_noop("done: format {format}, timings {timings}"), format=summary.format,
+                     timings=str(self.timings)))
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: Text) -> None:
         super().fail(reason)
         if self.profile.group_id is not None:  # a rank that cannot be read is a rank done
             with transaction.atomic():
                 fanout.rank_finished(self.profile.group_id)
 
-    def internal_error(self, exc: BaseException, workdir: Path) -> str:
+    def internal_error(self, exc: BaseException, workdir: Path) -> Text:
         full = storage_full_reason(exc)
         if full:
-            return (f"{self.subject()}: {full} while saving the parsed tables; the uploaded archive is kept: "
-                    "run the analysis again once space is freed")
+            return msg(gettext_noop("{subject}: {reason} while saving the parsed tables; the uploaded "
+                                    "archive is kept: run the analysis again once space is freed"),
+                       subject=self.subject(), reason=full)
         return super().internal_error(exc, workdir)
 
     def _read_and_store(self, unpacked: Path, files: list[ExtractedFile],
@@ -111,18 +117,18 @@ class IngestStep(ProfileStep):
         single = profile.upload_kind in SINGLE_FILE_KINDS
         target = unpacked / files[0].name if single else unpacked
         local = workdir / "parquet"
-        self.progress(35, "reading with pypto_core.formats.write_profiles")
+        self.progress(35, msg(gettext_noop("reading with pypto_core.formats.write_profiles")))
         try:
             saved = write_profiles(target, local)
         except InputError as exc:
             inside = f"{unpacked}/"
-            raise InputError(exc.path.replace(inside, ""), exc.reason.replace(inside, "")) from exc
+            raise exc.with_names(lambda text: text.replace(inside, "")) from exc
         name = _UserNames(unpacked, profile.original_filename, single)
         for folder, meta in saved.ranks:  # sources as the user knows them, never the worker's folder
             name.meta(meta)
             save_meta(local / folder, meta)
         rank_folders = [folder for folder, _meta in saved.ranks]
-        self.progress(50, f"read {len(rank_folders)} rank(s) into Parquet")
+        self.progress(50, msg(gettext_noop("read {n} rank(s) into Parquet"), n=len(rank_folders)))
         primary = saved_summary(local / saved.primary()[0])
         store = ProfileStore(profile)
         prefix = store.attempt_prefix(self.run)
@@ -133,7 +139,9 @@ class IngestStep(ProfileStep):
         summary.largest_files = [f.to_dict() for f in biggest]
         summary.ranks = len(rank_folders)
         summary.rank_folders = rank_folders
-        summary.warnings = [name.text(w) for w in saved.warnings] + list(primary["warnings"])
+        summary.warnings, summary.warning_messages = stored_texts(
+            [map_text(w, name.text) for w in saved.warnings]
+            + loaded_texts(primary["warnings"], primary.get("warning_messages")))
         if store.prefix and store.prefix != prefix:
             store.delete_tables()  # a previous run's tables
         return summary, prefix
@@ -153,4 +161,4 @@ class _UserNames:
     def meta(self, meta: ProfileMeta) -> None:
         meta.source = self.text(meta.source)
         meta.source_files = [self.text(s) for s in meta.source_files]
-        meta.warnings = [self.text(w) for w in meta.warnings]
+        meta.warnings = [map_text(w, self.text) for w in meta.warnings]

@@ -33,11 +33,14 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from analysis.models import AnalysisRun, JobStatus
+from analysis.texts import NO_ERROR, error_fields
 from analysis.workdirs import make_workdir, remove_dead_workdirs, without_workdir
 from profiles.models import Profile, ProfileStatus
 from pypto_core.errors import InputError
+from pypto_core.i18n import Message, Text, msg, render, stored_message
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +49,15 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     OperationalError, InterfaceError, ConnectionError, TimeoutError,
     BotoConnectionError, ConnectTimeoutError, ReadTimeoutError,
 )
-ERROR_CHARS = 4000  # what a row keeps of a reason
+LOG_LINES = 2000  # the lines a run keeps as messages (its English log keeps its last 100 000 characters)
 
 
 class Step(ABC):
     """One step on one row. Subclasses say how to claim, work, fail and release; ``run_step`` runs them."""
 
     kind: ClassVar[str]  # names the work folder and the log lines: "ingest", "diagnose", "compare"...
-    doing: ClassVar[str]  # what an internal error interrupted: "reading", "diagnosing"...
+    # the reason an internal error gives, with {subject}, {error} and {detail} (a gettext_noop template)
+    internal_error_reason: ClassVar[str]
     leased: ClassVar[bool] = False  # held under a lease: other folders of this step are a dead attempt's
 
     def __init__(self) -> None:
@@ -77,16 +81,16 @@ class Step(ABC):
         """The step itself, ending with its own last write."""
 
     @abstractmethod
-    def fail(self, reason: str) -> None:
-        """A final failure, with the reason the user reads."""
+    def fail(self, reason: Text) -> None:
+        """A final failure, with the reason the user reads (a message: the page shows it in its language)."""
 
     @abstractmethod
     def release(self, exc: BaseException) -> None:
         """Give the claim back before a retry (the task retries after a transient error)."""
 
-    def internal_error(self, exc: BaseException, workdir: Path) -> str:
-        detail = without_workdir(str(exc), workdir)
-        return f"{self.subject()}: internal error while {self.doing} ({type(exc).__name__}: {detail})"
+    def internal_error(self, exc: BaseException, workdir: Path) -> Text:
+        return Message(self.internal_error_reason, {"subject": self.subject(), "error": type(exc).__name__,
+                                                    "detail": without_workdir(str(exc), workdir)})
 
     @contextmanager
     def timed(self, name: str) -> Iterator[None]:
@@ -108,7 +112,7 @@ def run_step(step: Step) -> None:
     try:
         step.work(workdir)
     except InputError as exc:
-        step.fail(without_workdir(str(exc), workdir))
+        step.fail(exc.with_names(lambda text: without_workdir(text, workdir)).message)
     except TRANSIENT_ERRORS as exc:
         step.release(exc)
         raise
@@ -126,12 +130,22 @@ def lease_end() -> datetime:
     return timezone.now() + timedelta(seconds=settings.PYPTO_TASK_LEASE_SECONDS)
 
 
-def run_log(run: AnalysisRun, line: str) -> None:
-    """A line of the run's log (shown on the profile page), time-stamped; the last 100 000 characters kept."""
+def run_log(run: AnalysisRun, line: Text) -> None:
+    """A line of the run's log (shown on the profile page in its language), time-stamped: in English, the
+    last 100 000 characters kept, and as messages, the last ``LOG_LINES``."""
     stamp = timezone.now().strftime("%H:%M:%S")
-    log.info("profile %s %s: %s", run.profile_id, run.kind, line)
-    run.log = (run.log + f"[{stamp}] {line}\n")[-100_000:]
-    AnalysisRun.objects.filter(pk=run.pk).update(log=run.log)
+    text = render(line)
+    log.info("profile %s %s: %s", run.profile_id, run.kind, text)
+    if run.log_messages or not run.log:  # a run logged before the messages were kept goes on in English
+        run.log_messages = [*run.log_messages, log_entry(stamp, line)][-LOG_LINES:]
+    run.log = (run.log + f"[{stamp}] {text}\n")[-100_000:]
+    AnalysisRun.objects.filter(pk=run.pk).update(log=run.log, log_messages=run.log_messages)
+
+
+def log_entry(stamp: str, line: Text) -> dict[str, object]:
+    """One line of ``AnalysisRun.log_messages``: its time, and its message (a plain string as a template
+    without parameters is not translated: no catalog has it)."""
+    return {"at": stamp, **(stored_message(line) or {"msgid": "{text}", "params": {"text": line}})}
 
 
 def run_for(profile: Profile, kind: str) -> AnalysisRun:
@@ -141,10 +155,11 @@ def run_for(profile: Profile, kind: str) -> AnalysisRun:
     if run is None:
         run = AnalysisRun.objects.create(profile=profile, kind=kind)
     AnalysisRun.objects.filter(pk=run.pk).update(
-        status=JobStatus.RUNNING, attempts=F("attempts") + 1, started_at=timezone.now(), error="")
+        status=JobStatus.RUNNING, attempts=F("attempts") + 1, started_at=timezone.now(), **NO_ERROR)
     run.refresh_from_db()
     if run.attempts > 1:
-        run_log(run, f"attempt {run.attempts}: taking over from an attempt that did not finish")
+        run_log(run, msg(gettext_noop("attempt {n}: taking over from an attempt that did not finish"),
+                         n=run.attempts))
     return run
 
 
@@ -174,7 +189,7 @@ class ProfileStep(Step):
 
     def claim(self) -> bool:
         claimed = Profile.objects.filter(pk=self.profile_id).unleased().transition(
-            self.holding, among=self.claim_from, lease_until=lease_end(), error="")
+            self.holding, among=self.claim_from, lease_until=lease_end(), **NO_ERROR)
         if not claimed:
             self.not_claimed()
             return False
@@ -185,10 +200,10 @@ class ProfileStep(Step):
     def not_claimed(self) -> None:
         """Another worker holds the profile, or it moved on: nothing to do (a hook for a lost follow-up)."""
 
-    def log(self, line: str) -> None:
+    def log(self, line: Text) -> None:
         run_log(self.run, line)
 
-    def progress(self, percent: int, note: str = "") -> None:
+    def progress(self, percent: int, note: Text = "") -> None:
         """Write progress (shown live) and renew the lease: a live worker keeps its claim."""
         percent = max(0, min(100, int(percent)))
         Profile.objects.filter(pk=self.profile_id).update(progress=percent, lease_until=lease_end())
@@ -209,21 +224,21 @@ class ProfileStep(Step):
         AnalysisRun.objects.filter(pk=self.run.pk).update(
             status=JobStatus.DONE, progress=100, finished_at=timezone.now(), timings=self.timings)
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: Text) -> None:
         """Failed with the reason. The archive stays in storage for a re-run."""
-        reason = reason[:ERROR_CHARS]
         Profile.objects.filter(pk=self.profile_id).transition(
-            ProfileStatus.FAILED, among=(self.holding,), error=reason, lease_until=None)
-        AnalysisRun.objects.filter(pk=self.run.pk).update(status=JobStatus.FAILED, error=reason,
-                                                          finished_at=timezone.now())
-        self.log(f"failed: {reason}")
+            ProfileStatus.FAILED, among=(self.holding,), lease_until=None, **error_fields(reason))
+        AnalysisRun.objects.filter(pk=self.run.pk).update(status=JobStatus.FAILED, finished_at=timezone.now(),
+                                                          **error_fields(reason))
+        self.log(msg(gettext_noop("failed: {reason}"), reason=reason))
 
     def release(self, exc: BaseException) -> None:
         """Give the claim back, so the retried message can claim at once. The reason stays on the profile (a
         database or storage that does not answer) until the retry claims it."""
         Profile.objects.filter(pk=self.profile_id).transition(
             self.release_to, among=(self.holding,), lease_until=None,
-            error=f"waiting to retry: {type(exc).__name__}: {exc}"[:ERROR_CHARS])
+            **error_fields(msg(gettext_noop("waiting to retry: {error}: {detail}"), error=type(exc).__name__,
+                               detail=str(exc))))
 
     def hold_if_asked(self, *, point: str) -> None:
         """Pause while the hold file (PYPTO_PIPELINE_HOLD_FILE, for tests and demos) exists. An empty file
@@ -238,6 +253,6 @@ class ProfileStep(Step):
             named = set()
         if (named and point not in named) or (not named and point == "unpacked"):
             return
-        self.log(f"holding while {hold} exists")
+        self.log(msg(gettext_noop("holding while {file} exists"), file=hold))
         while Path(hold).exists():
             time.sleep(0.2)

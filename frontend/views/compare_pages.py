@@ -21,8 +21,10 @@ from analysis import selectors as analysis_selectors
 from analysis.comparisons import comparison_create
 from analysis.fix_ledger import verdicts_of_comparison
 from analysis.models import JobStatus
+from analysis.texts import localized_list
 from frontend import charts
 from frontend import selectors as frontend_selectors
+from frontend.views.profile_pages import workload_label
 from profiles import selectors, services
 from profiles.models import Profile, ProfileStatus
 from profiles.selectors import signed_in
@@ -124,8 +126,14 @@ def _metric_rows(metrics: list[dict[str, Any]], language: str) -> list[dict[str,
         verdict = noise.get("verdict") or ("noise" if m.get("significant") is False and m.get("delta") else (
             "better" if m.get("better") is True else "worse" if m.get("better") is False else "same"))
         rows.append({**m, "verdict": verdict, "is_share": m.get("unit") == "share", "noise": noise,
-                     "label": metric_label(str(m.get("name")), language)})
+                     "label": metric_label(str(m.get("name")), language),
+                     "unit_label": str(UNIT_LABELS.get(str(m.get("unit")), m.get("unit") or ""))})
     return rows
+
+
+# The words of the comparison's ids on the page (the ids stay in the API and the exports).
+NORMALISATION_LABELS = {"per_token": gettext_lazy("per decode token"), "whole_run": gettext_lazy("whole run")}
+UNIT_LABELS = {"share": gettext_lazy("share")}
 
 
 def _readable_ops(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -163,6 +171,9 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
         "ops": _readable_ops(result.get("ops", [])[:60]),
         "blocks": _readable_blocks(result.get("blocks", [])),
         "findings": result.get("findings", []),
+        "normalisation": str(NORMALISATION_LABELS.get(result.get("normalisation", ""),
+                                                      result.get("normalisation", ""))),
+        "warnings": localized_list(result.get("warnings") or [], result.get("warning_messages"), language),
         "aligned": _aligned_rows(result.get("aligned") or []) if done else [],
         "alignment": result.get("alignment") or {},
         "summary": result.get("summary") or {},
@@ -171,7 +182,9 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     }
     modules = sorted({r["module"] for r in context["aligned"] if r.get("module")})
     context["modules"] = modules
-    context["summary_sides"] = [context["summary"].get("base") or {}, context["summary"].get("new") or {}]
+    context["summary_sides"] = [
+        {**side, "workload": workload_label(side.get("workload"))}
+        for side in (context["summary"].get("base") or {}, context["summary"].get("new") or {})]
     rank_sides = []
     for side, label in zip(context["summary_sides"], (_("Baseline"), _("Candidate"))):
         kinds = ("compute", "communication_not_overlapped", "memcpy", "idle")

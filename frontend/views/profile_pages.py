@@ -19,6 +19,7 @@ from analysis import page_builds
 from analysis import selectors as analysis_selectors
 from analysis.cluster import cluster_data
 from analysis.models import PageBuild
+from analysis.selectors import warnings_in_language
 from analysis.summary import ProfileSummary, summary_of
 from captures.verification import verify_targets
 from frontend import charts
@@ -28,7 +29,6 @@ from profiles.models import Profile, ProfileStatus
 from pypto_core.graph import metric_label
 from pypto_core.i18n import normalize_language
 from pypto_core.rules.evidence_labels import evidence_rows
-from pypto_core.rules.finding import localized_warnings
 
 
 def _step_count(report_profile: dict[str, Any], summary: ProfileSummary) -> int | None:
@@ -63,8 +63,7 @@ def _facts(profile: Profile, data: dict[str, Any] | None, language: str) -> dict
         "speedup_bound": report.get("combined_speedup_bound", "estimate"),
         # "replay": the headline re-times the run with every fix: not the findings' estimates combined
         "speedup_source": report_profile.get("combined_speedup_source"),
-        "warnings": list(dict.fromkeys(localized_warnings(report.get("warnings") or s.warnings or [],
-                                                          report.get("warning_messages"), language))),
+        "warnings": list(dict.fromkeys(warnings_in_language(s, language))),
     }
 
 
@@ -75,6 +74,11 @@ WORKLOAD_LABELS = {"llm_decode": gettext_lazy("LLM decode"), "llm_prefill": gett
                    "unknown": gettext_lazy("Unknown")}
 VENDOR_LABELS = {"ascend": gettext_lazy("Ascend (Huawei)"), "nvidia": "NVIDIA", "amd": "AMD",
                  "cpu": gettext_lazy("CPU only"), "unknown": gettext_lazy("Unknown")}
+
+
+def workload_label(workload: str | None) -> str | None:
+    """A workload id (pypto_core.workload) in the page's words."""
+    return _label(WORKLOAD_LABELS, workload)
 
 
 def _label(labels: dict[str, Any], key: str | None) -> str | None:

@@ -29,7 +29,7 @@ def profile_detail(request: HttpRequest, profile_id: int) -> HttpResponse:
         "can_write": selectors.can_write(user=signed_in(request.user), project=profile.project),
         "findings": analysis_selectors.findings_of_profile(profile=profile),
         "artifacts": analysis_selectors.artifacts_of_profile(profile=profile),
-        "runs": profile.runs.order_by("id"),
+        "runs": analysis_selectors.runs_with_logs(profile=profile),
         "status_labels": dict(ProfileStatus.choices),  # status.js shows the live status in the page language
         **profile_analysis_context(profile),  # charts, top ops, findings with remedies (issue 7)
     })

@@ -79,7 +79,7 @@ def measure_convert(csv_path: Path, parquet_path: Path) -> dict[str, Any]:
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - c0
     return {"rows": rows, "seconds": seconds, "cpu_s": cpu, "peak_rss_mb": vm_hwm_mb(),
-            "warnings": warnings[:3]}
+            "warnings": [str(w) for w in warnings[:3]]}
 
 
 def measure_load(parquet_path: Path) -> dict[str, Any]:

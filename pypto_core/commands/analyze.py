@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pypto_core.formats import open_profiles  # lazily: the readers are heavy
     from pypto_core.hardware import get_sku
-    from pypto_core.i18n import LANGUAGES, normalize_language
+    from pypto_core.i18n import LANGUAGES, loaded_texts, normalize_language, stored_texts, unique_texts
     from pypto_core.rules import diagnose_columns, diagnose_group
 
     language = normalize_language(args.lang)
@@ -52,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
         report = diagnose_group(group, config, args.sku, what_if=what_if)
     except ValueError as exc:
         raise PyptoError(str(exc)) from exc
-    report.warnings = list(dict.fromkeys(list(group.warnings) + report.warnings))
+    # the group's own warnings (a rank that could not be read) first, each text beside its own message
+    report.warnings, report.warning_messages = stored_texts(unique_texts(
+        list(group.warnings) + loaded_texts(report.warnings, report.warning_messages)))
     text = render(report, args.format, language)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")

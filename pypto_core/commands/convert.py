@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pypto_core.formats import write_profiles
+    from pypto_core.i18n import render
     from pypto_core.profile import saved_summary
 
     out = Path(args.out)
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         "source": saved.source,
         "output": str(out),
         "ranks": [{"folder": str(out / name), **saved_summary(out / name)} for name, _ in saved.ranks],
-        "warnings": list(saved.warnings),
+        "warnings": [render(w) for w in saved.warnings],
     }
     json.dump(doc, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")

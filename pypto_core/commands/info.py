@@ -50,6 +50,7 @@ def profile_info(profile: Profile, top: int = 20) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from pypto_core.formats import open_profiles
+    from pypto_core.i18n import render
 
     group = open_profiles(args.path)
     doc = {
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         "ranks": group.ranks,
         "profiles": [profile_info(p, args.top)
                      for p in sorted(group.profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0))],
-        "warnings": list(group.warnings),
+        "warnings": [render(w) for w in group.warnings],
     }
     json.dump(doc, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")

@@ -58,6 +58,7 @@ from pypto_core.formats.sqlite_fetch import (
     read_only_uri,
     table_reading,
 )
+from pypto_core.i18n import Message, msg
 from pypto_core.limits import current_limits
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import (
@@ -104,18 +105,18 @@ def connect(path: str | os.PathLike[str]) -> _Connection:
     try:
         size = p.stat().st_size
     except OSError as exc:
-        raise InputError(str(p), f"cannot read file ({exc.strerror or exc})") from exc
+        raise InputError(str(p), msg("cannot read file ({error})", error=exc.strerror or str(exc))) from exc
     if size == 0:
-        raise InputError(str(p), "file is empty (0 bytes)")
+        raise InputError(str(p), msg("file is empty (0 bytes)"))
     if not is_sqlite(p):
-        raise InputError(str(p), "not an SQLite database (wrong file header)")
+        raise InputError(str(p), msg("not an SQLite database (wrong file header)"))
     try:
         conn = sqlite3.connect(read_only_uri(p), uri=True, factory=_Connection)
         conn.execute("pragma query_only = on")
         conn.execute("pragma trusted_schema = off")  # no function of the file's schema runs
         conn.execute("select count(*) from sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
-        raise InputError(str(p), f"corrupt SQLite database ({exc})") from exc
+        raise InputError(str(p), msg("corrupt SQLite database ({error})", error=str(exc))) from exc
     conn.deadline = _only_tables(conn)
     return conn
 
@@ -144,14 +145,16 @@ def _only_tables(conn: sqlite3.Connection) -> float:
     return deadline
 
 
-def refusal(exc: sqlite3.DatabaseError) -> str:
+def refusal(exc: sqlite3.DatabaseError) -> Message:
     """The reason for a query stopped by :func:`_only_tables`, or the database's own message."""
     text = str(exc)
     if "not authorized" in text or "prohibited" in text:
-        return "only stored tables are read: a table the readers need is a view, or the query is recursive"
+        return msg("only stored tables are read: a table the readers need is a view, or the query is "
+                   "recursive")
     if "interrupted" in text:
-        return f"reading took longer than the limit of {current_limits().sqlite_seconds:g} s"
-    return f"unexpected database content ({text})"
+        return msg("reading took longer than the limit of {seconds:g} s",
+                   seconds=current_limits().sqlite_seconds)
+    return msg("unexpected database content ({error})", error=text)
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -1257,7 +1260,7 @@ def _write_db(p: Path, out: Path, fmt: str, meta: ProfileMeta, analysis_db: Path
             raise InputError(str(p), refusal(exc)) from exc
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
             # values no profile holds (text where times are, numbers past int64): the file, not a crash
-            raise InputError(str(p), f"unexpected database content ({exc})") from exc
+            raise InputError(str(p), msg("unexpected database content ({error})", error=str(exc))) from exc
     finally:
         if native is not None:
             native.close()
@@ -1267,12 +1270,14 @@ def _write_db(p: Path, out: Path, fmt: str, meta: ProfileMeta, analysis_db: Path
     if analysis_db is not None and analysis_db.is_file():
         try:
             steps, communication = read_analysis_db(analysis_db, steps, meta, notes)
-        except (InputError, sqlite3.DatabaseError) as exc:
-            meta.warnings.append(f"skipped {analysis_db.name}: {getattr(exc, 'reason', exc)}")
+        except InputError as exc:
+            meta.warnings.append(exc.skipped(analysis_db.name))
+        except sqlite3.DatabaseError as exc:
+            meta.warnings.append(InputError(str(analysis_db), str(exc)).skipped(analysis_db.name))
     meta.warnings.extend(notes.warnings(p))
     if rows == 0:
-        raise InputError(str(p), "database holds no tasks, operators or API calls (TASK/COMPUTE_TASK_INFO, "
-                                 "PYTORCH_API, CANN_API are missing or empty)")
+        raise InputError(str(p), msg("database holds no tasks, operators or API calls "
+                                     "(TASK/COMPUTE_TASK_INFO, PYTORCH_API, CANN_API are missing or empty)"))
     if meta.rank is None:
         meta.rank = rank_hint
     save_tables(out, meta, {"steps": steps, "communication": communication})
@@ -1308,7 +1313,7 @@ def write_ascend_pt_db(path: str | os.PathLike[str], folder: str | os.PathLike[s
     out = output_dir(p)
     dbs = sorted(f for f in out.iterdir() if f.is_file() and _DB_GLOB.match(f.name))
     if not dbs:
-        raise InputError(str(p), "no ascend_pytorch_profiler_*.db in this folder")
+        raise InputError(str(p), msg("no ascend_pytorch_profiler_*.db in this folder"))
     return write_profiler_db(dbs[0], folder, fmt="ascend_pt_db", meta=meta, analysis_db=out / "analysis.db",
                              rank_hint=rank_hint)
 

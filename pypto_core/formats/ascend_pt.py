@@ -28,6 +28,7 @@ from pypto_core.formats.saved_folder import (
     note_device_ids,
     write_folder_profile,
 )
+from pypto_core.i18n import msg
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import ProfileMeta
 
@@ -66,10 +67,10 @@ def read_profiler_info(root: Path, meta: ProfileMeta) -> None:
         try:
             info = load_json(path)
         except InputError as exc:
-            meta.warnings.append(f"skipped {path.name}: {exc.reason}")
+            meta.warnings.append(exc.skipped(path.name))
             continue
         if not isinstance(info, dict):
-            meta.warnings.append(f"skipped {path.name}: not a JSON object")
+            meta.warnings.append(msg("skipped {file}: not a JSON object", file=path.name))
             continue
         meta.source_files.append(str(path))
         meta.cann_version = _str_or_none(info.get("cann_version"))
@@ -95,7 +96,7 @@ def read_profiler_info(root: Path, meta: ProfileMeta) -> None:
         try:
             md = load_json(md_path)
         except InputError as exc:
-            meta.warnings.append(f"skipped {md_path.name}: {exc.reason}")
+            meta.warnings.append(exc.skipped(md_path.name))
             return
         if isinstance(md, dict):
             meta.source_files.append(str(md_path))

@@ -58,6 +58,7 @@ from pypto_core.formats.flow_binding import (
     split_to,
 )
 from pypto_core.formats.table_sink import TableSink, Transform
+from pypto_core.i18n import Text, msg
 from pypto_core.profile import TABLE_NAMES, Profile, ProfileMeta, conform, empty_table, save_tables
 
 # args keys the Ascend readers use (everything else in args is skipped by the scanner, not parsed)
@@ -110,7 +111,7 @@ class TraceTables:
                                                                 "dur_ns": pa.array([], pa.int64())}))
     lanes: pa.Table = field(default_factory=lambda: _lanes_schema().empty_table())
     hints: dict[str, Any] = field(default_factory=dict)  # event counts, input bytes, what was skipped
-    warnings: list[str] = field(default_factory=list)  # what could not be read, for ProfileMeta.warnings
+    warnings: list[Text] = field(default_factory=list)  # what could not be read, for ProfileMeta.warnings
 
 
 def _lanes_schema() -> pa.Schema:
@@ -941,10 +942,11 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
     if late[LANE_OVERLAP].num_rows:
         ov = pa.concat_tables([ov, late[LANE_OVERLAP].select(_PIECE_COLUMNS[LANE_OVERLAP])]).sort_by("_seq")
     steps.append(_step_rows(late[LANE_HOST]))
-    warnings: list[str] = []
+    warnings: list[Text] = []
     unnamed = int(pc.sum(pc.is_null(dkind).cast(pa.int64())).as_py() or 0) if deferred.num_rows else 0
     if unnamed:
-        warnings.append(f"{unnamed} slices on processes the file never names (no process_name) were skipped")
+        warnings.append(msg("{n} slices on processes the file never names (no process_name) were skipped",
+                            n=unnamed))
     tables = TraceTables(
         flows=flows if flows is not None else empty_table("flows"),
         counters=counter_table if counter_table is not None else empty_table("counters"),

@@ -18,6 +18,7 @@ import pyarrow as pa
 from pypto_core.errors import InputError
 from pypto_core.formats.csvtable import to_ns
 from pypto_core.formats.jsonfile import load_json
+from pypto_core.i18n import Text, msg
 from pypto_core.profile import conform
 
 # SDMA aggregates the on-node links (HCCS, PCIE, SIO) in msprof-analyze's output; RDMA is the network.
@@ -45,12 +46,13 @@ def _step_id(key: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def read_communication(path: str | os.PathLike[str], warnings: list[str]) -> pa.Table:
+def read_communication(path: str | os.PathLike[str], warnings: list[Text]) -> pa.Table:
     """Every op of every step (the per-step ``Total Op Info`` aggregates are left out)."""
     doc = load_json(path, exact=True)
     name = Path(path).name
     if not isinstance(doc, dict):
-        raise InputError(str(path), "not a communication.json document (expected an object keyed by step)")
+        raise InputError(str(path), msg("not a communication.json document (expected an object keyed by "
+                                        "step)"))
     rows: dict[str, list[Any]] = {k: [] for k in (
         "name", "group", "step_id", "start_text", "elapse_ns", "transit_ns", "wait_ns", "synchronization_ns",
         "idle_ns", "size_bytes", "bandwidth_gbps", "kind", "transport",
@@ -92,7 +94,8 @@ def read_communication(path: str | os.PathLike[str], warnings: list[str]) -> pa.
                 rows["kind"].append(kind)
                 rows["transport"].append(transport)
     if odd:
-        warnings.append(f"{name}: {odd} entr(y/ies) not in the expected layout were skipped")
+        warnings.append(msg("{file}: {n} entr(y/ies) not in the expected layout were skipped",
+                            file=name, n=odd))
     start_ns = to_ns(pa.array(rows.pop("start_text"), pa.string()))
     table = pa.table({**rows, "start_ns": start_ns})
     return conform("communication", table)

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from pypto_core.errors import InputError
+from pypto_core.i18n import Message, msg
 
 # Values that mean "no value" in numeric columns of torch_npu and msprof CSVs (docs/formats.md §0.4).
 NULL_TOKENS: tuple[str, ...] = ("", "N/A", "NA", "NULL", "null", "None", "nan", "NaN", "-")
@@ -51,11 +52,11 @@ class ConversionNotes:
         old = self.bad_values.get(column)
         self.bad_values[column] = (count + (old[0] if old else 0), old[1] if old else example)
 
-    def warnings(self, path: str | os.PathLike[str]) -> list[str]:
+    def warnings(self, path: str | os.PathLike[str]) -> list[Message]:
         name = Path(path).name
         return [
-            f"{name}: {count} value(s) in column {col!r} could not be read as numbers (e.g. {example!r}); "
-            "they are left empty"
+            msg("{file}: {n} value(s) in column {column!r} could not be read as numbers (e.g. {example!r}); "
+                "they are left empty", file=name, n=count, column=col, example=example)
             for col, (count, example) in sorted(self.bad_values.items())
         ]
 
@@ -72,17 +73,19 @@ def check_text_file(path: str | os.PathLike[str]) -> bytes:
         with p.open("rb") as fh:
             head = fh.read(_SNIFF_BYTES)
     except OSError as exc:
-        raise InputError(str(p), f"cannot read file ({exc.strerror or exc})") from exc
+        raise InputError(str(p), msg("cannot read file ({error})", error=exc.strerror or str(exc))) from exc
     if size == 0:
-        raise InputError(str(p), "file is empty (0 bytes)")
+        raise InputError(str(p), msg("file is empty (0 bytes)"))
     if b"\x00" in head:
-        raise InputError(str(p), "not a text file (binary content, NUL bytes) although named like a table")
+        raise InputError(str(p), msg("not a text file (binary content, NUL bytes) although named like a "
+                                     "table"))
     try:
         # The sniffed block may cut a multi-byte character at its end; decode only what is complete.
         head.decode("utf-8")
     except UnicodeDecodeError as exc:
         if exc.start < len(head) - 4:
-            raise InputError(str(p), f"not UTF-8 text (invalid byte at offset {exc.start})") from exc
+            raise InputError(str(p), msg("not UTF-8 text (invalid byte at offset {offset})",
+                                         offset=exc.start)) from exc
     return head
 
 
@@ -98,12 +101,13 @@ def read_header(path: str | os.PathLike[str], *, allow_duplicates: bool = False)
         first = first[3:]
     text = first.decode("utf-8", errors="replace")
     if not text.strip():
-        raise InputError(str(path), "no header line (first line is blank)")
+        raise InputError(str(path), msg("no header line (first line is blank)"))
     # Headers of these files never contain quoted commas, but strip quotes defensively.
     names = [c.strip().strip('"').strip() for c in text.split(",")]
     if len(set(names)) != len(names) and not allow_duplicates:
         dupes = sorted({n for n in names if names.count(n) > 1})
-        raise InputError(str(path), f"duplicate column name(s) in header: {', '.join(dupes)}")
+        raise InputError(str(path), msg("duplicate column name(s) in header: {names}",
+                                        names=", ".join(dupes)))
     return names
 
 
@@ -143,9 +147,9 @@ def iter_csv_batches(
                                convert_options=convert_opts)
         yield from reader
     except pa.ArrowInvalid as exc:
-        raise InputError(str(path), f"malformed CSV ({_short(exc)})") from exc
+        raise InputError(str(path), malformed_csv(exc)) from exc
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"cannot read CSV ({_short(exc)})") from exc
+        raise InputError(str(path), unreadable_csv(exc)) from exc
 
 
 def read_csv_table(
@@ -187,9 +191,17 @@ def read_csv_numbered(path: str | os.PathLike[str]) -> pa.Table:
     try:
         return pcsv.read_csv(path, read_options=read_opts, convert_options=convert_opts)
     except pa.ArrowInvalid as exc:
-        raise InputError(str(path), f"malformed CSV ({_short(exc)})") from exc
+        raise InputError(str(path), malformed_csv(exc)) from exc
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"cannot read CSV ({_short(exc)})") from exc
+        raise InputError(str(path), unreadable_csv(exc)) from exc
+
+
+def malformed_csv(exc: BaseException) -> Message:
+    return msg("malformed CSV ({error})", error=_short(exc))
+
+
+def unreadable_csv(exc: BaseException) -> Message:
+    return msg("cannot read CSV ({error})", error=_short(exc))
 
 
 def _short(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from pypto_core.errors import InputError
 from pypto_core.formats import ascend_db, csvtable, kernel_csv, msprof
 from pypto_core.formats.ascend_pt import OUTPUT_DIR as ASCEND_OUTPUT
 from pypto_core.formats.ascend_pt import profiler_info_files
+from pypto_core.i18n import Message, msg
 
 # kinds a Detection can have
 ASCEND_PT = "ascend_pt"  # torch_npu text export folder
@@ -64,7 +65,7 @@ def detect(path: str | os.PathLike[str]) -> Detection:
     """Detect the profile format at ``path`` (file or folder); ``InputError`` when nothing is recognised."""
     p = Path(path)
     if not p.exists():
-        raise InputError(str(p), "no such file or folder")
+        raise InputError(str(p), msg("no such file or folder"))
     if p.is_dir():
         found = detect_dir(p, depth=0)
         if found is None:
@@ -83,9 +84,9 @@ def detect_file(p: Path) -> Detection:
         with p.open("rb") as fh:
             head = fh.read(_SNIFF)
     except OSError as exc:
-        raise InputError(str(p), f"cannot read file ({exc.strerror or exc})") from exc
+        raise InputError(str(p), msg("cannot read file ({error})", error=exc.strerror or str(exc))) from exc
     if size == 0:
-        raise InputError(str(p), "file is empty (0 bytes)")
+        raise InputError(str(p), msg("file is empty (0 bytes)"))
     name = p.name.lower()
     if head.startswith(b"SQLite format 3\x00"):
         return Detection(_db_kind(p), p, [p.name])
@@ -99,7 +100,7 @@ def detect_file(p: Path) -> Detection:
     if stripped[:1] in (b"{", b"["):
         return _json_kind(p, head, gz=False)
     if b"\x00" in head:
-        raise InputError(str(p), "not a profile file (binary content of an unknown kind)")
+        raise InputError(str(p), msg("not a profile file (binary content of an unknown kind)"))
     if name.endswith(".csv") or b"," in head.split(b"\n", 1)[0]:
         header = csvtable.read_header(p)
         if kernel_csv.is_kernel_header(header):
@@ -107,14 +108,10 @@ def detect_file(p: Path) -> Detection:
         known = {n for names in kernel_csv.ALIASES.values() for n in names}
         if len(known.intersection(header)) >= 3:
             kernel_csv.map_columns(p, header)  # a kernel table missing a required column: say which
-        raise InputError(
-            str(p),
-            "CSV is not a kernel table (kernel_details / op_summary): header starts "
-            + repr(", ".join(header[:5])),
-        )
-    raise InputError(str(p),
-                     "not a recognised profile file (expected a folder, archive, .json, .json.gz, .csv or "
-                     ".db)")
+        raise InputError(str(p), msg("CSV is not a kernel table (kernel_details / op_summary): header "
+                                     "starts {header!r}", header=", ".join(header[:5])))
+    raise InputError(str(p), msg("not a recognised profile file (expected a folder, archive, .json, "
+                                 ".json.gz, .csv or .db)"))
 
 
 def _is_tar_gz(p: Path) -> bool:
@@ -130,19 +127,19 @@ def _gunzip_head(p: Path) -> bytes:
         with gzip.open(p, "rb") as fh:
             return fh.read(_SNIFF)
     except (OSError, EOFError, zlib.error) as exc:  # zlib.error: a corrupt deflate stream (fuzzing found it)
-        raise InputError(str(p), f"corrupt gzip file ({exc})") from exc
+        raise InputError(str(p), msg("corrupt gzip file ({error})", error=str(exc))) from exc
 
 
 def _json_kind(p: Path, head: bytes, *, gz: bool) -> Detection:
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text:
-        raise InputError(str(p), "compressed file is empty" if gz else "file holds only whitespace")
+        raise InputError(str(p), msg("compressed file is empty" if gz else "file holds only whitespace"))
     if text[:1] == b"[":
         return Detection(TRACE_JSON, p, [p.name])
     if text[:1] == b"{":
         # Kineto objects carry traceEvents (often after schemaVersion/deviceProperties, so only hint here).
         return Detection(KINETO, p, [p.name])
-    raise InputError(str(p), "not a JSON trace (does not start with '{' or '[')")
+    raise InputError(str(p), msg("not a JSON trace (does not start with '{{' or '[')"))
 
 
 def _db_kind(p: Path) -> str:
@@ -153,7 +150,7 @@ def _db_kind(p: Path) -> str:
     try:
         tables = {r[0] for r in conn.execute("select name from sqlite_master where type='table'")}
     except sqlite3.DatabaseError as exc:
-        raise InputError(str(p), f"corrupt SQLite database ({exc})") from exc
+        raise InputError(str(p), msg("corrupt SQLite database ({error})", error=str(exc))) from exc
     finally:
         conn.close()
     if "PYTORCH_API" in tables:
@@ -162,9 +159,8 @@ def _db_kind(p: Path) -> str:
         return MSPROF_DB
     if tables & {"StepTraceTime", "CommAnalyzerTime"}:
         return ANALYSIS_DB
-    raise InputError(str(p),
-                     "SQLite database without profiler tables (no TASK, PYTORCH_API, CANN_API or "
-                     "StepTraceTime)")
+    raise InputError(str(p), msg("SQLite database without profiler tables (no TASK, PYTORCH_API, CANN_API or "
+                                 "StepTraceTime)"))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -294,13 +290,14 @@ def _loose_files(entries: list[Path]) -> list[Detection]:
     return out
 
 
-def _why_not_dir(p: Path) -> str:
+def _why_not_dir(p: Path) -> Message:
     files = [f for f in p.rglob("*") if f.is_file()]
     if not files:
-        return "empty folder: no files to read"
+        return msg("empty folder: no files to read")
     empty = [f for f in files if f.stat().st_size == 0]
     if len(empty) == len(files):
-        return f"all {len(files)} file(s) are empty (0 bytes), e.g. {empty[0].relative_to(p)}"
+        return msg("all {n} file(s) are empty (0 bytes), e.g. {file}", n=len(files),
+                   file=str(empty[0].relative_to(p)))
     sample = ", ".join(str(f.relative_to(p)) for f in files[:3])
-    return (f"no profile found among {len(files)} file(s) (e.g. {sample}); expected a *_ascend_pt folder, "
-            "a PROF_* folder, kernel_details.csv, a profiler .db or a Kineto .json")
+    return msg("no profile found among {n} file(s) (e.g. {files}); expected a *_ascend_pt folder, a PROF_* "
+               "folder, kernel_details.csv, a profiler .db or a Kineto .json", n=len(files), files=sample)

@@ -31,6 +31,7 @@ import pyarrow as pa
 from pypto_core.errors import InputError
 from pypto_core.formats.native import load_library
 from pypto_core.formats.prefetch import iterate_ahead
+from pypto_core.i18n import Message, msg
 from pypto_core.limits import Inflation
 
 FIXED_FIELDS: tuple[str, ...] = ("ph", "name", "cat", "pid", "tid", "id", "bp", "arg0_key", "arg0_val")
@@ -126,9 +127,9 @@ def _gunzip(fh: IO[bytes], path: Path) -> Iterator[bytes]:
                         inflation.add(len(out))
                         yield out
     except zlib.error as exc:
-        raise InputError(str(path), f"corrupt gzip data: {exc}") from None
+        raise InputError(str(path), msg("corrupt gzip data: {error}", error=str(exc))) from None
     if started and not dec.eof:
-        raise InputError(str(path), "truncated gzip data: the file ends mid-stream")
+        raise InputError(str(path), msg("truncated gzip data: the file ends mid-stream"))
 
 
 def _prefetch(chunks: Iterator[bytes], depth: int = 3) -> Generator[bytes, None, None]:
@@ -182,8 +183,7 @@ class _Buffer:
         self.total += len(chunk)
         keep = len(self.data) - self.pos
         if keep > MAX_EVENT_BYTES:
-            raise InputError(str(self.path),
-                             f"a single JSON value is larger than {MAX_EVENT_BYTES >> 20} MiB")
+            raise InputError(str(self.path), _too_large())
         self.data = self.data[self.pos :] + chunk if keep else chunk
         self.pos = 0
         return True
@@ -248,8 +248,7 @@ class _MappedBuffer(_Buffer):
         if self.eof:
             return False
         if self.size - self.pos > MAX_EVENT_BYTES:
-            raise InputError(str(self.path),
-                             f"a single JSON value is larger than {MAX_EVENT_BYTES >> 20} MiB")
+            raise InputError(str(self.path), _too_large())
         new_start = self.start + self.pos
         if hasattr(mmap, "MADV_DONTNEED"):
             done = new_start - new_start % mmap.PAGESIZE  # whole pages before the cursor: scanned
@@ -273,7 +272,7 @@ def _open_file(path: Path) -> tuple[IO[bytes], bool, bool]:
     try:
         fh: IO[bytes] = open(path, "rb")
     except OSError as exc:
-        raise InputError(str(path), f"cannot open: {exc.strerror or exc}") from None
+        raise InputError(str(path), msg("cannot open: {error}", error=exc.strerror or str(exc))) from None
     head = fh.read(2)
     fh.seek(0)
     return fh, head == b"\x1f\x8b", not head
@@ -294,8 +293,15 @@ def _open_buffer(path: Path) -> _Buffer:
 # ---------------------------------------------------------------------------------------------- scanning
 
 
-def _fail(path: Path, reason: str) -> InputError:
+def _fail(path: Path, reason: Message) -> InputError:
     return InputError(str(path), reason)
+
+
+_TRUNCATED_TOP = msg("truncated JSON: the file ends inside the top-level object")
+
+
+def _too_large() -> Message:
+    return msg("a single JSON value is larger than {mib} MiB", mib=MAX_EVENT_BYTES >> 20)
 
 
 def raw_schema(arg_keys: tuple[str, ...]) -> pa.Schema:
@@ -387,7 +393,7 @@ def _scan_buffer(
     p: Path, buf: _Buffer, arg_keys: tuple[str, ...], on_batch: Callable[[pa.RecordBatch], None] | None
 ) -> ScannedTrace:
     if not buf.skip_ws():
-        raise _fail(p, "empty file (no JSON)")
+        raise _fail(p, msg("empty file (no JSON)"))
     first = buf.peek()
     header: dict[str, Any] = {}
     batches = _Sink(on_batch)
@@ -401,10 +407,10 @@ def _scan_buffer(
         buf.pos += 1
         found = _scan_object(buf, p, scanner, batches, header)
         if not found:
-            raise _fail(p, "JSON object without a traceEvents list: not a chrome trace")
+            raise _fail(p, msg("JSON object without a traceEvents list: not a chrome trace"))
         wrapped = True
     else:
-        raise _fail(p, "not JSON (does not start with '[' or '{'): not a chrome trace")
+        raise _fail(p, msg("not JSON (does not start with '[' or '{{'): not a chrome trace"))
     schema = scanner.schema()
     table = pa.Table.from_batches(batches.kept, schema=schema) if batches.kept else schema.empty_table()
     return ScannedTrace(events=table, header=header, wrapped=wrapped, input_bytes=buf.total)
@@ -412,7 +418,8 @@ def _scan_buffer(
 
 def _expect_end(buf: _Buffer, path: Path) -> None:
     if buf.skip_ws():
-        raise _fail(path, f"unexpected data after the end of the JSON array at byte {buf.offset(buf.pos)}")
+        raise _fail(path, msg("unexpected data after the end of the JSON array at byte {byte}",
+                                      byte=buf.offset(buf.pos)))
 
 
 def _skip_json_value(buf: _Buffer, path: Path) -> bytes:
@@ -427,13 +434,13 @@ def _skip_json_value(buf: _Buffer, path: Path) -> bytes:
             buf.pos = end
             return raw
         if end == -2:
-            raise _fail(path, f"malformed JSON near byte {buf.offset(buf.pos)}")
+            raise _fail(path, msg("malformed JSON near byte {byte}", byte=buf.offset(buf.pos)))
         if not buf.more():
             if end >= 0:
                 raw = buf.slice(buf.pos, end)
                 buf.pos = end
                 return raw
-            raise _fail(path, "truncated JSON: the file ends inside a value")
+            raise _fail(path, msg("truncated JSON: the file ends inside a value"))
 
 
 def _scan_object(
@@ -442,25 +449,26 @@ def _scan_object(
     """Walk the wrapper object's keys; scan ``traceEvents``, keep the other values as metadata."""
     found = False
     if not buf.skip_ws():
-        raise _fail(path, "truncated JSON: the file ends inside the top-level object")
+        raise _fail(path, _TRUNCATED_TOP)
     if buf.peek() == ord("}"):
         buf.pos += 1
         _expect_end(buf, path)
         return False
     while True:
         if not buf.skip_ws():
-            raise _fail(path, "truncated JSON: the file ends inside the top-level object")
+            raise _fail(path, _TRUNCATED_TOP)
         if buf.peek() != ord('"'):
-            raise _fail(path, f"malformed JSON: expected a key near byte {buf.offset(buf.pos)}")
+            raise _fail(path, msg("malformed JSON: expected a key near byte {byte}",
+                                  byte=buf.offset(buf.pos)))
         try:
             key = json.loads(_skip_json_value(buf, path))
         except ValueError:
-            raise _fail(path, "malformed JSON key in the top-level object") from None
+            raise _fail(path, msg("malformed JSON key in the top-level object")) from None
         if not buf.skip_ws() or buf.peek() != ord(":"):
-            raise _fail(path, f"malformed JSON: expected ':' after key {key!r}")
+            raise _fail(path, msg("malformed JSON: expected ':' after key {key!r}", key=key))
         buf.pos += 1
         if not buf.skip_ws():
-            raise _fail(path, "truncated JSON: the file ends inside the top-level object")
+            raise _fail(path, _TRUNCATED_TOP)
         if key == "traceEvents" and buf.peek() == ord("["):
             buf.pos += 1
             scanner.run(buf, batches)
@@ -471,9 +479,9 @@ def _scan_object(
                 try:
                     header[key] = json.loads(raw)
                 except (ValueError, RecursionError):
-                    raise _fail(path, f"malformed JSON in top-level key {key!r}") from None
+                    raise _fail(path, msg("malformed JSON in top-level key {key!r}", key=key)) from None
         if not buf.skip_ws():
-            raise _fail(path, "truncated JSON: the file ends inside the top-level object")
+            raise _fail(path, _TRUNCATED_TOP)
         c = buf.peek()
         buf.pos += 1
         if c == ord(","):
@@ -481,7 +489,8 @@ def _scan_object(
         if c == ord("}"):
             _expect_end(buf, path)
             return found
-        raise _fail(path, f"malformed JSON: expected ',' or '}}' near byte {buf.offset(buf.pos)}")
+        raise _fail(path, msg("malformed JSON: expected ',' or '}}' near byte {byte}",
+                              byte=buf.offset(buf.pos)))
 
 
 @dataclass
@@ -562,7 +571,8 @@ class _NativeScan:
                     status, consumed, err_pos, n = (int(x) for x in self.status)
                     if status == _ST_ERROR:
                         where = buf.offset(err_pos)
-                        raise _fail(self.path, f"malformed JSON in the event list near byte {where}")
+                        raise _fail(self.path, msg("malformed JSON in the event list near byte {byte}",
+                                                   byte=where))
                     if n:
                         # the worker builds the columns and hands them to the sink (the reader's
                         # classification) while this thread scans on: both release the GIL
@@ -575,7 +585,7 @@ class _NativeScan:
                     if status == _ST_ARRAY_END:
                         break
                     if status == _ST_NEED_MORE and not buf.more():
-                        raise _fail(self.path, "truncated JSON: the file ends inside the event list")
+                        raise _fail(self.path, msg("truncated JSON: the file ends inside the event list"))
             finally:
                 for f in pending:  # one worker, in order: re-raises a worker's InputError
                     f.result()
@@ -604,7 +614,8 @@ class _NativeScan:
             try:
                 arr.validate(full=True)
             except pa.ArrowInvalid:
-                raise _fail(self.path, f"invalid UTF-8 text in field {self.names[f]!r}") from None
+                raise _fail(self.path, msg("invalid UTF-8 text in field {field!r}",
+                                           field=self.names[f])) from None
             columns.append(arr)
         ok = sc.ok[:n]
         columns.append(pa.array(sc.ts[:n].copy(), pa.int64(), mask=(ok & 1) == 0))
@@ -657,15 +668,15 @@ def _scan_fallback(path: Path, arg_keys: tuple[str, ...]) -> ScannedTrace:
     fh, gzipped, _ = _open_file(path)
     raw = b"".join(_read_chunks(fh, path, gzipped))
     if not raw.strip():
-        raise _fail(path, "empty file (no JSON)")
+        raise _fail(path, msg("empty file (no JSON)"))
     try:
         doc = json.loads(raw, parse_float=_Text, parse_int=_Text)
     except UnicodeDecodeError:
-        raise _fail(path, "not JSON (binary or non-UTF-8 data)") from None
+        raise _fail(path, msg("not JSON (binary or non-UTF-8 data)")) from None
     except RecursionError:
-        raise _fail(path, "malformed JSON (nested too deeply)") from None
+        raise _fail(path, msg("malformed JSON (nested too deeply)")) from None
     except ValueError as exc:
-        raise _fail(path, f"malformed or truncated JSON: {exc}") from None
+        raise _fail(path, msg("malformed or truncated JSON: {error}", error=str(exc))) from None
     header: dict[str, Any] = {}
     if isinstance(doc, list):
         events, wrapped = doc, False
@@ -674,14 +685,14 @@ def _scan_fallback(path: Path, arg_keys: tuple[str, ...]) -> ScannedTrace:
         header = {k: v for k, v in doc.items() if k != "traceEvents"}
         header = json.loads(json.dumps(header))  # plain numbers for metadata
     else:
-        raise _fail(path, "JSON object without a traceEvents list: not a chrome trace")
+        raise _fail(path, msg("JSON object without a traceEvents list: not a chrome trace"))
     names = FIXED_FIELDS + tuple(f"arg:{k}" for k in arg_keys)
     cols: dict[str, list[Any]] = {n: [] for n in names}
     ts_ns: list[int | None] = []
     dur_ns: list[int | None] = []
     for ev in events:
         if not isinstance(ev, dict):
-            raise _fail(path, "malformed JSON in the event list: an event is not an object")
+            raise _fail(path, msg("malformed JSON in the event list: an event is not an object"))
         for key in ("ph", "name", "cat", "pid", "tid", "id", "bp"):
             cols[key].append(_as_text(ev.get(key)))
         args = ev.get("args")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pypto_core.errors import InputError
+from pypto_core.i18n import msg
 
 # Metadata and communication files are a few MB at most; refuse the absurd rather than exhaust memory.
 MAX_SMALL_JSON_BYTES = 512 * 1024 * 1024
@@ -23,27 +24,29 @@ def load_json(path: str | os.PathLike[str], *, exact: bool = False) -> Any:
     try:
         size = p.stat().st_size
         if size == 0:
-            raise InputError(str(p), "file is empty (0 bytes)")
+            raise InputError(str(p), msg("file is empty (0 bytes)"))
         if size > MAX_SMALL_JSON_BYTES:
-            raise InputError(str(p), f"JSON metadata file too large ({size} bytes)")
+            raise InputError(str(p), msg("JSON metadata file too large ({size} bytes)", size=size))
         raw = p.read_bytes()
     except OSError as exc:
-        raise InputError(str(p), f"cannot read file ({exc.strerror or exc})") from exc
+        raise InputError(str(p), msg("cannot read file ({error})", error=exc.strerror or str(exc))) from exc
     if b"\x00" in raw[:65536]:
-        raise InputError(str(p), "not a JSON text file (binary content)")
+        raise InputError(str(p), msg("not a JSON text file (binary content)"))
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(str(p), f"not UTF-8 text (invalid byte at offset {exc.start})") from exc
+        raise InputError(str(p), msg("not UTF-8 text (invalid byte at offset {offset})",
+                                     offset=exc.start)) from exc
     try:
         if exact:
             return json.loads(text, parse_float=str, parse_int=str)
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno} column {exc.colno}"
         unterminated_at_end = exc.msg.startswith("Unterminated string") and '"' not in text[exc.pos + 1:]
         if exc.pos >= len(text.rstrip()) - 1 or unterminated_at_end:
-            raise InputError(str(p), f"truncated JSON (ends unexpectedly at {where})") from exc
-        raise InputError(str(p), f"invalid JSON ({exc.msg} at {where})") from exc
+            raise InputError(str(p), msg("truncated JSON (ends unexpectedly at line {line} column {column})",
+                                         line=exc.lineno, column=exc.colno)) from exc
+        raise InputError(str(p), msg("invalid JSON ({error} at line {line} column {column})", error=exc.msg,
+                                     line=exc.lineno, column=exc.colno)) from exc
     except RecursionError as exc:
-        raise InputError(str(p), "invalid JSON (nested too deeply)") from exc
+        raise InputError(str(p), msg("invalid JSON (nested too deeply)")) from exc

@@ -29,6 +29,7 @@ from pypto_core.formats.shapes import (
     parse_shapes,
     shape_cell_text,
 )
+from pypto_core.i18n import Message, msg
 from pypto_core.profile import (
     STREAM_ENCODING,
     TABLE_NAMES,
@@ -93,16 +94,15 @@ class KernelColumns:
     skipped_example: str = ""
     dropped_columns: list[str] = field(default_factory=list)
 
-    def warnings(self) -> list[str]:
+    def warnings(self) -> list[Message]:
         name = Path(self.path).name
         out = self.notes.warnings(self.path)
         if self.skipped_rows:
-            out.append(
-                f"{name}: skipped {self.skipped_rows} malformed row(s) (wrong number of fields, e.g. "
-                f"{self.skipped_example!r})"
-            )
+            out.append(msg("{file}: skipped {n} malformed row(s) (wrong number of fields, e.g. {example!r})",
+                           file=name, n=self.skipped_rows, example=self.skipped_example))
         for col in self.dropped_columns:
-            out.append(f"{name}: column {col!r} is not a known kernel column and not numeric; skipped")
+            out.append(msg("{file}: column {column!r} is not a known kernel column and not numeric; skipped",
+                           file=name, column=col))
         return out
 
 
@@ -120,11 +120,8 @@ def map_columns(path: str | os.PathLike[str], header: list[str] | None = None) -
     missing = [c for c in REQUIRED if c not in mapping]
     if missing:
         wanted = " / ".join(ALIASES[missing[0]])
-        raise InputError(
-            str(path),
-            f"not a kernel table: required column {wanted!r} is missing "
-            f"(header starts {', '.join(header[:6])!r})",
-        )
+        raise InputError(str(path), msg("not a kernel table: required column {column!r} is missing (header "
+                                        "starts {header!r})", column=wanted, header=", ".join(header[:6])))
     used = set(mapping.values())
     counters = [h for h in header if h not in used]
     return KernelColumns(str(path), header, mapping, counters)
@@ -299,7 +296,8 @@ def iter_kernel_batches(
         except csvscan.NotNative as stop:
             delivered = stop.rows
         except OSError as exc:
-            raise InputError(str(path), f"cannot read CSV ({exc.strerror or exc})") from exc
+            raise InputError(str(path), msg("cannot read CSV ({error})",
+                                            error=exc.strerror or str(exc))) from exc
     yield from _iter_arrow(path, cols, block_size, delivered, cell_text)
 
 
@@ -359,20 +357,20 @@ def _iter_arrow(
         # the validating path below says which, per value, or raises InputError.
         skipped_before_retry = cols.skipped_rows
     except (pa.ArrowException, OSError) as exc:
-        raise InputError(str(path), f"cannot read CSV ({csvtable._short(exc)})") from exc
+        raise InputError(str(path), csvtable.unreadable_csv(exc)) from exc
     # Slow, validating path.
     cols.skipped_rows = 0
     cols.skipped_example = ""
     try:
         yield from undelivered(fast=False)
     except pa.ArrowInvalid as exc:
-        raise InputError(str(path), f"malformed CSV ({csvtable._short(exc)})") from exc
+        raise InputError(str(path), csvtable.malformed_csv(exc)) from exc
     except (pa.ArrowException, OSError) as exc:
-        raise InputError(str(path), f"cannot read CSV ({csvtable._short(exc)})") from exc
+        raise InputError(str(path), csvtable.unreadable_csv(exc)) from exc
     cols.skipped_rows = max(cols.skipped_rows, skipped_before_retry)
 
 
-def read_kernels(path: str | os.PathLike[str]) -> tuple[pa.Table, list[str]]:
+def read_kernels(path: str | os.PathLike[str]) -> tuple[pa.Table, list[Message]]:
     """The whole kernel table and the warnings about what was skipped."""
     cols = map_columns(path)
     batches = list(iter_kernel_batches(path, cols))
@@ -396,7 +394,7 @@ def kernels_to_parquet(
     dest: str | os.PathLike[str],
     *,
     block_size: int = csvtable.DEFAULT_BLOCK_SIZE,
-) -> tuple[int, list[str]]:
+) -> tuple[int, list[Message]]:
     """Stream a kernel CSV of any size into a canonical ``kernels`` Parquet file; (rows, warnings).
 
     Memory stays bounded by a few blocks and row groups, whatever the file's size. Shapes, dtypes and
@@ -424,7 +422,7 @@ def write_kernel_table(path: str | os.PathLike[str], folder: str | os.PathLike[s
     try:
         _, warnings = kernels_to_parquet(p, out / "kernels.parquet")
         meta = ProfileMeta(format="msprof" if p.name.startswith("op_summary") else "ascend_pt", source=str(p),
-                           source_files=[str(p)], warnings=warnings, rank=rank_hint)
+                           source_files=[str(p)], warnings=list(warnings), rank=rank_hint)
         save_tables(out, meta, {name: empty_table(name) for name in TABLE_NAMES if name != "kernels"})
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)

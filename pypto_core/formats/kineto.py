@@ -38,6 +38,7 @@ from pypto_core.formats.chrome_trace import host_op_rows, steps_from_host, to_fl
 from pypto_core.formats.eventscan import scan_file
 from pypto_core.formats.flow_binding import LINK, SpillDir, link_first_rows
 from pypto_core.formats.table_sink import TableSink
+from pypto_core.i18n import Text, msg
 from pypto_core.profile import Profile, ProfileMeta, conform, empty_table, save_tables
 
 KINETO_ARG_KEYS: tuple[str, ...] = (
@@ -238,8 +239,8 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
     try:
         scanned = scan_file(p, KINETO_ARG_KEYS, on_batch=on_batch)
         if not scanned.wrapped:
-            raise InputError(str(p), "a bare JSON array, not a Kineto trace (no traceEvents object); "
-                             "is it an Ascend trace_view.json?")
+            raise InputError(str(p), msg("a bare JSON array, not a Kineto trace (no traceEvents object); is "
+                                         "it an Ascend trace_view.json?"))
         header = scanned.header
         # ts relative to baseTimeNanoseconds (which newer traces write after traceEvents): added at the end
         base = header.get("baseTimeNanoseconds")
@@ -256,7 +257,7 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
     tables = {name: t for name, t in tables.items() if t is not None}
     tables["steps"] = _shifted(shift)(steps_from_host(_concat(small["steps"])))
 
-    warnings: list[str] = []
+    warnings: list[Text] = []
     meta = ProfileMeta(
         format="kineto",
         source=str(p),
@@ -271,7 +272,7 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
         meta.extra["distributed"] = {k: dist.get(k) for k in ("backend", "world_size", "pg_count",
                                                               "nccl_version") if k in dist}
     if meta.rank is None and isinstance(dist, dict):
-        warnings.append("distributedInfo has no rank; rank left unknown")
+        warnings.append(msg("distributedInfo has no rank; rank left unknown"))
     for key in ("schemaVersion", "cupti_version", "cuda_runtime_version", "cuda_driver_version", "trace_id",
                 "baseTimeNanoseconds"):
         if key in header:

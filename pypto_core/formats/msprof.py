@@ -31,6 +31,7 @@ from pypto_core.formats.saved_folder import (
     note_device_ids,
     write_folder_profile,
 )
+from pypto_core.i18n import msg
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import ProfileMeta
 
@@ -86,7 +87,7 @@ def write_msprof(root: str | os.PathLike[str],
                if base.is_dir() else [])
         if not dbs:
             raise InputError(str(base),
-                             "msprof folder without op_summary, msprof timeline or msprof_*.db output")
+                             msg("msprof folder without op_summary, msprof timeline or msprof_*.db output"))
         meta = ProfileMeta(format="msprof_db", source=str(base))
         read_device_info(base, meta)
         return [("db", write_profiler_db(dbs[0], out / "db", fmt="msprof_db", meta=meta))]
@@ -132,10 +133,11 @@ def read_device_info(root: Path, meta: ProfileMeta, device_id: int | None = None
         try:
             info = load_json(path)
         except InputError as exc:
-            meta.warnings.append(f"skipped {path.parent.name}/{path.name}: {exc.reason}")
+            meta.warnings.append(exc.skipped(f"{path.parent.name}/{path.name}"))
             continue
         if not isinstance(info, dict):
-            meta.warnings.append(f"skipped {path.parent.name}/{path.name}: not a JSON object")
+            meta.warnings.append(msg("skipped {file}: not a JSON object",
+                                     file=f"{path.parent.name}/{path.name}"))
             continue
         meta.source_files.append(str(path))
         if any(_truthy(info.get(k)) for k in SIMULATED_KEYS) or (

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from pypto_core.errors import InputError
 from pypto_core.formats import detect as det
+from pypto_core.i18n import Text, join_texts, map_text, msg
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import (
     SCHEMA_VERSION,
@@ -36,7 +37,7 @@ class SavedProfiles:
 
     ranks: list[tuple[str, ProfileMeta]] = field(default_factory=list)
     source: str = ""
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Text] = field(default_factory=list)
 
     def primary(self) -> tuple[str, ProfileMeta]:
         """The lowest rank, which single-profile consumers use."""
@@ -52,7 +53,7 @@ def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str])
     of :func:`open_profiles`. ``folder`` must be new or empty; a failed read leaves it empty."""
     p, out = Path(path), Path(folder)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(str(out), "the output folder must be new or empty (a failed read empties it)")
+        raise InputError(str(out), msg("the output folder must be new or empty (a failed read empties it)"))
     out.mkdir(parents=True, exist_ok=True)
     try:
         found = det.detect(p)
@@ -66,13 +67,14 @@ def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str])
                 try:
                     inner = det.detect(tmp)
                 except InputError as exc:
-                    raise InputError(str(p), f"archive holds no profile: {exc.reason}") from exc
+                    raise InputError(str(p), msg("archive holds no profile: {reason}",
+                                                 reason=exc.reason_text)) from exc
                 saved = _write_detected(inner, out)
                 _relabel(saved, tmp, p)
             except InputError as exc:  # named as archive!member, without the folder it was unpacked in
                 inside = str(tmp)
-                raise InputError(exc.path.replace(inside, f"{p}!", 1),
-                                 exc.reason.replace(inside + "/", "").replace(inside, "")) from exc
+                raise InputError(exc.path.replace(inside, f"{p}!", 1), map_text(
+                    exc.reason_text, lambda s: s.replace(inside + "/", "").replace(inside, ""))) from exc
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         saved.source = str(p)
@@ -82,7 +84,7 @@ def write_profiles(path: str | os.PathLike[str], folder: str | os.PathLike[str])
         for child in out.iterdir():
             shutil.rmtree(child, ignore_errors=True)
         if not exc.path:  # a limit reached while writing (pypto_core.limits): the input is what is named
-            raise InputError(str(p), exc.reason) from exc
+            raise InputError(str(p), exc.reason_text) from exc
         raise
     except BaseException:
         for child in out.iterdir():
@@ -110,10 +112,9 @@ def open_profile(path: str | os.PathLike[str]) -> Profile:
     group = open_profiles(path)
     profile = group.primary()
     if group.ranks > 1:
-        profile.meta.warnings.append(
-            f"{group.ranks} ranks found in {Path(path).name}; this profile is rank {profile.meta.rank} "
-            "(open_profiles reads them all)"
-        )
+        profile.meta.warnings.append(msg(
+            "{ranks} ranks found in {file}; this profile is rank {rank} (open_profiles reads them all)",
+            ranks=group.ranks, file=Path(path).name, rank=profile.meta.rank))
     profile.meta.warnings.extend(w for w in group.warnings if w not in profile.meta.warnings)
     return profile
 
@@ -122,35 +123,39 @@ def _extract(archive: Path, dest: Path) -> None:
     try:
         from pypto_core.archive import safe_extract
     except ImportError as exc:  # pragma: no cover - archive.py is part of the engine
-        raise InputError(str(archive), "archive support is not available in this build") from exc
+        raise InputError(str(archive), msg("archive support is not available in this build")) from exc
     safe_extract(archive, dest)  # with the deployment's limits (pypto_core.limits.use_limits)
 
 
 def _relabel(saved: SavedProfiles, tmp: Path, archive: Path) -> None:
     """Name sources as ``archive.zip!member/path`` instead of the temporary folder."""
     prefix = str(tmp)
+
+    def member(text: str) -> str:
+        return text.replace(prefix, f"{archive}!", 1)
+
     for _, meta in saved.ranks:
-        meta.source = meta.source.replace(prefix, f"{archive}!", 1)
-        meta.source_files = [s.replace(prefix, f"{archive}!", 1) for s in meta.source_files]
-        meta.warnings = [w.replace(prefix, f"{archive}!", 1) for w in meta.warnings]
-    saved.warnings = [w.replace(prefix, f"{archive}!", 1) for w in saved.warnings]
+        meta.source = member(meta.source)
+        meta.source_files = [member(s) for s in meta.source_files]
+        meta.warnings = [map_text(w, member) for w in meta.warnings]
+    saved.warnings = [map_text(w, member) for w in saved.warnings]
 
 
 def _write_detected(found: det.Detection, out: Path) -> SavedProfiles:
     """Each rank of ``found`` saved in ``out``; a group's unreadable ranks become warnings."""
     children = found.children if found.kind == det.GROUP else [found]
     written: list[tuple[Path, ProfileMeta]] = []
-    warnings: list[str] = []
+    warnings: list[Text] = []
     for child in children:
         try:
             written.extend(_write_one(child, out, len(written)))
         except InputError as exc:
             if found.kind != det.GROUP:
                 raise
-            warnings.append(f"skipped {child.path.name}: {exc.reason}")
+            warnings.append(exc.skipped(child.path.name))
         release_freed_memory()  # one rank's freed memory is not carried into the next one's peak
     if not written:
-        raise InputError(str(found.path), "no readable rank: " + "; ".join(warnings))
+        raise InputError(str(found.path), msg("no readable rank: {reasons}", reasons=join_texts(warnings)))
     metas = [meta for _, meta in written]
     if found.kind == det.GROUP:
         _number_ranks(metas)
@@ -224,7 +229,8 @@ def _number_ranks(metas: list[ProfileMeta]) -> None:
             while nxt in used:
                 nxt += 1
             meta.rank = nxt
-            meta.warnings.append(f"rank not stated in the files; numbered {nxt} by folder order")
+            meta.warnings.append(msg("rank not stated in the files; numbered {rank} by folder order",
+                                     rank=nxt))
             used.add(nxt)
 
 
@@ -233,7 +239,7 @@ def _read_in_memory(found: det.Detection) -> list[Profile]:
     path = found.path
     if found.kind == det.ANALYSIS_DB:
         return [_read_analysis_only(path)]
-    raise InputError(str(path), f"unsupported input kind {found.kind!r}")
+    raise InputError(str(path), msg("unsupported input kind {kind!r}", kind=found.kind))
 
 
 def _load_saved(path: Path, columns: ColumnSet | None = None) -> Profile:
@@ -242,7 +248,8 @@ def _load_saved(path: Path, columns: ColumnSet | None = None) -> Profile:
     try:
         return Profile.load(path, columns=columns)
     except (OSError, ValueError, pa.ArrowException) as exc:
-        raise InputError(str(path), f"saved profile could not be loaded ({exc})") from exc
+        raise InputError(str(path), msg("saved profile could not be loaded ({error})",
+                                        error=str(exc))) from exc
 
 
 def _checked_saved(path: Path) -> ProfileMeta:
@@ -251,14 +258,15 @@ def _checked_saved(path: Path) -> ProfileMeta:
     doc = json.loads((path / "profile.json").read_text(encoding="utf-8"))
     version = doc.get("schema_version")
     if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise InputError(str(path), f"saved profile has schema_version {version!r}; this PyPTO reads up to "
-                                    f"{SCHEMA_VERSION}")
+        raise InputError(str(path), msg("saved profile has schema_version {version!r}; this PyPTO reads up "
+                                        "to {supported}", version=version, supported=SCHEMA_VERSION))
     for table in TABLE_NAMES:
         if (path / f"{table}.parquet").exists():
             try:
                 pq.read_schema(path / f"{table}.parquet")
             except (OSError, ValueError, pa.ArrowException) as exc:
-                raise InputError(str(path), f"saved profile could not be loaded ({exc})") from exc
+                raise InputError(str(path), msg("saved profile could not be loaded ({error})",
+                                                error=str(exc))) from exc
     return ProfileMeta.from_dict(doc.get("meta", {}))
 
 
@@ -268,6 +276,7 @@ def _read_analysis_only(path: Path) -> Profile:
     from pypto_core.profile import empty_table
 
     meta = ProfileMeta(format="ascend_pt_db", source=str(path))
-    meta.warnings.append(f"{path.name} holds only step and communication summaries; no kernels")
+    meta.warnings.append(msg("{file} holds only step and communication summaries; no kernels",
+                             file=path.name))
     steps, comm = read_analysis_db(path, empty_table("steps"), meta, ConversionNotes())
     return Profile(meta=meta, steps=steps, communication=comm)

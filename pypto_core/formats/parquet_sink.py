@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pypto_core.errors import InputError
+from pypto_core.i18n import msg
 from pypto_core.limits import CUT_MARK, current_limits
 from pypto_core.profile import output_compression
 
@@ -99,8 +100,8 @@ class ParquetStream:
         if self.rows + batch.num_rows > limits.max_table_rows:
             self.abort()
             # No path: write_profiles names the input it was reading.
-            raise InputError("", f"more than {limits.max_table_rows} rows in one table "
-                                 "(the deployment's limit)")
+            raise InputError("", msg("more than {n} rows in one table (the deployment's limit)",
+                                     n=limits.max_table_rows))
         batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
         for b in batches:
             b = cap_text(b, limits.max_text_chars)

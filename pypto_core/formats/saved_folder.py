@@ -24,6 +24,7 @@ from pypto_core.formats.csvtable import ConversionNotes
 from pypto_core.formats.kernel_csv import kernel_device_ids
 from pypto_core.formats.parquet_sink import concat_parquet, pieces, rewrite_parquet
 from pypto_core.formats.timeline_merge import SavedTimeline
+from pypto_core.i18n import Message, Text, join_texts, msg
 from pypto_core.profile import STREAM_ENCODING, TABLE_NAMES, ProfileMeta, conform, empty_table, save_tables
 
 
@@ -46,16 +47,19 @@ class FolderFiles:
         try:
             result = fn(path)
         except InputError as exc:
-            self.meta.warnings.append(f"skipped {path.name}: {exc.reason}")
+            self.meta.warnings.append(exc.skipped(path.name))
             return None
         self.meta.warnings.extend(self.notes.warnings(path))
         self.meta.source_files.append(str(path))
         self.usable.append(path.name)
         return result
 
-    def why(self) -> str:
-        """The warnings, for the error of a folder with nothing usable."""
-        return f" ({'; '.join(self.meta.warnings)})" if self.meta.warnings else ""
+    def nothing_usable(self) -> Message:
+        """The reason a folder with nothing usable cannot be read, with the warnings that say why."""
+        if not self.meta.warnings:
+            return msg("no readable profiler output in this {format} folder", format=self.meta.format)
+        return msg("no readable profiler output in this {format} folder ({warnings})",
+                   format=self.meta.format, warnings=join_texts(self.meta.warnings))
 
 
 def write_folder_profile(out: Path, files: FolderFiles, timelines: Sequence[Path],
@@ -79,8 +83,7 @@ def write_folder_profile(out: Path, files: FolderFiles, timelines: Sequence[Path
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if not files.usable:
-        raise InputError(source,
-                         f"no readable profiler output in this {files.meta.format} folder" + files.why())
+        raise InputError(source, files.nothing_usable())
     finish_saved_profile(out, files.meta, tables, rank_hint)
 
 
@@ -157,13 +160,14 @@ class L2CacheJoin:
         return kernels.append_column("l2_hit_rate", joined["l2_hit_rate"]).append_column(
             "l2_victim_rate", joined["l2_victim_rate"])
 
-    def warning(self) -> str | None:
+    def warning(self) -> Message | None:
         if self.matched >= self.l2_rows:
             return None
-        return f"l2_cache.csv: {self.l2_rows - self.matched} row(s) match no kernel by stream/task id"
+        return msg("{file}: {n} row(s) match no kernel by stream/task id", file="l2_cache.csv",
+                   n=self.l2_rows - self.matched)
 
 
-def join_saved_l2_cache(kernels_path: Path, l2: pa.Table, warnings: list[str]) -> None:
+def join_saved_l2_cache(kernels_path: Path, l2: pa.Table, warnings: list[Text]) -> None:
     """l2_cache.csv's rates joined onto a saved kernels table, rewritten one row group at a time."""
     if l2.num_rows == 0 or not kernels_path.exists():
         return

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from pypto_core.errors import InputError
 from pypto_core.formats import csvtable
 from pypto_core.formats.csvtable import ConversionNotes, to_float, to_int, to_ns, to_text
+from pypto_core.i18n import msg
 from pypto_core.profile import TABLE_SCHEMAS, conform
 
 _UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
@@ -44,8 +45,8 @@ def _bytes(arr: pa.ChunkedArray, unit: int, notes: ConversionNotes, column: str)
 def _require(path: str | os.PathLike[str], header: list[str], *columns: str) -> None:
     missing = [c for c in columns if c not in header]
     if missing:
-        raise InputError(str(path),
-                         f"required column {missing[0]!r} is missing (header: {', '.join(header[:8])})")
+        raise InputError(str(path), msg("required column {column!r} is missing (header: {header})",
+                                        column=missing[0], header=", ".join(header[:8])))
 
 
 def read_memory_record(path: str | os.PathLike[str], notes: ConversionNotes) -> pa.Table:
@@ -57,7 +58,8 @@ def read_memory_record(path: str | os.PathLike[str], notes: ConversionNotes) -> 
     reserved = _find(header, "Total Reserved")
     active = _find(header, "Total Active")
     if reserved is None:
-        raise InputError(str(path), "required column 'Total Reserved(MB|KB)' is missing")
+        raise InputError(str(path), msg("required column {column!r} is missing",
+                                        column="Total Reserved(MB|KB)"))
     n = table.num_rows
     cols: dict[str, Any] = {
         "component": to_text(table["Component"]),
@@ -81,7 +83,8 @@ def read_npu_module_mem(path: str | os.PathLike[str], notes: ConversionNotes) ->
     _require(path, header, "Component", "Timestamp(us)")
     reserved = _find(header, "Total Reserved")
     if reserved is None:
-        raise InputError(str(path), "required column 'Total Reserved(MB|KB)' is missing")
+        raise InputError(str(path), msg("required column {column!r} is missing",
+                                        column="Total Reserved(MB|KB)"))
     n = table.num_rows
     device_col = _first(header, "Device", "Device Type")
     cols = {

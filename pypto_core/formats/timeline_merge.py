@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from pypto_core.errors import InputError
 from pypto_core.formats.chrome_trace import write_trace_view
 from pypto_core.formats.parquet_sink import concat_parquet, pieces, write_parquet_stream
+from pypto_core.i18n import Text
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import STREAM_ENCODING, ProfileMeta, empty_table, read_table, save_tables
 
@@ -36,7 +37,7 @@ class SavedTimeline:
     def __init__(self, paths: Sequence[Path], scratch: Path) -> None:
         self.folder = scratch / "timeline"
         self.read: list[tuple[Path, ProfileMeta]] = []
-        self.skipped: list[str] = []
+        self.skipped: list[Text] = []
         parts: list[Path] = []
         for i, path in enumerate(paths):
             dest = scratch / f"slice_{i}"
@@ -44,7 +45,7 @@ class SavedTimeline:
                 self.read.append((path, write_trace_view(path, dest)))
                 parts.append(dest)
             except InputError as exc:
-                self.skipped.append(f"skipped {path.name}: {exc.reason}")
+                self.skipped.append(exc.skipped(path.name))
             release_freed_memory()
         if len(parts) == 1:
             os.replace(parts[0], self.folder)

@@ -13,7 +13,23 @@ The catalogs are ``locale/<lang>/LC_MESSAGES/pypto_core.po`` (compiled to ``.mo`
 from __future__ import annotations
 
 from pypto_core.i18n.language import DEFAULT_LANGUAGE, LANGUAGES, normalize_language, pick_language
-from pypto_core.i18n.message import Message, as_message, msg, render, render_stored
+from pypto_core.i18n.message import (
+    Message,
+    Text,
+    Translate,
+    as_message,
+    join_texts,
+    loaded_texts,
+    localized_texts,
+    map_text,
+    msg,
+    render,
+    render_stored,
+    stored_message,
+    stored_texts,
+    unique_texts,
+)
 
-__all__ = ["DEFAULT_LANGUAGE", "LANGUAGES", "Message", "as_message", "msg", "normalize_language",
-           "pick_language", "render", "render_stored"]
+__all__ = ["DEFAULT_LANGUAGE", "LANGUAGES", "Message", "Text", "Translate", "as_message", "join_texts",
+           "loaded_texts", "localized_texts", "map_text", "msg", "normalize_language", "pick_language",
+           "render", "render_stored", "stored_message", "stored_texts", "unique_texts"]

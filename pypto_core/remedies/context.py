@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from pypto_core.profile import ProfileMeta
 from pypto_core.rules.finding import Finding
 
 
@@ -79,6 +80,8 @@ def profile_meta_dict(profile_meta: Any) -> dict[str, Any]:
     """Accept a ``ProfileMeta``, a dict (e.g. a report's ``profile`` block) or None."""
     if profile_meta is None:
         return {}
+    if isinstance(profile_meta, ProfileMeta):
+        return profile_meta.to_dict()  # its warnings may be messages
     if dataclasses.is_dataclass(profile_meta) and not isinstance(profile_meta, type):
         return dataclasses.asdict(profile_meta)
     if isinstance(profile_meta, dict):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from pypto_core.i18n import DEFAULT_LANGUAGE, render_stored
+from pypto_core.i18n import DEFAULT_LANGUAGE, localized_texts, render_stored
 
 REPORT_SCHEMA_VERSION = 1
 SEVERITIES = ("high", "medium", "low")
@@ -101,9 +101,4 @@ class Report:
 def localized_warnings(warnings: list[str], messages: list[dict[str, Any] | None] | None,
                        language: str) -> list[str]:
     """``warnings`` in ``language`` where their stored messages allow; a plain string stays as it is."""
-    stored = list(messages or [])
-    out = []
-    for i, text in enumerate(warnings):
-        rendered = render_stored(stored[i], language) if i < len(stored) and stored[i] else None
-        out.append(rendered if rendered is not None else text)
-    return out
+    return localized_texts(warnings, messages, language)

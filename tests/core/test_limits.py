@@ -169,6 +169,6 @@ def test_sqlite_views_are_never_read(tmp_path) -> None:
     try:
         with pytest.raises(sqlite3.DatabaseError) as refused:
             conn.execute("select count(*) from TASK").fetchall()
-        assert "only stored tables are read" in ascend_db.refusal(refused.value)
+        assert "only stored tables are read" in str(ascend_db.refusal(refused.value))
     finally:
         conn.close()

@@ -89,7 +89,8 @@ def test_trace_export_runs_on_the_worker_and_the_download_then_serves_it(worker,
     # the page's button now goes straight to the file
     page = client.get(f"/profiles/{p.pk}/trace/")
     assert page.status_code == 302 and page["Location"] == f"/api/profiles/{p.pk}/trace/"
-    assert client.get(f"/api/profiles/{p.pk}/builds/").json()["trace"] == {"status": "ready", "error": ""}
+    assert client.get(f"/api/profiles/{p.pk}/builds/").json()["trace"] == {"status": "ready", "error": "",
+                                                                         "error_localized": ""}
     assert len(sent) == 1
 
 
@@ -198,7 +199,12 @@ def test_failed_export_is_a_clear_message_without_server_paths(client, make_user
             assert folder not in text
     assert len(sent) == 1  # a failed export is not tried again on every refresh
     client.post("/language/", {"language": "zh-hans", "next": "/"})
-    assert "trace 导出失败" in client.get(f"/profiles/{p.pk}/trace/").content.decode()
-    assert client.get(f"/api/profiles/{p.pk}/trace/").json()["detail"].startswith("Chrome trace 导出失败")
+    # the reason too is in the page's language (stored as its message, analysis/texts.py)
+    reason = "broken：导出 Chrome trace 时发生内部错误（"
+    zh_html = client.get(f"/profiles/{p.pk}/trace/").content.decode()
+    assert "trace 导出失败" in zh_html and reason in zh_html and "internal error" not in zh_html
+    detail = client.get(f"/api/profiles/{p.pk}/trace/").json()["detail"]
+    assert detail.startswith("Chrome trace 导出失败") and reason in detail and "internal error" not in detail
     state = client.get(f"/api/profiles/{p.pk}/builds/").json()["trace"]
-    assert state["status"] == "failed" and "internal error" in state["error"]
+    assert state["status"] == "failed" and "internal error" in state["error"]  # ``error``: English, as always
+    assert state["error_localized"].startswith(reason)

@@ -346,7 +346,8 @@ def test_views_missing_are_built_by_a_worker_while_the_page_shows_it(client, wor
     assert "工作进程正在准备时间线" in client.get(f"/profiles/{p.pk}/timeline/").content.decode()
     client.post("/language/", {"language": "en", "next": "/"})
     build_run(build_id=PageBuild.objects.get(profile=p, kind="views").pk)
-    assert client.get(f"/api/profiles/{p.pk}/builds/").json()["views"] == {"status": "ready", "error": ""}
+    assert client.get(f"/api/profiles/{p.pk}/builds/").json()["views"] == {"status": "ready", "error": "",
+                                                                         "error_localized": ""}
     html = client.get(f"/profiles/{p.pk}/").content.decode()
     assert "chart-op-types" in _json_scripts(html) and 'id="views-preparing"' not in html
     assert client.get(f"/api/profiles/{p.pk}/timeline/").status_code == 200

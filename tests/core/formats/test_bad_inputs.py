@@ -61,7 +61,7 @@ def test_unknown_text_column_skipped_with_warning_numeric_kept(tmp_path):
                  "k,T,AI_CORE,1736413971558972.912\t,1.5,hello,0.25\n")
     p = open_profile(f)
     assert "Mystery" not in p.kernels.column_names and p.kernels["new_counter"][0].as_py() == 0.25
-    assert any("'Mystery'" in w and "skipped" in w for w in p.meta.warnings)
+    assert any("'Mystery'" in w and "skipped" in w for w in map(str, p.meta.warnings))
 
 
 def test_junk_in_counter_column_is_null_and_warned(tmp_path):
@@ -72,7 +72,7 @@ def test_junk_in_counter_column_is_null_and_warned(tmp_path):
     p = open_profile(f)
     assert p.kernels.num_rows == 51 and p.kernels["aic_mac_ratio"][50].as_py() is None
     assert p.kernels["aic_mac_ratio"][0].as_py() == 0.5
-    assert any("'oops'" in w for w in p.meta.warnings)
+    assert any("'oops'" in w for w in map(str, p.meta.warnings))
 
 
 def test_truncated_json_is_skipped_with_warning(tmp_path):
@@ -82,7 +82,7 @@ def test_truncated_json_is_skipped_with_warning(tmp_path):
     comm.write_bytes(comm.read_bytes()[:500])
     p = open_profile(folder)
     assert p.kernels.num_rows == 191  # the rest is usable
-    assert any("communication.json" in w and "truncated JSON" in w for w in p.meta.warnings)
+    assert any("communication.json" in w and "truncated JSON" in w for w in map(str, p.meta.warnings))
 
 
 def test_truncated_profiler_info_only_folder(tmp_path):
@@ -98,7 +98,7 @@ def test_truncated_csv_last_row_skipped(tmp_path):
     f.write_bytes(data[: len(data) - 200])
     p = open_profile(f)
     assert 0 < p.kernels.num_rows < 29
-    assert any("malformed row" in w for w in p.meta.warnings)
+    assert any("malformed row" in w for w in map(str, p.meta.warnings))
 
 
 def test_corrupt_db(tmp_path):

@@ -241,7 +241,8 @@ def test_slices_of_unnamed_processes_are_skipped_with_a_warning(tmp_path: Path) 
     p.write_text(json.dumps(ev))
     tt = read_trace_view(p)
     assert tt.kernels["name"].to_pylist() == ["late"]  # named after its slices: still a kernel
-    assert tt.warnings == ["1 slices on processes the file never names (no process_name) were skipped"]
+    assert [str(w) for w in tt.warnings] == [
+        "1 slices on processes the file never names (no process_name) were skipped"]
 
 
 # ---------------------------------------------------------------------------------------------- streamed

@@ -30,7 +30,7 @@ def test_to_ns_reports_unreadable_values_instead_of_guessing():
     out = to_ns(pa.array(["1.69512E+15", "abc", "12.5"]), column="Timestamp(us)", notes=notes)
     assert out.to_pylist() == [None, None, 12500]
     assert notes.bad_values["Timestamp(us)"] == (2, "1.69512E+15")
-    assert "Timestamp(us)" in notes.warnings("memory_record.csv")[0]
+    assert "Timestamp(us)" in str(notes.warnings("memory_record.csv")[0])
 
 
 def test_to_ns_other_units_and_overflow():

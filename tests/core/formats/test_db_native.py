@@ -171,7 +171,7 @@ def test_odd_values_go_the_sql_path(edits: list[str], declined: str | None, synt
     _edit(db, *edits)
     p = _assert_same(db, tmp_path, monkeypatch)
     if "'n/a'" in edits[0]:
-        assert any("could not be read as numbers (e.g. 'n/a')" in w for w in p.meta.warnings)
+        assert any("could not be read as numbers (e.g. 'n/a')" in w for w in map(str, p.meta.warnings))
     if declined is not None:
         assert declined not in native_calls
     assert "_write_kernels_native" in native_calls or declined == "_write_kernels_native"
@@ -294,7 +294,7 @@ def test_the_c_connection_reads_stored_tables_only_and_never_writes(tmp_path: Pa
         for sql in ("select b from V", recursive):
             with pytest.raises(sqlite3.DatabaseError) as refused:
                 list(native.blocks(sql, [("n", sqlite_fetch.INT64, None)], 10))
-            assert "only stored tables are read" in ascend_db.refusal(refused.value)
+            assert "only stored tables are read" in str(ascend_db.refusal(refused.value))
         with pytest.raises(sqlite3.DatabaseError):
             list(native.blocks("delete from T", [], 10))
     assert db.read_bytes() == before
@@ -308,7 +308,7 @@ def test_the_c_side_stops_at_the_time_budget(synth_dbs: list[Path], tmp_path: Pa
         with pytest.raises(sqlite3.DatabaseError) as late:
             join = "select t.startNs from TASK t join TASK_PMU_INFO p on p.globalTaskId = t.globalTaskId"
             list(native.blocks(join, [("s", sqlite_fetch.INT64, None)], 1000))
-        assert "reading took longer" in ascend_db.refusal(late.value)
+        assert "reading took longer" in str(ascend_db.refusal(late.value))
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         stored = sqlite_fetch.table_reading(conn, "TASK_PMU_INFO", ("globalTaskId", "name", "value"))
         conn.close()
@@ -317,7 +317,7 @@ def test_the_c_side_stops_at_the_time_budget(synth_dbs: list[Path], tmp_path: Pa
                 pytest.raises(sqlite3.DatabaseError) as late:
             native.pivot("select globalTaskId, name, value from TASK_PMU_INFO order by rowid", tasks, metrics,
                          10, tmp_path, stored)
-        assert "reading took longer" in ascend_db.refusal(late.value)
+        assert "reading took longer" in str(ascend_db.refusal(late.value))
     before = current_limits()
     use_limits(Limits(sqlite_seconds=0))
     try:

@@ -325,4 +325,4 @@ def test_unreadable_shapes_are_stored_null_and_warned_like_the_reader(tmp_path):
     loaded = read_table(dest, "kernels")
     assert loaded["input_shapes"].to_pylist() == [None, [[4096, 1], [7]], None]
     assert loaded.equals(expected) and warnings == expected_warnings
-    assert any("Input Shapes" in w and "2" in w for w in warnings), warnings
+    assert any("Input Shapes" in w and "2" in w for w in map(str, warnings)), warnings

@@ -75,7 +75,7 @@ def test_simulated_msprof_steps_come_from_step_trace(simulated):
     assert first["iteration_ns"] == _us_to_ns(cells["Iteration Time(us)"])
     assert first["start_ns"] == first["end_ns"] - first["iteration_ns"]
     assert first["model_id"] == int(cells["Model ID"]) and first["device_id"] == int(cells["Device_id"])
-    assert not [w for w in prof.meta.warnings if "step_trace" in w]
+    assert not [w for w in map(str, prof.meta.warnings) if "step_trace" in w]
 
 
 def test_readme_alone_marks_simulated(tmp_path):
@@ -108,7 +108,7 @@ def test_broken_info_json_is_a_warning(tmp_path):
     (root / "device_3" / "info.json.3").write_text("{not json", encoding="utf-8")
     prof = open_profile(root)
     assert prof.kernels.num_rows == 20 and prof.meta.device_id is None
-    assert any("info.json.3" in w for w in prof.meta.warnings)
+    assert any("info.json.3" in w for w in map(str, prof.meta.warnings))
 
 
 def test_step_trace_with_reduce_pairs(tmp_path):

@@ -135,13 +135,13 @@ def test_trimmed_2023_memoryl0_ranks_and_warnings():
     assert r0.meta.aic_metrics == "MemoryL0"
     # The file has one row with a field missing: skipped and said, never shifted into wrong columns.
     assert r0.kernels.num_rows == 20
-    assert any("malformed row" in w for w in r0.meta.warnings)
+    assert any("malformed row" in w for w in map(str, r0.meta.warnings))
     assert _row(r0.kernels, task_id=2451)["start_ns"] == 1695115378713661000
     assert "aic_l0a_read_bw(GB/s)" in r0.kernels.column_names
     assert r0.kernels.filter(pc.equal(r0.kernels["core_type"], "COMMUNICATION")).num_rows > 0  # was "HCCL"
     assert _row(r1.kernels, task_id=2113)["start_ns"] == 1695115378710248000
     # Excel-mangled timestamps ("1.69512E+15") in memory_record.csv: left empty, with a warning.
-    assert any("1.69512E+15" in w for w in r1.meta.warnings)
+    assert any("1.69512E+15" in w for w in map(str, r1.meta.warnings))
 
 
 def test_single_kernel_details_files():
@@ -184,7 +184,7 @@ def test_msprof_op_summary_fixture():
     p = open_profile(path)
     assert p.meta.format == "msprof" and p.kernels.num_rows == 20
     assert p.kernels["start_ns"][0].as_py() == 1695115378713661000
-    assert any("malformed row" in w for w in p.meta.warnings)
+    assert any("malformed row" in w for w in map(str, p.meta.warnings))
 
 
 @pytest.mark.parametrize("layout", ["normal", "slice"])
@@ -202,7 +202,7 @@ def test_msprof_zero_byte_placeholders(layout):
 def test_analysis_db_alone():
     p = open_profile(PT / "cnn_8npu_db_level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "analysis.db")
     assert p.kernels.num_rows == 0 and p.steps.num_rows == 1 and p.communication.num_rows == 4
-    assert any("no kernels" in w for w in p.meta.warnings)
+    assert any("no kernels" in w for w in map(str, p.meta.warnings))
 
 
 def test_saved_profile_round_trips(qwen0, tmp_path):

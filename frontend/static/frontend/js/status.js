@@ -24,7 +24,7 @@
         bar.style.width = p.progress + "%";
         progress.textContent = p.progress;
         if (p.detected_format) { fmt.textContent = p.detected_format; }
-        if (p.error) { errorEl.textContent = p.error; errorEl.hidden = false; }
+        if (p.error) { errorEl.textContent = p.error_localized || p.error; errorEl.hidden = false; }
         if (p.status === "ready" || p.status === "failed") { window.location.reload(); return; }
         setTimeout(poll, 1000);
       })
