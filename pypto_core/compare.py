@@ -553,11 +553,17 @@ class ProfileComparer:
         base = {f["rule"]: f for f in self.base_report.get("findings", [])}
         new = {f["rule"]: f for f in (self.new_report or {}).get("findings", [])}
         rows = []
+        # runs on two vendors' devices are two programs: a finding the other run lacks was not fixed there
+        same_vendor = self.base.graph.vendor == self.new.graph.vendor
         for rule, f in base.items():
             # A rule that cannot fire on the other side (its vendor or workload) proves nothing there: an NPU
             # finding absent from a GPU run is not fixed, it does not apply
-            status = (("persisting" if rule in new else "fixed") if _applies(rule, self.new)
-                      else "not_applicable")
+            if not _applies(rule, self.new):
+                status = "not_applicable"
+            elif rule in new:
+                status = "persisting"
+            else:
+                status = "fixed" if same_vendor else "not_comparable"
             row: dict[str, Any] = {"rule": rule, "status": status, "title": f.get("title", ""),
                                    **_title_message(f), "estimated_saving_us": f.get("estimated_saving_us"),
                                    "measured_saving_us": None}
