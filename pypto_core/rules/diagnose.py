@@ -134,12 +134,13 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
         graph.sku_source = "given" if sku else resolve_sku(profile, None)[1]
     warnings: list[Message | str] = list(profile.meta.warnings)
     if graph.sku_source == "default":
-        warnings.append(msg("the profile does not name its Ascend part; assumed {sku} (set the project's "
-                            "device to change it)", sku=spec.name))
+        warnings.append(msg("the profile does not name its Ascend part; assumed {sku} (give the device to "
+                            "change it: the upload's Device (SKU) field, or pypto analyze --sku)",
+                            sku=spec.name))
     elif graph.sku_source == "unknown":
         warnings.append(msg("no figures are known for this {vendor} device ({sku}): peak-based metrics are "
-                            "left out (set the project's device to give them)", vendor=graph.vendor,
-                            sku=spec.name))
+                            "left out (give the device: the upload's Device (SKU) field, or pypto analyze "
+                            "--sku)", vendor=graph.vendor, sku=spec.name))
     if graph.workload.kind == "unknown":
         warnings.append(msg("the workload could not be told from this profile (too few kernels or host ops): "
                             "only the rules that hold for every workload ran"))
