@@ -9,7 +9,7 @@ peers as recorded (``pypto_core.replay``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -58,6 +58,9 @@ class PeerWait:
     exposed_ns: float  # the collectives' time not overlapped with compute (their whole time without one)
     waiting_share: float  # (Elapse - Transit) / Elapse of the collectives
     transit_recorded: bool  # False: no transfer time recorded, so all the exposed time counts as waiting
+    # the collectives' own split, ns (communication.json: Elapse = Transit + Wait + Idle), which the
+    # headline shows beside the figure so that its three numbers read as one
+    figures: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self, total_ns: int, ranks: int) -> dict[str, Any]:
         """``profile.peer_wait`` of the report (docs/contract.md)."""
@@ -65,7 +68,9 @@ class PeerWait:
                 "share_of_run": round(self.wait_ns / total_ns, 6) if total_ns > 0 else None,
                 "communication_not_overlapped_us": round(self.exposed_ns / 1e3, 3),
                 "waiting_share": round(self.waiting_share, 6), "transit_recorded": self.transit_recorded,
-                "ranks_in_profile": ranks}
+                "ranks_in_profile": ranks,
+                "collectives": {name: round(self.figures.get(name, 0.0) / 1e3, 3)
+                                for name in ("elapse", "transit", "wait", "idle")}}
 
 
 def peer_wait(communication: pa.Table, exposed_ns: float | None, total_ns: int) -> PeerWait | None:
@@ -83,4 +88,4 @@ def peer_wait(communication: pa.Table, exposed_ns: float | None, total_ns: int) 
     if total_ns > 0:
         wait = min(wait, float(total_ns))
     return PeerWait(wait_ns=wait, exposed_ns=exposed, waiting_share=share,
-                    transit_recorded=figures.get("transit", 0.0) > 0)
+                    transit_recorded=figures.get("transit", 0.0) > 0, figures=figures)

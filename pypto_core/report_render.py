@@ -111,6 +111,13 @@ def peer_wait_headline(report: Report, language: str = DEFAULT_LANGUAGE) -> tupl
     fact = (msg("This rank waits {ms:.1f} ms ({pct:.1f}% of the run) in collectives for other ranks.",
                 ms=wait_us / 1e3, pct=100 * share) if share is not None else
             msg("This rank waits {ms:.1f} ms in collectives for other ranks.", ms=wait_us / 1e3))
+    parts = pw.get("collectives") or {}
+    how = [msg("It is the {exposed:.1f} ms of communication not overlapped with compute times the "
+               "{pct:.0f}% of the collectives' time that moves no data: notify Wait {wait:.1f} ms and Idle "
+               "{idle:.1f} ms of their {elapse:.1f} ms.",
+               exposed=(pw.get("communication_not_overlapped_us") or 0) / 1e3,
+               pct=100 * (pw.get("waiting_share") or 0), wait=parts["wait"] / 1e3, idle=parts["idle"] / 1e3,
+               elapse=parts["elapse"] / 1e3)] if parts.get("elapse") else []
     ranks = int(pw.get("ranks_in_profile") or report.profile.get("ranks") or 1)
     nxt = (msg("This profile holds {ranks} ranks: the cluster view (the dashboard's cluster page) compares "
                "them and shows which rank is late.", ranks=ranks) if ranks > 1 else
@@ -119,7 +126,7 @@ def peer_wait_headline(report: Report, language: str = DEFAULT_LANGUAGE) -> tupl
         "No transfer time is recorded for these collectives, so all their time not overlapped with compute "
         "counts as waiting.")]
     sep = "" if language.startswith("zh") else " "  # Chinese sentences follow each other with no space
-    return t(fact), sep.join(t(m) for m in (consequence, *caveat, nxt))
+    return t(fact), sep.join(t(m) for m in (*how, consequence, *caveat, nxt))
 
 
 def _translator(language: str) -> Any:

@@ -199,6 +199,18 @@ def test_the_wait_for_other_ranks_is_the_headline(sample: str) -> None:
         assert text.index(said) < text.index(findings_start) < text.index("estimated saving")
         assert "Upload every rank (cluster page) to see which rank is late." in text
     assert "在集合通信中等待其他 Rank 92.1 ms（占运行时间的 61.9%）" in render(report, "md", "zh-Hans")
+    # its three numbers read as one: the not-overlapped time (step_trace_time) times the share of the
+    # collectives' time that moves no data (communication.json's Elapse less Transit)
+    how = (f"It is the {facts.step_rows[0]['comm_no'] / 1e3:.1f} ms of communication not overlapped with "
+           f"compute times the {100 * (1 - facts.comm_transit / facts.comm_elapse):.0f}% of the collectives' "
+           f"time that moves no data")
+    parts = pw["collectives"]  # Elapse = Transit + Wait + Idle, as communication.json splits it
+    assert parts["transit"] + parts["wait"] + parts["idle"] == pytest.approx(parts["elapse"], rel=0.001)
+    transit_share = facts.comm_transit / facts.comm_elapse
+    assert parts["transit"] / parts["elapse"] == pytest.approx(transit_share, rel=0.01)
+    split = (f"notify Wait {parts['wait'] / 1e3:.1f} ms and Idle {parts['idle'] / 1e3:.1f} ms of their "
+             f"{parts['elapse'] / 1e3:.1f} ms.")
+    assert how in md and split in md
     assert json.loads(render(report, "json"))["profile"]["peer_wait"] == pw
 
 
