@@ -58,3 +58,22 @@ def format_duration(value: Any, unit: str = "ns") -> str:
 def duration(value: Any, unit: str = "ns") -> str:
     """``{{ row.estimated_saving_us|duration:"us" }}``: see ``format_duration``."""
     return format_duration(value, unit)
+
+
+_US_SUFFIXES = (" (µs)", "（µs）")
+
+
+def shown_evidence(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A finding's evidence rows (``evidence_rows``) as a page prints them: a time in µs (its key ends in
+    ``_us``) as "92.1 ms", its label without the "(µs)" the engine's labels carry; other values as they
+    are."""
+    out = []
+    for row in rows:
+        value, label = row.get("value"), str(row.get("label", ""))
+        if str(row.get("key", "")).endswith("_us") and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
+            for suffix in _US_SUFFIXES:
+                label = label.removesuffix(suffix)
+            row = {**row, "label": label, "value": format_duration(value, "us")}
+        out.append(row)
+    return out

@@ -23,7 +23,7 @@ from analysis.selectors import warnings_in_language
 from analysis.summary import ProfileSummary, summary_of
 from captures.verification import verify_targets
 from frontend import charts
-from frontend.templatetags.durations import format_duration
+from frontend.templatetags.durations import format_duration, shown_evidence
 from profiles import selectors
 from profiles.models import Profile, ProfileStatus
 from pypto_core.graph import metric_label
@@ -153,7 +153,8 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
     for a in artifacts:
         by_finding.setdefault(a.finding_id, []).append(a)
     language = normalize_language(translation.get_language()) or "en"
-    rows = [{"finding": f, "data": f.data, "evidence": evidence_rows(f.data.get("evidence") or {}, language),
+    rows = [{"finding": f, "data": f.data,
+             "evidence": shown_evidence(evidence_rows(f.data.get("evidence") or {}, language)),
              "artifacts": by_finding.get(f.pk, [])} for f in findings]
     out: dict[str, Any] = {
         "analysis": {
@@ -243,6 +244,8 @@ def profile_cluster(request: HttpRequest, profile_id: int) -> HttpResponse:
     ready = profile.status == ProfileStatus.READY
     language = normalize_language(translation.get_language()) or "en"
     data = cluster_data(profile=profile, language=language) if ready else None
+    if data and data.get("slow_rank"):
+        data["slow_rank"]["evidence_rows"] = shown_evidence(data["slow_rank"]["evidence_rows"])
     ctx: dict[str, Any] = {"profile": profile, "project": profile.project, "ready": ready, "cluster": data}
     if data:
         ranks = [r for r in data["ranks"] if isinstance(r.get("time_breakdown"), dict)]

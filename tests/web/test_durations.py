@@ -41,3 +41,18 @@ def test_the_filter_is_the_helper() -> None:
     out = Template('{% load durations %}{{ a|duration:"us" }}|{{ b|duration:"ms" }}|{{ c|duration }}').render(
         Context({"a": 850.4, "b": 92.14, "c": 1_500_000_000}))
     assert out == f"850{NB}µs|92.1{NB}ms|1.5{NB}s"
+
+
+def test_evidence_times_read_as_durations_without_the_engine_unit() -> None:
+    from frontend.templatetags.durations import shown_evidence
+    from pypto_core.rules.evidence_labels import evidence_rows
+
+    rows = shown_evidence(evidence_rows({"rank_0_free_us": 158558.0, "kind": "free", "threshold": 0.05,
+                                         "communication_not_overlapped_us": 95962.016}, "en"))
+    by_key = {r["key"]: r for r in rows}
+    assert by_key["rank_0_free_us"]["label"] == "Rank 0: free time"
+    assert by_key["rank_0_free_us"]["value"] == "159\u00a0ms"
+    assert by_key["communication_not_overlapped_us"]["value"] == "96\u00a0ms"
+    assert by_key["threshold"]["value"] == 0.05  # not a time: as it is
+    zh = {r["key"]: r for r in shown_evidence(evidence_rows({"rank_0_free_us": 1500.0}, "zh-Hans"))}
+    assert "µs" not in zh["rank_0_free_us"]["label"] and zh["rank_0_free_us"]["value"] == "1.5\u00a0ms"
