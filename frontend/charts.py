@@ -240,12 +240,17 @@ def time_breakdown_chart(bars: list[tuple[str, dict[str, Any]]]) -> dict[str, An
     return out
 
 
+def _significant(x: float, digits: int = 3) -> float:
+    """``x`` to ``digits`` significant digits (123.0255 -> 123, 0.05714 -> 0.0571)."""
+    return float(f"{x:.{digits}g}") if x else 0.0
+
+
 def communication_matrix_chart(links: list[dict[str, Any]], ranks: list[int]) -> dict[str, Any]:
     """Heatmap of bandwidth (GB/s) per link, source rank by destination rank (msprof's communication matrix);
     a rank's LOCAL copy is drawn too, marked by its transport in the tooltip."""
     index = {r: i for i, r in enumerate(ranks)}
-    data = [[index[x["dst"]], index[x["src"]], x["bandwidth_gbps"], x.get("transport") or "", x["size_mb"],
-             x["time_ms"]] for x in links if x.get("bandwidth_gbps") is not None]
+    data = [[index[x["dst"]], index[x["src"]], _significant(x["bandwidth_gbps"]), x.get("transport") or "",
+             x["size_mb"], x["time_ms"]] for x in links if x.get("bandwidth_gbps") is not None]
     remote = [d[2] for d in data if d[0] != d[1]] or [d[2] for d in data] or [1.0]
     labels = [_("rank %(r)s") % {"r": r} for r in ranks]
     return {
@@ -255,9 +260,10 @@ def communication_matrix_chart(links: list[dict[str, Any]], ranks: list[int]) ->
         "xAxis": {"type": "category", "data": labels, "name": _("to"), "splitArea": {"show": True}},
         "yAxis": {"type": "category", "data": labels, "name": _("from"), "inverse": True,
                   "splitArea": {"show": True}},
-        # the colour scale spans the links between ranks; a LOCAL copy (hundreds of GB/s) reads as the top
-        # dimension 2: without it ECharts colours by the last column of each cell (the time in ms)
-        "visualMap": {"dimension": 2, "min": round(min(remote), 3), "max": round(max(remote), 3),
+        # the colour scale runs from 0 to the fastest link between ranks, so a colour is a share of it (links
+        # within 3% of each other once spanned the whole scale, red to green); a LOCAL copy (hundreds of
+        # GB/s) reads as the top. dimension 2: without it ECharts colours by the last column (the time in ms)
+        "visualMap": {"dimension": 2, "min": 0, "max": _significant(max(remote)),
                       "calculable": True,
                       "orient": "horizontal", "left": "center", "bottom": 0, "text": ["GB/s", ""],
                       "inRange": {"color": ["#b91c1c", "#fde68a", "#15803d"]}},

@@ -69,3 +69,18 @@ def test_a_rank_without_step_timestamps_is_drawn_from_the_lowest_ranks_step_and_
     assert r1["offset_ns"] is None and not any(s["timed"] for s in r1["steps"])
     assert [s["start_ns"] for s in r1["steps"]] == [s["start_ns"] for s in view["ranks"][0]["steps"]]
     assert [s["end_ns"] - s["start_ns"] for s in r1["steps"]] == [10_000_000] * 3
+
+
+def test_a_link_that_moved_a_few_bytes_is_not_the_slowest_link() -> None:
+    # Qwen3 PP=2 x DP=2, ranks 0 and 1 uploaded: each moved 1-2.4 GB to the other over HCCS at ~19 GB/s, and
+    # about 100 bytes to ranks 2 and 3 (a handshake) "at 0.06 GB/s": latency, not a slow link.
+    from pypto_core import formats
+
+    group = formats.open_profiles(SAMPLES / "ascend_pt" / "qwen3_0.6b_train_4npu_level2")
+    matrices = {p.meta.rank: p.meta.extra["communication_matrix"] for p in group.profiles
+                if p.meta.extra.get("communication_matrix")}
+    links = communication_links(matrices)
+    tiny = [x for x in links if x["src"] != x["dst"] and x["size_mb"] < 0.01]
+    assert tiny and min(x["bandwidth_gbps"] for x in tiny) < 0.1
+    slow = slowest_link(links)
+    assert slow is not None and {slow["src"], slow["dst"]} == {0, 1} and slow["bandwidth_gbps"] > 18
