@@ -69,12 +69,6 @@ ALIGN_LEVELS: tuple[str, ...] = ("framework_op", "op_type", "name")
 ALIGNED_KERNELS = 8  # kernels listed per side of an aligned row (the rest counted)
 MD_CELL_MAX = 200  # characters of one Markdown table cell
 
-# The model blocks ``kernel_blocks`` sorts kernels into; a rule's measured saving comes from the blocks it
-# declares (``@rule(blocks=...)``, ``rules.registry.rule_blocks``).
-BLOCKS: tuple[str, ...] = ("attention", "kv_layout", "kv_update", "norm", "rope", "matmul", "ffn_activation",
-                           "lm_head", "communication", "other")
-
-
 @dataclass
 class _Side:
     """What the comparison needs from one profile, computed once."""
@@ -111,19 +105,36 @@ class _Side:
         return g.decode_kernel_mask if per_token else np.ones(g.n, bool)
 
 
-BLOCKS = ("other", "matmul", "ffn_activation", "rope", "norm", "kv_update", "kv_layout", "attention",
-          "lm_head", "communication")
+# The model blocks ``kernel_blocks`` sorts kernels into; a rule's measured saving comes from the blocks it
+# declares (``@rule(blocks=...)``, ``rules.registry.rule_blocks``). "activation" is a non-transformer's
+# activation (a CNN's Relu), which is no FFN.
+BLOCKS: tuple[str, ...] = ("other", "matmul", "ffn_activation", "rope", "norm", "kv_update", "kv_layout",
+                           "attention", "lm_head", "communication", "activation")
+# Blocks that only a transformer has, and of those the ones only LLM inference has (a KV cache, an LM head per
+# decode step): op-role heuristics alone (a 4-D Transpose, a Relu) name them on a CNN's ops otherwise.
+TRANSFORMER_BLOCKS: frozenset[str] = frozenset({"ffn_activation", "rope", "attention"})
+LLM_INFERENCE_BLOCKS: frozenset[str] = frozenset({"kv_update", "kv_layout", "lm_head"})
 
 
 def kernel_block_codes(graph: OperatorCallGraph) -> tuple[np.ndarray, list[str]]:
-    """Per kernel the index in ``BLOCKS`` of the model block it serves (see :func:`kernel_blocks`)."""
+    """Per kernel the index in ``BLOCKS`` of the model block it serves (see :func:`kernel_blocks`).
+    Transformer blocks are named only where the workload is a transformer's (``Workload.is_sequence_model``),
+    KV-cache and LM-head blocks only for LLM inference; elsewhere those kernels stay matmul, norm,
+    communication, activation or other."""
     out = np.zeros(graph.n, np.int64)  # other
     if graph.n == 0:
         return out, list(BLOCKS)
+    workload = graph.workload
+    allowed = set(BLOCKS)
+    if not workload.is_llm():
+        allowed -= LLM_INFERENCE_BLOCKS
+    if not workload.is_sequence_model():
+        allowed -= TRANSFORMER_BLOCKS
+    activation = "ffn_activation" if "ffn_activation" in allowed else "activation"
     # later assignments win: specific chains and masks override the plain role
     for block, mask in (
             ("matmul", lambda: graph.is_role("matmul")),
-            ("ffn_activation",
+            (activation,
              lambda: graph.is_role("activation", "activation_piece") | graph.chain_mask("swiglu")),
             ("rope", lambda: graph.is_role("rope") | graph.chain_mask("rope")),
             ("norm", lambda: graph.is_role("norm") | graph.chain_mask("rms_norm")),
@@ -132,13 +143,14 @@ def kernel_block_codes(graph: OperatorCallGraph) -> tuple[np.ndarray, list[str]]
             ("attention", lambda: graph.attention_mask),
             ("lm_head", lambda: graph.lm_head_mask),
             ("communication", lambda: graph.is_role("communication"))):
-        out[mask()] = BLOCKS.index(block)
+        if block in allowed:
+            out[mask()] = BLOCKS.index(block)
     return out, list(BLOCKS)
 
 
 def kernel_blocks(graph: OperatorCallGraph) -> np.ndarray:
     """The model block each kernel serves: attention, kv_layout, kv_update, norm, rope, matmul,
-    ffn_activation, lm_head, communication, other."""
+    ffn_activation, lm_head, communication, activation (not a transformer's), other."""
     codes, labels = kernel_block_codes(graph)
     names: np.ndarray = np.array(labels, dtype=object)[codes]
     return names

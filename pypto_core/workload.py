@@ -60,6 +60,11 @@ class Workload:
     def has_decode(self) -> bool:
         return self.kind in DECODE_WORKLOADS
 
+    def is_sequence_model(self) -> bool:
+        """An LLM's run, or one with attention kernels (a transformer being trained): its inputs are token
+        sequences, so sequence-length advice and transformer block names fit. A CNN's training step is not."""
+        return self.is_llm() or bool(self.evidence.get("attention_kernels"))
+
 
 def device_vendor(profile: Profile) -> str:
     """``ascend`` | ``nvidia`` | ``amd`` | ``cpu`` | ``unknown``: from the format, the device name the file

@@ -12,16 +12,28 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.attribution import IDLE_BUCKETS
-from pypto_core.i18n import msg
+from pypto_core.i18n import Message, msg
 from pypto_core.intervals import intersect_intervals, outermost
 from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
+from pypto_core.workload import Workload
 
 SAVING_MODEL = msg("With binary kernels (set_compile_mode(jit_compile=False)) the host compile calls "
                    "disappear: saving = the compile calls' time while the device is idle (attribution idle "
                    "buckets); compile time hidden under device work saves nothing.")
+
+
+def _shape_advice(workload: Workload) -> Message:
+    """How to keep the input shapes few, the one place it is chosen: what varies is the sequence length for
+    a transformer, the image or batch size for other models (a CNN), and unknown when the workload is."""
+    if workload.is_sequence_model():
+        return msg("pad varying sequence lengths to a few buckets.")
+    if workload.kind in ("training", "inference_other"):
+        return msg("keep the input shapes fixed from step to step: resize or pad images to a few fixed sizes "
+                   "and keep the batch size constant (DataLoader drop_last=True).")
+    return msg("keep the input shapes to a few fixed sizes (pad or bucket whatever varies between steps).")
 
 
 @rule("dynamic_shape", title=msg("Operators compiled at run time (dynamic shapes)"),
@@ -75,8 +87,8 @@ def match(ctx: RuleContext) -> None:
                         "and dynamic kernels skip shape-specialised tiling. Call "
                         "torch_npu.npu.set_compile_mode(jit_compile=False) to use the prebuilt binary "
                         "kernels (the default on A2/A3 in recent torch_npu), keep "
-                        "ACL_OP_COMPILER_CACHE_MODE=enable, and pad varying sequence lengths to a few "
-                        "buckets."),
+                        "ACL_OP_COMPILER_CACHE_MODE=enable, and {shapes}",
+                        shapes=_shape_advice(ctx.graph.workload)),
         ops=[],
         evidence={"dynamic_op_share": round(dynamic_share, 4) if dynamic_share is not None else None,
                   "compile_api_calls": compile_calls, "compile_time_us": us(compile_ns),

@@ -3,8 +3,9 @@
 Only the idle time the attribution calls ``host_launch_bound`` counts: time with no device task while the
 host runs framework ops or runtime calls, and is neither synchronising nor loading data (those are
 ``sync_stall`` and ``data_loading``). The advisor's overall analysis flags free time over 10% (docs/formats.md
-§4.3); HTA calls it "host wait" idle time. Advice is the vendor's: graph capture and the launch queue on
-Ascend, CUDA/HIP graphs on GPUs.
+§4.3); HTA calls it "host wait" idle time. Advice is the vendor's and the workload's
+(``_advice``): graph capture and the launch queue on Ascend (vLLM-Ascend's ACL graph for LLM inference only,
+TorchAir graph mode and fused ops for training), CUDA/HIP graphs on GPUs.
 """
 
 from __future__ import annotations
@@ -12,21 +13,19 @@ from __future__ import annotations
 import numpy as np
 
 from pypto_core.attribution import TimeAttribution
-from pypto_core.i18n import msg
+from pypto_core.i18n import Message, msg
 from pypto_core.intervals import overlap_ns
 from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
+from pypto_core.workload import DECODE_WORKLOADS, LLM_WORKLOADS
 
 SAVING_MODEL = msg("Launching the step as a captured graph runs kernels back to back: the host-launch-bound "
                    "part of every gap over `min_gap_us` shrinks to `residual_gap_us`; saving = "
                    "sum(host-bound gap - residual).")
 
-_ADVICE = {
-    "ascend": msg("Capture the step as a graph (TorchAir torch.compile with the npu backend, or vLLM-Ascend "
-                  "ACL graph), set TASK_QUEUE_ENABLE=2 and CPU_AFFINITY_CONF=2, and fuse small ops to launch "
-                  "fewer kernels."),
+_GPU_ADVICE = {
     "nvidia": msg("Capture the step with CUDA Graphs (torch.compile(mode=\"reduce-overhead\") or "
                   "torch.cuda.CUDAGraph), let torch.compile fuse small ops, and keep Python work out of the "
                   "step."),
@@ -35,6 +34,25 @@ _ADVICE = {
 }
 _GENERIC = msg("Launch fewer, larger kernels (fuse small ops, compile the step) and keep Python work out of "
                "the step.")
+
+
+def _advice(vendor: str, workload: str) -> Message:
+    """The remedy for this vendor and workload, the one place it is chosen: vLLM-Ascend's ACL graph serves LLM
+    inference only, so a training step on torch_npu is told TorchAir graph mode and fused ops instead."""
+    if vendor != "ascend":
+        return _GPU_ADVICE.get(vendor, _GENERIC)
+    if workload in LLM_WORKLOADS:
+        return msg("Capture the step as a graph (TorchAir torch.compile with the npu backend, or "
+                   "vLLM-Ascend ACL graph), set TASK_QUEUE_ENABLE=2 and CPU_AFFINITY_CONF=2, and fuse small "
+                   "ops to launch fewer kernels.")
+    if workload == "training":
+        return msg("Run the training step in graph mode (TorchAir: torch.compile with the npu backend) or "
+                   "with larger fused ops (torch_npu npu_* fused operators, a foreach optimizer), set "
+                   "TASK_QUEUE_ENABLE=2 and CPU_AFFINITY_CONF=2, and cut the host work per step (Python "
+                   "logic, logging, per-step .item() calls).")
+    return msg("Capture the step as a graph (TorchAir torch.compile with the npu backend), set "
+               "TASK_QUEUE_ENABLE=2 and CPU_AFFINITY_CONF=2, fuse small ops to launch fewer kernels, and cut "
+               "the host work per step.")
 
 
 @rule("host_bound_gaps", title=msg("Device idle waiting for the host"), saving_model=SAVING_MODEL,
@@ -65,13 +83,13 @@ def match(ctx: RuleContext) -> None:
     # time before the step's first task (or after its last) is host-bound too, but no kernel slot holds it
     edge = max(bound - float(host_part.sum()), 0.0)
     decode = msg(" This dominates eager-mode decode, where kernels are short.") if ctx.workload in (
-        "llm_decode", "llm_serving") else ""
+        DECODE_WORKLOADS) else ""
     ctx.emit(
         title=msg("The device is idle {pct:.0f}% of the run while the host issues "
                   "work", pct=100 * bound / total),
         description=msg("Between kernels the device sits idle while the host (Python, the framework, the "
                         "launch path) prepares the next one.{decode} {advice}", decode=decode,
-                        advice=_ADVICE.get(ctx.vendor, _GENERIC)),
+                        advice=_advice(ctx.vendor, ctx.workload)),
         ops=[],
         evidence={"host_launch_bound_us": us(bound), "host_launch_bound_share": share(bound, total),
                   "threshold_share": cfg["free_share_above"], "gaps_over_min": int(len(idx)),

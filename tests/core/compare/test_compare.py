@@ -212,3 +212,20 @@ def test_row_order_does_not_depend_on_the_hash_seed() -> None:
     assert tied, "the pair has equal deltas: the order among them is what this checks"
     for i in tied:
         assert str(ops[i - 1]["op_type"]) < str(ops[i]["op_type"])
+
+
+LLM_BLOCKS = {"kv_layout", "kv_update", "ffn_activation", "rope", "attention", "lm_head"}
+
+
+def test_cnn_levels_have_no_llm_blocks() -> None:
+    # a CNN's 4-D Transpose is no KV-cache layout copy, its Relu no FFN activation
+    level1 = open_profile(SAMPLES / "ascend_pt" / "cnn_8npu_text_level1" / "rank0_ascend_pt")
+    level2 = open_profile(SAMPLES / "ascend_pt" / "cnn_8npu_text_level2" / "rank0_ascend_pt")
+    blocks = {row["block"] for row in compare_profiles(level1, level2).blocks}
+    assert not blocks & LLM_BLOCKS, blocks
+    assert {"matmul", "activation", "communication", "other"} <= blocks, blocks
+
+
+def test_llm_decode_keeps_its_blocks(runs) -> None:
+    blocks = {row["block"] for row in compare_profiles(runs["planted"], runs["all"]).blocks}
+    assert LLM_BLOCKS <= blocks and "activation" not in blocks, blocks
