@@ -81,6 +81,11 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
         nums = re.findall(r"[\d.]+", hint.replace(",", ""))
         assert hint.startswith("Time share ") and nums[0] + "%" in hint  # a share reads as a percent
         assert float(nums[0]) / 100 == pytest.approx(f["time_share"], abs=0.0005)
+        if not f["estimated_saving_us"] and f["peer_wait_us"]:
+            # nothing to save here, only a wait on another rank: said so, without a 1.000x speedup
+            assert "No saving on this rank: the fix is on the late rank" in hint, (rule, hint)
+            assert "estimated saving" not in hint and "speedup" not in hint, (rule, hint)
+            continue
         saving = re.escape(format_duration(f["estimated_saving_us"], "us"))
         assert re.search(rf"estimated saving(, at most)? {saving} · ", hint), (rule, hint)
         speedup = re.search(r"estimated speedup ([\d.]+)×", hint)
@@ -136,3 +141,26 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
     for k, v in shown_metrics.items():
         assert prof["metrics"][k] is not None, k  # a metric the workload has no use for is not shown
         assert float(v) == pytest.approx(prof["metrics"][k], abs=0.00005), k
+
+
+@pytest.mark.skipif(not HAVE_SAMPLES, reason=MISSING_SAMPLES)
+def test_a_finding_that_saves_nothing_here_points_at_the_late_rank(client, make_user, tmp_path,
+                                                                   settings) -> None:
+    """A finding whose saving on this rank is 0 but which carries a wait for other ranks read "estimated
+    saving, at most 0 · estimated speedup 1.000×": it says instead that the fix is on the late rank."""
+    settings.PYPTO_WORK_DIR = tmp_path / "work"
+    owner = make_user("owner")
+    p = analysed_profile(project_with(owner), owner, CASES["cnn_ascend_training"](tmp_path), tmp_path, "cnn")
+    f = next(f for f in p.findings.all() if f.data.get("peer_wait_us"))
+    f.data.update({"estimated_saving_us": 0.0, "estimated_speedup": 1.0})  # as a slow-rank finding on a peer
+    f.data["details"].pop("replayed_alone_us", None)
+    f.save(update_fields=["data"])
+    client.force_login(owner)
+    for lang, says in (("en", "No saving on this rank: the fix is on the late rank"),
+                       ("zh-hans", "本 Rank 无节省：需在慢卡上修复")):
+        client.post("/language/", {"language": lang, "next": "/"})
+        page = client.get(f"/profiles/{p.pk}/").content.decode()
+        article = page.split(f'data-finding-id="{f.pk}"')[1].split("</article>")[0]
+        hint = re.search(r'<p class="hint">([^<]*)</p>', article).group(1)
+        assert says in hint, hint
+        assert "1.000×" not in hint and format_duration(0.0, "us") not in hint, hint
