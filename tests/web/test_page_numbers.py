@@ -169,3 +169,35 @@ def test_a_finding_that_saves_nothing_here_points_at_the_late_rank(client, make_
         hint = re.search(r'<p class="hint">([^<]*)</p>', article).group(1)
         assert says in hint, hint
         assert "1.000×" not in hint and format_duration(0.0, "us") not in hint, hint
+
+
+@pytest.mark.skipif(not HAVE_SAMPLES, reason=MISSING_SAMPLES)
+def test_the_upload_page_names_the_rank_it_shows(client, make_user, tmp_path, settings) -> None:
+    """A multi-rank upload's own row ("Rank: all (cluster)") shows its first readable rank's numbers: the page
+    names that rank (the headline said "This rank"), and the selector lists the ranks 0, 1, 2, …, 10."""
+    from profiles.models import Profile, ProfileStatus
+
+    settings.PYPTO_WORK_DIR = tmp_path / "work"
+    owner = make_user("owner")
+    head = analysed_profile(project_with(owner), owner, CASES["cnn_ascend_training"](tmp_path), tmp_path,
+                            "cnn")
+    ranks = {}
+    for r in (10, 2, 0, 1):  # created out of order; by name "rank 10" sorts before "rank 2"
+        ranks[r] = Profile.objects.create(
+            project=head.project, name=f"cnn · rank {r}", original_filename="p.zip", group=head, rank=r,
+            status=ProfileStatus.FAILED if r == 0 else ProfileStatus.READY)  # rank 0 unread: rank 1 shown
+    client.force_login(owner)
+    page = client.get(f"/profiles/{head.pk}/").content.decode()
+    selector = page.split('id="rank-selector"')[1].split("</nav>")[0]
+    assert re.findall(r">(\d+)</a>", selector) == ["0", "1", "2", "10"]
+    shown = re.search(r'<p class="hint" id="shown-rank">Rank (\d+) shown; see the <a href="([^"]+)">cluster page'
+                      r'</a> for all ranks\.</p>', page)
+    assert shown and shown.group(1) == "1" and shown.group(2) == f"/profiles/{head.pk}/cluster/"
+    assert re.search(r"<strong>Rank 1 waits [\d.,]+ ms \([\d.,]+% of the run\) in collectives", page)
+    assert "This rank waits" not in page
+    # a rank's own page is that rank: no note, "This rank"
+    rank_page = client.get(f"/profiles/{ranks[0].pk}/").content.decode()
+    assert 'id="shown-rank"' not in rank_page
+    client.post("/language/", {"language": "zh-hans", "next": "/"})
+    page = client.get(f"/profiles/{head.pk}/").content.decode()
+    assert "显示的是 Rank 1 的数据" in page and "Rank 1 在集合通信中等待" in page
