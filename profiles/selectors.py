@@ -10,7 +10,15 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
-from profiles.models import WRITE_ROLES, Invitation, Membership, Profile, ProfileStatus, Project, UploadSession
+from profiles.models import (
+    WRITE_ROLES,
+    Invitation,
+    Membership,
+    Profile,
+    ProfileStatus,
+    Project,
+    UploadSession,
+)
 
 # Whoever asks: a signed-in account or an anonymous visitor (``request.user``).
 User = Account | AnonymousUser

@@ -69,7 +69,8 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
         assert _number(page, "Per-token latency (p50)") == format_duration(per_token, "ms")
     has_tokens = bool(per_token or prof.get("decode", {}).get("tokens") or prof.get("decode", {}).get(
         "tokens_per_s"))
-    assert ("Per-token latency (p50)" in page) == has_tokens and ("<span>Tokens/s</span>" in page) == has_tokens
+    assert ("Per-token latency (p50)" in page) == has_tokens
+    assert ("<span>Tokens/s</span>" in page) == has_tokens
     assert has_tokens == (case == "demo")
 
     table = _table(page)  # the time attribution, bucket by bucket
@@ -190,8 +191,8 @@ def test_the_upload_page_names_the_rank_it_shows(client, make_user, tmp_path, se
     page = client.get(f"/profiles/{head.pk}/").content.decode()
     selector = page.split('id="rank-selector"')[1].split("</nav>")[0]
     assert re.findall(r">(\d+)</a>", selector) == ["0", "1", "2", "10"]
-    shown = re.search(r'<p class="hint" id="shown-rank">Rank (\d+) shown; see the <a href="([^"]+)">cluster page'
-                      r'</a> for all ranks\.</p>', page)
+    shown = re.search(r'<p class="hint" id="shown-rank">Rank (\d+) shown; see the <a href="([^"]+)">'
+                      r'cluster page</a> for all ranks\.</p>', page)
     assert shown and shown.group(1) == "1" and shown.group(2) == f"/profiles/{head.pk}/cluster/"
     assert re.search(r"<strong>Rank 1 waits [\d.,]+ ms \([\d.,]+% of the run\) in collectives", page)
     assert "This rank waits" not in page
