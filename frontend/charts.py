@@ -127,7 +127,7 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
         series.append({"type": "scatter", "name": op_type, "data": data, "symbol": "circle",
                        "itemStyle": {"opacity": 0.75}})  # overlapping bubbles stay visible
     if above:  # a legend entry for the diamond shape; it has no points of its own
-        series.append({"type": "scatter", "name": _("◆ above the HBM roof (in the L2 cache)"), "data": [],
+        series.append({"type": "scatter", "name": _("above the HBM roof (in the L2 cache)"), "data": [],
                        "symbol": "diamond", "itemStyle": {"color": "#555"}, "silent": True})
     ys = [d["value"][1] for s in series[1:] for d in s["data"] if d["value"][1] > 0]
     ys += [y for _x, y in roof_line if y > 0]
@@ -135,9 +135,12 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
                               "nameTextStyle": {"align": "left"}}
     if ys:
         y_axis.update({"min": _pow10_floor(min(ys)), "max": _pow10_ceil(max(ys))})
+    # the roof and the diamond first: at the end of a long scrolled legend the diamond went unseen
+    legend_order = [series[0]["name"]] + [s["name"] for s in series[1:] if s.get("symbol") == "diamond"] + \
+        [s["name"] for s in series[1:] if s.get("symbol") != "diamond"]
     return {
         "animation": False,
-        "legend": {"type": "scroll", "bottom": 0, "left": "center"},
+        "legend": {"type": "scroll", "bottom": 0, "left": "center", "data": legend_order},
         "tooltip": {"trigger": "item"},
         "grid": {"left": 70, "right": 30, "top": 40, "bottom": 80},
         "xAxis": {"type": "log", "name": _("FLOP/byte"), "nameLocation": "middle", "nameGap": 28, "min": lo,

@@ -40,6 +40,7 @@ def test_roofline_legend_shows_the_diamond_and_bubbles_are_capped() -> None:
     scatter = [s for s in opt["series"] if s["type"] == "scatter"]
     diamonds = [s for s in scatter if s.get("symbol") == "diamond"]
     assert len(diamonds) == 1 and diamonds[0]["data"] == [] and "HBM roof" in diamonds[0]["name"]
+    assert opt["legend"]["data"][1] == diamonds[0]["name"]  # on the legend's first page, after the roof
     sizes = [d["symbolSize"] for s in scatter for d in s["data"]]
     assert max(sizes) <= ROOFLINE_SYMBOL_MAX <= 20
     no_above = _roof()
