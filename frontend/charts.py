@@ -71,14 +71,30 @@ def decode_chart(decode: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _pow10_floor(v: float) -> float:
+    return float(10 ** math.floor(math.log10(v)))
+
+
+def _pow10_ceil(v: float) -> float:
+    return float(10 ** math.ceil(math.log10(v)))
+
+
+# Bubble sizes in px: the largest op's bubble stays small enough that its neighbours still show.
+ROOFLINE_SYMBOL_MIN, ROOFLINE_SYMBOL_MAX = 5, 18
+
+
 def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
-    """Achieved FLOP/s (TFLOP/s) against arithmetic intensity (FLOP/byte), log-log, under the SKU's roofs."""
+    """Achieved FLOP/s (TFLOP/s) against arithmetic intensity (FLOP/byte), log-log, under the SKU's roofs.
+
+    Both log axes start and end on powers of 10 (an end at 737.275 read as a tick); the legend sits under
+    the plot, where it covers neither axis name; an empty diamond series names the points above the HBM
+    roof in the legend."""
     points = roof.get("points", [])
     peak = float(roof.get("peak_flops_per_s") or 0) / 1e12
     bw = float(roof.get("hbm_bytes_per_s") or 0) / 1e12
     xs = [p["intensity"] for p in points if p.get("intensity")]
-    lo = min(xs + [0.1]) / 4
-    hi = max(xs + [roof.get("ridge_flop_per_byte") or 100]) * 4
+    lo = _pow10_floor(min(xs + [0.1]) / 4)
+    hi = _pow10_ceil(max(xs + [roof.get("ridge_flop_per_byte") or 100]) * 4)
     roof_line: list[list[float]] = []
     if peak and bw:
         ridge = peak / bw
@@ -89,12 +105,14 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
         roof_line.append([ridge, peak])
         roof_line.sort()
     by_type: dict[str, list[Any]] = {}
+    above = 0
     for p in points:
         point: dict[str, Any] = {"value": [p["intensity"], p["flops_per_s"] / 1e12, p["total_us"]],
                                  "name": f'{p["op_type"]} {p["shape"]}'}
         if p.get("above_hbm_roof"):  # its tensors stayed in L2: drawn apart, said in the tooltip
             point["symbol"] = "diamond"
             point["name"] += " · " + _("above the HBM roof (in the L2 cache)")
+            above += 1
         by_type.setdefault(p["op_type"], []).append(point)
     biggest = max((p["total_us"] for p in points), default=1.0) or 1.0
     series: list[dict[str, Any]] = [{
@@ -102,18 +120,32 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
         "showSymbol": False, "lineStyle": {"color": "#888", "type": "dashed"}, "tooltip": {"show": False},
         "silent": True,
     }]
+    span = ROOFLINE_SYMBOL_MAX - ROOFLINE_SYMBOL_MIN
     for op_type, data in list(by_type.items())[:20]:
         for d in data:
-            d["symbolSize"] = max(6, min(30, 6 + 24 * math.sqrt(d["value"][2] / biggest)))
-        series.append({"type": "scatter", "name": op_type, "data": data})
+            d["symbolSize"] = round(ROOFLINE_SYMBOL_MIN + span * math.sqrt(d["value"][2] / biggest), 1)
+        series.append({"type": "scatter", "name": op_type, "data": data, "symbol": "circle",
+                       "itemStyle": {"opacity": 0.75}})  # overlapping bubbles stay visible
+    if above:  # a legend entry for the diamond shape; it has no points of its own
+        series.append({"type": "scatter", "name": _("above the HBM roof (in the L2 cache)"), "data": [],
+                       "symbol": "diamond", "itemStyle": {"color": "#555"}, "silent": True})
+    ys = [d["value"][1] for s in series[1:] for d in s["data"] if d["value"][1] > 0]
+    ys += [y for _x, y in roof_line if y > 0]
+    y_axis: dict[str, Any] = {"type": "log", "name": "TFLOP/s", "nameLocation": "end",
+                              "nameTextStyle": {"align": "left"}}
+    if ys:
+        y_axis.update({"min": _pow10_floor(min(ys)), "max": _pow10_ceil(max(ys))})
+    # the roof and the diamond first: at the end of a long scrolled legend the diamond went unseen
+    legend_order = [series[0]["name"]] + [s["name"] for s in series[1:] if s.get("symbol") == "diamond"] + \
+        [s["name"] for s in series[1:] if s.get("symbol") != "diamond"]
     return {
         "animation": False,
-        "legend": {"type": "scroll", "top": 0},
+        "legend": {"type": "scroll", "bottom": 0, "left": "center", "data": legend_order},
         "tooltip": {"trigger": "item"},
-        "grid": {"left": 70, "right": 30, "top": 40, "bottom": 50},
+        "grid": {"left": 70, "right": 30, "top": 40, "bottom": 80},
         "xAxis": {"type": "log", "name": _("FLOP/byte"), "nameLocation": "middle", "nameGap": 28, "min": lo,
                   "max": hi},
-        "yAxis": {"type": "log", "name": "TFLOP/s"},
+        "yAxis": y_axis,
         "series": series,
     }
 

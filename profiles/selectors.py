@@ -10,7 +10,15 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
-from profiles.models import WRITE_ROLES, Invitation, Membership, Profile, Project, UploadSession
+from profiles.models import (
+    WRITE_ROLES,
+    Invitation,
+    Membership,
+    Profile,
+    ProfileStatus,
+    Project,
+    UploadSession,
+)
 
 # Whoever asks: a signed-in account or an anonymous visitor (``request.user``).
 User = Account | AnonymousUser
@@ -100,3 +108,21 @@ def invitation_get_for_invitee(*, user: User, invitation_id: int) -> Invitation:
 
 def invitations_pending_of_project(*, project: Project) -> QuerySet[Invitation]:
     return project.invitations.filter(status=Invitation.Status.PENDING).select_related("user")
+
+
+def ranks_of_upload(*, profile: Profile) -> list[Profile]:
+    """The rank profiles of ``profile``'s multi-rank upload (it may be the upload or one of its ranks), in
+    rank order 0, 1, …, 10 (the model's name order put "rank 10" before "rank 2"); empty for one rank."""
+    head_id = profile.group_id if profile.group_id is not None else profile.pk
+    return list(Profile.objects.filter(group_id=head_id).order_by("rank", "id"))
+
+
+def rank_shown_for_upload(*, profile: Profile, ranks: list[Profile]) -> int | None:
+    """The rank whose numbers the upload's own page shows: the first rank that was read (the fan-out takes
+    the lowest readable rank as the upload's primary, analysis/pipeline/fanout.py). None on a rank's page
+    or a one-rank upload."""
+    if profile.group_id is not None or not ranks:
+        return None
+    readable = [r for r in ranks if r.status == ProfileStatus.READY] or \
+        [r for r in ranks if r.status != ProfileStatus.FAILED] or ranks
+    return readable[0].rank if readable[0].rank is not None else 0

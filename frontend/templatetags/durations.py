@@ -27,7 +27,8 @@ def _digits(x: float) -> str:
 
 def format_duration(value: Any, unit: str = "ns") -> str:
     """``value`` given in ``unit`` (ns, us or µs, ms, s) as "92.1 ms"; "—" when missing or not a number,
-    "0" for zero; a negative value (a delta) keeps its sign."""
+    zero in the unit it was given ("0 µs": a bare "0" beside "12.3 ms" read as a number with no unit); a
+    negative value (a delta) keeps its sign."""
     if value is None or value == "" or isinstance(value, bool):
         return "—"
     try:
@@ -36,9 +37,10 @@ def format_duration(value: Any, unit: str = "ns") -> str:
         return "—"
     if ns != ns or ns in (float("inf"), float("-inf")):
         return "—"
+    zero = f"0{NBSP}{'µs' if unit == 'us' else unit}"
     sign, ns = ("-" if ns < 0 else ""), abs(ns)
     if ns == 0:
-        return "0"
+        return zero
     name, per = UNITS[0]
     for candidate, size in UNITS:
         if ns >= size:
@@ -50,7 +52,7 @@ def format_duration(value: Any, unit: str = "ns") -> str:
         name, per = bigger[0]
         text = _digits(ns / per)
     if text == "0":
-        return "0"
+        return zero
     return f"{sign}{text}{NBSP}{name}"
 
 

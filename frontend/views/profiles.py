@@ -22,8 +22,12 @@ from profiles.selectors import signed_in
 @login_required
 def profile_detail(request: HttpRequest, profile_id: int) -> HttpResponse:
     profile = selectors.profile_get_for_user(user=request.user, profile_id=profile_id)
+    ranks = selectors.ranks_of_upload(profile=profile)
     return render(request, "frontend/profile_detail.html", {
         "profile": profile,
+        "ranks": ranks,  # the rank selector, in rank order
+        # the upload's own page shows one rank's numbers: it says which ("This rank" read as the cluster)
+        "shown_rank": selectors.rank_shown_for_upload(profile=profile, ranks=ranks),
         "summary": summary_of(profile).to_dict(),
         "project": profile.project,
         "can_write": selectors.can_write(user=signed_in(request.user), project=profile.project),

@@ -287,3 +287,60 @@ def test_hostile_names_are_text_in_pages_and_tooltips(browser_page, make_user, t
     assert page.locator("#op-types-chart img, #top-ops img").count() == 0
     assert page.dialogs == [], page.dialogs
     assert page.errors == [], page.errors
+
+
+def test_top_ops_long_names_and_shapes_are_clamped(browser_page, make_user, tmp_path, settings) -> None:
+    """One op with 20 input shapes (a ForeachAddList) and one with a long cuDNN-like name: each cell shows two
+    lines with the whole text in its title, the 560 px box still shows most rows, and the table fits the card
+    (its last column, "Roofline eff.", was cut at the card's edge)."""
+    import pyarrow as pa
+
+    from tests.core.rules.builders import decoder_profile
+    from tests.web.test_pages import analysed_profile
+
+    page = browser_page
+    settings.PYPTO_WORK_DIR = tmp_path / "work"
+    core = decoder_profile(planted=frozenset(), tokens=4, layers=2)
+    k = core.kernels
+    names, types, shapes = k["name"].to_pylist(), k["op_type"].to_pylist(), k["input_shapes"].to_pylist()
+    long_name = "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execute" * 3
+    first = {}
+    for i, t in enumerate(types):
+        first.setdefault(t, i)
+    wide = first["RmsNorm"]
+    shapes[wide] = [[4096, 4096 + j] for j in range(20)]
+    names[first["MatMulV2"]] = long_name
+    k = k.set_column(k.schema.get_field_index("name"), "name", pa.array(names))
+    k = k.set_column(k.schema.get_field_index("input_shapes"), "input_shapes",
+                     pa.array(shapes, type=k.schema.field("input_shapes").type))
+    core.kernels = k
+    owner = make_user("ada")
+    profile = analysed_profile(project_with(owner), owner, core, tmp_path, "long rows")
+    log_in(page, "ada")
+    page.goto(f"{page.base}/profiles/{profile.pk}/")
+    page.wait_for_selector("#top-ops tbody tr td .clamp")
+    got = page.evaluate("""() => {
+        const t = document.getElementById('top-ops'), box = t.parentElement;
+        const clamps = [...t.querySelectorAll('tbody .clamp')];
+        const rows = [...t.querySelectorAll('tbody tr')];
+        const boxBottom = box.getBoundingClientRect().top + box.clientHeight;
+        return {
+            rows: rows.length,
+            visible: rows.filter(r => r.getBoundingClientRect().bottom <= boxBottom).length,
+            tallest: Math.max(...clamps.map(c => c.getBoundingClientRect().height)),
+            lineHeight: parseFloat(getComputedStyle(clamps[0]).lineHeight),
+            titles: clamps.map(c => c.title),
+            inline: t.querySelectorAll('[style]').length,
+            tableWidth: t.scrollWidth, boxWidth: box.clientWidth,
+            lastHead: t.querySelector('thead th:last-child').getBoundingClientRect().right,
+            boxRight: box.getBoundingClientRect().right,
+        };
+    }""")
+    assert long_name in got["titles"], "the whole name in the title"
+    assert any(t.count(";") == 19 for t in got["titles"]), "the whole shape in the title"
+    assert got["tallest"] <= 2 * got["lineHeight"] + 2, got  # two lines at most
+    assert got["visible"] >= min(8, got["rows"]), got
+    assert got["inline"] == 0  # CSS classes only: the pages' CSP forbids inline style
+    assert got["tableWidth"] <= got["boxWidth"] and got["lastHead"] <= got["boxRight"] + 0.5, got
+    page.locator("#top-ops").screenshot(path=str(ARTIFACTS / "top-ops-long-rows.png"))
+    assert page.errors == [], page.errors

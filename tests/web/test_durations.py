@@ -25,8 +25,10 @@ NB = "\u00a0"
     (999_999, "ns", f"1{NB}ms"),
     (-8990.3, "us", f"-8.99{NB}ms"),  # a delta keeps its sign
     (3600, "s", f"3600{NB}s"),
-    (0, "us", "0"),
-    (0.0001, "ns", "0"),
+    (0, "us", f"0{NB}µs"),  # zero keeps a unit: "Memory copy 0" read as a bare number
+    (0, "ns", f"0{NB}ns"),
+    (0.0, "ms", f"0{NB}ms"),
+    (0.0001, "ns", f"0{NB}ns"),
     (None, "us", "—"),
     ("", "us", "—"),
     ("n/a", "us", "—"),

@@ -64,8 +64,14 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
     speedup = floatformat(api["estimated_combined_speedup"], 2)
     assert _number(page, "Estimated speedup if all fixed") == f"{speedup}×"
     per_token = prof["metrics"]["per_token_latency_ms"]
-    assert _number(page, "Per-token latency (p50)") == (format_duration(per_token, "ms") if per_token
-                                                        else "—")
+    # inference-only numbers only where the run decodes (a training rank showed "Per-token latency —")
+    if per_token:
+        assert _number(page, "Per-token latency (p50)") == format_duration(per_token, "ms")
+    has_tokens = bool(per_token or prof.get("decode", {}).get("tokens") or prof.get("decode", {}).get(
+        "tokens_per_s"))
+    assert ("Per-token latency (p50)" in page) == has_tokens
+    assert ("<span>Tokens/s</span>" in page) == has_tokens
+    assert has_tokens == (case == "demo")
 
     table = _table(page)  # the time attribution, bucket by bucket
     tb = prof["time_breakdown"]
@@ -81,6 +87,11 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
         nums = re.findall(r"[\d.]+", hint.replace(",", ""))
         assert hint.startswith("Time share ") and nums[0] + "%" in hint  # a share reads as a percent
         assert float(nums[0]) / 100 == pytest.approx(f["time_share"], abs=0.0005)
+        if not f["estimated_saving_us"] and f["peer_wait_us"]:
+            # nothing to save here, only a wait on another rank: said so, without a 1.000x speedup
+            assert "No saving on this rank: the fix is on the late rank" in hint, (rule, hint)
+            assert "estimated saving" not in hint and "speedup" not in hint, (rule, hint)
+            continue
         saving = re.escape(format_duration(f["estimated_saving_us"], "us"))
         assert re.search(rf"estimated saving(, at most)? {saving} · ", hint), (rule, hint)
         speedup = re.search(r"estimated speedup ([\d.]+)×", hint)
@@ -136,3 +147,58 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
     for k, v in shown_metrics.items():
         assert prof["metrics"][k] is not None, k  # a metric the workload has no use for is not shown
         assert float(v) == pytest.approx(prof["metrics"][k], abs=0.00005), k
+
+
+@pytest.mark.skipif(not HAVE_SAMPLES, reason=MISSING_SAMPLES)
+def test_a_finding_that_saves_nothing_here_points_at_the_late_rank(client, make_user, tmp_path,
+                                                                   settings) -> None:
+    """A finding whose saving on this rank is 0 but which carries a wait for other ranks read "estimated
+    saving, at most 0 · estimated speedup 1.000×": it says instead that the fix is on the late rank."""
+    settings.PYPTO_WORK_DIR = tmp_path / "work"
+    owner = make_user("owner")
+    p = analysed_profile(project_with(owner), owner, CASES["cnn_ascend_training"](tmp_path), tmp_path, "cnn")
+    f = next(f for f in p.findings.all() if f.data.get("peer_wait_us"))
+    f.data.update({"estimated_saving_us": 0.0, "estimated_speedup": 1.0})  # as a slow-rank finding on a peer
+    f.data["details"].pop("replayed_alone_us", None)
+    f.save(update_fields=["data"])
+    client.force_login(owner)
+    for lang, says in (("en", "No saving on this rank: the fix is on the late rank"),
+                       ("zh-hans", "本 Rank 无节省：需在慢卡上修复")):
+        client.post("/language/", {"language": lang, "next": "/"})
+        page = client.get(f"/profiles/{p.pk}/").content.decode()
+        article = page.split(f'data-finding-id="{f.pk}"')[1].split("</article>")[0]
+        hint = re.search(r'<p class="hint">([^<]*)</p>', article).group(1)
+        assert says in hint, hint
+        assert "1.000×" not in hint and format_duration(0.0, "us") not in hint, hint
+
+
+@pytest.mark.skipif(not HAVE_SAMPLES, reason=MISSING_SAMPLES)
+def test_the_upload_page_names_the_rank_it_shows(client, make_user, tmp_path, settings) -> None:
+    """A multi-rank upload's own row ("Rank: all (cluster)") shows its first readable rank's numbers: the page
+    names that rank (the headline said "This rank"), and the selector lists the ranks 0, 1, 2, …, 10."""
+    from profiles.models import Profile, ProfileStatus
+
+    settings.PYPTO_WORK_DIR = tmp_path / "work"
+    owner = make_user("owner")
+    head = analysed_profile(project_with(owner), owner, CASES["cnn_ascend_training"](tmp_path), tmp_path,
+                            "cnn")
+    ranks = {}
+    for r in (10, 2, 0, 1):  # created out of order; by name "rank 10" sorts before "rank 2"
+        ranks[r] = Profile.objects.create(
+            project=head.project, name=f"cnn · rank {r}", original_filename="p.zip", group=head, rank=r,
+            status=ProfileStatus.FAILED if r == 0 else ProfileStatus.READY)  # rank 0 unread: rank 1 shown
+    client.force_login(owner)
+    page = client.get(f"/profiles/{head.pk}/").content.decode()
+    selector = page.split('id="rank-selector"')[1].split("</nav>")[0]
+    assert re.findall(r">(\d+)</a>", selector) == ["0", "1", "2", "10"]
+    shown = re.search(r'<p class="hint" id="shown-rank">Rank (\d+) shown; see the <a href="([^"]+)">'
+                      r'cluster page</a> for all ranks\.</p>', page)
+    assert shown and shown.group(1) == "1" and shown.group(2) == f"/profiles/{head.pk}/cluster/"
+    assert re.search(r"<strong>Rank 1 waits [\d.,]+ ms \([\d.,]+% of the run\) in collectives", page)
+    assert "This rank waits" not in page
+    # a rank's own page is that rank: no note, "This rank"
+    rank_page = client.get(f"/profiles/{ranks[0].pk}/").content.decode()
+    assert 'id="shown-rank"' not in rank_page
+    client.post("/language/", {"language": "zh-hans", "next": "/"})
+    page = client.get(f"/profiles/{head.pk}/").content.decode()
+    assert "显示的是 Rank 1 的数据" in page and "Rank 1 在集合通信中等待" in page

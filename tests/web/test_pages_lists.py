@@ -216,3 +216,21 @@ def test_compiled_chinese_catalogue_matches_the_po() -> None:
         stale = {k: v for k, v in entries.items() if translation.gettext(k) != v}
     assert not stale, ("django.mo is stale: run scripts/setup.sh (manage.py compilemessages); "
                        f"{list(stale)[:5]}")
+
+
+def test_project_without_decode_profiles_has_no_history_card(client, make_user) -> None:
+    """A training project: no half-width card that only says there is nothing to draw."""
+    from profiles.models import Profile
+
+    owner = make_user("owner")
+    project = project_with(owner)
+    ids = add_profiles(project, owner, 2)
+    Profile.objects.filter(pk__in=ids).update(per_token_ms=None, tokens_per_s=None)
+    client.force_login(owner)
+    html = client.get(f"/projects/{project.pk}/").content.decode()
+    assert "Per-token latency and tokens/s over time" not in html and 'id="history-chart"' not in html
+    assert 'id="dashboard"' in html and '<div class="two" id="dashboard">' not in html
+    # one decode profile brings the card back, beside the findings
+    Profile.objects.filter(pk=ids[0]).update(per_token_ms=40.0, tokens_per_s=25.0)
+    html = client.get(f"/projects/{project.pk}/").content.decode()
+    assert 'id="history-chart"' in html and '<div class="two" id="dashboard">' in html

@@ -71,6 +71,10 @@ def test_table_and_chart_match_the_findings_api(client, ready) -> None:
         assert abs(pct - 100 * tb[b] / tb["wall_ns"]) <= 0.05 + 1e-9, (b, pct)
     assert [table[b][3] for b in BUCKETS] == EN_LABELS
     assert any(text.endswith(("\u00a0ms", "\u00a0µs")) for _ns, text, _p, _l in table.values())
+    # every time has its unit, zero too ("Memory copy 0" read as a bare number)
+    assert any(ns == 0 for ns, *_ in table.values()), "a bucket with no time: the case this checks"
+    assert all(re.fullmatch(r"-?[\d.]+\u00a0(ns|µs|ms|s)", text)
+               for _ns, text, _p, _l in table.values()), table
     wall = re.search(r'id="time-wall" data-ns="(\d+)">([^<]+)<', html)
     assert wall and int(wall.group(1)) == tb["wall_ns"] and wall.group(2) == format_duration(tb["wall_ns"])
     over = re.search(r'id="time-overlapped" data-ns="(\d+)">Communication overlapped with compute: ([^<]+)<',

@@ -45,3 +45,23 @@ def test_translations_keep_their_placeholders() -> None:
             continue
         assert sorted(pattern.findall(str(e["msgid"]))) == sorted(pattern.findall(str(e["msgstr"]))), \
             e["msgid"]
+
+
+def test_decode_is_one_term_in_both_catalogs() -> None:
+    """"Decode" reads "Decode 阶段" (MindStudio's term for the phase), never half-translated ("未找到 Decode
+    token", "包含 decode token") nor as 解码, in the pages' catalog and the engine's."""
+    from pypto_core.i18n.catalog_tools import read_po
+
+    engine = REPO / "pypto_core/i18n/locale/zh_Hans/LC_MESSAGES/pypto_core.po"
+    pairs = [(str(e["msgid"]), str(e.get("msgstr") or e.get("msgstr[0]") or "")) for e in _entries()]
+    pairs += [(k, v.msgstr) for k, v in read_po(engine).items()]
+    checked = 0
+    for msgid, msgstr in pairs:
+        if not re.search(r"\bdecode\b", re.sub(r"\{[^}]*\}", "", msgid), re.I):
+            continue
+        checked += 1
+        msgstr = re.sub(r"\{[^}]*\}", "", msgstr)
+        assert "Decode 阶段" in msgstr, (msgid, msgstr)
+        assert "解码" not in msgstr and "decode" not in msgstr, (msgid, msgstr)
+        assert "Decode token" not in msgstr, (msgid, msgstr)
+    assert checked >= 10

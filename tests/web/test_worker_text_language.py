@@ -172,7 +172,7 @@ def test_comparison_warnings_in_the_page_language(client, owner_project, tmp_pat
     page = client.get(f"/comparisons/{c.pk}/").content.decode()
     assert chinese in page and "different devices" not in page
     # the comparison's ids beside them read as words too: its normalisation, the units, the workloads
-    assert "<dd>按每个 Decode token</dd>" in page and "<td>占比</td>" in page
+    assert "<dd>按 Decode 阶段的每个 token</dd>" in page and "<td>占比</td>" in page
     assert "<dd>per_token</dd>" not in page and "<td>share</td>" not in page
     assert "<td>llm_decode</td>" not in page
     # a comparison stored before its warnings kept their messages shows them as they were

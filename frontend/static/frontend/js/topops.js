@@ -44,12 +44,18 @@
       var tr = document.createElement("tr");
       cols.forEach(function (k) {
         var td = document.createElement("td");
-        if (k === "shape") {
-          // a line may break after each input's shape ("a;b"): text nodes with <wbr> between, never markup
-          fmt(k, r[k]).split(";").forEach(function (part, i) {
-            if (i) { td.appendChild(document.createTextNode(";")); td.appendChild(document.createElement("wbr")); }
-            td.appendChild(document.createTextNode(part));
+        if (k === "shape" || k === "name") {
+          // long names and shapes (a 20-input ForeachAddList, a cuDNN kernel) are cut to two lines, the
+          // whole text in the title: one such row hid most of the scroll box
+          var clamp = document.createElement("div");
+          clamp.className = "clamp";
+          clamp.title = fmt(k, r[k]);
+          // a shape's line may break after each input ("a;b"): text nodes with <wbr> between, never markup
+          fmt(k, r[k]).split(k === "shape" ? ";" : "\u0000").forEach(function (part, i) {
+            if (i) { clamp.appendChild(document.createTextNode(";")); clamp.appendChild(document.createElement("wbr")); }
+            clamp.appendChild(document.createTextNode(part));
           });
+          td.appendChild(clamp);
         } else {
           // times come as the page prints every time ("92.1 ms", views/profile_pages.py); sorting reads the numbers
           td.textContent = typeof r[k + "_text"] === "string" ? r[k + "_text"] : fmt(k, r[k]);
