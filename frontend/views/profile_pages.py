@@ -135,7 +135,15 @@ def _peer_wait(profile: Profile, report_profile: dict[str, Any]) -> dict[str, An
     head = profile.group if profile.group_id is not None else profile
     ranks = max(int(pw.get("ranks_in_profile") or 1), int(report_profile.get("ranks") or 1),
                 head.ranks.count() if head is not None else 0)
+    parts = pw.get("collectives") or {}
+    # how the figure is made, from the collectives' own split (reports made before it carry none)
+    how = None
+    if parts.get("elapse"):
+        how = {"exposed_ms": float(pw.get("communication_not_overlapped_us") or 0) / 1e3,
+               "pct": round(100 * float(pw.get("waiting_share") or 0)), "wait_ms": parts["wait"] / 1e3,
+               "idle_ms": parts["idle"] / 1e3, "elapse_ms": parts["elapse"] / 1e3}
     return {"ms": float(pw["wait_us"]) / 1e3, "pct": 100 * float(share) if share is not None else None,
+            "how": how,
             "ranks": ranks, "several_ranks": ranks > 1, "transit_recorded": pw.get("transit_recorded", True),
             "cluster_url": reverse("profile-cluster", args=[profile.group_id or profile.pk]),
             # Chinese sentences follow each other with no space

@@ -128,6 +128,14 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
         assert f'Upload every rank (<a href="/profiles/{p.pk}/cluster/">cluster page</a>)' in page
         for f in api["findings"]:  # a finding that reports a wait reports this one
             assert f["peer_wait_us"] in (0, pw["wait_us"])
+        # how the figure is made, in the API's numbers: not-overlapped time x the share moving no data
+        parts = {k: floatformat(v / 1e3, 1) for k, v in pw["collectives"].items()}
+        exposed = floatformat(pw["communication_not_overlapped_us"] / 1e3, 1)
+        how = (f"It is the {exposed} ms of communication not overlapped with compute times the "
+               f"{round(100 * pw['waiting_share'])}% of the collectives' time that moves no data: notify "
+               f"Wait {parts['wait']} ms and Idle {parts['idle']} ms of their {parts['elapse']} ms.")
+        shown = re.search(r'id="peer-wait-how">([^<]*)', page)
+        assert shown and shown.group(1) == how, shown and shown.group(1)
     # roofline points above the HBM roof are said to be in L2 (the CNN rank's two weight gradients)
     above = re.search(r'<p class="hint small" id="roofline-above">(\d+) points \(drawn as diamonds\) run '
                       r'above the HBM roof: their tensors stayed in the L2 cache', page)
