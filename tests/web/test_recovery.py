@@ -179,10 +179,14 @@ def test_maintainer_reruns_a_stuck_profile_but_not_one_a_live_worker_holds(make_
     Profile.objects.filter(pk=profile.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
     res = api.post(f"/api/profiles/{profile.pk}/rerun/")
     assert res.status_code == 202 and res.json()["status"] == "queued"
-    # A profile whose message was lost (queued, no worker took it for PYPTO_REQUEUE_AFTER_S) too.
+    # A profile whose message was lost (queued, no worker took it for PYPTO_REQUEUE_AFTER_S) too. Another
+    # one: the re-run above sent a real message, which a test worker on the same broker may be claiming now
+    # (a fresh lease: refused, rightly; seen on a loaded CI run).
+    lost = _queued_profile(owner, zip_folder(SMALL_RANK, tmp_path / "lost.zip"))
+    Membership.objects.create(project=lost.project, user=maintainer, role="maintainer")
     old = timezone.now() - timedelta(seconds=settings.PYPTO_REQUEUE_AFTER_S + 5)
-    Profile.objects.filter(pk=profile.pk).update(status="analyzing", lease_until=None, updated_at=old)
-    assert api.post(f"/api/profiles/{profile.pk}/rerun/").status_code == 202
+    Profile.objects.filter(pk=lost.pk).update(status="analyzing", lease_until=None, updated_at=old)
+    assert api.post(f"/api/profiles/{lost.pk}/rerun/").status_code == 202
 
 
 @pytest.mark.django_db(transaction=True)
