@@ -183,6 +183,9 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
                         sorted((data.get("metrics") or {}).items()) if v is not None],
             "has_decode": bool(data.get("decode", {}).get("steps")),
             "has_roofline": bool(data.get("roofline", {}).get("points")),
+            # no kernel with an input shape: the profiler was run without record_shapes, not a model without
+            # MatMuls (the A100 trace's cutlass GEMMs had no FLOP count and the page blamed the model)
+            "shapes_recorded": any(r.get("shape") for r in data.get("top_ops", [])),
             "roofline_above": _above_hbm_roof(data.get("roofline", {})),
         })
         out["chart_op_types"] = charts.op_type_chart(data.get("op_types", []))
