@@ -402,19 +402,18 @@ def _issue_times(profile: Profile, n: int) -> np.ndarray:
             ends = (pc.fill_null(table["start_ns"], 0).to_numpy(zero_copy_only=False)
                     + pc.fill_null(table["dur_ns"], 0).to_numpy(zero_copy_only=False)).astype(np.int64)
             sources.append((kernel[ok], ends[idx[ok]]))
-    else:
+    elif records_launches(profile):  # no flows: the correlation ids that tasks and API calls share
         k = profile.kernels
         api = profile.api_calls
-        if "correlation_id" in k.column_names and k["correlation_id"].null_count < n and api.num_rows:
-            corr = pc.fill_null(api["correlation_id"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-            ends = (pc.fill_null(api["start_ns"], 0).to_numpy(zero_copy_only=False)
-                    + pc.fill_null(api["dur_ns"], 0).to_numpy(zero_copy_only=False)).astype(np.int64)
-            kc = pc.fill_null(k["correlation_id"], -2).to_numpy(zero_copy_only=False).astype(np.int64)
-            order = np.argsort(corr, kind="stable")
-            j = np.searchsorted(corr[order], kc)
-            hit = (j < len(order)) & (corr[order][np.clip(j, 0, len(order) - 1)] == kc)
-            rows = order[j[hit]]
-            sources.append((np.nonzero(hit)[0], ends[rows]))
+        corr = pc.fill_null(api["correlation_id"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        ends = (pc.fill_null(api["start_ns"], 0).to_numpy(zero_copy_only=False)
+                + pc.fill_null(api["dur_ns"], 0).to_numpy(zero_copy_only=False)).astype(np.int64)
+        kc = pc.fill_null(k["correlation_id"], -2).to_numpy(zero_copy_only=False).astype(np.int64)
+        order = np.argsort(corr, kind="stable")
+        j = np.searchsorted(corr[order], kc)
+        hit = (j < len(order)) & (corr[order][np.clip(j, 0, len(order) - 1)] == kc)
+        rows = order[j[hit]]
+        sources.append((np.nonzero(hit)[0], ends[rows]))
     for rows, ends in sources:
         np.maximum.at(out, rows, ends)  # the latest link is the launch itself
     return out
