@@ -98,8 +98,9 @@ def open_profiles(path: str | os.PathLike[str], columns: ColumnSet | None = None
     way of reading for both). A saved profile folder is loaded directly. ``columns``: only those are
     loaded (``Profile.load``), e.g. ``rules.diagnose_columns()`` for an analysis."""
     p = Path(path)
-    if det.detect(p).kind == det.SAVED:
-        return ProfileGroup(profiles=[_load_saved(p, columns)], source=str(p))
+    found = det.detect(p)
+    if found.kind == det.SAVED:  # the folder itself, or its one rank (what `pypto convert` writes: rank_0/)
+        return ProfileGroup(profiles=[_load_saved(found.path, columns)], source=str(p))
     with tempfile.TemporaryDirectory(prefix="pypto_read_") as tmp:
         with scratch_output():  # read back once, then deleted: the cheapest codec
             saved = write_profiles(p, tmp)

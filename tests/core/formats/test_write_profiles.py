@@ -219,6 +219,19 @@ def test_cli_convert_saves_ranks_that_analyze_opens(tmp_path, capsys):
     assert "nothing_here" in capsys.readouterr().err
 
 
+def test_analyze_opens_what_convert_wrote_for_one_rank(tmp_path, capsys):
+    """`pypto convert` writes rank_0/ even for one rank: analyze of the folder it was given reads that rank
+    (it had looked for profile.json beside rank_0/ and failed with a traceback)."""
+    from pypto_core.cli import main
+
+    assert main(["convert", str(LEVEL2), str(tmp_path / "saved")]) == 0
+    capsys.readouterr()
+    assert [d.name for d in (tmp_path / "saved").iterdir()] == ["rank_0"]
+    assert main(["analyze", str(tmp_path / "saved")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["profile"]["kernel_count"] > 0 and report["profile"]["format"] == "ascend_pt"
+
+
 def test_folder_bench_runs_end_to_end(tmp_path):
     """The folder benchmark on a tiny simulated run (speed is printed by `pypto bench`, never asserted)."""
     from pypto_core.bench import readers_folder
