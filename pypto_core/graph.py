@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from pypto_core.attribution import ATTRIBUTION_COLUMNS, TimeAttribution, attribute, kernel_codes
 from pypto_core.framework_ops import FRAMEWORK_OPS_COLUMNS, FrameworkOps, framework_ops
-from pypto_core.grouping import group_rows
+from pypto_core.grouping import group_rows, text_codes
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg, render
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
@@ -250,6 +250,15 @@ class OperatorCallGraph:
 
     def is_role(self, *names: str) -> np.ndarray:
         return np.isin(self.role, [ROLE[n] for n in names])
+
+    def core_is(self, *core_types: str) -> np.ndarray:
+        """Per kernel: its core type is one of these (from the column's codes: no per-row text, which as a
+        numpy str array took 56 bytes a kernel)."""
+        if "core_type" not in self.kernels.column_names:
+            return np.zeros(self.n, bool)
+        codes, values = text_codes(self.kernels["core_type"])
+        hit = np.array([v in core_types for v in values] + [False], bool)
+        return np.asarray(hit[codes])  # a null's code (-1) reads the last entry
 
     # -- shapes, FLOPs, bytes, roofline -------------------------------------------------------------
     @cached_property

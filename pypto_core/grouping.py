@@ -3,7 +3,11 @@ of each group, for tables of millions of kernels."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def group_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -29,3 +33,61 @@ def group_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         span *= width
     _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
+
+
+def text_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
+    """(code per row, distinct values) of a text column, -1 for a null; a dictionary column (how
+    ``Profile.load`` keeps text) gives its own codes, so no row's text is built. Its values may include
+    some no row uses."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not pa.types.is_dictionary(col.type):
+        col = col.dictionary_encode()
+    values = [v if v is not None else "" for v in col.dictionary.to_pylist()]
+    codes = pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32)
+    return codes, values
+
+
+
+# ``map_code_tuples`` marks the tuples present in a table of every possible one while there are at most this
+# many (16 MB), and works through the rows a slice at a time: on 15.7 M kernels it holds a slice's keys
+# (8 MB) instead of a sort's five arrays over every row (600 MB).
+DENSE_SPAN = 1 << 24
+_SLICE = 1_000_000
+
+
+def map_code_tuples(fn: Callable[..., int], *codes: np.ndarray, dtype: type = np.int16) -> np.ndarray:
+    """``fn(*tuple)`` for every row's tuple of codes (e.g. a kernel's core type and name codes, from
+    ``text_codes``), called once per distinct tuple: what is worked out once per distinct text, spread to
+    the rows."""
+    n = len(codes[0]) if codes else 0
+    if not n:
+        return np.zeros(0, dtype)
+    lows = [int(c.min()) for c in codes]
+    widths = [int(c.max()) - lo + 1 for c, lo in zip(codes, lows)]
+    span = int(np.prod(widths, dtype=object))
+    if span > DENSE_SPAN:
+        first, inverse = group_rows(*codes)
+        values: np.ndarray = np.array([fn(*(int(c[r]) for c in codes)) for r in first], dtype)
+        return np.asarray(values[inverse])
+
+    def keys(at: int) -> np.ndarray:
+        out = np.zeros(min(_SLICE, n - at), np.int64)
+        for c, lo, w in zip(codes, lows, widths):
+            out *= w
+            out += c[at:at + _SLICE] - lo
+        return out
+
+    present = np.zeros(span, bool)
+    for at in range(0, n, _SLICE):
+        present[keys(at)] = True
+    lut: np.ndarray = np.zeros(span, dtype)
+    for key in np.flatnonzero(present):
+        parts, rest = [], int(key)
+        for lo, w in zip(reversed(lows), reversed(widths)):
+            rest, part = divmod(rest, w)
+            parts.append(part + lo)
+        lut[key] = fn(*reversed(parts))
+    out: np.ndarray = np.empty(n, dtype)
+    for at in range(0, n, _SLICE):
+        out[at:at + _SLICE] = lut[keys(at)]
+    return out

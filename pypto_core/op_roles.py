@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.grouping import map_code_tuples, text_codes
+
 # Role codes: small ints so that a role column is one int8 array.
 ROLES: tuple[str, ...] = (
     "other", "matmul", "attention", "softmax", "kv_update", "layout", "transdata", "norm", "norm_piece",
@@ -63,17 +65,22 @@ def classify_op_type(op_type: str | None, core_type: str | None = None) -> str:
 
 
 def role_codes(kernels: pa.Table) -> np.ndarray:
-    """int8 role code per kernel, from op_type (falling back to the kernel name) and core_type."""
-    n = kernels.num_rows
-    if n == 0:
+    """int8 role code per kernel, from op_type (falling back to the kernel name) and core_type; worked out
+    once per distinct (core type, op type, name) of codes, never from each row's text."""
+    if kernels.num_rows == 0:
         return np.zeros(0, np.int8)
-    op = pc.coalesce(kernels["op_type"], kernels["name"], pa.scalar(""))
-    core = pc.fill_null(kernels["core_type"], "")
-    key = pc.binary_join_element_wise(pc.cast(core, pa.string()), pc.cast(op, pa.string()), "\x1f")
-    enc = (key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key).dictionary_encode()
-    lut = np.array([ROLE[classify_op_type(v.split("\x1f", 1)[1], v.split("\x1f", 1)[0])]
-                    for v in enc.dictionary.to_pylist()], dtype=np.int8)
-    return lut[enc.indices.to_numpy(zero_copy_only=False)] if len(lut) else np.zeros(n, np.int8)
+    core, core_v = text_codes(kernels["core_type"])
+    op, op_v = text_codes(kernels["op_type"])
+    name, name_v = text_codes(kernels["name"])
+    # the op type, or the name where there is none: one code over both lists of values
+    text = np.where(op >= 0, op, np.where(name >= 0, len(op_v) + name, -1))
+    del op, name
+    texts = op_v + name_v
+
+    def role(c: int, t: int) -> int:
+        return ROLE[classify_op_type(texts[t] if t >= 0 else "", core_v[c] if c >= 0 else "")]
+
+    return map_code_tuples(role, core, text, dtype=np.int8)
 
 
 def op_type_codes(kernels: pa.Table) -> tuple[np.ndarray, list[str]]:

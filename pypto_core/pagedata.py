@@ -19,11 +19,10 @@ import math
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from pypto_core.compare import kernel_block_codes
 from pypto_core.graph import OperatorCallGraph
+from pypto_core.grouping import text_codes
 from pypto_core.kernel_names import readable
 from pypto_core.profile import Profile
 from pypto_core.shapes import distinct_values, is_coded
@@ -42,10 +41,9 @@ _SHAPE_BATCH = 65_536  # kernels whose shapes are converted to Python at once
 def _text_codes(column: Any, fill: str) -> tuple[np.ndarray, list[str]]:
     """Per kernel a code into the distinct texts of a text column (nulls as ``fill``; trailing NULs dropped,
     as numpy's str dtype drops them), the texts in code order: each distinct text is one Python string."""
-    filled = pc.fill_null(pc.cast(column, pa.string()), fill)
-    encoded = pc.dictionary_encode(filled.combine_chunks() if isinstance(filled, pa.ChunkedArray) else filled)
-    return _merged_labels(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
-                          [v.rstrip("\x00") for v in encoded.dictionary.to_pylist()])
+    codes, values = text_codes(column)  # no row's text is built: a coded column keeps its codes
+    codes = np.where(codes >= 0, codes, len(values)).astype(np.int64)
+    return _merged_labels(codes, [v.rstrip("\x00") for v in values] + [fill])
 
 
 def _op_type_codes(op_type: tuple[np.ndarray, list[str]],

@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.attribution import TimeAttribution, host_classes
+from pypto_core.attribution import HOST_SLICE_ROWS, TimeAttribution, host_calls, host_unions
 from pypto_core.intervals import overlap_ns, subtract_intervals, union_intervals
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -131,8 +132,9 @@ class Replay:
         raw_gap = np.where(self.first, 0, self.s - prev_e)  # < 0 where the recording overlaps two tasks
         self.gap = np.maximum(raw_gap, 0)
         self.h = _issue_times(profile, k.num_rows)[order]
-        host = host_classes(profile)  # (starts, ends, class) of the host calls, read once
-        self.issue_start = self._issue_starts(host)
+        # the host's syncs, nested ones as one wait
+        self.syncs = self.host_syncs = host_unions(profile, classes=(0,))[0]
+        self.issue_start = self._issue_starts()
         linked = self.h > _NEVER
         launch = np.where(linked, self.s - self.h, 0)  # < 0 where the task began before its call returned
         # host-bound: issued only after its stream predecessor ended, while the host was busy through the gap
@@ -155,9 +157,7 @@ class Replay:
         self.q = np.where(explained & ~self.first, np.minimum(raw_gap, TURNAROUND_NS), raw_gap)
         # (a stream's first task has no predecessor: its issue and launch explain its start)
         self.lat = np.where(host_bound | self.first, launch, np.minimum(launch, typical))
-        # nested syncs are one wait
-        self.syncs = union_intervals(host[0][host[2] == 0], host[1][host[2] == 0])
-        self.host_end = self._host_work_end(host)
+        self.host_end = self._host_work_end(profile)
         self.sync_task = self._sync_tasks()
 
     @property
@@ -165,13 +165,10 @@ class Replay:
         """Share of the replayed tasks whose launch the profile records (flows, correlation ids)."""
         return float(self.linked.mean()) if len(self.linked) else 0.0
 
-    def _issue_starts(self, host: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    def _issue_starts(self) -> np.ndarray:
         """Per task, the host time spent issuing it: from the previous issue's return to its own, less the
         host's syncs. Issues tile the host's timeline, so removing an op removes its share of the host's
         time, the Python and framework work between ops included (busy or not shown in the profile)."""
-        hs, he, cls = host
-        sync = cls == 0
-        self.host_syncs = union_intervals(hs[sync], he[sync])
         start = np.zeros(len(self.h), np.int64)
         linked = self.h > _NEVER
         if linked.any():
@@ -181,12 +178,14 @@ class Replay:
             start[order] = prev
         return start
 
-    def _host_work_end(self, host: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
-        """Per step, when the host's last call in it ended (the step's start when it shows none)."""
+    def _host_work_end(self, profile: Profile) -> np.ndarray:
+        """Per step, when the host's last call in it ended (the step's start when it shows none); the calls
+        read a slice at a time (``attribution.host_calls``)."""
         w = self.windows
         out = w[:, 0].copy() if len(w) else np.zeros(0, np.int64)
-        hs, he, _ = host
-        if len(hs) and len(w):
+        if not len(w):
+            return out
+        for hs, he, _ in host_calls(profile):
             step = np.searchsorted(w[:, 0], hs, side="right") - 1
             ok = (step >= 0) & (hs < w[np.clip(step, 0, None), 1])
             np.maximum.at(out, step[ok], np.minimum(he[ok], w[step[ok], 1]))
@@ -277,14 +276,19 @@ class Replay:
         extra = np.zeros(len(self.syncs[0]), np.int64)
         new_e = self.e.copy()
         host = base
+        # the few tasks placed by something other than their own issue: fixed for the whole replay
+        placed = np.flatnonzero(self.first & ~linked)  # a first task with no issue keeps its host place
+        waits = np.flatnonzero(self.cross >= 0)  # a task that waited for another stream's task
+        waited_for = self.cross[waits]
+        lag = self.s[waits] - self.e[waited_for]
         for _ in range(MAX_ITERATIONS):
-            issue = np.where(linked, host.new(self.h) + lat, _NEVER)
-            # a first task with no issue constraint keeps its place on the shifted host timeline
-            origin = np.where(self.first & ~linked, host.new(self.s), _NEVER)
-            cross_end = np.where(self.cross >= 0, new_e[np.clip(self.cross, 0, None)]
-                                 + (self.s - self.e[np.clip(self.cross, 0, None)]), _NEVER)
-            floor = np.maximum(np.maximum(issue, origin), cross_end)
+            floor = host.new(self.h)
+            floor += lat
+            floor[~linked] = _NEVER
+            np.maximum.at(floor, placed, host.new(self.s[placed]))
+            np.maximum.at(floor, waits, new_e[waited_for] + lag)
             updated = _stream_recurrence(floor, q, d, self.first)
+            del floor
             before = np.concatenate([[0], np.cumsum(extra)[:-1]]) if len(extra) else extra
             shorter = self._sync_shortening(updated, base, before)
             keep = shorter > 0
@@ -367,13 +371,18 @@ class _Shift:
         self.cum = np.concatenate([[0], np.cumsum(self.e - self.s)])
 
     def new(self, t: np.ndarray) -> np.ndarray:
-        t = np.asarray(t, np.int64)
+        """``t`` less the removed time before it; a slice of times at a time (its temporaries, a dozen
+        arrays as long as the slice, stay near 25 MB however many tasks the replay holds)."""
+        out = np.array(t, np.int64)
         if not len(self.s):
-            return t.copy()
-        i = np.searchsorted(self.s, t, side="right") - 1
-        ic = np.clip(i, 0, None)
-        inside = np.clip(t - self.s[ic], 0, self.e[ic] - self.s[ic])
-        return t - np.where(i >= 0, self.cum[ic] + inside, 0)
+            return out
+        for at in range(0, len(out), HOST_SLICE_ROWS):
+            part = out[at:at + HOST_SLICE_ROWS]
+            i = np.searchsorted(self.s, part, side="right") - 1
+            ic = np.clip(i, 0, None)
+            inside = np.clip(part - self.s[ic], 0, self.e[ic] - self.s[ic])
+            part -= np.where(i >= 0, self.cum[ic] + inside, 0)  # in place: ``part`` is a view of ``out``
+        return out
 
 
 def records_launches(profile: Profile) -> bool:
@@ -391,32 +400,37 @@ def _issue_times(profile: Profile, n: int) -> np.ndarray:
     shared correlation id; the launch is done by then); ``_NEVER`` where the profile does not link it."""
     out = np.full(n, _NEVER, np.int64)
     flows = profile.flows
-    sources: list[tuple[np.ndarray, np.ndarray]] = []  # (kernel rows, call starts)
     if flows.num_rows:
-        kernel = pc.fill_null(flows["kernel_index"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
         for column, table in (("host_index", profile.host_ops), ("api_index", profile.api_calls)):
             if column not in flows.column_names or not table.num_rows:
                 continue
-            idx = pc.fill_null(flows[column], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-            ok = (idx >= 0) & (idx < table.num_rows) & (kernel >= 0) & (kernel < n)
-            ends = (pc.fill_null(table["start_ns"], 0).to_numpy(zero_copy_only=False)
-                    + pc.fill_null(table["dur_ns"], 0).to_numpy(zero_copy_only=False)).astype(np.int64)
-            sources.append((kernel[ok], ends[idx[ok]]))
+            ends = _call_ends(table)
+            for at in range(0, flows.num_rows, HOST_SLICE_ROWS):  # the flows a slice at a time
+                part = flows.slice(at, HOST_SLICE_ROWS)
+                kernel = pc.fill_null(part["kernel_index"], -1).to_numpy(zero_copy_only=False)
+                idx = pc.fill_null(part[column], -1).to_numpy(zero_copy_only=False)
+                ok = (idx >= 0) & (idx < table.num_rows) & (kernel >= 0) & (kernel < n)
+                np.maximum.at(out, kernel[ok], ends[idx[ok]])  # the latest link is the launch itself
+            del ends
     elif records_launches(profile):  # no flows: the correlation ids that tasks and API calls share
         k = profile.kernels
         api = profile.api_calls
         corr = pc.fill_null(api["correlation_id"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        ends = (pc.fill_null(api["start_ns"], 0).to_numpy(zero_copy_only=False)
-                + pc.fill_null(api["dur_ns"], 0).to_numpy(zero_copy_only=False)).astype(np.int64)
+        ends = _call_ends(api)
         kc = pc.fill_null(k["correlation_id"], -2).to_numpy(zero_copy_only=False).astype(np.int64)
         order = np.argsort(corr, kind="stable")
         j = np.searchsorted(corr[order], kc)
         hit = (j < len(order)) & (corr[order][np.clip(j, 0, len(order) - 1)] == kc)
         rows = order[j[hit]]
-        sources.append((np.nonzero(hit)[0], ends[rows]))
-    for rows, ends in sources:
-        np.maximum.at(out, rows, ends)  # the latest link is the launch itself
+        np.maximum.at(out, np.nonzero(hit)[0], ends[rows])
     return out
+
+
+def _call_ends(table: pa.Table) -> np.ndarray:
+    """When each host call returned (start + duration; 0 where unknown)."""
+    ends: np.ndarray = pc.fill_null(table["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    ends += pc.fill_null(table["dur_ns"], 0).to_numpy(zero_copy_only=False)
+    return ends
 
 
 def kernel_change(kernels: np.ndarray, saving_ns: np.ndarray | float, dur: np.ndarray) -> Change:

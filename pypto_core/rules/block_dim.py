@@ -28,9 +28,8 @@ def match(ctx: RuleContext) -> None:
     if "block_dim" not in g.kernels.column_names:
         return
     block = pc.fill_null(g.kernels["block_dim"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    core = pc.fill_null(g.kernels["core_type"], "").to_numpy(zero_copy_only=False).astype(str)
-    vector = np.isin(core, ["AI_VECTOR_CORE", "MIX_AIV"])
-    cube = np.isin(core, ["AI_CORE", "MIX_AIC"])
+    vector = g.core_is("AI_VECTOR_CORE", "MIX_AIV")
+    cube = g.core_is("AI_CORE", "MIX_AIC")
     cores = np.where(vector, g.sku.cores_for("AI_VECTOR_CORE"), g.sku.cores_for("AI_CORE"))
     waves = -(-block // np.maximum(cores, 1))
     occupancy = np.divide(block, waves * cores, out=np.ones(g.n), where=(block > 0) & (cores > 0))

@@ -36,6 +36,10 @@ _GENERIC = msg("Launch fewer, larger kernels (fuse small ops, compile the step) 
                "the step.")
 
 
+# Above this share of the host-bound time, the part before each step's first kernel is named in the text.
+PREPARING_SHARE = 0.2
+
+
 def _advice(vendor: str, workload: str) -> Message:
     """The remedy for this vendor and workload, the one place it is chosen: vLLM-Ascend's ACL graph serves LLM
     inference only, so a training step on torch_npu is told TorchAir graph mode and fused ops instead."""
@@ -84,17 +88,25 @@ def match(ctx: RuleContext) -> None:
     edge = max(bound - float(host_part.sum()), 0.0)
     decode = msg(" This dominates eager-mode decode, where kernels are short.") if ctx.workload in (
         DECODE_WORKLOADS) else ""
+    # host work before a step's first task (step_trace_time's Preparing) is counted too: say how much, as it
+    # is not a gap between kernels, and graph mode shortens it only if that host work moves into the graph
+    preparing = _before_first_task(g.start, a)
+    outside = msg(" {ms:.1f} ms of it is host work before each step's first kernel (Preparing in "
+                  "step_trace_time), not a gap between kernels: a captured graph shortens that part only if "
+                  "the host work moves into the graph.", ms=preparing / 1e6
+                  ) if preparing >= PREPARING_SHARE * bound else ""
     ctx.emit(
         title=msg("The device is idle {pct:.0f}% of the run while the host issues "
                   "work", pct=100 * bound / total),
         description=msg("Between kernels the device sits idle while the host (Python, the framework, the "
-                        "launch path) prepares the next one.{decode} {advice}", decode=decode,
-                        advice=_advice(ctx.vendor, ctx.workload)),
+                        "launch path) prepares the next one.{decode}{outside} {advice}", decode=decode,
+                        outside=outside, advice=_advice(ctx.vendor, ctx.workload)),
         ops=[],
         evidence={"host_launch_bound_us": us(bound), "host_launch_bound_share": share(bound, total),
                   "threshold_share": cfg["free_share_above"], "gaps_over_min": int(len(idx)),
                   "longest_gap_us": us(host_part.max()) if len(host_part) else 0.0,
-                  "outside_kernel_gaps_us": us(edge), "vendor": ctx.vendor},
+                  "outside_kernel_gaps_us": us(edge), "before_first_kernel_us": us(preparing),
+                  "vendor": ctx.vendor},
         # the closed pieces are wall time, not kernel time: they go in the combined union as intervals
         kernels=idx, saving_ns=np.zeros(len(idx)), covered_ns=bound, saving_model=SAVING_MODEL,
         intervals=(g.start[idx] - saving.astype(np.int64), g.start[idx]),
@@ -105,6 +117,19 @@ def match(ctx: RuleContext) -> None:
         details={"env": {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}, "graph_mode": True}
         if ctx.vendor == "ascend" else {"graph_mode": True},
     )
+
+
+def _before_first_task(start: np.ndarray, a: TimeAttribution) -> float:
+    """Host-bound time between each step's start and its first device task (step_trace_time's Preparing)."""
+    if not a.steps or not len(start):
+        return 0.0
+    w = np.array([[st.start_ns, st.end_ns] for st in a.steps], np.int64)
+    step = np.searchsorted(w[:, 0], start, side="right") - 1
+    ok = (step >= 0) & (start < w[np.clip(step, 0, None), 1])
+    first = w[:, 1].copy()
+    np.minimum.at(first, step[ok], start[ok])
+    hs, he = a.intervals("host_launch_bound")
+    return float(overlap_ns(hs, he, w[:, 0], first).sum())
 
 
 def _graph_mode(ctx: RuleContext, a: TimeAttribution, residual_ns: int, min_gap_ns: float) -> Change:

@@ -10,7 +10,6 @@ Alignment evidence (docs/domain.md §2.3, §3.3): inner axis % 256 elements (adv
 from __future__ import annotations
 
 import numpy as np
-import pyarrow.compute as pc
 
 from pypto_core.grouping import group_rows
 from pypto_core.i18n import msg
@@ -52,8 +51,7 @@ def match(ctx: RuleContext) -> None:
     n_not_256 = (n % inner) != 0
     k_not_512b = (k * eb) % int(cfg["inner_axis_bytes"]) != 0
     not_fractal = ((k % int(cfg["fractal"])) != 0) | ((n % int(cfg["fractal"])) != 0)
-    core = pc.fill_null(g.kernels["core_type"], "").to_numpy(zero_copy_only=False).astype(str)
-    mix = core == "MIX_AIC"
+    mix = g.core_is("MIX_AIC")
     misaligned = k_not_256 | n_not_256 | k_not_512b | not_fractal | mix
     flagged = mm & misaligned & (eff < cfg["efficiency_below"])
     if not flagged.any():
@@ -99,7 +97,7 @@ def match(ctx: RuleContext) -> None:
             "count": int(group_count[gi]), "total_us": us(group_time[gi]),
             "roofline_efficiency_pct": round(100 * group_bound[gi] / max(group_time[gi], 1), 2),
             "regime": "compute-bound" if compute_bound[row] else "memory-bound",
-            "task_type": str(core[row]), "misalignment": reasons,
+            "task_type": str(g.kernels["core_type"][int(row)].as_py() or ""), "misalignment": reasons,
             "padded_k": int(-(-kk // inner) * inner), "padded_n": int(-(-nn // inner) * inner),
             "estimated_saving_us": us(group_saving[gi]),
         })

@@ -160,3 +160,31 @@ def test_no_gpu_or_cpu_trace_gets_ascend_advice_or_an_ascend_part(sample: str) -
     text = " ".join(f.title + " " + f.description + " " + f.saving_model for f in report.findings)
     assert not ASCEND_WORDS.search(text), text
     assert p["metrics"]["ai_core_utilization"] is None  # an Ascend notion
+
+
+def _figures(a) -> tuple:
+    return ([s.to_dict() for s in a.steps], a.run.to_dict(), a.streams,
+            [x.tolist() for x in a.segments] if a.segments is not None else None)
+
+
+@pytest.mark.parametrize("sample", [s for s in ALL if not s.startswith("kineto/cpu_only")])
+def test_the_sweep_one_time_range_at_a_time_gives_the_whole_runs_figures(sample: str, monkeypatch) -> None:
+    """The sweep cut into time ranges of a few tasks (cuts inside steps, tasks and host calls across the
+    cuts) gives every step's buckets, the streams and the merged segments of the sweep in one range."""
+    from pypto_core import attribution
+
+    group = formats.open_profiles(SAMPLES / sample)
+    whole = [_figures(a) for _, a in attribute_group(group) if a is not None]
+    monkeypatch.setattr(attribution, "SWEEP_TASKS", 7)
+    cut = [_figures(a) for _, a in attribute_group(group) if a is not None]
+    assert cut == whole
+    ranges = attribution._time_ranges(*_starts_and_span(group.primary()))
+    assert len(ranges) > 1 or group.primary().kernels.num_rows < 2 * 7
+
+
+def _starts_and_span(profile) -> tuple:
+    import numpy as np
+
+    start = profile.kernels["start_ns"].to_numpy(zero_copy_only=False).astype(np.int64)
+    start = start[start > 0]
+    return start, int(start.min()), int(start.max()) + 1

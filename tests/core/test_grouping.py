@@ -36,3 +36,45 @@ def test_keys_too_wide_to_pack_fall_back_to_rows() -> None:
 def test_no_rows() -> None:
     first, inverse = group_rows(np.zeros(0, np.int64))
     assert len(first) == 0 and len(inverse) == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 3).flatmap(lambda width: st.lists(
+    st.tuples(*[st.integers(-1, 30) for _ in range(width)]), min_size=1, max_size=80)), st.booleans())
+def test_map_code_tuples_calls_once_per_distinct_tuple_and_spreads_it(rows: list[tuple[int, ...]],
+                                                                       dense: bool) -> None:
+    """Each distinct tuple of codes (-1 a null) is worked out once and every row gets its own tuple's value,
+    both by the table of every tuple and by the sort it falls back to when that table would be too big."""
+    import pypto_core.grouping as grouping
+
+    keys = [np.array(col, np.int32) for col in zip(*rows)]
+    seen: list[tuple[int, ...]] = []
+
+    def value(*t: int) -> int:
+        return sum((i + 1) * 31 ** k for k, i in enumerate(t)) % 30_000
+
+    def fn(*t: int) -> int:
+        seen.append(t)
+        return value(*t)
+
+    before = grouping.DENSE_SPAN
+    grouping.DENSE_SPAN = before if dense else 1
+    try:
+        out = grouping.map_code_tuples(fn, *keys)
+    finally:
+        grouping.DENSE_SPAN = before
+    assert out.tolist() == [value(*r) for r in rows]
+    assert sorted(seen) == sorted(set(rows))  # once per distinct tuple
+
+
+def test_text_codes_keep_a_dictionarys_codes_and_mark_nulls() -> None:
+    import pyarrow as pa
+
+    from pypto_core.grouping import text_codes
+
+    plain = pa.chunked_array([["a", None, "b"], ["a"]])
+    codes, values = text_codes(plain)
+    assert [values[c] if c >= 0 else None for c in codes] == ["a", None, "b", "a"]
+    coded = pa.chunked_array([pa.array(["x", "y", None, "x"]).dictionary_encode()])
+    codes, values = text_codes(coded)
+    assert [values[c] if c >= 0 else None for c in codes] == ["x", "y", None, "x"]

@@ -14,6 +14,7 @@ from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
 from pypto_core.report_render import render
 from pypto_core.rules import diagnose, diagnose_group
 from pypto_core.rules.config import RuleConfig, defaults
+from pypto_core.rules.diagnose import findings_for
 from pypto_core.rules.registry import discover
 from tests.core.rules.builders import T0, decoder_profile
 
@@ -96,6 +97,48 @@ def test_host_bound_gaps_follow_the_launch_gap() -> None:
     eager = diagnose(decoder_profile(planted=frozenset(["norm_launch_overhead"]), eager_gap_us=40.0))
     assert "host_bound_gaps" in rules_of(eager)
     assert "host_bound_gaps" not in rules_of(diagnose(decoder_profile()))
+
+
+def _steps_with_host_work_before(prepare_ms: float) -> Profile:
+    """Three 10 ms steps of 100 vector kernels (20 us each, 20 us host-bound gaps between them), each step
+    opening with ``prepare_ms`` of host work before its first kernel (step_trace_time's Preparing)."""
+    names, starts, durs, host, host_start, host_dur, step_start, step_end = [], [], [], [], [], [], [], []
+    for step in range(3):
+        t = T0 + step * 20_000_000
+        step_start.append(t)
+        step_end.append(t + 20_000_000)
+        first = t + int(prepare_ms * 1e6) + 50_000
+        host += ["prepare_batch"]
+        host_start.append(t)
+        host_dur.append(first - t)
+        for i in range(100):
+            k = first + i * 40_000
+            names.append("Add")
+            starts.append(k)
+            durs.append(20_000)
+            host.append("aten::add")  # the launch that fills the gap before the next kernel
+            host_start.append(k)
+            host_dur.append(40_000)
+    kernels = pa.table({"name": names, "op_type": names, "core_type": ["AI_VECTOR_CORE"] * len(names),
+                        "start_ns": pa.array(starts, pa.int64()), "dur_ns": pa.array(durs, pa.int64()),
+                        "stream_id": pa.array([2] * len(names), pa.int64())})
+    host_ops = pa.table({"name": host, "start_ns": pa.array(host_start, pa.int64()),
+                         "dur_ns": pa.array(host_dur, pa.int64())})
+    steps = pa.table({"step_id": [1, 2, 3], "start_ns": pa.array(step_start, pa.int64()),
+                      "end_ns": pa.array(step_end, pa.int64())})
+    return Profile(meta=ProfileMeta(format="ascend_pt", device="910B3"), kernels=kernels, host_ops=host_ops,
+                   steps=steps)
+
+
+def test_host_bound_gaps_say_how_much_is_host_work_before_the_first_kernel() -> None:
+    """Host work before a step's first kernel is host-bound time too, but not a gap a captured graph closes
+    by itself: where it is a large part, the finding says how much (and its evidence always does)."""
+    (found,) = findings_for(diagnose(_steps_with_host_work_before(6.0)), "host_bound_gaps")
+    assert found.evidence["before_first_kernel_us"] == pytest.approx(3 * 6_050, rel=0.01)
+    assert "18.1 ms of it is host work before each step's first kernel" in found.description
+    (short,) = findings_for(diagnose(_steps_with_host_work_before(0.2)), "host_bound_gaps")
+    assert short.evidence["before_first_kernel_us"] == pytest.approx(3 * 250, rel=0.01)
+    assert "before each step's first kernel" not in short.description
 
 
 def test_block_dim_and_unfused_chains() -> None:
