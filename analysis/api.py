@@ -53,12 +53,15 @@ class ComparisonSerializer(serializers.ModelSerializer):
         "The failure's reason in the request's language (?lang=, or Accept-Language); empty when none."))
     warnings_localized = serializers.SerializerMethodField(help_text=gettext_lazy(
         "result.warnings in the request's language (result.warning_messages holds their templates)."))
+    regression_localized = serializers.SerializerMethodField(help_text=gettext_lazy(
+        "The regression lines in the request's language (regression_messages holds their templates)."))
 
     class Meta:
         model = Comparison
         fields = ["id", "project", "base", "candidate", "status", "error", "error_message", "error_localized",
                   "result", "warnings_localized", "created_at", "finished_at",
-                  "auto", "is_regression", "regression", "threshold_pct"]
+                  "auto", "is_regression", "regression", "regression_messages", "regression_localized",
+                  "threshold_pct"]
 
     def _language(self) -> str | None:
         request = self.context.get("request")
@@ -66,6 +69,9 @@ class ComparisonSerializer(serializers.ModelSerializer):
 
     def get_error_localized(self, obj: Comparison) -> str:
         return localized(obj.error, obj.error_message, self._language())
+
+    def get_regression_localized(self, obj: Comparison) -> list[str]:
+        return localized_list(obj.regression or [], obj.regression_messages, self._language())
 
     def get_warnings_localized(self, obj: Comparison) -> list[str]:
         result = obj.result or {}

@@ -30,7 +30,7 @@ from analysis.texts import NO_ERROR, error_fields
 from profiles.models import IN_PIPELINE, Profile, ProfileStatus
 from pypto_core.compare import COMPARE_COLUMNS, ProfileComparer
 from pypto_core.errors import InputError
-from pypto_core.i18n import Text, msg
+from pypto_core.i18n import Text, msg, stored_texts
 
 
 def comparison_create(*, user: Any, base: Profile, candidate: Profile) -> Comparison:
@@ -95,9 +95,11 @@ class CompareStep(Step):
         result = ProfileComparer(base_core, new_core, sku=same_sku or None, base_report=stored_report(base),
                                  candidate_report=stored_report(candidate)).compare().to_dict()
         lines, threshold = comparison_regression_lines(comparison=comparison, result=result)
+        english, messages = stored_texts(lines)
         Comparison.objects.filter(pk=comparison.pk).update(
             status=JobStatus.DONE, result=result, finished_at=timezone.now(), **NO_ERROR,
-            regression=lines, is_regression=bool(lines), threshold_pct=threshold,
+            regression=english, regression_messages=messages, is_regression=bool(lines),
+            threshold_pct=threshold,
         )
         signals.comparison_done.send(sender=Comparison, comparison_id=comparison.pk)
 

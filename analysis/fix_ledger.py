@@ -14,10 +14,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from analysis.models import Comparison, Finding, FixVerification, Verdict
 from profiles.models import Profile, Project
+from pypto_core.i18n import Message, msg
 
 STATES = {"found": "open", "verified_fixed": "fixed", "verified_persisting": "open", "verified_worse": "open",
           "regressed": "regressed"}
@@ -67,9 +68,9 @@ def _fixed_at(verifications: list[FixVerification]) -> dict[str, list[tuple[date
     return out
 
 
-def fixes_found_again(*, profile: Profile) -> list[str]:
+def fixes_found_again(*, profile: Profile) -> list[Message]:
     """Regression lines: rules of this profile's findings that a verification had measured fixed in a run
-    uploaded before it."""
+    uploaded before it (messages: each page renders them in its reader's language)."""
     rules = set(profile.findings.values_list("rule", flat=True))
     if not rules:
         return []
@@ -83,9 +84,9 @@ def fixes_found_again(*, profile: Profile) -> list[str]:
         if v.rule in seen:
             continue
         seen.add(v.rule)
-        lines.append(_("%(rule)s: verified fixed in profile %(candidate)s (capture job %(job)s) and found "
-                       "again")
-                     % {"rule": v.rule, "candidate": v.candidate_id, "job": v.job_id or "-"})
+        lines.append(msg(gettext_noop("{rule}: verified fixed in profile {candidate} (capture job {job}) and "
+                                      "found again"),
+                         rule=v.rule, candidate=v.candidate_id, job=v.job_id or "-"))
     return lines
 
 

@@ -122,6 +122,8 @@ class Comparison(models.Model):
     auto = models.BooleanField(default=False)
     # ``pypto_core.compare.regression`` lines at the project's threshold when the comparison finished.
     regression = models.JSONField(default=list, blank=True)
+    # each line's message (``pypto_core.i18n.stored_texts``), rendered in the reader's language by the pages
+    regression_messages = models.JSONField(default=list, blank=True)
     is_regression = models.BooleanField(default=False, db_index=True)
     threshold_pct = models.FloatField(null=True, blank=True)
 

@@ -18,7 +18,8 @@ from analysis.fix_ledger import fixes_found_again
 from analysis.models import Comparison, JobStatus
 from analysis.pipeline.queue import TaskName, enqueue_on_commit
 from profiles.models import Profile, ProfileStatus, Project
-from pypto_core.compare import regression
+from pypto_core.compare import regression_messages
+from pypto_core.i18n import Message
 
 # --- services -----------------------------------------------------------------------------------------
 
@@ -57,13 +58,15 @@ def comparison_auto_create(*, profile_id: int) -> Comparison | None:
     return comparison
 
 
-def comparison_regression_lines(*, comparison: Comparison, result: dict[str, Any]) -> tuple[list[str], float]:
-    """The regression lines of a finished comparison at its project's threshold (``pypto check``'s test)."""
+def comparison_regression_lines(*, comparison: Comparison,
+                                result: dict[str, Any]) -> tuple[list[Message], float]:
+    """The regression lines of a finished comparison at its project's threshold (``pypto check``'s test), as
+    messages (stored with ``stored_texts``: English ``regression`` and ``regression_messages``)."""
     threshold = comparison.threshold_pct
     if threshold is None:
         threshold = Project.objects.filter(pk=comparison.project_id).values_list(
             "regression_threshold_pct", flat=True).first() or 5.0
-    lines = regression(result, float(threshold))
+    lines = regression_messages(result, float(threshold))
     if comparison.auto:  # against the pinned baseline: a verified fix that came back is a regression too
         lines += fixes_found_again(profile=comparison.candidate)
     return lines, float(threshold)

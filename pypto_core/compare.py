@@ -890,13 +890,21 @@ def csv_safe(text: Any) -> str:
 
 
 def regression(result: ComparisonResult | dict[str, Any], max_regression_pct: float) -> list[str]:
-    """The headline metrics that got worse by more than ``max_regression_pct`` and outside the noise."""
+    """The headline metrics that got worse by more than ``max_regression_pct`` and outside the noise, in
+    English (``pypto check``, the API's ``lines``)."""
+    return [m.render() for m in regression_messages(result, max_regression_pct)]
+
+
+def regression_messages(result: ComparisonResult | dict[str, Any],
+                        max_regression_pct: float) -> list[Message]:
+    """``regression``'s lines as messages, for a page in its reader's language."""
     data = result.to_dict() if isinstance(result, ComparisonResult) else result
     worse = []
     for m in data["metrics"]:
         if m["name"] not in ("per_token_latency_ms", "tokens_per_s", "prefill_ms"):
             continue
         if m["better"] is False and m["delta_pct"] is not None and abs(m["delta_pct"]) > max_regression_pct:
-            worse.append(f"{m['name']}: {_fmt(m['base'])} -> {_fmt(m['new'])} {m['unit']} "
-                         f"({m['delta_pct']:+.1f}%, limit {max_regression_pct:g}%)")
+            worse.append(msg("{metric}: {base} -> {new} {unit} ({delta:+.1f}%, limit {limit:g}%)",
+                             metric=m["name"], base=_fmt(m["base"]), new=_fmt(m["new"]), unit=m["unit"],
+                             delta=m["delta_pct"], limit=max_regression_pct))
     return worse

@@ -69,7 +69,8 @@ EVIDENCE_LABELS: dict[str, Message] = {
     "gap_over_compute": msg("Gaps over compute time"),
     "gaps_over_min": msg("Gaps longer than the minimum"),
     "longest_gap_us": msg("Longest gap (µs)"),
-    "outside_kernel_gaps_us": msg("Gaps between kernels (µs)"),
+    "outside_kernel_gaps_us": msg("Host launch bound time outside the gaps between kernels (µs)"),
+    "before_first_kernel_us": msg("Host launch bound time before each step's first kernel (µs)"),
     # KV cache layout, format conversion, copies
     "layout_copies": msg("Layout copies"),
     "copies_per_token": msg("Copies per token"),

@@ -92,6 +92,9 @@ def test_pinned_baseline_flags_a_regression_and_not_an_improvement(worker, make_
     cid = reg["comparison"]
     comparison = api.get(f"/api/comparisons/{cid}/").json()
     assert comparison["auto"] is True and comparison["is_regression"] is True
+    in_zh = api.get(f"/api/comparisons/{cid}/?lang=zh-Hans").json()
+    assert in_zh["regression"] == comparison["regression"] == comparison["regression_localized"]
+    assert any(line.startswith("per_token_latency_ms：") for line in in_zh["regression_localized"]), in_zh
     assert comparison["base"] == fixed.pk and comparison["candidate"] == planted.pk
     ptl = _metric(comparison["result"], "per_token_latency_ms")
     assert ptl["better"] is False and ptl["significant"] is True and ptl["delta_pct"] > 5.0
@@ -117,6 +120,11 @@ def test_pinned_baseline_flags_a_regression_and_not_an_improvement(worker, make_
     assert f'href="/comparisons/{cid}/"' in page and f'data-profile="{planted.pk}"' in page
     shown = client.get(f"/comparisons/{cid}/").content.decode()
     assert 'id="cmp-regression"' in shown and "per_token_latency_ms:" in shown
+    # each reader sees the lines in their language (the API keeps its English lines)
+    zh = client.get(f"/comparisons/{cid}/", HTTP_ACCEPT_LANGUAGE="zh-Hans").content.decode()
+    assert "per_token_latency_ms：" in zh and "阈值 5%" in zh and "limit 5%" not in zh
+    zh_dashboard = client.get(f"/projects/{pid}/", HTTP_ACCEPT_LANGUAGE="zh-Hans").content.decode()
+    assert "阈值 5%）" in zh_dashboard.split('id="regressions"')[1][:3000]
 
     # Idempotent: running the automatic step again makes no
     # second comparison; the baseline is never a candidate.

@@ -198,6 +198,10 @@ def test_verdicts_ledger_and_a_fix_that_comes_back(world: dict[str, Any]) -> Non
     comparison_run(comparison_id=auto.pk)
     auto = Comparison.objects.get(pk=auto.pk)
     assert auto.is_regression and any(NORM in line and "found again" in line for line in auto.regression)
+    from analysis.texts import localized_list  # the same line in Chinese, from its stored message
+
+    zh = localized_list(auto.regression, auto.regression_messages, "zh-Hans")
+    assert any(line.startswith(f"{NORM}：") and "现再次出现" in line for line in zh), zh
     norm = next(f for f in api.get(f"/api/projects/{project.pk}/fixes/").json()["fixes"] if f["rule"] == NORM)
     assert norm["events"][-1]["event"] == "regressed" and norm["state"] == "regressed"
 
