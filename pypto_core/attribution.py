@@ -331,8 +331,9 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
     kinds, pageable = codes if codes is not None else kernel_codes(k)
     # One device per rank: where a file holds several, the busiest is the rank's (the others are listed
     # under their own streams only).
-    lowest = int(device.min())
-    main = lowest + int(np.argmax(np.bincount(device - lowest, weights=dur.astype(np.float64))))
+    device_ids, device_lane = _lanes(device)  # ids are file contents: a sparse one must not size a table
+    main = int(device_ids[np.argmax(np.bincount(device_lane, weights=dur.astype(np.float64)))])
+    del device_lane
     on = (device == main) & (start > 0)
     del device
     start, end, kinds, pageable, stream = start[on], start[on] + dur[on], kinds[on], pageable[on], stream[on]

@@ -188,3 +188,23 @@ def _starts_and_span(profile) -> tuple:
     start = profile.kernels["start_ns"].to_numpy(zero_copy_only=False).astype(np.int64)
     start = start[start > 0]
     return start, int(start.min()), int(start.max()) + 1
+
+
+def test_device_and_stream_ids_far_apart_are_lanes_not_table_sizes() -> None:
+    """Ids are file contents: a device or stream id of 2^40 is one lane among others (a table indexed by id
+    would need terabytes), and the busiest device is still the rank's."""
+    import pyarrow as pa
+
+    from pypto_core.attribution import attribute
+    from pypto_core.profile import Profile
+
+    t0 = 1_700_000_000_000_000_000
+    kernels = pa.table({"name": ["MatMul", "Add", "MatMul"], "op_type": ["MatMul", "Add", "MatMul"],
+                        "core_type": ["AI_CORE", "AI_VECTOR_CORE", "AI_CORE"],
+                        "start_ns": pa.array([t0, t0 + 1_000, t0 + 5_000], pa.int64()),
+                        "dur_ns": pa.array([900, 500, 800], pa.int64()),
+                        "device_id": pa.array([2**40, 3, 2**40], pa.int64()),
+                        "stream_id": pa.array([2**41, 7, 2**41], pa.int64())})
+    a = attribute(Profile(kernels=kernels))
+    assert a is not None and a.device_id == 2**40
+    assert a.streams[str(2**41)]["tasks"] == 2 and a.streams[str(2**41)]["busy_ns"] == 1_700
