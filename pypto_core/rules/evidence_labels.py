@@ -103,6 +103,8 @@ EVIDENCE_LABELS: dict[str, Message] = {
     "kind": msg("Kind"),
     "slow_rank": msg("Slow rank"),
     "gap_vs_mean": msg("Spread above the mean"),
+    "ranks_compared": msg("Ranks compared"),
+    "world_size": msg("Ranks in the job (world size)"),
     "ranks_in_profile": msg("Ranks in the profile"),
     # AI CPU, dynamic shapes, sync, frequency, cores
     "aicpu_tasks": msg("AI CPU tasks"),

@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from pypto_core.attribution import attribute
-from pypto_core.i18n import msg
+from pypto_core.i18n import Message, join_texts, msg
 from pypto_core.intervals import clip_to_length
 from pypto_core.profile import Profile
 from pypto_core.replay import kernel_change
@@ -33,15 +35,37 @@ def _rank_totals(profile: Profile) -> dict[str, float]:
             "free": float(a.run.idle_ns)}
 
 
-@rule("slow_rank", title=msg("Slow rank"), saving_model=SAVING_MODEL,
-      thresholds={"gap_above": Threshold(0.05, "advisor slow_rank: max vs mean > 5% (docs/formats.md §4.3)")},
-      blocks=(), remedies=(), needs=(), scope="group", explains="communication_not_overlapped")
-def match(ctx: RuleContext) -> None:
-    group = ctx.group
-    if group is None or group.ranks < 2:
-        return
-    ranks = [p.meta.rank if p.meta.rank is not None else i for i, p in enumerate(group.profiles)]
-    totals = [_rank_totals(p) for p in group.profiles]
+def job_shape(profiles: list[Profile]) -> tuple[int | None, dict[int, int]]:
+    """(the job's world size, each rank's pipeline stage) as the profiles' own metadata say: torch_npu's
+    profiler_metadata.json (``distributed_args.world_size``; the stage is the rank's place in its ``pp``
+    group of ``parallel_group_info``), Kineto's ``distributedInfo.world_size``; None / absent where they do
+    not."""
+    world: int | None = None
+    stages: dict[int, int] = {}
+    for p in profiles:
+        md = _mapping(p.meta.extra.get("metadata"))
+        dist, kineto = _mapping(md.get("distributed_args")), _mapping(p.meta.extra.get("distributed"))
+        size = dist.get("world_size", kineto.get("world_size"))
+        if isinstance(size, int) and size > 0:
+            world = max(world or 0, size)
+        groups = md.get("parallel_group_info")
+        if p.meta.rank is not None and isinstance(groups, dict):
+            for g in groups.values():
+                stage = g.get("group_rank") if isinstance(g, dict) and g.get("group_name") == "pp" else None
+                if isinstance(stage, int):
+                    stages[p.meta.rank] = stage
+    return world, stages
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """A metadata object as a dict (file contents: anything else reads as empty)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _worst(totals: list[dict[str, float]], threshold: float
+           ) -> tuple[str, float, np.ndarray, dict[str, float]] | None:
+    """The first kind of time (computing, free, communication) whose max is above the mean by more than the
+    threshold: (kind, gap, values per rank, every kind's gap); None when the ranks are even."""
     # Order of evidence: extra compute is the direct cause; extra free time (host stalls) next; a rank with
     # the *least* communication is the one the others wait for (its peers' collectives absorb its delay).
     gaps: dict[str, float] = {}
@@ -51,27 +75,65 @@ def match(ctx: RuleContext) -> None:
         if vals.mean() <= 0:
             continue
         gaps[kind] = float((vals.max() - vals.mean()) / vals.mean())
-        if worst is None and gaps[kind] > ctx.threshold("gap_above"):
+        if worst is None and gaps[kind] > threshold:
             worst = (kind, gaps[kind], vals)
-    if worst is None:
+    return None if worst is None else (*worst, gaps)
+
+
+@rule("slow_rank", title=msg("Slow rank"), saving_model=SAVING_MODEL,
+      thresholds={"gap_above": Threshold(0.05, "advisor slow_rank: max vs mean > 5% (docs/formats.md §4.3)")},
+      blocks=(), remedies=(), needs=(), scope="group", explains="communication_not_overlapped")
+def match(ctx: RuleContext) -> None:
+    group = ctx.group
+    if group is None or group.ranks < 2:
         return
-    kind, gap, vals = worst
+    profiles = list(group.profiles)
+    ranks = [p.meta.rank if p.meta.rank is not None else i for i, p in enumerate(profiles)]
+    world, stages = job_shape(profiles)
+    # Ranks of different pipeline stages run different layers by design: only ranks of one stage are
+    # compared, where the metadata says which stage each rank runs.
+    subsets = [list(range(len(profiles)))]
+    if len(stages) == len(profiles) and len(set(stages.values())) > 1:
+        by_stage: dict[int, list[int]] = {}
+        for i, r in enumerate(ranks):
+            by_stage.setdefault(stages[r], []).append(i)
+        subsets = [idx for idx in by_stage.values() if len(idx) > 1]
+    totals = [_rank_totals(p) for p in profiles]
+    found = []
+    for idx in subsets:
+        worst = _worst([totals[i] for i in idx], ctx.threshold("gap_above"))
+        if worst is not None:
+            found.append((worst, idx))
+    if not found:
+        return
+    (kind, gap, vals, gaps), idx = max(found, key=lambda f: f[0][1])
+    compared = [ranks[i] for i in idx]
     slow = int(np.argmin(vals)) if kind == "communication" else int(np.argmax(vals))
     saving = float(vals.max() - vals.mean()) if kind == "computing" else 0.0
+    caveats: list[Message] = []
+    if len(compared) < len(ranks):
+        caveats.append(msg(" Ranks of different pipeline stages run different layers, so only the ranks of "
+                           "one stage are compared: {ranks}.", ranks=", ".join(map(str, compared))))
+    if world is not None and world > len(ranks):
+        caveats.append(msg(" Only {n} of the job's {world} ranks are in this upload: a rank not uploaded may "
+                           "be slower still; upload every rank to name the slowest.", n=len(ranks),
+                           world=world))
     ctx.emit(
         title=msg("Rank {rank} is the slow rank: {kind} time spread {pct:.0f}% above the mean",
-                  rank=ranks[slow], kind=RANK_TIME_KINDS[kind], pct=100 * gap),
+                  rank=compared[slow], kind=RANK_TIME_KINDS[kind], pct=100 * gap),
         description=msg("One rank takes noticeably longer than the others, and every collective waits for "
                         "it. Look at that rank's own findings, its host (CPU binding, other processes) and "
-                        "its share of the data."),
+                        "its share of the data.{caveats}", caveats=join_texts(caveats, "")),
         ops=[],
         evidence={"kind": kind, **{f"{k}_gap_vs_mean": round(v, 4) for k, v in gaps.items()},
                   "gap_vs_mean": round(float(gap), 4), "threshold": ctx.threshold("gap_above"),
-                  "slow_rank": ranks[slow], **{f"rank_{r}_{kind}_us": us(v) for r, v in zip(ranks, vals)}},
+                  "slow_rank": compared[slow], "ranks_compared": len(compared),
+                  **({"world_size": world} if world is not None else {}),
+                  **{f"rank_{r}_{kind}_us": us(v) for r, v in zip(compared, vals)}},
         kernels=np.zeros(0, np.int64), saving_ns=0.0, covered_ns=float(vals.max()),
         intervals=_waiting_for_peers(ctx, saving), saving_model=SAVING_MODEL,
         change=kernel_change(np.nonzero(ctx.graph.is_role("communication"))[0], saving, ctx.graph.dur),
-        details={"ranks": ranks, "slow_rank": ranks[slow]},
+        details={"ranks": ranks, "ranks_compared": compared, "slow_rank": compared[slow]},
     )
 
 

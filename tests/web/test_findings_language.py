@@ -3,6 +3,7 @@ ids and numbers; the profile page and the dashboard show the finding text in the
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -71,9 +72,8 @@ def test_profile_page_names_each_evidence_key_in_the_page_language(client, ready
     for language in ("en", "zh-hans"):
         client.post("/language/", {"language": language, "next": "/"})
         page = client.get(f"/profiles/{p.pk}/").content.decode()
-        rows = dict(re.findall(r'<tr data-key="([a-z0-9_]+)"><td>([^<]*?) <span class="hint mono '
-                               r'small">\1</span>',
-                               page))
+        rows = {key: html.unescape(label) for key, label in re.findall(
+            r'<tr data-key="([a-z0-9_]+)"><td>([^<]*?) <span class="hint mono small">\1</span>', page)}
         assert set(keys) <= set(rows), set(keys) - set(rows)
         for key in keys:
             # a time reads as a duration ("92.1 ms"), so its label drops the engine's "(µs)"

@@ -194,6 +194,40 @@ def test_slow_rank_in_a_group() -> None:
     assert "slow_rank" not in rules_of(even)
 
 
+def _rank_of_stage(i: int, stage: int, computing_ms: float, world: int) -> Profile:
+    """A rank that kept only its step_trace_time, with torch_npu's profiler_metadata.json naming the job's
+    world size and the rank's pipeline stage (its place in its ``pp`` group)."""
+    steps = pa.table({"step_id": pa.array([0], pa.int64()), "start_ns": pa.array([T0], pa.int64()),
+                      "end_ns": pa.array([T0 + int(20e6)], pa.int64()),
+                      "computing_ns": pa.array([int(computing_ms * 1e6)], pa.int64()),
+                      "communication_ns": pa.array([1_000_000], pa.int64()),
+                      "free_ns": pa.array([0], pa.int64())})
+    metadata = {"distributed_args": {"rank": i, "world_size": world},
+                "parallel_group_info": {"group_name_9": {"group_name": "pp", "group_rank": stage,
+                                                         "global_ranks": [i % 2, i % 2 + 2]}}}
+    return Profile(meta=ProfileMeta(format="ascend_pt", rank=i, device="910B3", extra={"metadata": metadata}),
+                   steps=steps)
+
+
+def test_slow_rank_compares_ranks_of_one_pipeline_stage_and_names_the_ranks_missing() -> None:
+    """Pipeline stages run different layers: a later stage computing more is not a slow rank. Ranks 0, 1 run
+    stage 0 and ranks 2, 3 stage 1 (which computes 40% more by design); rank 3 is 30% slower than its stage
+    peer, so it is named, against rank 2 only. With 2 of 8 ranks uploaded the finding says so."""
+    ranks = [_rank_of_stage(0, 0, 10, 4), _rank_of_stage(1, 0, 10, 4), _rank_of_stage(2, 1, 14, 4),
+             _rank_of_stage(3, 1, 18.2, 4)]
+    (slow,) = findings_for(diagnose_group(ProfileGroup(profiles=ranks)), "slow_rank")
+    assert slow.details["slow_rank"] == 3 and slow.details["ranks_compared"] == [2, 3]
+    assert "only the ranks of one stage are compared: 2, 3" in slow.description
+    assert "of the job's" not in slow.description  # every rank is here
+    by_design = [_rank_of_stage(0, 0, 10, 4), _rank_of_stage(1, 0, 10, 4), _rank_of_stage(2, 1, 14, 4),
+                 _rank_of_stage(3, 1, 14, 4)]
+    assert "slow_rank" not in rules_of(diagnose_group(ProfileGroup(profiles=by_design)))
+    two_of_eight = [_rank_of_stage(0, 0, 10, 8), _rank_of_stage(1, 0, 13, 8)]
+    (part,) = findings_for(diagnose_group(ProfileGroup(profiles=two_of_eight)), "slow_rank")
+    assert part.details["slow_rank"] == 1 and part.evidence["world_size"] == 8
+    assert "Only 2 of the job's 8 ranks are in this upload" in part.description
+
+
 def test_config_overrides_and_rejects_typos() -> None:
     prof = decoder_profile(planted=frozenset(["matmul_tiling"]))
     assert "matmul_tiling" not in rules_of(diagnose(prof, {"matmul_tiling": {"efficiency_below": 0.2}}))
