@@ -27,7 +27,7 @@ time (``HOST_SLICE_ROWS``); what it keeps is the merged segments (17 bytes each,
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -152,6 +152,10 @@ class TimeAttribution:
     segments: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     note: Message | None = None  # why the attribution is not the timeline's, when it is not
 
+    def windows(self) -> np.ndarray:
+        """The steps' [start, end) windows, one row a step (shape (steps, 2), int64 ns)."""
+        return np.array([[s.start_ns, s.end_ns] for s in self.steps], np.int64).reshape(-1, 2)
+
     def intervals(self, *buckets: str) -> tuple[np.ndarray, np.ndarray]:
         """(starts, ends) of the pieces of time in these buckets."""
         if self.segments is None:
@@ -238,13 +242,20 @@ def host_calls(profile: Profile) -> Iterator[tuple[np.ndarray, np.ndarray, np.nd
 Pieces = tuple[np.ndarray, np.ndarray]  # (starts, ends) of sorted, disjoint intervals
 
 
-def host_unions(profile: Profile, classes: tuple[int, ...] = (0, 1, 2)) -> list[Pieces]:
+HostSlice = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
+
+
+def host_unions(profile: Profile, classes: tuple[int, ...] = (0, 1, 2),
+                each_slice: HostSlice | None = None) -> list[Pieces]:
     """Per host class (``classes``, by index: sync, data loading, busy), its calls merged into sorted,
     disjoint intervals: nested framework ops and runtime calls become one piece, and the sweep only asks
     whether a class covers a moment (8.6 M calls are 2.2 M pieces on a 5 GB simulated folder). Merged slice
-    by slice, then once more across the slices."""
+    by slice, then once more across the slices; ``each_slice`` sees every slice too (start, end, class), so
+    that a caller's own pass over the host calls is this one."""
     parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(3)]
     for s, e, cls in host_calls(profile):
+        if each_slice is not None:
+            each_slice(s, e, cls)
         for c in classes:
             sel = cls == c
             if sel.any():

@@ -47,7 +47,6 @@ def text_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str
     return codes, values
 
 
-
 # ``map_code_tuples`` marks the tuples present in a table of every possible one while there are at most this
 # many (16 MB), and works through the rows a slice at a time: on 15.7 M kernels it holds a slice's keys
 # (8 MB) instead of a sort's five arrays over every row (600 MB).

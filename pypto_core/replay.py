@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.attribution import HOST_SLICE_ROWS, TimeAttribution, host_calls, host_unions
+from pypto_core.attribution import HOST_SLICE_ROWS, TimeAttribution, host_unions
 from pypto_core.intervals import overlap_ns, subtract_intervals, union_intervals
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -110,7 +110,7 @@ class Replay:
 
     def __init__(self, profile: Profile, attribution: TimeAttribution) -> None:
         k = profile.kernels
-        self.windows = np.array([[s.start_ns, s.end_ns] for s in attribution.steps], np.int64).reshape(-1, 2)
+        self.windows = attribution.windows()
         start = pc.fill_null(k["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
         dur = np.maximum(pc.fill_null(k["dur_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64), 0)
         device = pc.fill_null(k["device_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -132,8 +132,9 @@ class Replay:
         raw_gap = np.where(self.first, 0, self.s - prev_e)  # < 0 where the recording overlaps two tasks
         self.gap = np.maximum(raw_gap, 0)
         self.h = _issue_times(profile, k.num_rows)[order]
-        # the host's syncs, nested ones as one wait
-        self.syncs = self.host_syncs = host_unions(profile, classes=(0,))[0]
+        # the host's syncs (nested ones as one wait) and its last call in each step: one pass over its calls
+        self.host_end = self.windows[:, 0].copy()
+        self.syncs = host_unions(profile, classes=(0,), each_slice=self._host_work_end)[0]
         self.issue_start = self._issue_starts()
         linked = self.h > _NEVER
         launch = np.where(linked, self.s - self.h, 0)  # < 0 where the task began before its call returned
@@ -157,7 +158,6 @@ class Replay:
         self.q = np.where(explained & ~self.first, np.minimum(raw_gap, TURNAROUND_NS), raw_gap)
         # (a stream's first task has no predecessor: its issue and launch explain its start)
         self.lat = np.where(host_bound | self.first, launch, np.minimum(launch, typical))
-        self.host_end = self._host_work_end(profile)
         self.sync_task = self._sync_tasks()
 
     @property
@@ -178,18 +178,15 @@ class Replay:
             start[order] = prev
         return start
 
-    def _host_work_end(self, profile: Profile) -> np.ndarray:
-        """Per step, when the host's last call in it ended (the step's start when it shows none); the calls
-        read a slice at a time (``attribution.host_calls``)."""
+    def _host_work_end(self, hs: np.ndarray, he: np.ndarray, _cls: np.ndarray) -> None:
+        """``host_end``, per step when the host's last call in it ended (the step's start when it shows
+        none), with one slice of the host calls (``attribution.host_unions``' ``each_slice``)."""
         w = self.windows
-        out = w[:, 0].copy() if len(w) else np.zeros(0, np.int64)
         if not len(w):
-            return out
-        for hs, he, _ in host_calls(profile):
-            step = np.searchsorted(w[:, 0], hs, side="right") - 1
-            ok = (step >= 0) & (hs < w[np.clip(step, 0, None), 1])
-            np.maximum.at(out, step[ok], np.minimum(he[ok], w[step[ok], 1]))
-        return out
+            return
+        step = np.searchsorted(w[:, 0], hs, side="right") - 1
+        ok = (step >= 0) & (hs < w[np.clip(step, 0, None), 1])
+        np.maximum.at(self.host_end, step[ok], np.minimum(he[ok], w[step[ok], 1]))
 
     def _cross_stream_waits(self, host_bound: np.ndarray) -> np.ndarray:
         """Per task, the replay position of another stream's task it waited for (-1: none)."""
@@ -252,7 +249,7 @@ class Replay:
             issued = gone & linked
             if issued.any():
                 removed_host.append(subtract_intervals(self.issue_start[issued], self.h[issued],
-                                                       *self.host_syncs))
+                                                       *self.syncs))
             q = np.where(gone & ~linked, np.minimum(q, np.maximum(q - launch_saved, 0)), q)
             linked = linked & ~gone
         if len(change.graph_kernels):
@@ -262,7 +259,7 @@ class Replay:
             issued = g[linked[g]]
             if len(issued):
                 removed_host.append(subtract_intervals(self.issue_start[issued], self.h[issued],
-                                                       *self.host_syncs))
+                                                       *self.syncs))
             linked[g] = False
         if len(change.gap_cut_kernels):
             g = self.pos_of_row[change.gap_cut_kernels]

@@ -123,7 +123,7 @@ def _before_first_task(start: np.ndarray, a: TimeAttribution) -> float:
     """Host-bound time between each step's start and its first device task (step_trace_time's Preparing)."""
     if not a.steps or not len(start):
         return 0.0
-    w = np.array([[st.start_ns, st.end_ns] for st in a.steps], np.int64)
+    w = a.windows()
     step = np.searchsorted(w[:, 0], start, side="right") - 1
     ok = (step >= 0) & (start < w[np.clip(step, 0, None), 1])
     first = w[:, 1].copy()
