@@ -229,23 +229,23 @@ class OperatorCallGraph:
         """Bool per kernel row: member of an unfused chain ``name``."""
         mask = np.zeros(self.n, bool)
         if self.n:
-            mask[self.stream_order] = self.chains[name].members
+            mask[self.stream_order[self.chains[name].positions]] = True
         return mask
 
     def chain_id(self, name: str) -> np.ndarray:
         """Per kernel row: an id shared by the members of one chain, -1 outside chains."""
         ids = np.full(self.n, -1, np.int64)
         if self.n:
-            ids[self.stream_order] = self.chains[name].chain_of
+            chain = self.chains[name]
+            ids[self.stream_order[chain.positions]] = chain.anchor_of
         return ids
 
     def chain_side(self, name: str) -> np.ndarray:
         """Per kernel row: -1 before its chain's anchor, 0 the anchor (or outside chains), +1 after it."""
         side = np.zeros(self.n, np.int64)
         if self.n:
-            ch = self.chains[name].chain_of
-            pos = np.arange(len(ch))
-            side[self.stream_order] = np.where(ch >= 0, np.sign(pos - ch), 0)
+            chain = self.chains[name]
+            side[self.stream_order[chain.positions]] = np.sign(chain.positions - chain.anchor_of)
         return side
 
     def is_role(self, *names: str) -> np.ndarray:

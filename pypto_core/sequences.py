@@ -53,10 +53,12 @@ PATTERNS: tuple[ChainPattern, ...] = (RMS_NORM, ROPE, SWIGLU, ATTENTION)
 
 @dataclass
 class ChainMatch:
-    """Members of every match, as positions into the stream-ordered kernel sequence."""
+    """Members of every match, as positions into the stream-ordered kernel sequence. Only the members are
+    kept (sorted), not an array over every kernel: four patterns' dense masks and anchor ids held 650 MB
+    on 15.7 M kernels."""
 
-    members: np.ndarray  # bool per ordered position
-    chain_of: np.ndarray  # int64 per ordered position: anchor position of its chain, -1 if none
+    positions: np.ndarray  # int64, sorted: ordered positions of the chains' members
+    anchor_of: np.ndarray  # int64 per member: the ordered position of its chain's anchor
     anchors: np.ndarray  # ordered positions of the matched anchors
 
     @property
@@ -77,7 +79,7 @@ def match_chains(codes: np.ndarray, vocab: list[str], same_run: np.ndarray,
     so that a chain never spans two streams.
     """
     n = len(codes)
-    empty = ChainMatch(np.zeros(n, bool), np.full(n, -1, np.int64), np.zeros(0, np.int64))
+    empty = ChainMatch(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     if n == 0 or not vocab:
         return empty
     anchor_lut, before_lut, after_lut = (_lut(r, vocab) for r in (pattern.anchor, pattern.before,
@@ -110,15 +112,13 @@ def match_chains(codes: np.ndarray, vocab: list[str], same_run: np.ndarray,
     after_len, ok_a = extend(+1, pattern.max_after, after_lut, req_a)
     keep = ok_b & ok_a
     anchors, before_len, after_len = anchors[keep], before_len[keep], after_len[keep]
-    members = np.zeros(n, bool)
-    chain_of = np.full(n, -1, np.int64)
-    members[anchors] = True
-    chain_of[anchors] = anchors
+    # members in the order they are claimed (anchors, then k = 1, 2, ... before and after); where two chains
+    # claim one position (one's tail is the next one's head), the last claim holds
+    pos, owner = [anchors], [anchors]
     for k in range(1, max(pattern.max_before, pattern.max_after) + 1):
-        sel = before_len >= k
-        members[anchors[sel] - k] = True
-        chain_of[anchors[sel] - k] = anchors[sel]
-        sel = after_len >= k
-        members[anchors[sel] + k] = True
-        chain_of[anchors[sel] + k] = anchors[sel]
-    return ChainMatch(members, chain_of, anchors)
+        for sel, step in ((before_len >= k, -k), (after_len >= k, k)):
+            pos.append(anchors[sel] + step)
+            owner.append(anchors[sel])
+    claimed, by = np.concatenate(pos)[::-1], np.concatenate(owner)[::-1]
+    positions, last = np.unique(claimed, return_index=True)
+    return ChainMatch(positions, by[last], anchors)

@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.grouping import text_codes
+
 if TYPE_CHECKING:  # pragma: no cover
     from pypto_core.graph import OperatorCallGraph
     from pypto_core.profile import Profile
@@ -100,8 +102,8 @@ def detect_workload(profile: Profile, graph: OperatorCallGraph) -> Workload:
     serving-engine host frames; ``unknown`` when the profile holds too little to tell."""
     host_names = _distinct(profile.host_ops["name"]) if profile.host_ops.num_rows else []
     backward_host = sum(1 for n in host_names if _BACKWARD_HOST.search(n))
-    kernel_types = pc.coalesce(profile.kernels["op_type"], profile.kernels["name"]) if graph.n else None
-    backward_kernels = _count_matching(kernel_types, _BACKWARD_KERNEL) if kernel_types is not None else 0
+    backward_kernels = (_count_matching(profile.kernels["op_type"], profile.kernels["name"], _BACKWARD_KERNEL)
+                        if graph.n else 0)
     serving = any(_SERVING_HOST.search(n) for n in host_names)
     t = graph.tokens
     decode_steps = int(t.decode_step.sum()) if len(t.decode_step) else 0
@@ -144,10 +146,13 @@ def _any_in(column: pa.ChunkedArray, values: tuple[str, ...]) -> bool:
     return bool(pc.any(pc.is_in(column, value_set=pa.array(values))).as_py())
 
 
-def _count_matching(column: pa.ChunkedArray, pattern: re.Pattern[str]) -> int:
-    """Rows whose value matches, testing each distinct value once."""
-    enc = pc.fill_null(column, "").combine_chunks().dictionary_encode()
-    hits = np.array([bool(pattern.search(v)) for v in enc.dictionary.to_pylist()], bool)
-    if not len(hits):
-        return 0
-    return int(hits[enc.indices.to_numpy(zero_copy_only=False)].sum())
+def _count_matching(column: pa.ChunkedArray, fallback: pa.ChunkedArray, pattern: re.Pattern[str]) -> int:
+    """Rows whose value (``fallback``'s where ``column`` is null, as ``coalesce``) matches, testing each
+    distinct value once on the columns' codes: a coalesced column would be built as text, one string per
+    row (300 MB at 2.1 M kernels, measured)."""
+    codes, values = text_codes(column)
+    fallback_codes, fallback_values = text_codes(fallback)
+    hits = np.array([bool(pattern.search(v)) for v in values] + [False], bool)  # code -1 (null) reads last
+    fallback_hits = np.array([bool(pattern.search(v)) for v in fallback_values] + [False], bool)
+    own = codes >= 0
+    return int(hits[codes[own]].sum() + fallback_hits[fallback_codes[~own]].sum())
