@@ -189,7 +189,14 @@ def _at_most(f: Any) -> Message | str:
 
 def _replayed(f: Any, language: str = DEFAULT_LANGUAGE) -> str:
     alone = f.details.get("replayed_alone_us")
-    return "" if alone is None else msg(" (replayed alone: {us:.1f} µs)", us=alone).render(language)
+    if alone is None:
+        return ""
+    beyond = f.details.get("replayed_beyond_bucket_us")
+    if beyond:
+        return msg(" (replayed alone: {us:.1f} µs, {beyond:.1f} µs of it beyond the time this finding "
+                   "explains: the fix also closes idle time filed under other causes)", us=alone,
+                   beyond=beyond).render(language)
+    return msg(" (replayed alone: {us:.1f} µs)", us=alone).render(language)
 
 
 def _h(text: Any) -> str:

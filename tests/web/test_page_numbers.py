@@ -97,7 +97,14 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
         speedup = re.search(r"estimated speedup ([\d.]+)×", hint)
         assert speedup and float(speedup.group(1)) == pytest.approx(f["estimated_speedup"], abs=0.0005)
         alone = f["details"].get("replayed_alone_us")
-        if alone is not None:
+        beyond = f["details"].get("replayed_beyond_bucket_us")
+        if alone is not None and beyond:
+            # a replayed fix that closes more than the finding's own bucket says how much more
+            assert hint.endswith(f"saved when replayed alone {format_duration(alone, 'us')} "
+                                 f"({format_duration(beyond, 'us')} of it beyond the time this finding "
+                                 "explains: the fix also closes idle time filed under other causes)"), (
+                rule, hint)
+        elif alone is not None:
             assert hint.endswith(f"saved when replayed alone {format_duration(alone, 'us')}"), (rule, hint)
         assert ("estimated saving, at most" in hint) == (f["saving_bound"] == "upper_bound"), rule
     # the wait for other ranks: the API's figure, shown beside the finding, never in its saving

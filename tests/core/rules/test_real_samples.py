@@ -20,6 +20,7 @@ from pypto_core.errors import InputError
 from pypto_core.profile import Profile, ProfileGroup, ProfileMeta
 from pypto_core.report_render import render
 from pypto_core.rules import diagnose_group
+from pypto_core.rules.registry import discover
 from tests.core.rules.sample_oracle import UNPREDICTED, expected_rules, read_facts
 from tests.paths import REPO, SAMPLES, sample_cases
 
@@ -80,6 +81,14 @@ def test_analyze_runs_on_every_sample(sample: str) -> None:
         alone = f.details.get("replayed_alone_us")
         if f.saving_bound == "upper_bound" and alone is not None:
             assert f.estimated_saving_us >= alone, (sample, f.rule, f.estimated_saving_us, alone)
+        # a replayed saving larger than the time its finding explains says by how much
+        beyond = f.details.get("replayed_beyond_bucket_us")
+        explained = (report.profile["time_breakdown"].get(discover()[f.rule].explains, 0) / 1e3
+                     if alone is not None else 0)
+        assert beyond == (pytest.approx(alone - explained, abs=0.01) if alone is not None
+                          and alone - explained > 0.5 else None), (sample, f.rule, beyond, alone, explained)
+        if beyond:
+            assert "beyond the time this finding explains" in render(report, "md"), (sample, f.rule)
     json.dumps(report.to_dict())
 
 
