@@ -34,6 +34,7 @@ from rest_framework.views import APIView
 
 from analysis.profile_api import ProfileSerializer
 from analysis.selectors import finding_get_for_user
+from analysis.texts import localized, request_language
 from captures import selectors, services
 from captures.auth import AgentTokenAuthentication, IsAgent
 from captures.models import FINAL_STATUSES, Agent, CaptureJob
@@ -70,15 +71,23 @@ class CaptureJobSerializer(serializers.ModelSerializer):
     profile_url = serializers.SerializerMethodField()
     verification = serializers.SerializerMethodField(help_text=gettext_lazy(
         "A verification job: the findings, its comparison with the original, the verdicts."))
+    message_localized = serializers.SerializerMethodField(help_text=gettext_lazy(
+        "The message in the request's language (message_i18n holds its template; an agent's own text is "
+        "shown as it came)."))
 
     class Meta:
         model = CaptureJob
         fields = [
             "id", "project", "agent", "agent_name", "workload", "params", "status", "cancel_requested",
-            "message", "log_tail", "profile", "profile_url", "created_at", "claimed_at", "finished_at",
-            "updated_at", "remedies", "remedies_left_out", "verification",
+            "message", "message_i18n", "message_localized", "log_tail", "profile", "profile_url",
+            "created_at", "claimed_at", "finished_at", "updated_at", "remedies", "remedies_left_out",
+            "verification",
         ]
         read_only_fields = fields
+
+    def get_message_localized(self, obj: CaptureJob) -> str:
+        request = self.context.get("request")
+        return localized(obj.message, obj.message_i18n, request_language(request) if request else None)
 
     def get_profile_url(self, obj: CaptureJob) -> str | None:
         return reverse("api-profile", args=[obj.profile_id]) if obj.profile_id else None
@@ -141,8 +150,8 @@ class ProjectCapturesView(APIView):
     @extend_schema(responses=CaptureJobSerializer(many=True))
     def get(self, request: Request, project_id: int) -> Response:
         project = profile_selectors.project_get_for_user(user=request.user, project_id=project_id)
-        return Response(CaptureJobSerializer(selectors.jobs_of_project(project=project)[:200],
-                                             many=True).data)
+        return Response(CaptureJobSerializer(selectors.jobs_of_project(project=project)[:200], many=True,
+                                             context={"request": request}).data)
 
     @extend_schema(request=CaptureCreateSerializer, responses={201: CaptureJobSerializer})
     def post(self, request: Request, project_id: int) -> Response:
@@ -157,14 +166,15 @@ class ProjectCapturesView(APIView):
             )
         except DjangoValidationError as exc:
             raise _drf_error(exc) from exc
-        return Response(CaptureJobSerializer(job).data, status=status.HTTP_201_CREATED)
+        return Response(CaptureJobSerializer(job, context={"request": request}).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class CaptureDetailView(APIView):
     @extend_schema(responses=CaptureJobSerializer)
     def get(self, request: Request, job_id: int) -> Response:
         job = selectors.job_get_for_user(user=request.user, job_id=job_id)
-        return Response(CaptureJobSerializer(job).data)
+        return Response(CaptureJobSerializer(job, context={"request": request}).data)
 
 
 class CaptureCancelView(APIView):
@@ -172,7 +182,7 @@ class CaptureCancelView(APIView):
     def post(self, request: Request, job_id: int) -> Response:
         job = selectors.job_get_for_user(user=request.user, job_id=job_id)
         job = services.capture_cancel(job=job, user=profile_selectors.signed_in(request.user))
-        return Response(CaptureJobSerializer(job).data)
+        return Response(CaptureJobSerializer(job, context={"request": request}).data)
 
 
 # --- agents ---------------------------------------------------------------------------------------------
@@ -377,7 +387,8 @@ def _verify(request: Request, profile: Any, finding_ids: list[int]) -> Response:
     except VerificationRefused as exc:
         code = status.HTTP_409_CONFLICT if exc.code == "profile_not_ready" else status.HTTP_400_BAD_REQUEST
         return Response(exc.body(), status=code)
-    return Response(CaptureJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+    return Response(CaptureJobSerializer(job, context={"request": request}).data,
+                    status=status.HTTP_202_ACCEPTED)
 
 
 class FindingVerifyView(APIView):

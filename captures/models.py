@@ -81,6 +81,9 @@ class CaptureJob(models.Model):
                               db_index=True)
     cancel_requested = models.BooleanField(default=False)
     message = models.TextField(blank=True, default="")  # why it failed, or the last note
+    # the server's own message as a template and parameters (pypto_core.i18n), shown in each reader's
+    # language; None for the agent's own text, which is shown as it came
+    message_i18n = models.JSONField(null=True, blank=True, default=None)
     log_tail = models.TextField(blank=True, default="")
     upload = models.ForeignKey(
         "profiles.UploadSession", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -21,8 +21,9 @@ from django.contrib.auth.models import User as Account
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from analysis.profile_services import upload_complete
 from captures.models import (
@@ -37,6 +38,7 @@ from captures.models import (
 from profiles import services as profile_services
 from profiles.models import Profile, Project, UploadSession
 from pypto_core.capture.options import OptionsError, validate_params
+from pypto_core.i18n import Message, msg, render, stored_message
 
 TOKEN_PREFIX = "pyag_"
 LOG_TAIL_CHARS = 16_000
@@ -69,6 +71,21 @@ def agent_create(*, project: Project, user: Account, name: str) -> tuple[Agent, 
     return agent, token
 
 
+MESSAGE_CHARS = 2000  # what a job keeps of a message
+
+
+def message_fields(message: Message) -> dict[str, Any]:
+    """The columns a server-written job message sets: ``message`` in English (the API's and the log's) and
+    ``message_i18n``, from which each page shows it in its reader's language."""
+    return {"message": render(message)[:MESSAGE_CHARS], "message_i18n": stored_message(message)}
+
+
+def _status_word(status: str) -> Message:
+    """A job status inside a message: its label, translated with the message."""
+    with translation.override("en"):
+        return msg(str(JobStatus(status).label))
+
+
 def agent_revoke(*, agent: Agent, user: Account) -> Agent:
     """Revoke the token for good; queued jobs of the agent are cancelled."""
     profile_services.require_write(user=user, project=agent.project)
@@ -77,7 +94,8 @@ def agent_revoke(*, agent: Agent, user: Account) -> Agent:
             agent.revoked_at = timezone.now()
             agent.save(update_fields=["revoked_at"])
         CaptureJob.objects.filter(agent=agent, status=JobStatus.QUEUED).update(
-            status=JobStatus.CANCELLED, message="the agent was revoked", finished_at=timezone.now()
+            status=JobStatus.CANCELLED, finished_at=timezone.now(),
+            **message_fields(msg(gettext_noop("the agent was revoked"))),
         )
     return agent
 
@@ -188,8 +206,8 @@ def capture_cancel(*, job: CaptureJob, user: Account) -> CaptureJob:
     profile_services.require_write(user=user, project=job.project)
     now = timezone.now()
     if CaptureJob.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(
-        status=JobStatus.CANCELLED, cancel_requested=True, message="cancelled before it started",
-        finished_at=now
+        status=JobStatus.CANCELLED, cancel_requested=True, finished_at=now,
+        **message_fields(msg(gettext_noop("cancelled before it started"))),
     ):
         pass
     else:
@@ -273,22 +291,23 @@ def jobs_expire(*, project_id: int | None = None, job_id: int | None = None) -> 
     for job in held.filter(silent | late).select_related("agent")[:500]:
         agent = job.agent
         if agent.last_seen is None or agent.last_seen < stale_before:
-            seen = _utc(agent.last_seen) if agent.last_seen else "registration (it never called)"
-            message = (
-                f"agent {agent.name} stopped sending heartbeats at {seen}; the job was {job.status} "
-                f"(no request for over {settings.PYPTO_CAPTURE_AGENT_STALE_S} s)"
-            )
+            seen = (_utc(agent.last_seen) if agent.last_seen
+                    else msg(gettext_noop("registration (it never called)")))
+            message = msg(gettext_noop("agent {agent} stopped sending heartbeats at {seen}; the job was "
+                                       "{status} (no request for over {seconds} s)"),
+                          agent=agent.name, seen=seen, status=_status_word(job.status),
+                          seconds=settings.PYPTO_CAPTURE_AGENT_STALE_S)
             condition = silent
         else:
             assert job.deadline is not None  # matched by its deadline
-            message = (
-                f"no result by the job's deadline, {_utc(job.deadline)} (the workload's timeout plus "
-                f"{settings.PYPTO_CAPTURE_GRACE_S} s); agent {agent.name} is online but the job was still "
-                f"{job.status}"
-            )
+            message = msg(gettext_noop("no result by the job's deadline, {deadline} (the workload's timeout "
+                                       "plus {grace} s); agent {agent} is online but the job was still "
+                                       "{status}"),
+                          deadline=_utc(job.deadline), grace=settings.PYPTO_CAPTURE_GRACE_S, agent=agent.name,
+                          status=_status_word(job.status))
             condition = late
         changed += CaptureJob.objects.filter(condition, pk=job.pk, status=job.status).update(
-            status=JobStatus.FAILED, message=message, finished_at=now, updated_at=now
+            status=JobStatus.FAILED, finished_at=now, updated_at=now, **message_fields(message)
         )
     return changed
 
@@ -302,8 +321,8 @@ def job_report_status(*, agent: Agent, job: CaptureJob, status: str, message: st
     if status not in allowed:
         raise PermissionDenied(f"a job that is {job.status} cannot become {status}")
     fields: dict[str, Any] = {"status": status}
-    if message:
-        fields["message"] = message[:2000]
+    if message:  # the agent's own words, shown as they came
+        fields.update(message=message[:MESSAGE_CHARS], message_i18n=None)
     if status in FINAL_STATUSES:
         fields["finished_at"] = timezone.now()
     # conditional on the status we read: a concurrent cancel or a second report does not get overwritten
@@ -385,7 +404,7 @@ def job_upload_complete(*, agent: Agent, job: CaptureJob) -> Profile:
         raise PermissionDenied("the job was cancelled")  # cancelled after the last chunk: no profile
     profile = upload_complete(session=job.upload, user=_uploader(job))
     CaptureJob.objects.filter(pk=job.pk, status=JobStatus.UPLOADING).update(
-        status=JobStatus.DONE, profile=profile, finished_at=timezone.now(), message=""
+        status=JobStatus.DONE, profile=profile, finished_at=timezone.now(), message="", message_i18n=None
     )
     job.refresh_from_db()
     return profile

@@ -1,6 +1,6 @@
 """``{{ profile|error_text }}``: a stored failure's reason in the page's language (analysis.texts); a row
 failed before its reason was kept as a message shows its English ``error``. ``{{ comparison|regression_lines
-}}``: its regression lines the same way."""
+}}``: its regression lines the same way, and ``{{ job|job_message }}`` a capture job's message."""
 
 from __future__ import annotations
 
@@ -17,6 +17,12 @@ register = template.Library()
 def error_text(row: Any) -> str:
     """``row``: anything with ``error`` and ``error_message`` (a profile, a comparison, a page build)."""
     return localized(str(getattr(row, "error", "") or ""), getattr(row, "error_message", None))
+
+
+@register.filter
+def job_message(job: Any) -> str:
+    """A capture job's message in the page's language (the agent's own text as it came)."""
+    return localized(str(job.message or ""), getattr(job, "message_i18n", None))
 
 
 @register.filter

@@ -186,6 +186,45 @@ def test_revoked_token_is_refused_and_queued_jobs_cancelled(setup) -> None:
     assert setup["api"].post(f"/api/agents/{setup['agent_id']}/revoke/").status_code == 200
     assert agent_client(setup["token"]).post("/api/agent/jobs/next/", {}, format="json").status_code == 401
     assert CaptureJob.objects.get(pk=job["id"]).status == JobStatus.CANCELLED
+    # the server's reason in the reader's language; the English one stays the API's `message`
+    answer = setup["api"].get(f"/api/captures/{job['id']}/?lang=zh-Hans").json()
+    assert answer["message"] == "the agent was revoked"
+    assert answer["message_localized"] == "采集代理的令牌已被吊销"
+    assert answer["message_i18n"] == {"msgid": "the agent was revoked", "params": {}}
+
+
+def test_job_messages_in_the_readers_language_and_the_agents_own_words_as_they_came(setup, client,
+                                                                                     settings) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.STORAGES = {**settings.STORAGES, "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    settings.PYPTO_CAPTURE_AGENT_STALE_S = 60
+    url = f"/api/projects/{setup['project'].pk}/captures/"
+    silent, told = (setup["api"].post(url, {"agent": setup["agent_id"], "workload": "llama"},
+                                      format="json").json()["id"] for _ in range(2))
+    agent = agent_client(setup["token"])
+    for job_id in (silent, told):
+        assert agent.post("/api/agent/jobs/next/", {}, format="json").json()["id"] == job_id
+    agent.post(f"/api/agent/jobs/{silent}/status/", {"status": "running"}, format="json")
+    agent.post(f"/api/agent/jobs/{told}/status/", {"status": "failed", "message": "torch_npu import failed"},
+               format="json")
+    Agent.objects.filter(pk=setup["agent_id"]).update(last_seen=timezone.now() - timedelta(seconds=61))
+    zh = setup["api"].get(f"/api/captures/{silent}/?lang=zh-Hans").json()
+    assert zh["status"] == "failed" and zh["message"].startswith("agent npu-1 stopped sending heartbeats at ")
+    localized = zh["message_localized"]
+    assert localized.startswith("采集代理 npu-1 自 ") and "「运行中」" in localized
+    assert "超过 60 秒无请求" in localized
+    own = setup["api"].get(f"/api/captures/{told}/?lang=zh-Hans").json()
+    assert own["message_localized"] == own["message"] == "torch_npu import failed"
+    assert own["message_i18n"] is None
+    client.force_login(setup["owner"])
+    page = client.get(f"/captures/{silent}/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "采集代理 npu-1 自 " in page and "stopped sending heartbeats" not in page
+    page = client.get(f"/captures/{silent}/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "agent npu-1 stopped sending heartbeats at " in page
 
 
 def test_pages_render_for_members(setup, client, settings) -> None:

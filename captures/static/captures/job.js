@@ -13,7 +13,7 @@
         var status = document.getElementById("job-status");
         status.textContent = labels[job.status] || job.status;
         status.className = "status s-" + job.status;
-        document.getElementById("job-message").textContent = job.message || "";
+        document.getElementById("job-message").textContent = job.message_localized || job.message || "";
         document.getElementById("job-log").textContent = job.log_tail || "";
         if (job.profile) {
           var holder = document.getElementById("job-profile");
