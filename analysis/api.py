@@ -113,7 +113,8 @@ class ProfileWhatIfView(APIView):
         body = WhatIfSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            result = profile_what_if(profile=profile, rules=body.validated_data["rules"])
+            result = profile_what_if(profile=profile, rules=body.validated_data["rules"],
+                                     language=request_language(request))
         except InputError as exc:
             raise ValidationError({"rules": exc.reason}) from exc
         return Response(result)

@@ -30,6 +30,7 @@ from analysis.pipeline.steps import ProfileStep, run_step
 from analysis.regressions import comparison_auto_queue
 from analysis.storage import ProfileStore
 from analysis.summary import summary_fields, summary_of
+from analysis.texts import localized
 from analysis.workdirs import make_workdir
 from profiles.models import Profile, ProfileStatus
 from pypto_core.errors import InputError
@@ -150,7 +151,7 @@ def finding_rows_replace(*, profile: Profile, run: AnalysisRun, findings: list[d
 WHAT_IF_MAX_KERNELS = 2_000_000  # a replay in a request; larger runs: pypto analyze --what-if [INFERRED]
 
 
-def profile_what_if(*, profile: Profile, rules: list[str]) -> dict[str, Any]:
+def profile_what_if(*, profile: Profile, rules: list[str], language: str | None = None) -> dict[str, Any]:
     """The run replayed with the listed findings fixed together (pypto_core.replay), for the profile page's
     "replay the ticked findings"; the same numbers as ``pypto analyze --what-if``."""
     unknown = sorted(set(rules) - set(discover()))
@@ -163,6 +164,9 @@ def profile_what_if(*, profile: Profile, rules: list[str]) -> dict[str, Any]:
     try:
         core, group = load_for_diagnosis(profile, workdir)
         report = diagnose(core, sku=profile.sku or None, group=group, what_if=list(rules))
-        return dict(report.what_if or {})
+        result = dict(report.what_if or {})
+        if result.get("note"):  # in the page's language (the engine's message), beside the English note
+            result["note_localized"] = localized(result["note"], result.get("note_message"), language)
+        return result
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

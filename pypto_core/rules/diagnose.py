@@ -232,7 +232,8 @@ def _what_if(ctx: RuleContext, replay: Replay | None, graph: OperatorCallGraph,
     out: dict[str, Any] = {"rules": found, "not_found": sorted(set(rules) - set(found)), "duration_ns": None,
                            "per_token_ms": None, "speedup": 1.0}
     if replay is None:
-        out["note"] = "this profile has no device tasks to replay"
+        note = msg("this profile has no device tasks to replay")
+        out["note"], out["note_message"] = note.render(), note.to_dict()  # English, and for other languages
         return out
     res = replay.run(Change.merge(chosen))
     out.update({"duration_ns": res.duration_ns, "original_ns": res.original_ns,

@@ -50,3 +50,17 @@ def test_unknown_rules_are_refused_and_other_projects_see_nothing(client, ready,
     r = client.post(f"/api/profiles/{p.pk}/what-if/", {"rules": ["host_bound_gaps"]},
                     content_type="application/json")
     assert r.status_code == 404
+
+
+def test_a_profile_without_device_tasks_says_so_in_the_readers_language(client, make_user, tmp_path,
+                                                                        settings) -> None:
+    from pypto_core.profile import Profile
+
+    settings.PYPTO_WORK_DIR = tmp_path / "work"
+    owner = make_user("owner")
+    p = analysed_profile(project_with(owner), owner, Profile(), tmp_path, "no device tasks")
+    client.force_login(owner)
+    got = client.post(f"/api/profiles/{p.pk}/what-if/?lang=zh-Hans", {"rules": ["host_bound_gaps"]},
+                      content_type="application/json").json()
+    assert got["duration_ns"] is None and got["note"] == "this profile has no device tasks to replay"
+    assert got["note_localized"] == "该性能数据中没有可重放的设备侧任务"

@@ -28,7 +28,7 @@
     }).then(function (res) {
       var b = res.body;
       if (!res.ok || !b.duration_ns) {
-        var reason = (b && (b.rules || b.detail || b.note)) || "?";
+        var reason = (b && (b.rules || b.detail || b.note_localized || b.note)) || "?";
         out.textContent = fill(labels.error, {reason: String(reason)});
         return;
       }
