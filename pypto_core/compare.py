@@ -100,10 +100,6 @@ class _Side:
             graph.attribution.segments = None
         return side
 
-    def scope_mask(self, per_token: bool) -> np.ndarray:
-        g = self.graph
-        return g.decode_kernel_mask if per_token else np.ones(g.n, bool)
-
 
 # The model blocks ``kernel_blocks`` sorts kernels into; a rule's measured saving comes from the blocks it
 # declares (``@rule(blocks=...)``, ``rules.registry.rule_blocks``). "activation" is a non-transformer's
@@ -199,7 +195,8 @@ class ComparisonResult:
     findings: list[dict[str, Any]]
     base: dict[str, Any]
     new: dict[str, Any]
-    normalisation: str  # per_token | whole_run
+    # per_token | per_step | whole_run: the unit of every op time (ops, blocks, shapes and the aligned rows)
+    normalisation: str
     warnings: list[str] = field(default_factory=list)  # in English
     # per warning, its template and parameters (Message.to_dict()): a page renders it in its language
     warning_messages: list[dict[str, Any] | None] = field(default_factory=list)
@@ -245,14 +242,19 @@ class ProfileComparer:
             warnings.append(msg("different devices: {base} vs {new}; shares and utilisations are each "
                                 "relative to their own device's peaks", base=b.graph.sku.name,
                                 new=n.graph.sku.name))
-        if not self.per_token:
-            warnings.append(msg("no decode tokens found in one of the profiles: op times compare whole runs"))
+        unit = self._aligned_unit()
+        if unit == "whole_run":
+            warnings.append(msg("neither decode tokens nor profiler steps in both profiles: op times compare "
+                                "whole runs"))
+        elif unit == "per_step" and (b.tokens or n.tokens):
+            warnings.append(msg("no decode tokens found in one of the profiles: op times compare profiler "
+                                "steps ({base} and {new} steps)", base=_step_count(b), new=_step_count(n)))
         texts, messages = stored_texts(warnings)
         aligned, alignment = self._aligned()
         return ComparisonResult(
             metrics=self._metrics(), ops=self._ops(), blocks=self._blocks(), shapes=self._shapes(top_shapes),
             findings=self._findings(), base=_side_summary(b), new=_side_summary(n),
-            normalisation="per_token" if self.per_token else "whole_run", warnings=texts,
+            normalisation=unit, warnings=texts,
             warning_messages=messages,
             aligned=aligned, alignment=alignment,
             summary={"base": _attribution_summary(b, self.base_report),
@@ -281,6 +283,8 @@ class ProfileComparer:
         """Per-step values of a metric, where the profile has them (token latencies, attribution shares)."""
         if name in ("per_token_latency_ms", "tokens_per_s", "critical_path_ms"):
             return side.token_latency_ms if self.per_token else None
+        if name == "step_time_ms":
+            return side.graph.step_walls_ns() / 1e6
         buckets = ATTRIBUTION_SHARES.get(name)
         a = side.graph.attribution
         if buckets is None or a is None:
@@ -330,12 +334,8 @@ class ProfileComparer:
         return (abs(nv - bv) > SINGLE_VALUE_REL_TOLERANCE * scale) if scale else False, None
 
     # -- op-level diff ------------------------------------------------------------------------------
-    def _per_unit(self, side: _Side) -> float:
-        """Divide a side's times by this to compare like with like: its decode tokens, or 1."""
-        return float(side.tokens) if self.per_token else 1.0
-
     def _grouped(self, side: _Side, keys: np.ndarray | _Codes) -> dict[Any, tuple[float, int]]:
-        mask = side.scope_mask(self.per_token)
+        mask, unit = self._aligned_scope(side, self._aligned_unit())
         if not mask.any():
             return {}
         codes, labels = keys if isinstance(keys, tuple) else _encode(keys)
@@ -343,7 +343,6 @@ class ProfileComparer:
         dur = side.graph.dur[mask].astype(np.float64)
         total = np.bincount(k, weights=dur, minlength=len(labels))
         count = np.bincount(k, minlength=len(labels))
-        unit = self._per_unit(side)
         return {labels[i]: (float(total[i]) / unit / 1000.0, int(count[i])) for i in np.flatnonzero(count)}
 
     def _diff_rows(self, key_name: str, base: dict[Any, tuple[float, int]],
@@ -384,7 +383,7 @@ class ProfileComparer:
         block_codes, block_labels = side.block, list(BLOCKS)
         if block not in block_labels:
             return []
-        mask = side.scope_mask(self.per_token) & (block_codes == block_labels.index(block))
+        mask = self._aligned_scope(side, self._aligned_unit())[0] & (block_codes == block_labels.index(block))
         if not mask.any():
             return []
         codes, labels = self._op_types(side)
@@ -414,7 +413,8 @@ class ProfileComparer:
 
     # -- alignment by what the model did -------------------------------------------------------------
     def _aligned_unit(self) -> str:
-        """per_token where both decode, else per_step where both have profiler steps, else whole_run."""
+        """The unit of every op time compared: per_token where both decode, else per_step where both have
+        profiler steps (a rerun of more steps or tokens is not "slower"), else whole_run."""
         if self.per_token:
             return "per_token"
         if _step_count(self.base) and _step_count(self.new):
@@ -427,10 +427,13 @@ class ProfileComparer:
         if unit == "per_token":
             return g.decode_kernel_mask, float(side.tokens)
         if unit == "per_step":
-            w_start, w_end, _ = step_windows(side.profile, g.start, g.end)
-            i = np.searchsorted(w_start, g.start, side="right") - 1
-            inside = (i >= 0) & (g.start < w_end[np.clip(i, 0, None)])
-            return inside, float(len(w_start))
+            cached: tuple[np.ndarray, float] | None = side.cache.get("in_steps")
+            if cached is None:
+                w_start, w_end, _ = step_windows(side.profile, g.start, g.end)
+                i = np.searchsorted(w_start, g.start, side="right") - 1
+                inside = (i >= 0) & (g.start < w_end[np.clip(i, 0, None)])
+                cached = side.cache["in_steps"] = (inside, float(len(w_start)))
+            return cached
         return np.ones(g.n, bool), 1.0
 
     def _alignment_keys(self, side: _Side) -> _AlignmentKeys:
@@ -751,6 +754,7 @@ def kernels_text(kernels: list[dict[str, Any]], more: int = 0) -> str:
 
 
 _UNIT_TEXT = {"per_token": "µs per token", "per_step": "µs per step", "whole_run": "µs"}
+_CSV_UNIT = {"per_token": "us/token", "per_step": "us/step", "whole_run": "us"}
 
 
 def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
@@ -787,7 +791,7 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
                          f"| {r['base_us']:,.1f} | {r['new_us']:,.1f} | {r['delta_us']:+,.1f} "
                          f"| {_md_cell(kernels_text(r['base_kernels'], r.get('base_kernels_more', 0)))} "
                          f"| {_md_cell(kernels_text(r['new_kernels'], r.get('new_kernels_more', 0)))} |")
-    unit = "µs per token" if data["normalisation"] == "per_token" else "µs"
+    unit = _UNIT_TEXT.get(data["normalisation"], "µs")
     lines += ["", f"**Model blocks** ({unit})", "", "| Block | Before | After | Δ | Before ops | After ops |",
               "|---|---:|---:|---:|---|---|"]
     for b in data["blocks"]:
@@ -858,12 +862,12 @@ def to_csv(result: ComparisonResult | dict[str, Any]) -> str:
                     m["better"], m.get("significant"), "", "", noise.get("method", ""),
                     noise.get("threshold", ""), noise.get("base_samples", ""), noise.get("new_samples", ""),
                     noise.get("verdict", "")])
+    op_unit = _CSV_UNIT.get(data.get("normalisation", ""), "us")
     for section, key in (("block", "block"), ("op_type", "op_type")):
         for o in data["blocks" if section == "block" else "ops"]:
-            w.writerow([section, csv_safe(o[key]), "us", o["base_us"], o["new_us"], o["delta_us"], "", "", "",
-                        o["base_count"], o["new_count"]])
-    aligned_unit = (data.get("alignment") or {}).get("unit", "")
-    unit = {"per_token": "us/token", "per_step": "us/step"}.get(aligned_unit, "us")
+            w.writerow([section, csv_safe(o[key]), op_unit, o["base_us"], o["new_us"], o["delta_us"], "", "",
+                        "", o["base_count"], o["new_count"]])
+    unit = _CSV_UNIT.get((data.get("alignment") or {}).get("unit", ""), "us")
     for r in data.get("aligned") or []:
         w.writerow(["aligned", csv_safe(r["key"]), unit, r["base_us"], r["new_us"], r["delta_us"], "", "", "",
                     r["base_count"], r["new_count"], "", "", "", "", "", r["aligned_by"],
@@ -889,6 +893,10 @@ def csv_safe(text: Any) -> str:
     return s
 
 
+# The headline metrics a regression is judged on: decode's, and a training or other stepped run's step time.
+REGRESSION_METRICS = ("per_token_latency_ms", "tokens_per_s", "prefill_ms", "step_time_ms")
+
+
 def regression(result: ComparisonResult | dict[str, Any], max_regression_pct: float) -> list[str]:
     """The headline metrics that got worse by more than ``max_regression_pct`` and outside the noise, in
     English (``pypto check``, the API's ``lines``)."""
@@ -901,7 +909,7 @@ def regression_messages(result: ComparisonResult | dict[str, Any],
     data = result.to_dict() if isinstance(result, ComparisonResult) else result
     worse = []
     for m in data["metrics"]:
-        if m["name"] not in ("per_token_latency_ms", "tokens_per_s", "prefill_ms"):
+        if m["name"] not in REGRESSION_METRICS:
             continue
         if m["better"] is False and m["delta_pct"] is not None and abs(m["delta_pct"]) > max_regression_pct:
             worse.append(msg("{metric}: {base} -> {new} {unit} ({delta:+.1f}%, limit {limit:g}%)",

@@ -21,7 +21,7 @@ from typing import Any
 from pypto_core.rules.registry import rule_blocks
 
 VERDICTS = ("fixed", "persisting", "worse")
-NOISE_METRICS = ("per_token_latency_ms", "critical_path_ms")
+NOISE_METRICS = ("per_token_latency_ms", "critical_path_ms", "step_time_ms")  # the first one measured
 
 
 def noise_verdict(result: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ METRICS: dict[str, tuple[str, bool]] = {
     "per_token_latency_p90_ms": ("ms", False),
     "tokens_per_s": ("tokens/s", True),
     "prefill_ms": ("ms", False),
+    "step_time_ms": ("ms", False),
     "attention_hbm_time_share": ("share", False),
     "matmul_ai_core_utilization": ("share", True),
     "kv_cache_noncontiguous_share": ("share", False),
@@ -53,6 +54,7 @@ METRIC_LABELS: dict[str, Message] = {
     "per_token_latency_p90_ms": msg("Per-token latency, p90 (ms)"),
     "tokens_per_s": msg("Tokens per second"),
     "prefill_ms": msg("Prefill time (ms)"),
+    "step_time_ms": msg("Step time, p50 (ms)"),
     "attention_hbm_time_share": msg("Share of time in memory-bound attention"),
     "matmul_ai_core_utilization": msg("MatMul AI Core utilization"),
     "kv_cache_noncontiguous_share": msg("KV cache non-contiguous share (proxy)"),
@@ -558,6 +560,15 @@ class OperatorCallGraph:
             return int(t.latency_ns.sum())
         return int(self.end[mask].max() - self.start[mask].min())
 
+    def step_walls_ns(self) -> np.ndarray:
+        """Wall time of each profiler step the profile records (ProfilerStep#N, step_trace_time), ns; none
+        where it records no steps (a kernel table alone, one window over the device span)."""
+        a = self.attribution
+        if a is None or a.source != "timeline":
+            return np.zeros(0, np.int64)
+        return np.array([st.breakdown.wall_ns for st in a.steps if st.step_id is not None
+                         and st.breakdown.wall_ns], np.int64)
+
     def metrics(self) -> dict[str, float | None]:
         """The comparison's metric rows (``METRICS`` gives units); None where the profile cannot say, or
         where the metric means nothing for this workload or device (decode metrics of a training step)."""
@@ -573,6 +584,9 @@ class OperatorCallGraph:
         if not self.n or span <= 0:
             return out
         wl = self.workload
+        walls = self.step_walls_ns()
+        if len(walls) and not wl.has_decode():  # a decode step is a token: per-token latency says it
+            out["step_time_ms"] = float(np.median(walls) / 1e6)
         if wl.has_decode() and len(t.latency_ns):
             out["per_token_latency_ms"] = float(np.percentile(t.latency_ns, 50) / 1e6)
             out["per_token_latency_p90_ms"] = float(np.percentile(t.latency_ns, 90) / 1e6)

@@ -132,7 +132,12 @@ def _metric_rows(metrics: list[dict[str, Any]], language: str) -> list[dict[str,
 
 
 # The words of the comparison's ids on the page (the ids stay in the API and the exports).
-NORMALISATION_LABELS = {"per_token": gettext_lazy("per decode token"), "whole_run": gettext_lazy("whole run")}
+NORMALISATION_LABELS = {"per_token": gettext_lazy("per decode token"),
+                        "per_step": gettext_lazy("per profiler step"), "whole_run": gettext_lazy("whole run")}
+# Per unit of the op times (``normalisation``, the aligned rows' ``unit``): the words beside each table, and
+# the op chart's axis.
+PER_UNIT = {"per_token": gettext_lazy("per token"), "per_step": gettext_lazy("per step")}
+AXIS_UNIT = {"per_token": gettext_lazy("µs per token"), "per_step": gettext_lazy("µs per step")}
 UNIT_LABELS = {"share": gettext_lazy("share")}
 
 
@@ -160,13 +165,13 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     comparison = analysis_selectors.comparison_get_for_user(user=request.user, comparison_id=comparison_id)
     result = comparison.result or {}
     done = comparison.status == JobStatus.DONE
-    per_token = result.get("normalisation") == "per_token"
-    unit = _("µs per token") if per_token else "µs"  # the op chart's axis; tables print times by size
+    per = result.get("normalisation", "")
+    unit = str(AXIS_UNIT.get(per, "µs"))  # the op chart's axis; tables print times by size
     language = normalize_language(translation.get_language()) or "en"
     context: dict[str, Any] = {
         "comparison": comparison, "project": comparison.project, "result": result, "done": done,
         "finished": comparison.status in (JobStatus.DONE, JobStatus.FAILED), "unit": unit,
-        "per_note": _("per token") if per_token else "",
+        "per_note": str(PER_UNIT.get(per, "")),
         "metrics": _metric_rows(result.get("metrics", []), language) if done else [],
         "ops": _readable_ops(result.get("ops", [])[:60]),
         "blocks": _readable_blocks(result.get("blocks", [])),
@@ -177,8 +182,7 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
         "aligned": _aligned_rows(result.get("aligned") or []) if done else [],
         "alignment": result.get("alignment") or {},
         "summary": result.get("summary") or {},
-        "aligned_unit": {"per_token": _("per token"), "per_step": _("per step")}.get(
-            (result.get("alignment") or {}).get("unit", ""), ""),
+        "aligned_unit": str(PER_UNIT.get((result.get("alignment") or {}).get("unit", ""), "")),
     }
     modules = sorted({r["module"] for r in context["aligned"] if r.get("module")})
     context["modules"] = modules

@@ -33,11 +33,14 @@ def run(args: argparse.Namespace) -> int:
         raise PyptoError("--max-regression must be zero or more")
     result = ProfileComparer(load_any(args.baseline), load_any(args.new), sku=args.sku).compare()
     worse = regression(result, args.max_regression)
-    latency = result.metric("per_token_latency_ms")
     if worse:
         for line in worse:
             print(f"REGRESSION {line}")
         return EXIT_REGRESSION
-    print(f"OK per_token_latency_ms {latency['base']} -> {latency['new']} "
-          f"(limit {args.max_regression:g}%, significant={latency['significant']})", file=sys.stdout)
+    # the headline the run has: decode's per-token latency, else the step time of a stepped run
+    head = result.metric("per_token_latency_ms")
+    if head["base"] is None and result.metric("step_time_ms")["base"] is not None:
+        head = result.metric("step_time_ms")
+    print(f"OK {head['name']} {head['base']} -> {head['new']} "
+          f"(limit {args.max_regression:g}%, significant={head['significant']})", file=sys.stdout)
     return 0

@@ -112,15 +112,21 @@ def test_real_npu_sample_compared_with_itself() -> None:
     assert result.findings and all(f["status"] == "persisting" for f in result.findings)
 
 
-def _kernel_time_us(path) -> dict[str, float]:
+def _kernel_time_per_step_us(path) -> tuple[dict[str, float], int]:
+    """Device time per kernel name (kernels, copies, sets) that starts inside a ProfilerStep#N window, per
+    step, and the number of steps: summed from the raw trace."""
     import collections
     import gzip
 
+    events = json.load(gzip.open(path))["traceEvents"]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events
+             if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
     total: dict[str, float] = collections.Counter()
-    for e in json.load(gzip.open(path))["traceEvents"]:
-        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
-            total[e["name"]] += e.get("dur", 0)
-    return total
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and any(
+                lo <= e["ts"] < hi for lo, hi in steps):
+            total[e["name"]] += e.get("dur", 0) / len(steps)
+    return total, len(steps)
 
 
 def test_real_kineto_pair_headline_deltas() -> None:
@@ -128,8 +134,15 @@ def test_real_kineto_pair_headline_deltas() -> None:
     result = compare_profiles(open_profile(pair / "control.json.gz"), open_profile(pair / "test.json.gz"))
     ops = result.ops
     assert ops, "the pair shares GPU kernels"
-    # the pair's own numbers, summed from the raw traces: device time per kernel name (kernels, copies, sets)
-    base, new = _kernel_time_us(pair / "control.json.gz"), _kernel_time_us(pair / "test.json.gz")
+    # two training runs with profiler steps and no decode: op times per step, as the aligned rows, and no
+    # warning about decode tokens neither run has
+    assert result.normalisation == "per_step" == result.alignment["unit"]
+    assert not any("decode tokens" in w for w in result.warnings), result.warnings
+    # the pair's own numbers, summed from the raw traces: device time per kernel name inside the steps,
+    # per step
+    (base, base_steps), (new, new_steps) = (_kernel_time_per_step_us(pair / f"{side}.json.gz")
+                                            for side in ("control", "test"))
+    assert base_steps == new_steps == 6
     delta = {name: new.get(name, 0) - base.get(name, 0) for name in set(base) | set(new)}
     biggest = max(delta, key=lambda name: abs(delta[name]))
     top = max(ops, key=lambda o: abs(o["delta_us"]))
@@ -144,6 +157,25 @@ def test_real_kineto_pair_headline_deltas() -> None:
     assert any("different devices" in w for w in result.warnings)
     latency = result.metric("per_token_latency_ms")
     assert latency["base"] is None or latency["significant"] is not None
+    # a training run's headline is its step time: the median ProfilerStep#N of each trace, tested per step
+    step = result.metric("step_time_ms")
+    assert (step["base"], step["new"]) == (pytest.approx(76.8335), pytest.approx(114.6895))
+    assert step["noise"]["method"] == "per_step_median" and step["noise"]["base_samples"] == 6
+
+
+def test_check_gates_a_stepped_run_on_its_step_time(tmp_path) -> None:
+    """``pypto check`` of a training run (steps, no decode) names its step time; a slower run beyond the
+    noise and the limit is a regression, exit 3."""
+    pair = SAMPLES / "kineto" / "trace_diff_pair"
+    same = subprocess.run([sys.executable, "-m", "pypto_core", "check", str(pair / "control.json.gz"),
+                           "--baseline", str(pair / "control.json.gz")], capture_output=True, text=True,
+                          cwd=REPO)
+    assert same.returncode == 0 and same.stdout.startswith("OK step_time_ms 76.8335 -> 76.8335"), same
+    result = compare_profiles(open_profile(pair / "control.json.gz"), open_profile(pair / "test.json.gz"))
+    doc = result.to_dict()
+    row = next(m for m in doc["metrics"] if m["name"] == "step_time_ms")
+    row.update(better=False, significant=True)  # as a run whose steps are all slower beyond the noise reads
+    assert regression(doc, 5.0) == ["step_time_ms: 76.834 -> 114.7 ms (+49.3%, limit 5%)"]
 
 
 def test_exports_escape_untrusted_names(runs) -> None:
