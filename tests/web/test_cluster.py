@@ -101,6 +101,9 @@ def test_cnn_8npu_one_rank_with_its_links_to_all_eight(client, people, tmp_path)
     assert (data["slowest_link"]["src"], data["slowest_link"]["dst"]) == (0, 7)
     html = client.get(f"/profiles/{p.pk}/cluster/").content.decode()
     assert "Slowest link: rank 0 → rank 7" in html
+    # one rank: the page says why it names no slow rank, not that the rule found none
+    slow = html.split('id="slow-rank"')[1].split("</li>")[0]
+    assert "this upload holds one rank" in slow and "threshold" not in slow
 
 
 def test_the_matrix_colours_each_link_by_its_bandwidth() -> None:
