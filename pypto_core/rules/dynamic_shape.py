@@ -80,7 +80,9 @@ def match(ctx: RuleContext) -> None:
     if not (all_dynamic or many_compiles):
         return
     ctx.emit(
-        title=(msg("No operator runs as a static (precompiled) kernel") if all_dynamic
+        # "static" is OP State's word for a kernel compiled for its shapes: the prebuilt binary kernels the
+        # advice turns to are the dynamic-shape ones, so the title never calls static ones precompiled
+        title=(msg("No operator runs as a static-shape kernel (OP State is dynamic for all)") if all_dynamic
                else msg("{calls} operator compilations during the run", calls=compile_calls)),
         description=msg("Every operator in this profile was dispatched as a dynamic-shape op, and/or the "
                         "host compiled operators while the model ran. Online compilation stalls the device "
