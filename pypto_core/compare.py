@@ -106,6 +106,21 @@ class _Side:
 # activation (a CNN's Relu), which is no FFN.
 BLOCKS: tuple[str, ...] = ("other", "matmul", "ffn_activation", "rope", "norm", "kv_update", "kv_layout",
                            "attention", "lm_head", "communication", "activation")
+# Each block in words on a page (the ids stay in the JSON and the exports).
+BLOCK_LABELS: dict[str, Message] = {
+    "other": msg("other"), "matmul": msg("MatMul"), "ffn_activation": msg("FFN activation"),
+    "rope": msg("RoPE"), "norm": msg("norm"), "kv_update": msg("KV cache update"),
+    "kv_layout": msg("KV cache layout copies"), "attention": msg("attention"), "lm_head": msg("LM head"),
+    "communication": msg("communication"), "activation": msg("activation"),
+}
+
+
+def block_label(block: str, language: str) -> str:
+    """A block's name in ``language``; an unknown id as it is."""
+    label = BLOCK_LABELS.get(block)
+    return label.render(language) if label is not None else block
+
+
 # Blocks that only a transformer has, and of those the ones only LLM inference has (a KV cache, an LM head per
 # decode step): op-role heuristics alone (a 4-D Transpose, a Relu) name them on a CNN's ops otherwise.
 TRANSFORMER_BLOCKS: frozenset[str] = frozenset({"ffn_activation", "rope", "attention"})

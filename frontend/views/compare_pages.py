@@ -28,6 +28,7 @@ from frontend.views.profile_pages import workload_label
 from profiles import selectors, services
 from profiles.models import Profile, ProfileStatus
 from profiles.selectors import signed_in
+from pypto_core.compare import block_label
 from pypto_core.graph import metric_label
 from pypto_core.i18n import normalize_language
 from pypto_core.kernel_names import readable
@@ -146,8 +147,9 @@ def _readable_ops(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**o, "label": readable(str(o["op_type"]))} for o in ops]
 
 
-def _readable_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**b, "base_op_types": [readable(o) for o in b.get("base_op_types", [])],
+def _readable_blocks(blocks: list[dict[str, Any]], language: str) -> list[dict[str, Any]]:
+    return [{**b, "label": block_label(str(b.get("block", "")), language),
+             "base_op_types": [readable(o) for o in b.get("base_op_types", [])],
              "new_op_types": [readable(o) for o in b.get("new_op_types", [])]} for b in blocks]
 
 
@@ -174,7 +176,7 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
         "per_note": str(PER_UNIT.get(per, "")),
         "metrics": _metric_rows(result.get("metrics", []), language) if done else [],
         "ops": _readable_ops(result.get("ops", [])[:60]),
-        "blocks": _readable_blocks(result.get("blocks", [])),
+        "blocks": _readable_blocks(result.get("blocks", []), language),
         "findings": result.get("findings", []),
         "normalisation": str(NORMALISATION_LABELS.get(result.get("normalisation", ""),
                                                       result.get("normalisation", ""))),

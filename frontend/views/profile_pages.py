@@ -26,6 +26,7 @@ from frontend import charts
 from frontend.templatetags.durations import format_duration, shown_evidence
 from profiles import selectors
 from profiles.models import Profile, ProfileStatus
+from pypto_core.compare import block_label
 from pypto_core.graph import metric_label
 from pypto_core.i18n import normalize_language
 from pypto_core.rules.evidence_labels import evidence_rows
@@ -211,7 +212,9 @@ def _above_hbm_roof(roof: dict[str, Any]) -> dict[str, Any] | None:
 def _top_ops(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The top-ops rows with their times as the page prints every time (``format_duration``); the table's
     script sorts on the raw ``*_us`` numbers and shows the ``*_text``."""
-    return [{**r, "total_us_text": format_duration(r.get("total_us"), "us"),
+    language = normalize_language(translation.get_language()) or "en"
+    return [{**r, "block_text": block_label(str(r.get("block") or ""), language),
+             "total_us_text": format_duration(r.get("total_us"), "us"),
              "avg_us_text": format_duration(r.get("avg_us"), "us")} for r in rows]
 
 

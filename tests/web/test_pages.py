@@ -263,6 +263,14 @@ def test_comparison_page_and_exports(client, world) -> None:
     assert "\\<img src=x onerror=alert(2)\\>" in md_text
     csv_text = client.get(f"/api/comparisons/{cid}/export/?format=csv").content.decode()
     assert csv_text.startswith("section,name,unit")
+    # the model blocks in words, in the page's language (the id in the cell's title)
+    blocks = re.search(r'id="blocks-table">.*?</table>', html, re.S).group(0)
+    assert '<td title="matmul">MatMul</td>' in blocks
+    client.post("/language/", {"language": "zh-hans", "next": "/"})
+    blocks = re.search(r'id="blocks-table">.*?</table>', client.get(f"/comparisons/{cid}/").content.decode(),
+                       re.S).group(0)
+    assert '<td title="norm">Norm 归一化</td>' in blocks
+    client.post("/language/", {"language": "en", "next": "/"})
     assert client.get(f"/api/comparisons/{cid}/export/?format=xlsx").status_code == 404
 
 
@@ -359,3 +367,6 @@ def test_language_switch_chinese(client, world) -> None:
     html = client.get(f"/profiles/{world['before'].pk}/").content.decode()
     assert "发现" in html  # "Findings"
     assert "时间线" in html  # "timeline"
+    # the top operators' blocks in the page's language; the filter's values stay the ids
+    top = _json_scripts(html)["top-ops-data"]
+    assert {(r["block"], r["block_text"]) for r in top} >= {("matmul", "MatMul"), ("norm", "Norm 归一化")}

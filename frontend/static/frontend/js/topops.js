@@ -13,9 +13,10 @@
   var sortKey = "total_us", sortDir = -1;
   function fill(sel, key) {
     var seen = {};
-    rows.forEach(function (r) { seen[r[key]] = true; });
+    // the option reads as the table does (a block in the page's language), the value stays the id
+    rows.forEach(function (r) { seen[r[key]] = typeof r[key + "_text"] === "string" ? r[key + "_text"] : r[key]; });
     Object.keys(seen).sort().forEach(function (v) {
-      var o = document.createElement("option"); o.value = v; o.textContent = v; sel.appendChild(o);
+      var o = document.createElement("option"); o.value = v; o.textContent = seen[v]; sel.appendChild(o);
     });
   }
   fill(typeSel, "op_type"); fill(blockSel, "block");
