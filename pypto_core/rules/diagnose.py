@@ -133,7 +133,13 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
     if not isinstance(sku, SkuSpec):
         graph.sku_source = "given" if sku else resolve_sku(profile, None)[1]
     warnings: list[Message | str] = list(profile.meta.warnings)
-    if graph.sku_source == "default":
+    if graph.sku_source == "default" and profile.meta.device:
+        # NPU_INFO and info.json often name the family only ("Ascend910B"), whose parts differ in cores
+        # and clocks
+        warnings.append(msg("the profile names the chip family ({family}) but not its part; assumed {sku} "
+                            "(give the device to change it: the upload's Device (SKU) field, or pypto "
+                            "analyze --sku)", family=profile.meta.device, sku=spec.name))
+    elif graph.sku_source == "default":
         warnings.append(msg("the profile does not name its Ascend part; assumed {sku} (give the device to "
                             "change it: the upload's Device (SKU) field, or pypto analyze --sku)",
                             sku=spec.name))

@@ -295,7 +295,14 @@ def test_sku_choice_changes_the_verdict_basis() -> None:
     report = diagnose(decoder_profile(planted=frozenset(["matmul_tiling"]), device=None), sku="910B4")
     assert report.profile["device"] == "910B4" and report.profile["sku_source"] == "given"
     default = diagnose(decoder_profile(device=None))
-    assert any("assumed" in w for w in default.warnings)
+    assert any(w.startswith("the profile does not name its Ascend part; assumed 910B3")
+               for w in default.warnings)
+    # a family name only (NPU_INFO's "Ascend910B"): the warning names it, not "does not name"
+    family = decoder_profile(device=None)
+    family.meta.device = "Ascend910B"
+    warned = diagnose(family).warnings
+    assert any(w.startswith("the profile names the chip family (Ascend910B) but not its part; assumed 910B3")
+               for w in warned), warned
 
 
 def test_empty_profile_is_quiet() -> None:
