@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -30,14 +31,58 @@ def collective_figures(communication: pa.Table) -> dict[str, float]:
 
     out = {name: total(f"{name}_ns") for name in FIGURES}
     out["size_bytes"] = total("size_bytes")
+    column = {name: _values(communication, name) for name in ("elapse_ns", "transit_ns", "wait_ns", "idle_ns",
+                                                              "size_bytes", "bandwidth_gbps")}
+    # Some HCCL exports (CANN 8.3 on the Qwen3 ranks) write Transit Time 0 in a collective's Communication
+    # Time Info while its Communication Bandwidth Info records the links' transit (a 622 MB AllReduce: 32.7 of
+    # its 34.6 ms, all counted as Idle): the transfer is then the links' (size / bandwidth), and it was inside
+    # Idle, as Elapse = Transit + Wait + Idle.
+    bw = column["bandwidth_gbps"]
+    links = np.divide(column["size_bytes"], bw, out=np.zeros(len(bw)), where=bw > 0)  # GB/s = bytes per ns
+    split = (column["wait_ns"] > 0) | (column["idle_ns"] > 0)  # a time split to correct (not a bare kernel)
+    derived = (column["transit_ns"] <= 0) & (links > 0) & split
+    transit = np.where(derived, np.minimum(links, column["elapse_ns"]), column["transit_ns"])
+    out["transit_from_links"] = float(transit[derived].sum())
+    out["transit"] = float(transit.sum())
+    out["idle"] = float(np.maximum(column["idle_ns"] - np.where(derived, transit, 0), 0).sum())
+    # each collective's waiting: what moves no data, or without any transfer figure its notify Wait
+    waiting = (np.maximum(column["elapse_ns"] - transit, 0) if out["transit"] > 0 else column["wait_ns"])
+    # point-to-point send/receive (pipeline stages; torch.distributed send/recv): a stage waiting in them
+    # waits for the previous or next stage, the pipeline's bubble, not for a late data-parallel peer
+    names = (pc.fill_null(pc.cast(communication["name"], pa.string()), "")
+             if "name" in communication.column_names else pa.array([""] * communication.num_rows))
+    p2p = pc.match_substring_regex(names, P2P_PATTERN, ignore_case=True).to_numpy(zero_copy_only=False)
+    out["p2p_waiting"] = float(waiting[p2p].sum())
     out["collectives"] = float(communication.num_rows)
     return out
 
 
+P2P_PATTERN = r"send|recv|receive"  # hcom_send, hcom_receive, hcom_batchSendRecv, NCCL SendRecv
+# Above this share of the wait in point-to-point ops, the wait is read as the pipeline's bubble.
+P2P_WAIT_SHARE = 0.5
+
+
+def _values(table: pa.Table, column: str) -> np.ndarray:
+    if column not in table.column_names:
+        return np.zeros(table.num_rows)
+    values: np.ndarray = pc.fill_null(table[column], 0).to_numpy(zero_copy_only=False).astype(np.float64)
+    return values
+
+
+def p2p_share(figures: dict[str, float]) -> float:
+    """The share of the collectives' waiting in point-to-point send/receive (``collective_figures``)."""
+    waiting = (figures.get("elapse", 0.0) - figures.get("transit", 0.0) if figures.get("transit", 0.0) > 0
+               else figures.get("wait", 0.0))
+    return min(figures.get("p2p_waiting", 0.0) / waiting, 1.0) if waiting > 0 else 0.0
+
+
 def waiting_share(figures: dict[str, float]) -> float | None:
-    """The share of the collectives' time that moves no data (Elapse - Transit) / Elapse; None without
-    figures, or where the profile records no split of their time at all. Where the profile splits it into
-    Wait and Idle but records no Transit (some HCCL exports), it reads 1.0, as the rules say in their text."""
+    """The share of the collectives' time that waits for peers: (Elapse - Transit) / Elapse, the time moving
+    no data; None without figures, or where the profile records no split of their time at all.
+
+    Transit comes from the links where the time split omits it (``collective_figures``). Where the profile
+    records no transfer at all but splits the time into Wait and Idle, Idle may hold the transfer: only the
+    notify Wait is then known to be waiting, Wait / Elapse, and the figure is a lower bound."""
     elapse, transit = figures.get("elapse", 0.0), figures.get("transit", 0.0)
     if elapse <= 0 or transit < 0:
         return None
@@ -45,6 +90,8 @@ def waiting_share(figures: dict[str, float]) -> float | None:
         # nothing splits the collectives' time (NCCL kernels in a Kineto trace: one duration each): how much
         # of it waits for peers is not known, and is not guessed
         return None
+    if transit <= 0:
+        return min(figures.get("wait", 0.0) / elapse, 1.0)
     return max(elapse - transit, 0.0) / elapse
 
 
@@ -56,8 +103,8 @@ class PeerWait:
 
     wait_ns: float  # exposed_ns x waiting_share
     exposed_ns: float  # the collectives' time not overlapped with compute (their whole time without one)
-    waiting_share: float  # (Elapse - Transit) / Elapse of the collectives
-    transit_recorded: bool  # False: no transfer time recorded, so all the exposed time counts as waiting
+    waiting_share: float  # (Elapse - Transit) / Elapse of the collectives; Wait / Elapse without Transit
+    transit_recorded: bool  # False: no transfer time recorded, so only the notify Wait counts (a lower bound)
     # the collectives' own split, ns (communication.json: Elapse = Transit + Wait + Idle), which the
     # headline shows beside the figure so that its three numbers read as one
     figures: dict[str, float] = field(default_factory=dict)
@@ -68,17 +115,19 @@ class PeerWait:
                 "share_of_run": round(self.wait_ns / total_ns, 6) if total_ns > 0 else None,
                 "communication_not_overlapped_us": round(self.exposed_ns / 1e3, 3),
                 "waiting_share": round(self.waiting_share, 6), "transit_recorded": self.transit_recorded,
+                "lower_bound": not self.transit_recorded,
+                "p2p_share": round(p2p_share(self.figures), 6),
                 "ranks_in_profile": ranks,
                 "collectives": {name: round(self.figures.get(name, 0.0) / 1e3, 3)
-                                for name in ("elapse", "transit", "wait", "idle")}}
+                                for name in ("elapse", "transit", "wait", "idle", "transit_from_links")}}
 
 
 def peer_wait(communication: pa.Table, exposed_ns: float | None, total_ns: int) -> PeerWait | None:
     """How long this rank waits in collectives for other ranks: the time its collectives lengthen the run
     (``exposed_ns``, the attribution's communication not overlapped; None without an attribution: their
     whole time) times the share of their time that moves no data. A collective ends when the last rank
-    arrives, so the part that is not transfer is this rank waiting for a late peer. None without
-    per-collective figures."""
+    arrives, so the part that is not transfer is this rank waiting for a late peer; without transfer figures
+    only the notify Wait is counted (``waiting_share``). None without per-collective figures."""
     figures = collective_figures(communication)
     share = waiting_share(figures) if figures else None
     if share is None:

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from pypto_core.attribution import BUCKETS
+from pypto_core.collective_wait import P2P_WAIT_SHARE
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg
 from pypto_core.rules.evidence_labels import evidence_rows
 from pypto_core.rules.finding import Report
@@ -106,25 +107,33 @@ def peer_wait_headline(report: Report, language: str = DEFAULT_LANGUAGE) -> tupl
         return None
     t = _translator(language)
     share = pw.get("share_of_run")
-    consequence = msg("The late rank sets this wait; the same fix on every rank may shrink it too, so the "
-                      "combined speedup (which counts no wait) may understate the job's gain.")
+    consequence = (msg("Most of it is in point-to-point send/receive between pipeline stages (the pipeline "
+                       "bubble): more micro-batches per step, an interleaved (virtual pipeline) schedule or "
+                       "layers balanced between the stages shrink it.")
+                   if (pw.get("p2p_share") or 0) >= P2P_WAIT_SHARE else
+                   msg("The late rank sets this wait; the same fix on every rank may shrink it too, so the "
+                       "combined speedup (which counts no wait) may understate the job's gain."))
     fact = (msg("This rank waits {ms:.1f} ms ({pct:.1f}% of the run) in collectives for other ranks.",
                 ms=wait_us / 1e3, pct=100 * share) if share is not None else
             msg("This rank waits {ms:.1f} ms in collectives for other ranks.", ms=wait_us / 1e3))
     parts = pw.get("collectives") or {}
-    how = [msg("It is the {exposed:.1f} ms of communication not overlapped with compute times the "
-               "{pct:.0f}% of the collectives' time that moves no data: notify Wait {wait:.1f} ms and Idle "
-               "{idle:.1f} ms of their {elapse:.1f} ms.",
-               exposed=(pw.get("communication_not_overlapped_us") or 0) / 1e3,
-               pct=100 * (pw.get("waiting_share") or 0), wait=parts["wait"] / 1e3, idle=parts["idle"] / 1e3,
-               elapse=parts["elapse"] / 1e3)] if parts.get("elapse") else []
+    recorded = pw.get("transit_recorded", True)
+    numbers = {"exposed": (pw.get("communication_not_overlapped_us") or 0) / 1e3,
+               "pct": 100 * (pw.get("waiting_share") or 0), "wait": (parts.get("wait") or 0) / 1e3,
+               "idle": (parts.get("idle") or 0) / 1e3, "elapse": (parts.get("elapse") or 0) / 1e3}
+    how = [] if not parts.get("elapse") else [
+        msg("It is the {exposed:.1f} ms of communication not overlapped with compute times the {pct:.0f}% of "
+            "the collectives' time that moves no data: notify Wait {wait:.1f} ms and Idle {idle:.1f} ms of "
+            "their {elapse:.1f} ms.", **numbers) if recorded else
+        msg("It is the {exposed:.1f} ms of communication not overlapped with compute times the {pct:.0f}% of "
+            "the collectives' time in notify Wait ({wait:.1f} ms of their {elapse:.1f} ms).", **numbers)]
     ranks = int(pw.get("ranks_in_profile") or report.profile.get("ranks") or 1)
     nxt = (msg("This profile holds {ranks} ranks: the cluster view (the dashboard's cluster page) compares "
                "them and shows which rank is late.", ranks=ranks) if ranks > 1 else
            msg("Upload every rank (cluster page) to see which rank is late."))
-    caveat = [] if pw.get("transit_recorded", True) else [msg(
-        "No transfer time is recorded for these collectives, so all their time not overlapped with compute "
-        "counts as waiting.")]
+    caveat = [] if recorded else [msg(
+        "No transfer time is recorded for these collectives, so their Idle ({idle:.1f} ms) may be data "
+        "moving or waiting: only the notify Wait is counted, and the wait is at least this.", **numbers)]
     sep = "" if language.startswith("zh") else " "  # Chinese sentences follow each other with no space
     return t(fact), sep.join(t(m) for m in (*how, consequence, *caveat, nxt))
 

@@ -26,6 +26,7 @@ from frontend import charts
 from frontend.templatetags.durations import format_duration, shown_evidence
 from profiles import selectors
 from profiles.models import Profile, ProfileStatus
+from pypto_core.collective_wait import P2P_WAIT_SHARE
 from pypto_core.compare import block_label
 from pypto_core.graph import metric_label
 from pypto_core.i18n import normalize_language
@@ -142,10 +143,12 @@ def _peer_wait(profile: Profile, report_profile: dict[str, Any]) -> dict[str, An
     if parts.get("elapse"):
         how = {"exposed_ms": float(pw.get("communication_not_overlapped_us") or 0) / 1e3,
                "pct": round(100 * float(pw.get("waiting_share") or 0)), "wait_ms": parts["wait"] / 1e3,
-               "idle_ms": parts["idle"] / 1e3, "elapse_ms": parts["elapse"] / 1e3}
+               "idle_ms": parts["idle"] / 1e3, "elapse_ms": parts["elapse"] / 1e3,
+               "recorded": pw.get("transit_recorded", True)}
     return {"ms": float(pw["wait_us"]) / 1e3, "pct": 100 * float(share) if share is not None else None,
             "how": how,
             "ranks": ranks, "several_ranks": ranks > 1, "transit_recorded": pw.get("transit_recorded", True),
+            "pipeline": float(pw.get("p2p_share") or 0) >= P2P_WAIT_SHARE,
             "cluster_url": reverse("profile-cluster", args=[profile.group_id or profile.pk]),
             # Chinese sentences follow each other with no space
             "sep": "" if (translation.get_language() or "").startswith("zh") else " "}

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from pypto_core import collective_wait
 from pypto_core.attribution import COMM_CODE
-from pypto_core.i18n import msg
+from pypto_core.i18n import Message, msg
 from pypto_core.intervals import clip_to_length
 from pypto_core.replay import kernel_change
 from pypto_core.rules._bucket_rule import bucket_share
@@ -81,6 +81,8 @@ def match(ctx: RuleContext) -> None:
                          "transit_us": us(transit), "wait_us": us(figures["wait"]),
                          "idle_us": us(figures["idle"]),
                          "size_mb": round(figures["size_bytes"] / 1e6, 3)})
+        if figures.get("transit_from_links"):  # the time split wrote Transit 0 (collective_wait)
+            evidence["transit_from_links_us"] = us(figures["transit_from_links"])
         if transit > 0 and figures["size_bytes"] > 0:
             evidence["achieved_bandwidth_gbps"] = round(figures["size_bytes"] / transit, 3)  # bytes/ns = GB/s
     # The run's wait for other ranks (one figure: the report's headline reads it too), whatever the share:
@@ -109,7 +111,16 @@ def match(ctx: RuleContext) -> None:
         parts = msg("of their {elapse_ms:.1f} ms, Transit is {transit_ms:.1f} ms, notify Wait {wait_ms:.1f} "
                     "ms and Idle {idle_ms:.1f} ms (communication.json)", elapse_ms=us(elapse) / 1e3,
                     transit_ms=us(transit) / 1e3, wait_ms=us(wait) / 1e3, idle_ms=us(figures["idle"]) / 1e3)
-        if wait_ratio is not None and wait_ratio >= cfg["slow_rank_wait_ratio"]:
+        p2p = collective_wait.p2p_share(figures)
+        if p2p >= collective_wait.P2P_WAIT_SHARE:
+            evidence["p2p_wait_share"] = round(p2p, 6)
+            # a pipeline stage waiting for its neighbour, which no "slow rank" fix removes
+            cause = msg("{pct:.0f}% of that waiting is in point-to-point send/receive between pipeline "
+                        "stages: this stage waits for the previous or next one (the pipeline bubble), not "
+                        "for a late data-parallel peer. More micro-batches per step, an interleaved (virtual "
+                        "pipeline) schedule, or layers balanced between the stages shrink it; overlap what "
+                        "remains with compute.", pct=100 * p2p)
+        elif wait_ratio is not None and wait_ratio >= cfg["slow_rank_wait_ratio"]:
             cause = msg(
                 "Their Wait is {pct:.0f}% of Wait + Transit, above the {limit:.1f} at which MindStudio flags "
                 "a slow rank: this rank reaches each collective before its peers. The slow rank is the one "
@@ -124,14 +135,23 @@ def match(ctx: RuleContext) -> None:
             cause = msg("Their notify Wait is small, so the time goes before or between the collectives' "
                         "tasks: check what the communication stream waits for (events from compute, the "
                         "host's launch), then overlap the collectives with compute.")
-        description = msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside them, and "
-                          "they are not moving data: {parts}. "
-                          "{cause}", ms=us(exposed) / 1e3, lib=lib, parts=parts,
-                          cause=cause)
+        description = (msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside them, and "
+                           "they are not moving data: {parts}. "
+                           "{cause}", ms=us(exposed) / 1e3, lib=lib, parts=parts,
+                           cause=cause) if transit > 0 else
+                       msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside them, "
+                           "most of it waiting for their peers: {parts}. {cause}", ms=us(exposed) / 1e3,
+                           lib=lib, parts=parts, cause=cause))
     else:
-        known = "" if waiting_share is not None else msg(
+        known: Message | str = "" if waiting_share is not None else msg(
             " The profile has no per-collective wait figures, so transfer and waiting cannot be told apart "
             "here.")
+        if waiting_share is not None and transit <= 0:
+            # Idle then holds the transfer as well as any waiting (collective_wait.waiting_share)
+            known = msg(" The profile records no transfer time (Transit) for them: of their {elapse_ms:.1f} "
+                        "ms, notify Wait (waiting for peers) is {wait_ms:.1f} ms and Idle {idle_ms:.1f} ms, "
+                        "which may be data moving or waiting.", elapse_ms=us(elapse) / 1e3,
+                        wait_ms=us(figures["wait"]) / 1e3, idle_ms=us(figures["idle"]) / 1e3)
         title = msg("Communication not overlapped is {pct:.0f}% of the step", pct=100 * exposed / total)
         description = msg("The step waits {ms:.1f} ms in {lib} collectives with no compute beside "
                           "them.{known} {advice}", ms=us(exposed) / 1e3, lib=lib, known=known,

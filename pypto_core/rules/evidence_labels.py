@@ -96,6 +96,8 @@ EVIDENCE_LABELS: dict[str, Message] = {
     "wait_share": msg("Wait share"),
     "wait_time_ratio": msg("Wait time ratio"),
     "waiting_share": msg("Share spent waiting for peers"),
+    "p2p_wait_share": msg("Share of the wait in point-to-point send/receive (pipeline stages)"),
+    "transit_from_links_us": msg("Transit taken from the links' bandwidth info (µs)"),
     "wait_for_other_ranks_us": msg("Wait for other ranks (µs)"),
     "synchronization_time_us": msg("Synchronisation time (µs)"),
     "size_mb": msg("Data size (MB)"),

@@ -184,7 +184,13 @@ def _read_communication_json(path: Path, facts: Facts) -> None:
                 t = info.get("Communication Time Info", {})
                 facts.comm_elapse += 1e3 * float(t.get("Elapse Time(ms)", 0))
                 facts.comm_wait += 1e3 * float(t.get("Wait Time(ms)", 0))
-                facts.comm_transit += 1e3 * float(t.get("Transit Time(ms)", 0))
+                transit = float(t.get("Transit Time(ms)", 0))
+                if transit <= 0:  # some exports write 0 here and the links' transit in the bandwidth info
+                    links = info.get("Communication Bandwidth Info", {}).values()
+                    transit = min(max((float(x.get("Transit Time(ms)", 0)) for x in links
+                                       if isinstance(x, dict)), default=0.0),
+                                  float(t.get("Elapse Time(ms)", 0)))  # never longer than the collective
+                facts.comm_transit += 1e3 * transit
 
 
 def _trace_events(path: Path) -> list[dict]:
