@@ -21,7 +21,7 @@ from typing import Any
 from pypto_core import __version__
 from pypto_core.capture import host
 from pypto_core.capture.agent_config import AgentConfig
-from pypto_core.capture.client import ApiClient, ApiError, Backoff
+from pypto_core.capture.client import ApiClient, ApiError, Backoff, ConnectionLost
 from pypto_core.capture.ledger import JobLedger
 from pypto_core.capture.options import OptionsError, validate_params
 from pypto_core.capture.remedy_apply import RemedyRefused, applied_workload, check_remedies
@@ -66,9 +66,12 @@ class Agent:
         capabilities: Callable[[], dict[str, Any]] = host.capabilities,
     ) -> None:
         self.config = config
-        # attempts=0: a lost server is retried forever, with backoff capped at retry_max_s
+        self.stop_event = threading.Event()
+        # attempts=0: a lost server is retried forever, with backoff capped at retry_max_s, until the agent
+        # stops (its waits end at once then)
         self.client = ApiClient(
-            server, token, scheme=AUTH_SCHEME, backoff=Backoff(attempts=0, base_s=0.5, max_s=retry_max_s)
+            server, token, scheme=AUTH_SCHEME, backoff=Backoff(attempts=0, base_s=0.5, max_s=retry_max_s),
+            sleep=self.stop_event.wait, stopped=self.stop_event.is_set,
         )
         self.poll_s = poll_s
         self.log_interval_s = log_interval_s
@@ -76,7 +79,6 @@ class Agent:
         self.capabilities = capabilities
         self.ledger = JobLedger(config.state_dir / "jobs.json")
         self.heartbeat_s = 15.0
-        self.stop_event = threading.Event()
         self._running: dict[int, threading.Event] = {}  # job id -> its cancel event
         self._lock = threading.Lock()
 
@@ -88,7 +90,12 @@ class Agent:
         beat = threading.Thread(target=self._heartbeat_loop, name="pypto-heartbeat", daemon=True)
         beat.start()
         while not self.stop_event.is_set():
-            job = self.next_job()
+            try:
+                job = self.next_job()
+            except ConnectionLost:
+                if self.stop_event.is_set():
+                    return  # stopped while the server was away
+                raise
             if job is not None:
                 self.handle(job)
 

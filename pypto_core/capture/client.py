@@ -55,7 +55,9 @@ class Backoff:
     max_s: float = 30.0
 
     def delay(self, attempt: int) -> float:
-        return random.uniform(0, min(self.max_s, self.base_s * (2**attempt)))
+        # the exponent capped: retried forever (attempts=0), 2**attempt outgrew a float after ~1000 tries and
+        # the agent's loop died with an OverflowError after hours without its server
+        return random.uniform(0, min(self.max_s, self.base_s * 2.0 ** min(attempt, 60)))
 
 
 class ApiClient:
@@ -69,7 +71,8 @@ class ApiClient:
         scheme: str = "Token",
         timeout_s: float = 60.0,
         backoff: Backoff | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], Any] = time.sleep,
+        stopped: Callable[[], bool] = lambda: False,
     ) -> None:
         self.server = server.rstrip("/")
         self.token = token
@@ -77,6 +80,7 @@ class ApiClient:
         self.timeout_s = timeout_s
         self.backoff = backoff or Backoff()
         self._sleep = sleep
+        self._stopped = stopped  # a retry loop asked to end (the agent stopping): the call gives up
 
     def url(self, path: str) -> str:
         if path.startswith(("http://", "https://")):
@@ -118,6 +122,8 @@ class ApiClient:
                     return response
                 if not (retry and response.status in RETRY_STATUSES and self._may_retry(attempt)):
                     raise ApiError(method, url, response.status, response.body)
+            if self._stopped():
+                raise ConnectionLost(f"{method} {url}: stopped while retrying")
             self._sleep(self.backoff.delay(attempt))
             attempt += 1
 

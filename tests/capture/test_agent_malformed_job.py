@@ -66,7 +66,18 @@ def test_malformed_job_ids_are_skipped_with_a_log_line_and_the_agent_goes_on(tmp
         agent.stop_event.set()
         server.shutdown()
     loop.join(timeout=30)
+    # stopped with its server gone, the agent ends instead of retrying forever
+    assert not loop.is_alive()
     assert statuses[0][0] == "/api/agent/jobs/9/status/" and statuses[0][1]["status"] == "failed"
     assert "not in this agent's config" in statuses[0][1]["message"]
     skipped = [r.getMessage() for r in caplog.records if "malformed id" in r.getMessage()]
     assert len(skipped) == 4 and "'1/../../x'" in skipped[0]
+
+
+def test_backoff_retried_for_hours_stays_within_its_cap() -> None:
+    """A lost server retried forever: past ~1000 tries 2**attempt outgrew a float and killed the agent's loop
+    with an OverflowError; the delay stays within its cap however long the server is away."""
+    from pypto_core.capture.client import Backoff
+
+    backoff = Backoff(attempts=0, base_s=0.5, max_s=30.0)
+    assert all(0 <= backoff.delay(attempt) <= 30.0 for attempt in (0, 10, 1100, 10**6))
