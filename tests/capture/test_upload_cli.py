@@ -29,11 +29,17 @@ def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def site(transactional_db: None, live_server: Any, make_user) -> dict[str, Any]:
+def site(transactional_db: None, live_server: Any, make_user, monkeypatch) -> dict[str, Any]:
     owner, viewer = make_user("uploader"), make_user("watcher")
     project = project_with(owner)
     Membership.objects.create(project=project, user=viewer, role=Role.VIEWER)
-    return {"url": live_server.url, "project": project,
+    # These tests are about the upload protocol: the profile is queued (recorded here), not handed to the
+    # session's worker, which once ingested it while this test's teardown emptied the tables (a deadlock,
+    # then the next test's users already existed).
+    queued: list[tuple[str, int]] = []
+    monkeypatch.setattr("analysis.profile_services.enqueue_on_commit",
+                        lambda task, object_id: queued.append((str(task), object_id)))
+    return {"url": live_server.url, "project": project, "queued": queued,
             "owner": Token.objects.create(user=owner).key, "viewer": Token.objects.create(user=viewer).key}
 
 
@@ -44,6 +50,7 @@ def test_cli_uploads_a_folder_and_prints_the_profile_url(site: dict[str, Any], t
     profile = Profile.objects.get(project=site["project"])
     assert done.stdout.strip() == f"{site['url']}/profiles/{profile.pk}/"
     assert profile.name == "level1 rank0" and profile.size > 0
+    assert site["queued"] == [("analysis.tasks.ingest", profile.pk)]  # handed to the pipeline once
     assert "uploading" in done.stderr and "(100%)" in done.stderr
 
 
