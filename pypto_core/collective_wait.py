@@ -17,6 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 FIGURES = ("elapse", "transit", "wait", "synchronization", "idle")
+P2P_PATTERN = r"send|recv|receive"  # hcom_send, hcom_receive, hcom_batchSendRecv, NCCL SendRecv
+# Above this share of the wait in point-to-point ops, the wait is read as the pipeline's bubble.
+P2P_WAIT_SHARE = 0.5
 
 
 def collective_figures(communication: pa.Table) -> dict[str, float]:
@@ -55,11 +58,6 @@ def collective_figures(communication: pa.Table) -> dict[str, float]:
     out["p2p_waiting"] = float(waiting[p2p].sum())
     out["collectives"] = float(communication.num_rows)
     return out
-
-
-P2P_PATTERN = r"send|recv|receive"  # hcom_send, hcom_receive, hcom_batchSendRecv, NCCL SendRecv
-# Above this share of the wait in point-to-point ops, the wait is read as the pipeline's bubble.
-P2P_WAIT_SHARE = 0.5
 
 
 def _values(table: pa.Table, column: str) -> np.ndarray:
