@@ -350,7 +350,7 @@ class ProfileComparer:
 
     # -- op-level diff ------------------------------------------------------------------------------
     def _grouped(self, side: _Side, keys: np.ndarray | _Codes) -> dict[Any, tuple[float, int]]:
-        mask, unit = self._aligned_scope(side, self._aligned_unit())
+        mask, per = self._aligned_scope(side, self._aligned_unit())  # the kernels counted, divided by per
         if not mask.any():
             return {}
         codes, labels = keys if isinstance(keys, tuple) else _encode(keys)
@@ -358,7 +358,7 @@ class ProfileComparer:
         dur = side.graph.dur[mask].astype(np.float64)
         total = np.bincount(k, weights=dur, minlength=len(labels))
         count = np.bincount(k, minlength=len(labels))
-        return {labels[i]: (float(total[i]) / unit / 1000.0, int(count[i])) for i in np.flatnonzero(count)}
+        return {labels[i]: (float(total[i]) / per / 1000.0, int(count[i])) for i in np.flatnonzero(count)}
 
     def _diff_rows(self, key_name: str, base: dict[Any, tuple[float, int]],
                    new: dict[Any, tuple[float, int]]) -> list[dict[str, Any]]:
