@@ -65,6 +65,7 @@ def test_malformed_job_ids_are_skipped_with_a_log_line_and_the_agent_goes_on(tmp
     finally:
         agent.stop_event.set()
         server.shutdown()
+        server.server_close()  # refused at once: a request to a listening socket nobody serves waits 30 s
     loop.join(timeout=30)
     # stopped with its server gone, the agent ends instead of retrying forever
     assert not loop.is_alive()
