@@ -257,6 +257,13 @@ class ProfileComparer:
             warnings.append(msg("different devices: {base} vs {new}; shares and utilisations are each "
                                 "relative to their own device's peaks", base=b.graph.sku.name,
                                 new=n.graph.sku.name))
+        ranks = (b.profile.meta.rank, n.profile.meta.rank)
+        if None not in ranks and ranks[0] != ranks[1]:
+            # ranks of one job differ by design (their pipeline stage, their share of the data): a change
+            # between them is not a change of the run
+            warnings.append(msg("different ranks: rank {base} vs rank {new}; their figures differ by role as "
+                                "well as by any change (compare the same rank of each run)",
+                                base=ranks[0], new=ranks[1]))
         unit = self._aligned_unit()
         if unit == "whole_run":
             warnings.append(msg("neither decode tokens nor profiler steps in both profiles: op times compare "

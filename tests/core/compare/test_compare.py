@@ -155,6 +155,9 @@ def test_real_kineto_pair_headline_deltas() -> None:
     # the pair was recorded on two GPU generations: the comparison says so instead of hiding it
     assert (result.base["device"], result.new["device"]) == ("A100", "V100")
     assert any("different devices" in w for w in result.warnings)
+    # and on two ranks of two jobs (rank 3 of 8, rank 1 of 2): said too
+    assert (result.summary["base"]["rank"], result.summary["new"]["rank"]) == (3, 1)
+    assert "different ranks: rank 3 vs rank 1; their figures differ by role" in " ".join(result.warnings)
     latency = result.metric("per_token_latency_ms")
     assert latency["base"] is None or latency["significant"] is not None
     # a training run's headline is its step time: the median ProfilerStep#N of each trace, tested per step
