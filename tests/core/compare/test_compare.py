@@ -164,6 +164,7 @@ def test_real_kineto_pair_headline_deltas() -> None:
     step = result.metric("step_time_ms")
     assert (step["base"], step["new"]) == (pytest.approx(76.8335), pytest.approx(114.6895))
     assert step["noise"]["method"] == "per_step_median" and step["noise"]["base_samples"] == 6
+    assert step["better"] is False and step["significant"]
 
 
 def test_check_gates_a_stepped_run_on_its_step_time(tmp_path) -> None:
@@ -174,11 +175,18 @@ def test_check_gates_a_stepped_run_on_its_step_time(tmp_path) -> None:
                            "--baseline", str(pair / "control.json.gz")], capture_output=True, text=True,
                           cwd=REPO)
     assert same.returncode == 0 and same.stdout.startswith("OK step_time_ms 76.8335 -> 76.8335"), same
+    # the test run: every one of its 6 steps (82-166 ms) slower than every one of the control's (75-81 ms),
+    # a change the medians' spread alone calls noise
+    slower = subprocess.run([sys.executable, "-m", "pypto_core", "check", str(pair / "test.json.gz"),
+                             "--baseline", str(pair / "control.json.gz")], capture_output=True, text=True,
+                            cwd=REPO)
+    assert slower.returncode == 3, slower
+    assert slower.stdout.splitlines()[0] == "REGRESSION step_time_ms: 76.834 -> 114.7 ms (+49.3%, limit 5%)"
     result = compare_profiles(open_profile(pair / "control.json.gz"), open_profile(pair / "test.json.gz"))
-    doc = result.to_dict()
-    row = next(m for m in doc["metrics"] if m["name"] == "step_time_ms")
-    row.update(better=False, significant=True)  # as a run whose steps are all slower beyond the noise reads
-    assert regression(doc, 5.0) == ["step_time_ms: 76.834 -> 114.7 ms (+49.3%, limit 5%)"]
+    step = result.metric("step_time_ms")
+    assert step["noise"]["separated"] and step["noise"]["verdict"] == "worse"
+    assert abs(step["new"] - step["base"]) < step["noise"]["threshold"]  # the medians' test alone: noise
+    assert regression(result, 60.0) == []  # within a looser limit
 
 
 def test_exports_escape_untrusted_names(runs) -> None:
@@ -264,3 +272,16 @@ def test_cnn_levels_have_no_llm_blocks() -> None:
 def test_llm_decode_keeps_its_blocks(runs) -> None:
     blocks = {row["block"] for row in compare_profiles(runs["planted"], runs["all"]).blocks}
     assert LLM_BLOCKS <= blocks and "activation" not in blocks, blocks
+
+
+def test_steps_apart_count_as_a_change_from_five_steps_each() -> None:
+    """No step of one run overlapping the other is a change (exact rank test: 2 / C(10, 5) < 1%) once each
+    run has five steps; with four each it could be luck (2 / C(8, 4) = 2.9%)."""
+    import numpy as np
+
+    from pypto_core.compare import _separated
+
+    five, later = np.array([1.0, 2, 3, 4, 5]), np.array([6.0, 7, 8, 9, 10])
+    assert _separated(five, later) and _separated(later, five)
+    assert not _separated(five[:4], later[:4])
+    assert not _separated(np.array([1.0, 2, 3, 4, 7]), later)  # one step overlaps
