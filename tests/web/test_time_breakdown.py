@@ -148,3 +148,26 @@ def test_bucket_labels_in_chinese(client, ready) -> None:
     assert hint and "Step 的窗口" in hint.group(1) and "整个采集" in hint.group(1)
     assert [s["name"] for s in _json_scripts(html)["chart-time-steps"]["series"]][0] == "计算"
     assert "时间都去哪儿了" in html
+
+
+def test_the_wait_headline_names_a_pipeline_bubble_and_a_lower_bound(client, ready) -> None:
+    """The page's wait headline as the engine's reports word it: most of the wait in point-to-point
+    send/receive reads as the pipeline bubble (not a late rank), and a wait whose collectives record no
+    transfer says it counts only the notify Wait (at least), in both languages."""
+    owner, p = ready
+    client.force_login(owner)
+    parts = {"elapse": 420174.26, "transit": 0.0, "wait": 164143.54, "idle": 256030.72,
+             "transit_from_links": 0.0}
+    _set_report_profile(p, peer_wait={"wait_us": 164143.54, "share_of_run": 0.2, "waiting_share": 0.390656,
+                                      "communication_not_overlapped_us": 420174.26, "transit_recorded": False,
+                                      "lower_bound": True, "p2p_share": 0.97, "ranks_in_profile": 1,
+                                      "collectives": parts})
+    html = client.get(f"/profiles/{p.pk}/").content.decode()
+    head = re.search(r'id="peer-wait-headline".*?</div>', html, re.S).group(0)
+    assert "the 39% of the collectives' time in notify Wait (164.1 ms of their 420.2 ms)" in head
+    assert "(the pipeline bubble)" in head and "The late rank sets this wait" not in head
+    assert "so their Idle (256.0 ms) may be data moving or waiting" in head
+    client.post("/language/", {"language": "zh-hans", "next": "/"})
+    head = re.search(r'id="peer-wait-headline".*?</div>', client.get(f"/profiles/{p.pk}/").content.decode(),
+                     re.S).group(0)
+    assert "流水线气泡" in head and "只计入了等待（notify Wait），实际等待至少为此值" in head
