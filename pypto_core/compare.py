@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from pypto_core.attribution import BUCKETS, step_windows
 from pypto_core.graph import GRAPH_COLUMNS, METRICS, OperatorCallGraph
 from pypto_core.i18n import Message, msg, stored_texts
+from pypto_core.intervals import window_index
 from pypto_core.kernel_names import readable
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import Profile, merge_columns
@@ -457,8 +458,7 @@ class ProfileComparer:
             cached: tuple[np.ndarray, float] | None = side.cache.get("in_steps")
             if cached is None:
                 w_start, w_end, _ = step_windows(side.profile, g.start, g.end)
-                i = np.searchsorted(w_start, g.start, side="right") - 1
-                inside = (i >= 0) & (g.start < w_end[np.clip(i, 0, None)])
+                inside = window_index(w_start, w_end, g.start) >= 0
                 cached = side.cache["in_steps"] = (inside, float(len(w_start)))
             return cached
         return np.ones(g.n, bool), 1.0

@@ -21,6 +21,7 @@ from pypto_core.framework_ops import FRAMEWORK_OPS_COLUMNS, FrameworkOps, framew
 from pypto_core.grouping import group_rows, text_codes
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg, render
+from pypto_core.intervals import window_index
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
 from pypto_core.profile import Profile, merge_columns
 from pypto_core.sequences import PATTERNS, ChainMatch, match_chains
@@ -407,9 +408,7 @@ class OperatorCallGraph:
             order = np.argsort(st)
             st, en = st[order], en[order]
             if self.n:
-                idx = np.searchsorted(st, self.start, side="right") - 1
-                inside = (idx >= 0) & (self.start < en[np.clip(idx, 0, len(en) - 1)])
-                step = np.where(inside, idx, -1)
+                step = window_index(st, en, self.start)
             bounds = list(zip(st.tolist(), en.tolist()))
             source = "steps"
         lm = np.nonzero(self.lm_head_mask)[0]

@@ -71,6 +71,17 @@ def clip_to_length(starts: np.ndarray, ends: np.ndarray, length: float) -> tuple
     return starts, starts + keep
 
 
+def window_index(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each time ``t``: the index of the window [starts[i], ends[i]) holding it (windows sorted by start,
+    disjoint: profiler steps), -1 outside every window."""
+    t = np.asarray(t)
+    if not len(starts):
+        return np.full(len(t), -1, np.int64)
+    i = np.searchsorted(starts, t, side="right") - 1
+    inside = (i >= 0) & (t < ends[np.clip(i, 0, None)])
+    return np.where(inside, i, -1)
+
+
 def overlap_ns(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """For each query [a, b): its overlap with the union of sorted, disjoint intervals (starts, ends)."""
     if not len(starts):

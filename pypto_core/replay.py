@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.attribution import HOST_SLICE_ROWS, TimeAttribution, host_unions
-from pypto_core.intervals import overlap_ns, subtract_intervals, union_intervals
+from pypto_core.intervals import overlap_ns, subtract_intervals, union_intervals, window_index
 
 if TYPE_CHECKING:  # pragma: no cover
     from pypto_core.profile import Profile
@@ -184,8 +184,8 @@ class Replay:
         w = self.windows
         if not len(w):
             return
-        step = np.searchsorted(w[:, 0], hs, side="right") - 1
-        ok = (step >= 0) & (hs < w[np.clip(step, 0, None), 1])
+        step = window_index(w[:, 0], w[:, 1], hs)
+        ok = step >= 0
         np.maximum.at(self.host_end, step[ok], np.minimum(he[ok], w[step[ok], 1]))
 
     def _cross_stream_waits(self, host_bound: np.ndarray) -> np.ndarray:

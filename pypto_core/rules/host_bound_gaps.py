@@ -14,7 +14,7 @@ import numpy as np
 
 from pypto_core.attribution import TimeAttribution
 from pypto_core.i18n import Message, msg
-from pypto_core.intervals import overlap_ns
+from pypto_core.intervals import overlap_ns, window_index
 from pypto_core.replay import Change
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
@@ -124,8 +124,8 @@ def _before_first_task(start: np.ndarray, a: TimeAttribution) -> float:
     if not a.steps or not len(start):
         return 0.0
     w = a.windows()
-    step = np.searchsorted(w[:, 0], start, side="right") - 1
-    ok = (step >= 0) & (start < w[np.clip(step, 0, None), 1])
+    step = window_index(w[:, 0], w[:, 1], start)
+    ok = step >= 0
     first = w[:, 1].copy()
     np.minimum.at(first, step[ok], start[ok])
     hs, he = a.intervals("host_launch_bound")

@@ -51,3 +51,12 @@ def test_a_compile_call_wrapping_another_counts_once() -> None:
     # CANN: AscendCL@aclopCompileAndExecute [0, 100) holds AscendCL@opCompile [10, 60); a second pair follows
     s, e = np.array([0, 10, 200, 210]), np.array([100, 60, 300, 250])
     assert outermost(s, e).tolist() == [True, False, True, False]
+
+
+def test_window_index_finds_the_step_holding_each_time() -> None:
+    from pypto_core.intervals import window_index
+
+    starts, ends = np.array([10, 30], np.int64), np.array([20, 40], np.int64)
+    times = np.array([5, 10, 19, 20, 25, 30, 39, 40], np.int64)
+    assert window_index(starts, ends, times).tolist() == [-1, 0, 0, -1, -1, 1, 1, -1]
+    assert window_index(starts[:0], ends[:0], times).tolist() == [-1] * len(times)
