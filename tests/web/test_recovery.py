@@ -43,7 +43,7 @@ def _filesystem_connection(var_dir: Path):  # type: ignore[no-untyped-def]
     broker = var_dir / "broker"
     for sub in ("out", "processed", "control"):
         (broker / sub).mkdir(parents=True, exist_ok=True)
-    return Connection("filesystem://", transport_options={
+    return Connection("filesystem://", transport="pypto_web.fs_broker:Transport", transport_options={
         "data_folder_in": str(broker / "out"), "data_folder_out": str(broker / "out"),
         "data_folder_processed": str(broker / "processed"), "control_folder": str(broker / "control")})
 
