@@ -22,6 +22,7 @@ from pypto_core.grouping import group_rows, text_codes
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg, render
 from pypto_core.intervals import window_index
+from pypto_core.launches import LAUNCH_COLUMNS, Launches, launches
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
 from pypto_core.profile import Profile, merge_columns
 from pypto_core.sequences import PATTERNS, ChainMatch, match_chains
@@ -78,7 +79,8 @@ def metric_label(name: str, language: str = DEFAULT_LANGUAGE) -> str:
 # What the call graph reads, with the attribution, framework ops and workload it builds (a
 # ``profile.ColumnSet``): times, lanes, kinds and shapes of the tasks, the data-movement ratios, the steps,
 # the links to the host.
-GRAPH_COLUMNS = merge_columns(ATTRIBUTION_COLUMNS, FRAMEWORK_OPS_COLUMNS, WORKLOAD_COLUMNS, {
+GRAPH_COLUMNS = merge_columns(ATTRIBUTION_COLUMNS, FRAMEWORK_OPS_COLUMNS, WORKLOAD_COLUMNS,
+                              LAUNCH_COLUMNS, {
     "kernels": ("start_ns", "dur_ns", "device_id", "stream_id", "op_type", "name", "core_type",
                 "correlation_id", "input_shapes", "output_shapes", "input_dtypes", "output_dtypes",
                 "aic_mte2_ratio", "aiv_mte2_ratio"),
@@ -146,6 +148,11 @@ class OperatorCallGraph:
     @cached_property
     def workload(self) -> Workload:
         return detect_workload(self.profile, self)
+
+    @cached_property
+    def launches(self) -> Launches:
+        """Which kernels a captured graph's launch issued (pypto_core.launches)."""
+        return launches(self.profile)
 
     @cached_property
     def task_codes(self) -> tuple[np.ndarray, np.ndarray]:

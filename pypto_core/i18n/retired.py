@@ -11,4 +11,7 @@ RETIRED: tuple[Message, ...] = (
     msg("no decode tokens found in one of the profiles: op times compare whole runs"),
     # dynamic_shape's title, until it stopped calling static kernels precompiled
     msg("No operator runs as a static (precompiled) kernel"),
+    # host_bound_gaps' description, until it said which kernels already run from captured graphs
+    msg("Between kernels the device sits idle while the host (Python, the framework, the launch path) "
+        "prepares the next one.{decode}{outside} {advice}"),
 )

@@ -71,6 +71,8 @@ EVIDENCE_LABELS: dict[str, Message] = {
     "longest_gap_us": msg("Longest gap (µs)"),
     "outside_kernel_gaps_us": msg("Host launch bound time outside the gaps between kernels (µs)"),
     "before_first_kernel_us": msg("Host launch bound time before each step's first kernel (µs)"),
+    "graph_launched_share": msg("Share of kernels launched from captured graphs"),
+    "graph_launches": msg("Captured-graph launches"),
     # KV cache layout, format conversion, copies
     "layout_copies": msg("Layout copies"),
     "copies_per_token": msg("Copies per token"),

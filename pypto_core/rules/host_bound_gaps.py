@@ -5,7 +5,9 @@ host runs framework ops or runtime calls, and is neither synchronising nor loadi
 ``sync_stall`` and ``data_loading``). The advisor's overall analysis flags free time over 10% (docs/formats.md
 §4.3); HTA calls it "host wait" idle time. Advice is the vendor's and the workload's
 (``_advice``): graph capture and the launch queue on Ascend (vLLM-Ascend's ACL graph for LLM inference only,
-TorchAir graph mode and fused ops for training), CUDA/HIP graphs on GPUs.
+TorchAir graph mode and fused ops for training), CUDA/HIP graphs on GPUs. A run that already launches most
+of its kernels from captured graphs (LLM serving's decode usually does: ``pypto_core.launches``) is told what
+is left between two replays instead, never to capture the step again.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 from pypto_core.workload import DECODE_WORKLOADS, LLM_WORKLOADS
 
+SAVING_MODEL_CAPTURED = msg("The kernels already run from captured graphs: overlapping or cutting the host's "
+                            "work between two replays shrinks the host-launch-bound part of every gap over "
+                            "`min_gap_us` to `residual_gap_us`; saving = sum(host-bound gap - residual).")
 SAVING_MODEL = msg("Launching the step as a captured graph runs kernels back to back: the host-launch-bound "
                    "part of every gap over `min_gap_us` shrinks to `residual_gap_us`; saving = "
                    "sum(host-bound gap - residual).")
@@ -34,6 +39,23 @@ _GPU_ADVICE = {
 }
 _GENERIC = msg("Launch fewer, larger kernels (fuse small ops, compile the step) and keep Python work out of "
                "the step.")
+
+
+# From this share of the kernels launched from captured graphs on, the run is in graph mode already.
+CAPTURED_SHARE = 0.5
+
+
+def _captured_advice(workload: str) -> Message:
+    """The remedy for a run whose kernels already run from captured graphs: the gaps are the host's work
+    between two replays, which capturing again does not remove."""
+    if workload in LLM_WORKLOADS:
+        return msg("Capturing the step again does not remove these gaps: they are the host's work between "
+                   "two graph replays (scheduling, preparing the next inputs, sampling, Python). Overlap it "
+                   "with the device (vLLM's async scheduling; prepare the next step's inputs while the graph "
+                   "runs), cut the Python work per step, and bring the ops still run eagerly into the graph.")
+    return msg("Capturing the step again does not remove these gaps: they are the host's work between two "
+               "graph replays (Python, data loading, the optimizer's host work). Overlap it with the device, "
+               "cut the Python work per step, and bring the ops still run eagerly into the graph.")
 
 
 # Above this share of the host-bound time, the part before each step's first kernel is named in the text.
@@ -86,8 +108,10 @@ def match(ctx: RuleContext) -> None:
     saving = np.maximum(host_part[idx] - cfg["residual_gap_us"] * 1e3, 0.0)
     # time before the step's first task (or after its last) is host-bound too, but no kernel slot holds it
     edge = max(bound - float(host_part.sum()), 0.0)
+    graph_share = g.launches.share(g.window)
+    captured = graph_share >= CAPTURED_SHARE
     decode = msg(" This dominates eager-mode decode, where kernels are short.") if ctx.workload in (
-        DECODE_WORKLOADS) else ""
+        DECODE_WORKLOADS) and not captured else ""
     # host work before a step's first task (step_trace_time's Preparing) is counted too: say how much, as it
     # is not a gap between kernels, and graph mode shortens it only if that host work moves into the graph
     preparing = _before_first_task(g.start, a)
@@ -95,27 +119,32 @@ def match(ctx: RuleContext) -> None:
                   "step_trace_time), not a gap between kernels: a captured graph shortens that part only if "
                   "the host work moves into the graph.", ms=preparing / 1e6
                   ) if preparing >= PREPARING_SHARE * bound else ""
+    launched = msg(" {pct:.0f}% of the kernels already run from captured graphs ({calls} graph launches).",
+                   pct=100 * graph_share, calls=g.launches.graph_calls) if g.launches.graph_calls else ""
+    advice = _captured_advice(ctx.workload) if captured else _advice(ctx.vendor, ctx.workload)
+    model = SAVING_MODEL_CAPTURED if captured else SAVING_MODEL
     ctx.emit(
         title=msg("The device is idle {pct:.0f}% of the run while the host issues "
                   "work", pct=100 * bound / total),
         description=msg("Between kernels the device sits idle while the host (Python, the framework, the "
-                        "launch path) prepares the next one.{decode}{outside} {advice}", decode=decode,
-                        outside=outside, advice=_advice(ctx.vendor, ctx.workload)),
+                        "launch path) prepares the next one.{decode}{outside}{launched} {advice}",
+                        decode=decode, outside=outside, launched=launched, advice=advice),
         ops=[],
         evidence={"host_launch_bound_us": us(bound), "host_launch_bound_share": share(bound, total),
                   "threshold_share": cfg["free_share_above"], "gaps_over_min": int(len(idx)),
                   "longest_gap_us": us(host_part.max()) if len(host_part) else 0.0,
                   "outside_kernel_gaps_us": us(edge), "before_first_kernel_us": us(preparing),
+                  "graph_launched_share": round(graph_share, 4), "graph_launches": g.launches.graph_calls,
                   "vendor": ctx.vendor},
         # the closed pieces are wall time, not kernel time: they go in the combined union as intervals
-        kernels=idx, saving_ns=np.zeros(len(idx)), covered_ns=bound, saving_model=SAVING_MODEL,
+        kernels=idx, saving_ns=np.zeros(len(idx)), covered_ns=bound, saving_model=model,
         intervals=(g.start[idx] - saving.astype(np.int64), g.start[idx]),
         # graph mode: every task is issued by the graph, so the host's issuing time (framework ops and the
         # Python between them, host_launch_bound and idle_other) goes and every such gap shrinks to the
         # residual
         change=_graph_mode(ctx, a, int(cfg["residual_gap_us"] * 1e3), cfg["min_gap_us"] * 1e3),
-        details={"env": {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}, "graph_mode": True}
-        if ctx.vendor == "ascend" else {"graph_mode": True},
+        details={"env": {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}, "graph_mode": not captured}
+        if ctx.vendor == "ascend" and not captured else {"graph_mode": not captured},
     )
 
 

@@ -1,0 +1,89 @@
+"""How the device tasks were launched: one host call per task (eager mode), or many tasks from one call (a
+captured graph replayed: CUDA/HIP graphs, an ACL graph, a GE model run by TorchAir).
+
+It matters to the advice: "capture the step as a graph" is wrong for a run that already does, as LLM serving
+usually does for decode (vLLM's CUDA graphs, vLLM-Ascend's ACL graph). There the idle time between tasks is
+the host's work between two graph replays (scheduling, input preparation, sampling), which only overlapping or
+cutting that work removes.
+
+A launch call is a graph's when it issued ``GRAPH_MIN_TASKS`` tasks or more, or when its name is a graph
+launch (``GRAPH_LAUNCH_NAMES``) for the traces whose graph tasks are linked to it one by one. The links are
+the profile's flows to runtime calls (``api_index``), else the correlation ids tasks share with them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pypto_core.grouping import text_codes
+from pypto_core.profile import Profile
+
+# Eager launch calls issue one task each: cudaLaunchKernel, cudaMemcpyAsync and torch_npu's Node@launch do
+# in every real trace in the samples (1 task per call, 0 exceptions), while the real CUDA-graph trace's
+# cudaGraphLaunch calls issued 339-502 tasks each. A margin over small fused launches [INFERRED].
+GRAPH_MIN_TASKS = 8
+# The runtime calls that replay a captured graph: CUDA and HIP graphs, CANN's model runtime instance (ACL
+# graph, aclmdlRIExecuteAsync) and model execution (GE graphs, TorchAir).
+GRAPH_LAUNCH_NAMES = re.compile(r"(cuda|hip)GraphLaunch|aclmdlRIExecute|aclmdlExecute|ModelExecute", re.I)
+
+# What ``launches`` reads (a ``profile.ColumnSet``).
+LAUNCH_COLUMNS: dict[str, tuple[str, ...] | None] = {
+    "kernels": ("correlation_id",), "flows": ("kernel_index", "api_index"),
+    "api_calls": ("name", "correlation_id"),
+}
+
+
+@dataclass(frozen=True)
+class Launches:
+    """Per kernel row whether a graph launch issued it, and how many graph launches the run made."""
+
+    from_graph: np.ndarray  # bool per kernel row
+    graph_calls: int  # launch calls that replayed a graph (by their task count or their name)
+
+    def share(self, mask: np.ndarray | None = None) -> float:
+        """Share of the kernels (of ``mask``'s) that a graph launch issued."""
+        rows = self.from_graph if mask is None else self.from_graph[mask]
+        return float(rows.mean()) if len(rows) else 0.0
+
+
+def launches(profile: Profile) -> Launches:
+    """The kernels a graph launch issued (see the module docstring): flows to runtime calls where the profile
+    has them, else the correlation ids kernels share with runtime calls."""
+    n = profile.kernels.num_rows
+    api = profile.api_calls
+    if not n or not api.num_rows:
+        return Launches(np.zeros(n, bool), 0)
+    named = _named_graph_calls(api)
+    flows = profile.flows
+    if flows.num_rows and "api_index" in flows.column_names:
+        kernel = pc.fill_null(flows["kernel_index"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        call = pc.fill_null(flows["api_index"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        ok = (kernel >= 0) & (kernel < n) & (call >= 0) & (call < api.num_rows)
+        kernel, call = kernel[ok], call[ok]
+        tasks = np.bincount(call, minlength=api.num_rows)
+    elif "correlation_id" in profile.kernels.column_names and "correlation_id" in api.column_names:
+        kc = pc.fill_null(profile.kernels["correlation_id"], -1).to_numpy(zero_copy_only=False)
+        ac = pc.fill_null(api["correlation_id"], -2).to_numpy(zero_copy_only=False)
+        order = np.argsort(ac, kind="stable")
+        j = np.clip(np.searchsorted(ac[order], kc), 0, len(order) - 1)
+        hit = ac[order][j] == kc
+        kernel, call = np.nonzero(hit)[0], order[j[hit]]
+        tasks = np.bincount(call, minlength=api.num_rows)
+    else:
+        return Launches(np.zeros(n, bool), int(named.sum()))
+    graph_call = (tasks >= GRAPH_MIN_TASKS) | named
+    from_graph = np.zeros(n, bool)
+    from_graph[kernel[graph_call[call]]] = True
+    return Launches(from_graph, int(graph_call.sum()))
+
+
+def _named_graph_calls(api: pa.Table) -> np.ndarray:
+    """Per runtime call: its name is a graph launch (worked out once per distinct name)."""
+    codes, values = text_codes(api["name"])
+    hit = np.array([bool(GRAPH_LAUNCH_NAMES.search(v)) for v in values] + [False], bool)
+    return np.asarray(hit[codes])

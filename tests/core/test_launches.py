@@ -1,0 +1,100 @@
+"""Kernels launched from captured graphs (pypto_core.launches), and the advice a run that already captures
+its step gets: on the real CUDA-graph trace in the samples, and on two traces of one host-bound step, one
+launched kernel by kernel and one from a captured graph."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from pypto_core import formats
+from pypto_core.graph import OperatorCallGraph
+from pypto_core.rules import diagnose_group
+from tests.paths import HAVE_SAMPLES, MISSING_SAMPLES, SAMPLES
+
+pytestmark = pytest.mark.skipif(not HAVE_SAMPLES, reason=MISSING_SAMPLES)
+
+PAIR = SAMPLES / "kineto" / "trace_diff_pair"
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def test_the_real_cuda_graph_trace_names_its_graph_launched_tasks() -> None:
+    """The trace_diff pair's new run replays 12 CUDA graphs: the tasks found from the graph are exactly the
+    device tasks sharing a cudaGraphLaunch's correlation id, counted here from the raw JSON."""
+    events = json.loads(gzip.open(PAIR / "test.json.gz").read())["traceEvents"]
+    launches = {e["args"]["correlation"] for e in events if e.get("name") == "cudaGraphLaunch"}
+    from_graph = sum(1 for e in events if e.get("cat") in DEVICE_CATS
+                     and e.get("args", {}).get("correlation") in launches)
+    graph = OperatorCallGraph(formats.open_profiles(PAIR / "test.json.gz").primary())
+    assert graph.launches.graph_calls == len(launches) == 12
+    assert int(graph.launches.from_graph.sum()) == from_graph == 5046
+    assert 0.3 < graph.launches.share() < 0.35  # the rest of the step still runs eagerly
+
+
+@pytest.mark.parametrize("sample", ["kineto/trace_diff_pair/control.json.gz", "kineto/a100_nccl_2rank",
+                                    "ascend_pt/cnn_8npu_text_level1/rank0_ascend_pt",
+                                    "ascend_pt/cnn_8npu_db_level1/rank0_ascend_pt"])
+def test_eager_runs_launch_nothing_from_a_graph(sample: str) -> None:
+    graph = OperatorCallGraph(formats.open_profiles(SAMPLES / sample).primary())
+    assert graph.launches.graph_calls == 0 and not graph.launches.from_graph.any()
+
+
+def _host_bound_trace(path: Path, *, captured: bool, steps: int = 20, kernels: int = 60) -> Path:
+    """A GPU trace of a host-bound loop: each step the host works 3 ms (scheduling, input preparation),
+    then launches 60 short kernels, from one cudaGraphLaunch (``captured``) or one cudaLaunchKernel each."""
+    events: list[dict[str, object]] = [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}},
+    ]
+    corr = 1
+    t = 1_000_000.0
+    for step in range(steps):
+        step_start = t
+        events.append({"ph": "X", "cat": "cpu_op", "name": "schedule_and_prepare_inputs", "pid": 1, "tid": 1,
+                       "ts": t, "dur": 3000.0, "args": {}})
+        t += 3000.0
+        launch_at, device_at = t, t + 10.0
+        calls = 1 if captured else kernels
+        for c in range(calls):
+            cid = corr + c
+            events.append({"ph": "X", "cat": "cuda_runtime",
+                           "name": "cudaGraphLaunch" if captured else "cudaLaunchKernel", "pid": 1, "tid": 1,
+                           "ts": launch_at + 4.0 * c, "dur": 3.0, "args": {"correlation": cid}})
+            events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": cid, "pid": 1, "tid": 1,
+                           "ts": launch_at + 4.0 * c})
+        for k in range(kernels):
+            cid = corr if captured else corr + k
+            ts = device_at + (20.0 * k if captured else 4.0 * k + 16.0 * k)
+            events.append({"ph": "X", "cat": "kernel", "name": f"void fused_kernel_{k % 7}<float>()",
+                           "pid": 0, "tid": 7, "ts": ts, "dur": 16.0,
+                           "args": {"correlation": cid, "stream": 7, "device": 0}})
+            events.append({"ph": "f", "bp": "e", "cat": "ac2g", "name": "ac2g", "id": cid, "pid": 0, "tid": 7,
+                           "ts": ts})
+        corr += calls
+        t = device_at + 20.0 * kernels + 50.0
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1,
+                       "tid": 1, "ts": step_start, "dur": t - step_start, "args": {}})
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize("captured", [False, True])
+def test_a_run_that_already_captures_its_step_is_not_told_to_capture_it(tmp_path: Path,
+                                                                         captured: bool) -> None:
+    group = formats.open_profiles(_host_bound_trace(tmp_path / "trace.json", captured=captured))
+    report = diagnose_group(group)
+    (finding,) = [f for f in report.findings if f.rule == "host_bound_gaps"]
+    assert finding.evidence["host_launch_bound_share"] > 0.5
+    if captured:
+        assert finding.evidence["graph_launched_share"] == 1.0 and finding.evidence["graph_launches"] == 20
+        assert "Capturing the step again does not remove these gaps" in finding.description
+        assert "Capture the step with CUDA Graphs" not in finding.description
+        assert "already run from captured graphs" in finding.saving_model
+        assert finding.details["graph_mode"] is False
+    else:
+        assert finding.evidence["graph_launched_share"] == 0.0 and finding.evidence["graph_launches"] == 0
+        assert "Capture the step with CUDA Graphs" in finding.description
+        assert finding.details["graph_mode"] is True
