@@ -14,12 +14,15 @@ the profile's flows to runtime calls (``api_index``), else the correlation ids t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.attribution import HOST_SLICE_ROWS
 from pypto_core.grouping import text_codes
 from pypto_core.profile import Profile
 
@@ -60,26 +63,44 @@ def launches(profile: Profile) -> Launches:
         return Launches(np.zeros(n, bool), 0)
     named = _named_graph_calls(api)
     flows = profile.flows
+    links: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]
     if flows.num_rows and "api_index" in flows.column_names:
-        kernel = pc.fill_null(flows["kernel_index"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        call = pc.fill_null(flows["api_index"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        ok = (kernel >= 0) & (kernel < n) & (call >= 0) & (call < api.num_rows)
-        kernel, call = kernel[ok], call[ok]
-        tasks = np.bincount(call, minlength=api.num_rows)
+        links = partial(_flow_links, flows, n, api.num_rows)  # read twice: a slice of flows at a time
     elif "correlation_id" in profile.kernels.column_names and "correlation_id" in api.column_names:
-        kc = pc.fill_null(profile.kernels["correlation_id"], -1).to_numpy(zero_copy_only=False)
-        ac = pc.fill_null(api["correlation_id"], -2).to_numpy(zero_copy_only=False)
-        order = np.argsort(ac, kind="stable")
-        j = np.clip(np.searchsorted(ac[order], kc), 0, len(order) - 1)
-        hit = ac[order][j] == kc
-        kernel, call = np.nonzero(hit)[0], order[j[hit]]
-        tasks = np.bincount(call, minlength=api.num_rows)
+        linked = [_correlation_links(profile.kernels["correlation_id"], api["correlation_id"])]
+        links = linked.__iter__
     else:
         return Launches(np.zeros(n, bool), int(named.sum()))
+    tasks = np.zeros(api.num_rows, np.int32)
+    for _, call in links():
+        tasks += np.bincount(call, minlength=api.num_rows).astype(np.int32)
     graph_call = (tasks >= GRAPH_MIN_TASKS) | named
     from_graph = np.zeros(n, bool)
-    from_graph[kernel[graph_call[call]]] = True
+    for kernel, call in links():
+        from_graph[kernel[graph_call[call]]] = True
     return Launches(from_graph, int(graph_call.sum()))
+
+
+def _flow_links(flows: pa.Table, n: int, calls: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(kernel row, runtime call row) of each flow that links the two, a slice of flows at a time (the
+    flows outnumber the kernels; their whole columns as int64 would take 70 MB on a 5 GB folder)."""
+    for at in range(0, flows.num_rows, HOST_SLICE_ROWS):
+        part = flows.slice(at, HOST_SLICE_ROWS)
+        kernel = pc.fill_null(part["kernel_index"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        call = pc.fill_null(part["api_index"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        ok = (kernel >= 0) & (kernel < n) & (call >= 0) & (call < calls)
+        yield kernel[ok], call[ok]
+
+
+def _correlation_links(kernel_ids: pa.ChunkedArray,
+                       call_ids: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel row, runtime call row) of each kernel whose correlation id a runtime call carries."""
+    kc = pc.fill_null(kernel_ids, -1).to_numpy(zero_copy_only=False)
+    ac = pc.fill_null(call_ids, -2).to_numpy(zero_copy_only=False)
+    order = np.argsort(ac, kind="stable")
+    j = np.clip(np.searchsorted(ac[order], kc), 0, len(order) - 1)
+    hit = ac[order][j] == kc
+    return np.nonzero(hit)[0], order[j[hit]]
 
 
 def _named_graph_calls(api: pa.Table) -> np.ndarray:

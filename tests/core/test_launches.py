@@ -98,3 +98,23 @@ def test_a_run_that_already_captures_its_step_is_not_told_to_capture_it(tmp_path
         assert finding.evidence["graph_launched_share"] == 0.0 and finding.evidence["graph_launches"] == 0
         assert "Capture the step with CUDA Graphs" in finding.description
         assert finding.details["graph_mode"] is True
+
+
+def test_without_flows_the_correlation_ids_tell_the_graph_launched_tasks() -> None:
+    """A profile whose reader kept no flows: tasks and runtime calls sharing a correlation id are linked, and
+    a call that issued 8 tasks is a graph's whatever its name, while a named graph launch issuing fewer is
+    one too."""
+    import pyarrow as pa
+
+    from pypto_core.launches import GRAPH_MIN_TASKS, launches
+    from pypto_core.profile import Profile, ProfileMeta
+
+    corr = [1] * GRAPH_MIN_TASKS + [2, 3, 4] + [5, 5] + [None]
+    kernels = pa.table({"name": [f"k{i}" for i in range(len(corr))],
+                        "correlation_id": pa.array(corr, pa.int64())})
+    api = pa.table({"name": ["someRuntimeLaunch", "cudaLaunchKernel", "cudaLaunchKernel", "cudaLaunchKernel",
+                             "AscendCL@aclmdlRIExecuteAsync"],
+                    "correlation_id": pa.array([1, 2, 3, 4, 5], pa.int64())})
+    found = launches(Profile(meta=ProfileMeta(format="kineto"), kernels=kernels, api_calls=api))
+    assert found.graph_calls == 2
+    assert found.from_graph.tolist() == [True] * GRAPH_MIN_TASKS + [False] * 3 + [True, True] + [False]
