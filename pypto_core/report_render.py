@@ -74,6 +74,10 @@ def _headline(report: Report, language: str = DEFAULT_LANGUAGE) -> list[tuple[st
             (t(msg("kernels")), str(p.get("kernel_count", 0))),
             (t(msg("device vendor / workload")), f"{p.get('device_vendor', '?')} / {p.get('workload', '?')}"),
             (t(msg("simulated")), t(msg("yes")) if p.get("simulated") else t(msg("no")))]
+    if p.get("graph_launches"):
+        rows.append((t(msg("kernels launched from captured graphs")),
+                     t(msg("{pct:.1f}% ({calls} graph launches)",
+                           pct=100 * p.get("graph_launched_share", 0.0), calls=p["graph_launches"]))))
     if dec.get("steps"):
         rows += [(t(msg("decode tokens")), str(dec.get("tokens"))),
                  (t(msg("per-token latency p50 / p90")),

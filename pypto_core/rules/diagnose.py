@@ -76,6 +76,9 @@ def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | N
         "dominant_bucket": a.run.dominant() if a else None,
         "steps": [st.to_dict() for st in a.steps[:MAX_REPORT_STEPS]] if a else [],
         "streams": a.streams if a else {},
+        # how the tasks were launched: the share a captured graph's replay issued (pypto_core.launches)
+        "graph_launched_share": round(graph.launches.share(graph.window), 4),
+        "graph_launches": graph.launches.graph_calls,
     }
     if a is not None and len(a.steps) > MAX_REPORT_STEPS:
         out["steps_listed"] = MAX_REPORT_STEPS  # the run's time_breakdown still sums every step

@@ -118,3 +118,16 @@ def test_without_flows_the_correlation_ids_tell_the_graph_launched_tasks() -> No
     found = launches(Profile(meta=ProfileMeta(format="kineto"), kernels=kernels, api_calls=api))
     assert found.graph_calls == 2
     assert found.from_graph.tolist() == [True] * GRAPH_MIN_TASKS + [False] * 3 + [True, True] + [False]
+
+
+def test_the_report_says_how_much_of_the_run_a_captured_graph_launched() -> None:
+    from pypto_core.report_render import render
+
+    report = diagnose_group(formats.open_profiles(PAIR / "test.json.gz"))
+    assert report.profile["graph_launches"] == 12
+    assert report.profile["graph_launched_share"] == pytest.approx(5046 / 15632, abs=1e-4)
+    assert "| kernels launched from captured graphs | 32.3% (12 graph launches) |" in render(report, "md")
+    assert "| 由捕获的图下发的算子 | 32.3%（图下发 12 次） |" in render(report, "md", "zh-Hans")
+    eager = diagnose_group(formats.open_profiles(PAIR / "control.json.gz"))
+    assert eager.profile["graph_launches"] == 0
+    assert "| kernels launched from captured graphs |" not in render(eager, "md")
