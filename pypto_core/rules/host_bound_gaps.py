@@ -119,8 +119,7 @@ def match(ctx: RuleContext) -> None:
                   "step_trace_time), not a gap between kernels: a captured graph shortens that part only if "
                   "the host work moves into the graph.", ms=preparing / 1e6
                   ) if preparing >= PREPARING_SHARE * bound else ""
-    launched = msg(" {pct:.0f}% of the kernels already run from captured graphs ({calls} graph launches).",
-                   pct=100 * graph_share, calls=g.launches.graph_calls) if g.launches.graph_calls else ""
+    launched = _launched(graph_share, g.launches.graph_calls)
     advice = _captured_advice(ctx.workload) if captured else _advice(ctx.vendor, ctx.workload)
     model = SAVING_MODEL_CAPTURED if captured else SAVING_MODEL
     ctx.emit(
@@ -146,6 +145,18 @@ def match(ctx: RuleContext) -> None:
         details={"env": {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}, "graph_mode": not captured}
         if ctx.vendor == "ascend" and not captured else {"graph_mode": not captured},
     )
+
+
+def _launched(graph_share: float, calls: int) -> Message | str:
+    """What the run already launches from captured graphs, when it launches any."""
+    if not calls:
+        return ""
+    if graph_share > 0:
+        return msg(" {pct:.0f}% of the kernels already run from captured graphs ({calls} graph launches).",
+                   pct=100 * graph_share, calls=calls)
+    # named graph launches whose tasks the profile does not link to them (no flow, no shared correlation id)
+    return msg(" The run already launches captured graphs ({calls} times), but the profile links none of its "
+               "kernels to them: see which part of the step they hold before capturing more.", calls=calls)
 
 
 def _before_first_task(start: np.ndarray, a: TimeAttribution) -> float:

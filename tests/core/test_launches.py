@@ -131,3 +131,18 @@ def test_the_report_says_how_much_of_the_run_a_captured_graph_launched() -> None
     eager = diagnose_group(formats.open_profiles(PAIR / "control.json.gz"))
     assert eager.profile["graph_launches"] == 0
     assert "| kernels launched from captured graphs |" not in render(eager, "md")
+
+
+def test_graph_launches_linked_to_no_kernel_are_named_not_counted(tmp_path: Path) -> None:
+    """Graph launches the profile links to no task (their tasks unrecorded or unlinked): the finding says the
+    run launches graphs and that the profile cannot tell which part of the step they hold."""
+    path = _host_bound_trace(tmp_path / "trace.json", captured=False)
+    trace = json.loads(path.read_text())
+    trace["traceEvents"] += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1,
+                              "ts": 1_000_100.0 + i, "dur": 0.5, "args": {"correlation": 90_000 + i}}
+                             for i in range(3)]
+    path.write_text(json.dumps(trace))
+    report = diagnose_group(formats.open_profiles(path))
+    (finding,) = [f for f in report.findings if f.rule == "host_bound_gaps"]
+    assert finding.evidence["graph_launches"] == 3 and finding.evidence["graph_launched_share"] == 0.0
+    assert "already launches captured graphs (3 times), but the profile links none" in finding.description
