@@ -591,7 +591,8 @@ class OperatorCallGraph:
             return out
         wl = self.workload
         walls = self.step_walls_ns()
-        if len(walls) and not wl.has_decode():  # a decode step is a token: per-token latency says it
+        # a decode step is a token: per-token latency says it, where the tokens were found
+        if len(walls) and not (wl.has_decode() and len(t.latency_ns)):
             out["step_time_ms"] = float(np.median(walls) / 1e6)
         if wl.has_decode() and len(t.latency_ns):
             out["per_token_latency_ms"] = float(np.percentile(t.latency_ns, 50) / 1e6)

@@ -118,6 +118,10 @@ def detect_workload(profile: Profile, graph: OperatorCallGraph) -> Workload:
     if graph.n < MIN_KERNELS_TO_JUDGE and not host_names:
         return Workload("unknown", evidence)
     prefill_steps = int((~t.decode_step).sum()) if t.source != "span" and len(t.decode_step) else 0
+    if serving and not decode_steps:
+        # a serving engine's frames (vLLM, SGLang) say LLM serving where no decode step could be told apart:
+        # an engine step mixes prefills and decodes, and a CUDA-graph replay records no shapes to count rows
+        return Workload("llm_serving", {**evidence, "prefill_steps": prefill_steps})
     if decode_steps:
         # an engine's frames, or prefills between decode tokens (continuous batching), mean serving
         if serving or _prefill_between_decodes(t.decode_step):

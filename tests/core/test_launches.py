@@ -42,7 +42,8 @@ def test_eager_runs_launch_nothing_from_a_graph(sample: str) -> None:
     assert graph.launches.graph_calls == 0 and not graph.launches.from_graph.any()
 
 
-def _host_bound_trace(path: Path, *, captured: bool, steps: int = 20, kernels: int = 60) -> Path:
+def _host_bound_trace(path: Path, *, captured: bool, steps: int = 20, kernels: int = 60,
+                      host_work: str = "schedule_and_prepare_inputs") -> Path:
     """A GPU trace of a host-bound loop: each step the host works 3 ms (scheduling, input preparation),
     then launches 60 short kernels, from one cudaGraphLaunch (``captured``) or one cudaLaunchKernel each."""
     events: list[dict[str, object]] = [
@@ -53,7 +54,7 @@ def _host_bound_trace(path: Path, *, captured: bool, steps: int = 20, kernels: i
     t = 1_000_000.0
     for step in range(steps):
         step_start = t
-        events.append({"ph": "X", "cat": "cpu_op", "name": "schedule_and_prepare_inputs", "pid": 1, "tid": 1,
+        events.append({"ph": "X", "cat": "cpu_op", "name": host_work, "pid": 1, "tid": 1,
                        "ts": t, "dur": 3000.0, "args": {}})
         t += 3000.0
         launch_at, device_at = t, t + 10.0
@@ -146,3 +147,19 @@ def test_graph_launches_linked_to_no_kernel_are_named_not_counted(tmp_path: Path
     (finding,) = [f for f in report.findings if f.rule == "host_bound_gaps"]
     assert finding.evidence["graph_launches"] == 3 and finding.evidence["graph_launched_share"] == 0.0
     assert "already launches captured graphs (3 times), but the profile links none" in finding.description
+
+
+def test_a_serving_engines_graph_replays_are_llm_serving_and_told_what_is_left(tmp_path: Path) -> None:
+    """vLLM's decode replayed from CUDA graphs: no shapes, so no decode token can be told apart, but the
+    engine's frames say LLM serving; the steps' time is the headline metric, and the advice is the serving
+    one (async scheduling), not graph capture."""
+    path = _host_bound_trace(tmp_path / "trace.json", captured=True, host_work="vllm.v1.engine.core.step")
+    report = diagnose_group(formats.open_profiles(path))
+    assert report.profile["workload"] == "llm_serving"
+    assert report.profile["workload_evidence"]["serving_frames"] is True
+    assert "decode" not in report.profile  # no token was found: no per-token figures of zero
+    assert report.profile["metrics"]["step_time_ms"] == pytest.approx(4.26, abs=0.01)
+    assert report.profile["metrics"]["per_token_latency_ms"] is None
+    (finding,) = [f for f in report.findings if f.rule == "host_bound_gaps"]
+    assert "vLLM's async scheduling" in finding.description
+    assert "eager-mode decode" not in finding.description
