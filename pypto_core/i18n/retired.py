@@ -11,4 +11,6 @@ RETIRED: tuple[Message, ...] = (
     msg("no decode tokens found in one of the profiles: op times compare whole runs"),
     # dynamic_shape's title, until it stopped calling static kernels precompiled
     msg("No operator runs as a static (precompiled) kernel"),
+    # slow_rank's title, until the spread was measured against the step time (as msprof-analyze's advisor)
+    msg("Rank {rank} is the slow rank: {kind} time spread {pct:.0f}% above the mean"),
 )
