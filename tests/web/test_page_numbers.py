@@ -143,6 +143,13 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
                f"Wait {parts['wait']} ms and Idle {parts['idle']} ms of their {parts['elapse']} ms.")
         shown = re.search(r'id="peer-wait-how">([^<]*)', page)
         assert shown and shown.group(1) == how, shown and shown.group(1)
+        # the wait's notify-Wait and Idle parts (the API's), and what Idle is: msprof's Wait is the main
+        # stream's only
+        idle = re.search(r'id="peer-wait-idle">([^<]*)', page)
+        assert idle and idle.group(1).startswith(
+            f"Of the wait, {floatformat(pw['notify_wait_us'] / 1e3, 1)} ms is notify Wait on the "
+            f"collectives' main stream and {floatformat(pw['idle_us'] / 1e3, 1)} ms their Idle"), (
+                idle and idle.group(1))
     # a trace without input shapes (the A100's: profiled without record_shapes) says how to get a roofline,
     # not that the model has no MatMuls
     assert ('id="no-shapes"' in page) == (case == "a100_kineto"), case
