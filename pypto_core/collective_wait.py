@@ -140,6 +140,9 @@ class PeerWait:
                 "waiting_share": round(self.waiting_share, 6), "transit_recorded": self.transit_recorded,
                 "lower_bound": not self.transit_recorded,
                 "p2p_share": round(p2p_share(self.figures), 6),
+                # where the wait is removed, since no fix on this rank does: the pipeline's schedule when most
+                # of it is in point-to-point send/receive between stages, else the late (slow) rank
+                "fix_on": "pipeline_schedule" if p2p_share(self.figures) >= P2P_WAIT_SHARE else "late_rank",
                 "ranks_in_profile": ranks,
                 "collectives": {name: round(self.figures.get(name, 0.0) / 1e3, 3)
                                 for name in ("elapse", "transit", "wait", "idle", "transit_from_links")}}

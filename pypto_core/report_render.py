@@ -145,6 +145,25 @@ def peer_wait_headline(report: Report, language: str = DEFAULT_LANGUAGE) -> tupl
     return t(fact), sep.join(t(m) for m in (*how, consequence, *caveat, nxt))
 
 
+def not_recoverable_row(report: Report, language: str = DEFAULT_LANGUAGE) -> str | None:
+    """The row that opens the findings where the rank waits for other ranks: that time is the job's to lose,
+    yet no finding's saving counts it, so a list read (or sorted) by saving would never show it. None where
+    the rank waits for no one."""
+    pw = report.profile.get("peer_wait") or {}
+    wait_us = pw.get("wait_us") or 0.0
+    if wait_us <= 0:
+        return None
+    share = pw.get("share_of_run")
+    pipeline = pw.get("fix_on") == "pipeline_schedule" or (pw.get("p2p_share") or 0) >= P2P_WAIT_SHARE
+    where = (msg("the pipeline schedule (more micro-batches per step, an interleaved schedule, balanced "
+                 "stages)") if pipeline else
+             msg("the late rank (the cluster page compares the ranks: upload every rank)"))
+    return msg("Not recoverable on this rank: {ms:.1f} ms ({pct:.1f}% of the run) waiting in collectives for "
+               "other ranks. No saving below counts it; the findings are listed by what bounds the step, "
+               "then severity and saving. It goes with a fix on {where}.", ms=wait_us / 1e3,
+               pct=100 * float(share or 0), where=where).render(language)
+
+
 def _translator(language: str) -> Any:
     return lambda m: m.render(language) if isinstance(m, Message) else str(m)
 
@@ -167,6 +186,9 @@ def render_markdown(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
     out += ["## " + t(msg("Findings ({n})", n=len(report.findings))), ""]
     if not report.findings:
         out += [t(msg("No anti-pattern found with evidence.")), ""]
+    unrecovered = not_recoverable_row(report, language)
+    if unrecovered is not None:
+        out += [f"**{_md(unrecovered)}**", ""]
     for i, f in enumerate(report.findings, 1):
         out += [f"### {i}. [{_severity(f.severity, language)}] {_md(f.title)} (`{f.rule}`)", "",
                 _md(f.description), "", "- " + t(msg("time share: {pct:.1f}%", pct=100 * f.time_share)),
@@ -236,6 +258,9 @@ def render_html(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
     parts.append("<table>" + "".join(f"<tr><th>{_h(k)}</th><td>{_h(v)}</td></tr>"
                                      for k, v in _headline(report, language)) + "</table>")
     parts.append(f"<h2>{_h(t(msg('Findings ({n})', n=len(report.findings))))}</h2>")
+    unrecovered = not_recoverable_row(report, language)
+    if unrecovered is not None:
+        parts.append(f"<p class='not-recoverable'><strong>{_h(unrecovered)}</strong></p>")
     for f in report.findings:
         parts.append(f"<section><h3 class='{_h(f.severity)}'>[{_h(_severity(f.severity, language))}] "
                      f"{_h(f.title)} "
