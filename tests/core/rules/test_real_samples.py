@@ -145,7 +145,7 @@ def test_slow_rank_on_the_peer_cluster_tables() -> None:
         slow[0].evidence["spread_us"] / slow[0].evidence["step_time_us"], rel=1e-3)
     assert slow[0].evidence["spread_us"] == pytest.approx(1488610.06 - 892836.90, rel=1e-3)
     # The 16-rank 2023 run: computing spreads 4.9 ms (1.6% of a ~300 ms step), below the threshold; free
-    # time spreads 29 ms (9.8%): rank 13 idles the most.
+    # time spreads 29 ms (8.7% of a 338 ms step): rank 13 idles the most.
     report16 = diagnose_group(_group_from_cluster_csv(SAMPLES / "peer_outputs/msprof_analyze_cluster_2023/"
                                                       "cluster_step_trace_time.csv"))
     [slow16] = [f for f in report16.findings if f.rule == "slow_rank"]
