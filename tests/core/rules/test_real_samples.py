@@ -133,7 +133,7 @@ def test_slow_rank_on_the_peer_cluster_tables() -> None:
     # msprof-analyze's cluster step table (peer_outputs): the advisor's slow_rank (SlowRankAnalyzer,
     # 26.2.0) flags a column whose spread over the ranks (max - min) is above 5% of the mean step time
     # (Computing + Communication + Free); so does ours (docs/formats.md §4.3). In the 8-rank advisor run
-    # computing is even (a 1.6 ms spread in a 1.72 s step) but free (host-idle) time spreads 596 ms, 35% of
+    # computing is even (a 1.6 ms spread in a 1.71 s step) but free (host-idle) time spreads 596 ms, 35% of
     # the step, and rank 1 has the most: the advisor's slow rank for free time (get_global_step_rank), and
     # ours. The advisor's own verdict on these tables is recorded in docs/attribution.md.
     report = diagnose_group(_group_from_cluster_csv(SAMPLES / "peer_outputs/msprof_analyze_cluster_advisor/"
