@@ -7,7 +7,7 @@ from typing import Any
 from django.db import models
 from django.db.models import F, Max, QuerySet, Window
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, RowNumber
+from django.db.models.functions import Cast, Coalesce, Greatest, RowNumber
 from django.http import Http404
 
 from analysis.models import Artifact, Comparison, Finding
@@ -42,15 +42,21 @@ def latest_ready_profiles_of_project(*, project: Any) -> QuerySet[Profile]:
 
 def open_findings_of_project(*, project: Any, limit: int) -> tuple[list[Finding], int]:
     """The project's open findings, those of ``latest_ready_profiles_of_project``, worst first (severity,
-    then the estimated saving, then the newer profile): at most ``limit`` rows with their profile, and how
-    many there are in all. One query each, whatever the number of profiles."""
+    then the larger of the estimated saving and the wait for other ranks, then the newer profile): at most
+    ``limit`` rows with their profile, and how many there are in all. One query each, whatever the number of
+    profiles."""
     found = Finding.objects.filter(profile__in=latest_ready_profiles_of_project(project=project))
     rows = (found.select_related("profile")
             .only("id", "rule", "severity", "title", "data", "order", "profile__id", "profile__name",
                   "profile__created_at")
             .annotate(severity_order=_SEVERITY_ORDER,
-                      saving_us=Cast(KT("data__estimated_saving_us"), models.FloatField()))
-            .order_by("severity_order", F("saving_us").desc(nulls_last=True), "-profile__created_at",
+                      # what the job loses: the saving here, or the wait for other ranks (peer_wait_us) that
+                      # only a fix on the late rank removes, whichever is larger; by saving alone a rank's
+                      # small local savings listed above the wait that costs it most
+                      at_stake_us=Greatest(
+                          Coalesce(Cast(KT("data__estimated_saving_us"), models.FloatField()), 0.0),
+                          Coalesce(Cast(KT("data__peer_wait_us"), models.FloatField()), 0.0)))
+            .order_by("severity_order", F("at_stake_us").desc(nulls_last=True), "-profile__created_at",
                       "profile_id", "order", "id"))
     return list(rows[:limit]), found.count()
 

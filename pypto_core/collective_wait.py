@@ -5,6 +5,22 @@ A collective that waits is waiting for a late peer: what that rank does decides 
 The run's wait is computed once here (``peer_wait``); the rules report it apart from this rank's own saving,
 the report leads with it (``profile.peer_wait``), and the what-if replay keeps each collective waiting for its
 peers as recorded (``pypto_core.replay``).
+
+What Idle is. msprof's communication analysis (``msparser/cluster/communication_parser.py``,
+``op_time_parser``, in the CANN versions that wrote the samples) reads Transit (SDMA/RDMA transfer tasks),
+Wait (``Notify_Wait`` tasks) and Synchronization (the Wait before the first transfer) from the tasks of the
+collective's *main* stream only, and writes Idle = Elapse - Transit - Wait; the Bandwidth Info reads every
+stream. msprof-analyze sums these figures as they are, and its Wait Time Ratio is Wait / (Wait + Transit).
+A multi-stream collective (HCCL's mesh AllReduce on 910B: one stream per peer) keeps its main stream
+between its own tasks while the other streams wait on their peers' notifies or move data, so their waiting
+lands in the main stream's Idle, never in Wait. On the CNN 8-NPU rank 0 the trace's own tasks show it: of
+the collectives' 93.2 ms of Idle (Wait 2.7 ms), the other streams' Notify_Wait tasks cover 92.9 ms (one of
+86.1 ms towards rank 5 inside the first AllReduce), while the main stream records 2.5 ms of Wait
+(``tests/core/test_collective_wait.py`` reads every sample whose trace holds the HCCL tasks). Idle is
+therefore counted as waiting for peers, and kept apart from the notify Wait (``PeerWait.to_dict``:
+``notify_wait_us``, ``idle_us``): it is known only as time in which the main stream neither moves data nor
+waits on a notify, which also holds the gaps between its tasks. Newer msprof (2025) takes the union of the
+wait and transfer tasks over every main-stream plane, so its Idle shrinks to those gaps.
 """
 
 from __future__ import annotations
@@ -102,14 +118,31 @@ class PeerWait:
     # headline shows beside the figure so that its three numbers read as one
     figures: dict[str, float] = field(default_factory=dict)
 
+    def parts_ns(self) -> tuple[float, float]:
+        """(the wait's notify-Wait part, its Idle part), ns: ``wait_ns`` split as the collectives' own Wait
+        and Idle split their time that moves no data. The notify Wait is measured waiting on the collective's
+        main stream; Idle is time in which that stream neither moves data nor waits on a notify (module
+        docstring): the other streams' waits for peers, and the gaps between its tasks. Without transfer
+        figures only the notify Wait is counted, so the whole wait is its part."""
+        wait, idle = self.figures.get("wait", 0.0), self.figures.get("idle", 0.0)
+        if not self.transit_recorded or wait + idle <= 0:
+            return self.wait_ns, 0.0
+        notify = self.wait_ns * wait / (wait + idle)
+        return notify, self.wait_ns - notify
+
     def to_dict(self, total_ns: int, ranks: int) -> dict[str, Any]:
         """``profile.peer_wait`` of the report (docs/contract.md)."""
+        notify, idle = self.parts_ns()
         return {"wait_us": round(self.wait_ns / 1e3, 3),
+                "notify_wait_us": round(notify / 1e3, 3), "idle_us": round(idle / 1e3, 3),
                 "share_of_run": round(self.wait_ns / total_ns, 6) if total_ns > 0 else None,
                 "communication_not_overlapped_us": round(self.exposed_ns / 1e3, 3),
                 "waiting_share": round(self.waiting_share, 6), "transit_recorded": self.transit_recorded,
                 "lower_bound": not self.transit_recorded,
                 "p2p_share": round(p2p_share(self.figures), 6),
+                # where the wait is removed, since no fix on this rank does: the pipeline's schedule when most
+                # of it is in point-to-point send/receive between stages, else the late (slow) rank
+                "fix_on": "pipeline_schedule" if p2p_share(self.figures) >= P2P_WAIT_SHARE else "late_rank",
                 "ranks_in_profile": ranks,
                 "collectives": {name: round(self.figures.get(name, 0.0) / 1e3, 3)
                                 for name in ("elapse", "transit", "wait", "idle", "transit_from_links")}}

@@ -131,6 +131,13 @@ def peer_wait_headline(report: Report, language: str = DEFAULT_LANGUAGE) -> tupl
             "their {elapse:.1f} ms.", **numbers) if recorded else
         msg("It is the {exposed:.1f} ms of communication not overlapped with compute times the {pct:.0f}% of "
             "the collectives' time in notify Wait ({wait:.1f} ms of their {elapse:.1f} ms).", **numbers)]
+    if recorded and pw.get("idle_us"):
+        # Idle is not a notify wait: say what it is and how much of the figure it makes (collective_wait)
+        how.append(msg("Of the wait, {notify:.1f} ms is notify Wait on the collectives' main stream and "
+                       "{idle:.1f} ms their Idle, where that stream neither moves data nor waits on a "
+                       "notify: msprof reads Wait on the main stream only, so Idle holds the other streams' "
+                       "waits for peers (and the gaps between the collective's tasks).",
+                       notify=(pw.get("notify_wait_us") or 0) / 1e3, idle=pw["idle_us"] / 1e3))
     ranks = int(pw.get("ranks_in_profile") or report.profile.get("ranks") or 1)
     nxt = (msg("This profile holds {ranks} ranks: the cluster view (the dashboard's cluster page) compares "
                "them and shows which rank is late.", ranks=ranks) if ranks > 1 else
@@ -140,6 +147,25 @@ def peer_wait_headline(report: Report, language: str = DEFAULT_LANGUAGE) -> tupl
         "moving or waiting: only the notify Wait is counted, and the wait is at least this.", **numbers)]
     sep = "" if language.startswith("zh") else " "  # Chinese sentences follow each other with no space
     return t(fact), sep.join(t(m) for m in (*how, consequence, *caveat, nxt))
+
+
+def not_recoverable_row(report: Report, language: str = DEFAULT_LANGUAGE) -> str | None:
+    """The row that opens the findings where the rank waits for other ranks: that time is the job's to lose,
+    yet no finding's saving counts it, so a list read (or sorted) by saving would never show it. None where
+    the rank waits for no one."""
+    pw = report.profile.get("peer_wait") or {}
+    wait_us = pw.get("wait_us") or 0.0
+    if wait_us <= 0:
+        return None
+    share = pw.get("share_of_run")
+    pipeline = pw.get("fix_on") == "pipeline_schedule" or (pw.get("p2p_share") or 0) >= P2P_WAIT_SHARE
+    where = (msg("the pipeline schedule (more micro-batches per step, an interleaved schedule, balanced "
+                 "stages)") if pipeline else
+             msg("the late rank (the cluster page compares the ranks: upload every rank)"))
+    return msg("Not recoverable on this rank: {ms:.1f} ms ({pct:.1f}% of the run) waiting in collectives for "
+               "other ranks. No saving below counts it; the findings are listed by what bounds the step, "
+               "then severity and saving. It goes with a fix on {where}.", ms=wait_us / 1e3,
+               pct=100 * float(share or 0), where=where).render(language)
 
 
 def _translator(language: str) -> Any:
@@ -164,6 +190,9 @@ def render_markdown(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
     out += ["## " + t(msg("Findings ({n})", n=len(report.findings))), ""]
     if not report.findings:
         out += [t(msg("No anti-pattern found with evidence.")), ""]
+    unrecovered = not_recoverable_row(report, language)
+    if unrecovered is not None:
+        out += [f"**{_md(unrecovered)}**", ""]
     for i, f in enumerate(report.findings, 1):
         out += [f"### {i}. [{_severity(f.severity, language)}] {_md(f.title)} (`{f.rule}`)", "",
                 _md(f.description), "", "- " + t(msg("time share: {pct:.1f}%", pct=100 * f.time_share)),
@@ -233,6 +262,9 @@ def render_html(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
     parts.append("<table>" + "".join(f"<tr><th>{_h(k)}</th><td>{_h(v)}</td></tr>"
                                      for k, v in _headline(report, language)) + "</table>")
     parts.append(f"<h2>{_h(t(msg('Findings ({n})', n=len(report.findings))))}</h2>")
+    unrecovered = not_recoverable_row(report, language)
+    if unrecovered is not None:
+        parts.append(f"<p class='not-recoverable'><strong>{_h(unrecovered)}</strong></p>")
     for f in report.findings:
         parts.append(f"<section><h3 class='{_h(f.severity)}'>[{_h(_severity(f.severity, language))}] "
                      f"{_h(f.title)} "

@@ -144,7 +144,10 @@ def _peer_wait(profile: Profile, report_profile: dict[str, Any]) -> dict[str, An
         how = {"exposed_ms": float(pw.get("communication_not_overlapped_us") or 0) / 1e3,
                "pct": round(100 * float(pw.get("waiting_share") or 0)), "wait_ms": parts["wait"] / 1e3,
                "idle_ms": parts["idle"] / 1e3, "elapse_ms": parts["elapse"] / 1e3,
-               "recorded": pw.get("transit_recorded", True)}
+               "recorded": pw.get("transit_recorded", True),
+               # the wait's notify-Wait and Idle parts (collective_wait: Idle is not a notify wait)
+               "notify_part_ms": float(pw.get("notify_wait_us") or 0) / 1e3,
+               "idle_part_ms": float(pw.get("idle_us") or 0) / 1e3}
     return {"ms": float(pw["wait_us"]) / 1e3, "pct": 100 * float(share) if share is not None else None,
             "how": how,
             "ranks": ranks, "several_ranks": ranks > 1, "transit_recorded": pw.get("transit_recorded", True),

@@ -14,4 +14,9 @@ RETIRED: tuple[Message, ...] = (
     # host_bound_gaps' description, until it said which kernels already run from captured graphs
     msg("Between kernels the device sits idle while the host (Python, the framework, the launch path) "
         "prepares the next one.{decode}{outside} {advice}"),
+    # slow_rank's title, until the spread was measured against the step time (as msprof-analyze's advisor)
+    msg("Rank {rank} is the slow rank: {kind} time spread {pct:.0f}% above the mean"),
+    # communication_not_overlapped's split of the collectives' time, until it said what Idle holds
+    msg("of their {elapse_ms:.1f} ms, Transit is {transit_ms:.1f} ms, notify Wait {wait_ms:.1f} ms and Idle "
+        "{idle_ms:.1f} ms (communication.json)"),
 )

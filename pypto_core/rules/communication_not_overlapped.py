@@ -108,9 +108,14 @@ def match(ctx: RuleContext) -> None:
                  msg("the profile records no transfer time (Transit) for the collectives"))
         title = msg("Communication not overlapped is {pct:.0f}% of the step, and {moved}",
                     pct=100 * exposed / total, moved=moved)
+        # msprof reads Wait on the collective's main stream only: the other streams' waits for peers are in
+        # Idle (collective_wait), which the text says rather than calling all of it a notify wait
         parts = msg("of their {elapse_ms:.1f} ms, Transit is {transit_ms:.1f} ms, notify Wait {wait_ms:.1f} "
-                    "ms and Idle {idle_ms:.1f} ms (communication.json)", elapse_ms=us(elapse) / 1e3,
-                    transit_ms=us(transit) / 1e3, wait_ms=us(wait) / 1e3, idle_ms=us(figures["idle"]) / 1e3)
+                    "ms and Idle {idle_ms:.1f} ms (communication.json; msprof reads Wait on the collective's "
+                    "main stream only, so Idle, where that stream neither moves data nor waits on a notify, "
+                    "holds the other streams' waits for peers and the gaps between its tasks)",
+                    elapse_ms=us(elapse) / 1e3, transit_ms=us(transit) / 1e3, wait_ms=us(wait) / 1e3,
+                    idle_ms=us(figures["idle"]) / 1e3)
         p2p = collective_wait.p2p_share(figures)
         if p2p >= collective_wait.P2P_WAIT_SHARE:
             evidence["p2p_wait_share"] = round(p2p, 6)

@@ -264,7 +264,10 @@ def _ranked(findings: list[Finding], graph: OperatorCallGraph) -> list[Finding]:
         explains = rules[f.rule].explains if f.rule in rules else None
         return (0 if explains == dominant else 1, _SEVERITY_RANK.get(f.severity, 3), -f.estimated_saving_us)
 
-    return sorted(findings, key=key)
+    ranked = sorted(findings, key=key)
+    for i, f in enumerate(ranked, 1):
+        f.rank = i
+    return ranked
 
 
 def diagnose_group(group: ProfileGroup, config: RuleConfig | dict[str, Any] | None = None,

@@ -107,6 +107,9 @@ EVIDENCE_LABELS: dict[str, Message] = {
     "kind": msg("Kind"),
     "slow_rank": msg("Slow rank"),
     "gap_vs_mean": msg("Spread above the mean"),
+    "spread_us": msg("Spread between the ranks, max - min (µs)"),
+    "step_time_us": msg("Mean step time of the ranks (µs)"),
+    "spread_vs_step": msg("Spread between the ranks over the step time"),
     "ranks_compared": msg("Ranks compared"),
     "world_size": msg("Ranks in the job (world size)"),
     "ranks_in_profile": msg("Ranks in the profile"),
@@ -137,10 +140,12 @@ EVIDENCE_LABELS: dict[str, Message] = {
     "sync_wait_share": msg("Sync wait share"),
 }
 
-# Keys built from data (slow_rank): "rank_3_computing_us", "communication_gap_vs_mean".
+# Keys built from data (slow_rank): "rank_3_computing_us", "communication_spread_vs_step" (and
+# "communication_gap_vs_mean" in reports made before the spread was measured against the step).
 _KINDS = RANK_TIME_KINDS
 _RANK_TIME = re.compile(r"rank_(?P<rank>\d+)_(?P<kind>computing|communication|free)_us")
 _KIND_GAP = re.compile(r"(?P<kind>computing|communication|free)_gap_vs_mean")
+_KIND_SPREAD = re.compile(r"(?P<kind>computing|communication|free)_spread_vs_step")
 
 # Evidence values that are engine text rather than data: translated when shown.
 _TEXT_VALUES: dict[str, Message] = {
@@ -161,6 +166,10 @@ def evidence_label(key: str, language: str = DEFAULT_LANGUAGE) -> str:
     m = _KIND_GAP.fullmatch(key)
     if m:
         return render(msg("Spread of {kind} time above the mean", kind=_KINDS[m["kind"]]), language)
+    m = _KIND_SPREAD.fullmatch(key)
+    if m:
+        return render(msg("Spread of {kind} time between the ranks over the step time",
+                          kind=_KINDS[m["kind"]]), language)
     return key
 
 

@@ -31,6 +31,10 @@ class Finding:
     # Time this rank spends waiting for other ranks, which goes only if they arrive together: a fix on the
     # other ranks (slow_rank), so it is never part of this profile's estimated saving or combined speedup.
     peer_wait_us: float = 0.0
+    # The finding's place in the report's order (1 = first): what bounds the step first (the findings that
+    # explain the attribution's dominant bucket), then severity, then saving. A list sorted by
+    # estimated_saving_us alone puts a rank's small local savings above the wait that costs the job most.
+    rank: int = 0
     remedies: list[str] = field(default_factory=list)  # artifact file names
     saving_model: str = ""  # the explicit model behind estimated_saving_us, in words
     details: dict[str, Any] = field(default_factory=dict)  # structured data for remedies (shapes, op names)

@@ -1,6 +1,11 @@
-"""``slow_rank``: in a multi-rank profile, one rank computes (or idles) much longer than the others
-(advisor ``slow_rank``: max vs mean gap > 5% for compute, communication or free time, docs/formats.md
-§4.3)."""
+"""``slow_rank``: in a multi-rank profile, one rank computes (or idles) much longer than the others, by
+enough to matter for the step.
+
+msprof-analyze's advisor (``SlowRankAnalyzer.produce_bottleneck``, 26.2.0) flags a kind of time (Computing,
+Communication, Free of cluster_step_trace_time) when its spread over the ranks, max - min, is above 5% of the
+ranks' mean step time (Computing + Communication + Free). The same figure here: a 21 ms spread of free time
+in an 810 ms step (2.7%) is noise between ranks, not a slow rank, though it is 7% of the mean free time
+(docs/formats.md §4.3)."""
 
 from __future__ import annotations
 
@@ -18,21 +23,21 @@ from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Every rank waits for the slowest at each collective: balancing brings the slowest rank's "
-                "compute to the mean; saving = max - mean compute time.")
+                   "compute to the mean; saving = max - mean compute time.")
 
 
 RANK_TIME_KINDS = {"computing": msg("computing"), "communication": msg("communication"), "free": msg("free")}
 
 
 def _rank_totals(profile: Profile) -> dict[str, float]:
-    """Compute, communication not overlapped and idle time of one rank, from its time attribution (the
-    same numbers the rank's breakdown shows)."""
+    """Compute, communication not overlapped and idle time of one rank, and its wall time (the steps it
+    spans), from its time attribution (the same numbers the rank's breakdown shows)."""
     a = attribute(profile)
     if a is None:
-        return {"computing": 0.0, "communication": 0.0, "free": 0.0}
+        return {"computing": 0.0, "communication": 0.0, "free": 0.0, "step": 0.0}
     b = a.run.buckets
     return {"computing": float(b["compute"]), "communication": float(b["communication_not_overlapped"]),
-            "free": float(a.run.idle_ns)}
+            "free": float(a.run.idle_ns), "step": float(a.run.wall_ns)}
 
 
 def job_shape(profiles: list[Profile]) -> tuple[int | None, dict[int, int]]:
@@ -63,25 +68,34 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 
 def _worst(totals: list[dict[str, float]], threshold: float
-           ) -> tuple[str, float, np.ndarray, dict[str, float]] | None:
-    """The first kind of time (computing, free, communication) whose max is above the mean by more than the
-    threshold: (kind, gap, values per rank, every kind's gap); None when the ranks are even."""
+           ) -> tuple[str, float, np.ndarray, dict[str, float], float] | None:
+    """The first kind of time (computing, free, communication) whose spread over the ranks (max - min) is
+    above ``threshold`` of their mean step time: (kind, spread / step, values per rank, every kind's
+    spread / step, the mean step time); None when the ranks are even, or the spread is too small to matter
+    for the step (the advisor's measure)."""
     # Order of evidence: extra compute is the direct cause; extra free time (host stalls) next; a rank with
     # the *least* communication is the one the others wait for (its peers' collectives absorb its delay).
-    gaps: dict[str, float] = {}
+    step = float(np.mean([t["step"] for t in totals]))
+    if step <= 0:  # no wall time: the three kinds together stand for the step, as in the advisor
+        step = float(np.mean([t["computing"] + t["communication"] + t["free"] for t in totals]))
+    if step <= 0:
+        return None
+    spreads: dict[str, float] = {}
     worst = None
     for kind in ("computing", "free", "communication"):
         vals = np.array([t[kind] for t in totals])
-        if vals.mean() <= 0:
+        if vals.max() <= 0:
             continue
-        gaps[kind] = float((vals.max() - vals.mean()) / vals.mean())
-        if worst is None and gaps[kind] > threshold:
-            worst = (kind, gaps[kind], vals)
-    return None if worst is None else (*worst, gaps)
+        spreads[kind] = float((vals.max() - vals.min()) / step)
+        if worst is None and spreads[kind] > threshold:
+            worst = (kind, spreads[kind], vals)
+    return None if worst is None else (*worst, spreads, step)
 
 
 @rule("slow_rank", title=msg("Slow rank"), saving_model=SAVING_MODEL,
-      thresholds={"gap_above": Threshold(0.05, "advisor slow_rank: max vs mean > 5% (docs/formats.md §4.3)")},
+      thresholds={"gap_above": Threshold(0.05, "msprof-analyze advisor slow_rank (RATIO_THRESHOLD): a kind "
+                                               "of time's spread over the ranks (max - min) above 5% of "
+                                               "their mean step time (docs/formats.md §4.3)")},
       blocks=(), remedies=(), needs=(), scope="group", explains="communication_not_overlapped")
 def match(ctx: RuleContext) -> None:
     group = ctx.group
@@ -106,7 +120,7 @@ def match(ctx: RuleContext) -> None:
             found.append((worst, idx))
     if not found:
         return
-    (kind, gap, vals, gaps), idx = max(found, key=lambda f: f[0][1])
+    (kind, gap, vals, spreads, step), idx = max(found, key=lambda f: f[0][1])
     compared = [ranks[i] for i in idx]
     slow = int(np.argmin(vals)) if kind == "communication" else int(np.argmax(vals))
     saving = float(vals.max() - vals.mean()) if kind == "computing" else 0.0
@@ -119,14 +133,17 @@ def match(ctx: RuleContext) -> None:
                            "be slower still; upload every rank to name the slowest.", n=len(ranks),
                            world=world))
     ctx.emit(
-        title=msg("Rank {rank} is the slow rank: {kind} time spread {pct:.0f}% above the mean",
-                  rank=compared[slow], kind=RANK_TIME_KINDS[kind], pct=100 * gap),
+        title=msg("Rank {rank} is the slow rank: its {kind} time differs from the other ranks' by {ms:.1f} "
+                  "ms, {pct:.0f}% of the step", rank=compared[slow], kind=RANK_TIME_KINDS[kind],
+                  ms=float(vals.max() - vals.min()) / 1e6, pct=100 * gap),
         description=msg("One rank takes noticeably longer than the others, and every collective waits for "
                         "it. Look at that rank's own findings, its host (CPU binding, other processes) and "
                         "its share of the data.{caveats}", caveats=join_texts(caveats, "")),
         ops=[],
-        evidence={"kind": kind, **{f"{k}_gap_vs_mean": round(v, 4) for k, v in gaps.items()},
-                  "gap_vs_mean": round(float(gap), 4), "threshold": ctx.threshold("gap_above"),
+        # the figure compared with the threshold (spread_vs_step = spread_us / step_time_us), and each kind's
+        evidence={"kind": kind, "spread_us": us(float(vals.max() - vals.min())), "step_time_us": us(step),
+                  "spread_vs_step": round(float(gap), 4), "threshold": ctx.threshold("gap_above"),
+                  **{f"{k}_spread_vs_step": round(v, 4) for k, v in spreads.items()},
                   "slow_rank": compared[slow], "ranks_compared": len(compared),
                   **({"world_size": world} if world is not None else {}),
                   **{f"rank_{r}_{kind}_us": us(v) for r, v in zip(compared, vals)}},

@@ -171,6 +171,8 @@ def test_every_evidence_key_has_a_label_in_both_languages() -> None:
     assert evidence_label("rank_3_computing_us") == "Rank 3: computing time (µs)"
     assert evidence_label("rank_3_computing_us", "zh-Hans") == "Rank 3：计算时间 (µs)"
     assert evidence_label("communication_gap_vs_mean", "zh-Hans") == "通信时间高出均值的幅度"
+    assert evidence_label("free_spread_vs_step", "zh-Hans") == "各 Rank 之间空闲时间的差距占迭代时间的比例"
+    assert evidence_label("spread_vs_step", "zh-Hans") == "各 Rank 之间的差距占迭代时间的比例"
     assert evidence_label("not_a_known_key", "zh-Hans") == "not_a_known_key"
     rows = evidence_rows({"kind": "computing", "flagged_time_us": 12.5, "op": "computing_x"}, "zh-Hans")
     assert rows == [{"key": "flagged_time_us", "label": "被标记算子的耗时 (µs)", "value": 12.5},

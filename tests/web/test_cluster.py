@@ -68,12 +68,13 @@ def test_qwen3_ranks_share_one_axis_with_the_report_breakdowns(client, people, t
     assert "step 13" in html or "Clocks aligned on the start of step 13" in html
     timeline = client.get(f"/profiles/{p.pk}/timeline/").content.decode()
     assert f'href="/profiles/{p.pk}/cluster/"' in timeline
-    # the slow rank in the page's language, each evidence key in words with its id beside it
-    assert data["slow_rank"] and "slow rank" in data["slow_rank"]["title"]
+    # the two ranks' free time differs by 21.7 ms in an 810 ms step (2.7%, under the advisor's 5% of the
+    # step): no slow rank, said in the page's language
+    assert data["slow_rank"] is None
+    assert "No slow rank: no kind of time" in html.split('id="slow-rank"')[1].split("</li>")[0]
     zh = client.get(f"/profiles/{p.pk}/cluster/", HTTP_ACCEPT_LANGUAGE="zh-Hans").content.decode()
-    slow = zh.split('id="slow-rank"')[1].split("</ul>")[0]
-    assert "慢卡" in slow and "slow rank" not in slow
-    assert "data-key=\"gap_vs_mean\"" in slow and "平均" in slow
+    slow = zh.split('id="slow-rank"')[1].split("</li>")[0]
+    assert "无慢卡" in slow and "No slow rank" not in slow
     # the profile page leads with the wait for other ranks; with every rank in the upload it points to this
     # page instead of asking for an upload (and in Chinese, from the Django catalog)
     wait = p.summary["report"]["profile"]["peer_wait"]

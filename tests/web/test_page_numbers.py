@@ -131,6 +131,15 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
         assert headline.group(1) == floatformat(pw["wait_us"] / 1e3, 1)
         assert headline.group(2) == floatformat(100 * pw["share_of_run"], 1)
         assert page.index('id="peer-wait-headline"') < page.index('id="findings"')
+        # the findings open with the same wait, which no saving counts, and where it is fixed; the findings
+        # follow in the API's (the report's) order
+        row = re.search(r'<p class="finding not-recoverable" id="not-recoverable"><strong>Not recoverable on '
+                        r'this rank: ([\d.,]+) ms \(([\d.,]+)% of the run\) waiting in collectives', page)
+        assert row and row.groups() == headline.groups()
+        assert page.index('id="not-recoverable"') < page.index('<article class="finding"')
+        assert "It goes with a fix on the late rank" in page.split('id="not-recoverable"')[1].split("</p>")[0]
+        shown_rules = re.findall(r'<article class="finding" data-rule="([a-z_]+)"', page)
+        assert shown_rules == [f["rule"] for f in sorted(api["findings"], key=lambda f: f["rank"])]
         # one rank uploaded: ask for the others, with the cluster page
         assert f'Upload every rank (<a href="/profiles/{p.pk}/cluster/">cluster page</a>)' in page
         for f in api["findings"]:  # a finding that reports a wait reports this one
@@ -143,6 +152,13 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
                f"Wait {parts['wait']} ms and Idle {parts['idle']} ms of their {parts['elapse']} ms.")
         shown = re.search(r'id="peer-wait-how">([^<]*)', page)
         assert shown and shown.group(1) == how, shown and shown.group(1)
+        # the wait's notify-Wait and Idle parts (the API's), and what Idle is: msprof's Wait is the main
+        # stream's only
+        idle = re.search(r'id="peer-wait-idle">([^<]*)', page)
+        assert idle and idle.group(1).startswith(
+            f"Of the wait, {floatformat(pw['notify_wait_us'] / 1e3, 1)} ms is notify Wait on the "
+            f"collectives' main stream and {floatformat(pw['idle_us'] / 1e3, 1)} ms their Idle"), (
+                idle and idle.group(1))
     # a trace without input shapes (the A100's: profiled without record_shapes) says how to get a roofline,
     # not that the model has no MatMuls
     assert ('id="no-shapes"' in page) == (case == "a100_kineto"), case

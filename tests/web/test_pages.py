@@ -160,10 +160,23 @@ def test_dashboard_history_findings_comparisons(client, world) -> None:
                                   original_filename="p.zip", status=ProfileStatus.READY, group=other, rank=1)
     for row in (failed, rank):
         Finding.objects.create(profile=row, rule="slow_rank", severity="high", title="x", data={})
+    # a rank that waits 2 s in collectives for its peers, whose own overlap saves 3 ms: the wait is what the
+    # job loses, so it comes first though no saving counts it, and the row says it
+    waits = Profile.objects.create(project=world["project"], name="training rank 0",
+                                   original_filename="p.zip", status=ProfileStatus.READY)
+    Finding.objects.create(profile=waits, rule="communication_not_overlapped", severity="high",
+                           title="Communication not overlapped",
+                           data={"estimated_saving_us": 3000.0, "peer_wait_us": 2_000_000.0})
     html = client.get(f"/projects/{world['project'].pk}/").content.decode()
     shown = open_findings(html)
-    assert shown[0] == ("sync_stall", other.pk)  # high, and the largest saving: 1.5 s
-    assert "estimated saving 1.5\u00a0s" in html.split('id="open-findings"')[1].split("</li>")[0]
+    assert shown[0] == ("communication_not_overlapped", waits.pk)
+    first = html.split('id="open-findings"')[1].split("</li>")[0]
+    assert "estimated saving 3\u00a0ms" in first and "wait for other ranks 2\u00a0s" in first, first
+    assert shown[1] == ("sync_stall", other.pk)  # high, and the largest saving: 1.5 s
+    assert "estimated saving 1.5\u00a0s" in html.split('id="open-findings"')[1].split("</li>")[1]
+    waits.delete()
+    html = client.get(f"/projects/{world['project'].pk}/").content.decode()
+    shown = open_findings(html)
     assert shown == expected_open([before, other])[:OPEN_FINDINGS]
     assert {pk for _rule, pk in shown} == {before.pk, other.pk}
     for pk, name in ((before.pk, before.name), (other.pk, other.name)):
@@ -193,12 +206,14 @@ def open_findings(html: str) -> list[tuple[str, int]]:
 
 
 def expected_open(profiles: list[Any]) -> list[tuple[str, int]]:
-    """Worst first: high, medium, low; then the larger estimated saving; then the newer profile."""
+    """Worst first: high, medium, low; then the larger of the estimated saving and the wait for other ranks
+    (which no saving counts); then the newer profile."""
     from analysis.models import Finding
 
     rank = {"high": 0, "medium": 1, "low": 2}
     rows = sorted(Finding.objects.filter(profile__in=profiles).select_related("profile"),
-                  key=lambda f: (rank.get(f.severity, 3), -(f.data.get("estimated_saving_us") or 0.0),
+                  key=lambda f: (rank.get(f.severity, 3), -max(f.data.get("estimated_saving_us") or 0.0,
+                                                               f.data.get("peer_wait_us") or 0.0),
                                  -f.profile.created_at.timestamp(), f.profile_id, f.order, f.pk))
     return [(f.rule, f.profile_id) for f in rows]
 

@@ -388,11 +388,13 @@ def expected_rules(facts: Facts) -> dict[str, str]:
         out["communication_wait"] = f"Wait Time {facts.comm_wait / facts.comm_elapse:.1%} of Elapse Time"
 
     if len(facts.step_rows) > 1:
+        # msprof-analyze's advisor (SlowRankAnalyzer.produce_bottleneck): a column's spread over the ranks,
+        # max - min, above 5% of the ranks' mean step time (Computing + Communication + Free)
+        step = sum(r["computing"] + r["comm_no"] + r["free"] for r in facts.step_rows) / len(facts.step_rows)
         for column in ("computing", "comm_no", "free"):
             values = [r[column] for r in facts.step_rows]
-            mean = sum(values) / len(values)
-            if mean and max(values) / mean - 1 > 0.05:
-                out["slow_rank"] = f"{column}: slowest rank {max(values) / mean - 1:.1%} above the mean"
+            if step and (max(values) - min(values)) / step > 0.05:
+                out["slow_rank"] = f"{column}: spread {(max(values) - min(values)) / step:.1%} of the step"
 
     states = [k.op_state for k in facts.kernels if k.op_state not in ("", "n/a")]
     if ascend and ((states and all(s == "dynamic" for s in states)) or len(facts.compile_calls) >= 20):

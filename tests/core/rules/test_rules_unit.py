@@ -194,6 +194,31 @@ def test_slow_rank_in_a_group() -> None:
     assert "slow_rank" not in rules_of(even)
 
 
+def test_slow_rank_fires_on_a_spread_that_matters_for_the_step() -> None:
+    """The advisor's measure: a kind of time's spread over the ranks (max - min) against the mean step time.
+    Two ranks whose free time differs by 21 ms in an 810 ms step (the Qwen3 4-NPU ranks: 2.7% of the step,
+    though 7% above the mean free time) are even; a rank idling 60 ms more than its peers (7.4%) is slow,
+    and the finding names the figure it compared."""
+    def rank(i: int, free_ms: float) -> Profile:
+        steps = pa.table({"step_id": pa.array([0], pa.int64()), "start_ns": pa.array([T0], pa.int64()),
+                          "end_ns": pa.array([T0 + int(810e6)], pa.int64()),
+                          "computing_ns": pa.array([int(231e6)], pa.int64()),
+                          "communication_ns": pa.array([int((810 - 231 - free_ms) * 1e6)], pa.int64()),
+                          "free_ns": pa.array([int(free_ms * 1e6)], pa.int64())})
+        return Profile(meta=ProfileMeta(format="ascend_pt", rank=i, device="910B3"), steps=steps)
+
+    even = diagnose_group(ProfileGroup(profiles=[rank(0, 158.6), rank(1, 137.0)]))
+    assert "slow_rank" not in rules_of(even)
+    group = ProfileGroup(profiles=[rank(0, 137.0), rank(1, 197.0), rank(2, 137.0), rank(3, 140.0)])
+    (slow,) = findings_for(diagnose_group(group), "slow_rank")
+    assert slow.details["slow_rank"] == 1 and slow.evidence["kind"] == "free"
+    assert slow.evidence["spread_us"] == pytest.approx(60_000, rel=1e-3)
+    assert slow.evidence["step_time_us"] == pytest.approx(810_000, rel=1e-3)
+    assert slow.evidence["spread_vs_step"] == pytest.approx(60 / 810, abs=1e-3)
+    assert slow.evidence["spread_vs_step"] > slow.evidence["threshold"] == 0.05
+    assert "by 60.0 ms, 7% of the step" in slow.title
+
+
 def _rank_of_stage(i: int, stage: int, computing_ms: float, world: int) -> Profile:
     """A rank that kept only its step_trace_time, with torch_npu's profiler_metadata.json naming the job's
     world size and the rank's pipeline stage (its place in its ``pp`` group)."""
