@@ -24,6 +24,7 @@ from analysis.models import JobStatus
 from analysis.texts import localized_list
 from frontend import charts
 from frontend import selectors as frontend_selectors
+from frontend.taglines import profile_tagline
 from frontend.views.profile_pages import workload_label
 from profiles import selectors, services
 from profiles.models import Profile, ProfileStatus
@@ -185,6 +186,7 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
         "alignment": result.get("alignment") or {},
         "summary": result.get("summary") or {},
         "aligned_unit": str(PER_UNIT.get((result.get("alignment") or {}).get("unit", ""), "")),
+        "tagline": profile_tagline(comparison.base, comparison.candidate),
     }
     modules = sorted({r["module"] for r in context["aligned"] if r.get("module")})
     context["modules"] = modules
