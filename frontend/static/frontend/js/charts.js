@@ -20,6 +20,8 @@
     var out = [];
     if (Array.isArray(params) && list.length) out.push("<b>" + esc(list[0].axisValueLabel || list[0].name) + "</b>");
     list.forEach(function (p) {
+      // an item may carry its whole tooltip as plain text (lines split by "\n"), escaped like every string
+      if (p.data && typeof p.data.tip === "string") { out.push(p.data.tip.split("\n").map(esc).join("<br>")); return; }
       var label = Array.isArray(params) ? esc(p.seriesName) : esc(p.seriesName) + (p.name ? ": " + esc(p.name) : "");
       out.push(label + " — " + value(p.value));
     });
