@@ -30,6 +30,17 @@ def _truncate_category_labels(option: dict[str, Any], width: int = 160) -> None:
             axis.setdefault("axisLabel", {}).update({"width": width, "overflow": "truncate"})
 
 
+# Up to this many legend entries wrap onto several lines (charts.js moves the plot to make room); a longer
+# legend scrolls, its first entries the ones to read first. A paged legend hid series behind its arrows.
+LEGEND_WRAP_MAX = 12
+
+
+def legend(names: list[str], **position: Any) -> dict[str, Any]:
+    """A legend at ``position`` (ECharts top/bottom/left): every entry in view where there are at most
+    ``LEGEND_WRAP_MAX``, else scrolled."""
+    return {"type": "plain" if len(names) <= LEGEND_WRAP_MAX else "scroll", "data": names, **position}
+
+
 def op_type_chart(op_types: list[dict[str, Any]], limit: int = 15) -> dict[str, Any]:
     """Horizontal bars: device time per op type (ms), largest at the top."""
     rows = list(reversed(op_types[:limit]))
@@ -140,7 +151,7 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
         [s["name"] for s in series[1:] if s.get("symbol") != "diamond"]
     return {
         "animation": False,
-        "legend": {"type": "scroll", "bottom": 0, "left": "center", "data": legend_order},
+        "legend": legend(legend_order, bottom=0, left="center"),
         "tooltip": {"trigger": "item"},
         "grid": {"left": 70, "right": 30, "top": 40, "bottom": 80},
         "xAxis": {"type": "log", "name": _("FLOP/byte"), "nameLocation": "middle", "nameGap": 28, "min": lo,
@@ -256,7 +267,7 @@ def time_breakdown_chart(bars: list[tuple[str, dict[str, Any]]]) -> dict[str, An
     out: dict[str, Any] = {
         "animation": False,
         "color": [BUCKET_COLOURS[b] for b in TIME_BUCKETS],
-        "legend": {"type": "scroll", "top": 0},
+        "legend": legend([labels[b] for b in TIME_BUCKETS], top=0),
         "tooltip": {"trigger": "axis", "axisPointer": {"type": "shadow"}},
         "grid": {"left": 80, "right": 40, "top": 36, "bottom": 30},
         "xAxis": {"type": "value", "name": "ms"},

@@ -46,3 +46,20 @@ def test_roofline_legend_shows_the_diamond_and_bubbles_are_capped() -> None:
     no_above = _roof()
     no_above["points"][2].pop("above_hbm_roof")
     assert not any(s.get("symbol") == "diamond" for s in roofline_chart(no_above)["series"])
+
+
+def test_a_legend_of_a_few_series_shows_them_all_and_a_long_one_scrolls() -> None:
+    """A paged ('scroll') legend hid the time buckets behind its arrows (1/2 in a half-width card): up to
+    LEGEND_WRAP_MAX entries the legend is plain (ECharts wraps it; charts.js makes room), a longer one
+    scrolls with the entries to read first at its start."""
+    from frontend.charts import LEGEND_WRAP_MAX, time_breakdown_chart
+
+    bars = [("step 1", {"wall_ns": 10, "compute": 5, "idle_other": 5})]
+    time = time_breakdown_chart(bars)
+    assert time["legend"]["type"] == "plain" and len(time["legend"]["data"]) == 7
+    assert roofline_chart(_roof())["legend"]["type"] == "plain"
+    many = _roof()
+    many["points"] += [{**many["points"][1], "op_type": f"Op{i}"} for i in range(LEGEND_WRAP_MAX + 2)]
+    legend = roofline_chart(many)["legend"]
+    assert legend["type"] == "scroll" and legend["data"][:2] == [
+        "Roof (peak FLOP/s, HBM bandwidth)", "above the HBM roof (in the L2 cache)"]

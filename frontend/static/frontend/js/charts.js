@@ -34,6 +34,45 @@
       if (k === "formatter") { delete o[k]; } else { stripFormatters(o[k]); }
     });
   }
+  // A legend of a few entries (type "plain", charts.py) wraps onto as many lines as the chart's width
+  // needs, and the plot moves to make room: the grid's top (legend above) or bottom (legend below) given
+  // for one line grows by each further line. A scrolled legend pages its entries away; it is kept only for
+  // long lists (charts.py, LEGEND_WRAP_MAX).
+  var measure = document.createElement("canvas").getContext("2d");
+  function legendLines(legend, names, width) {
+    measure.font = ((legend.textStyle || {}).fontSize || 12) + "px sans-serif";
+    var gap = legend.itemGap === undefined ? 10 : legend.itemGap;
+    var icon = (legend.itemWidth === undefined ? 25 : legend.itemWidth) + 5;
+    var lines = 1, x = 0, room = width - 10;  // the legend's default padding, 5px a side
+    names.forEach(function (n) {
+      var w = icon + measure.measureText(String(n)).width;
+      if (x > 0 && x + w > room) { lines += 1; x = 0; }
+      x += w + gap;
+    });
+    return lines;
+  }
+  function fitLegend(chart, option, el) {
+    var legends = Array.isArray(option.legend) ? option.legend : (option.legend ? [option.legend] : []);
+    var grid = Array.isArray(option.grid) ? option.grid[0] : option.grid;
+    if (!grid) return;
+    var update = null;
+    legends.forEach(function (legend) {
+      if (legend.type === "scroll" || legend.orient === "vertical" || legend.show === false) return;
+      var names = legend.data || (option.series || []).map(function (s) { return s.name; });
+      names = names.map(function (n) { return n && typeof n === "object" ? n.name : n; });
+      var lines = legendLines(legend, names, el.clientWidth || 600);
+      var extra = (lines - 1) * ((legend.itemHeight || 14) + (legend.itemGap === undefined ? 10 : legend.itemGap));
+      var side = legend.bottom !== undefined && legend.top === undefined ? "bottom" : "top";
+      if (grid["pypto_" + side] === undefined) grid["pypto_" + side] = grid[side] || 60;
+      update = update || {};
+      update[side] = grid["pypto_" + side] + extra;
+      el.dataset.legendLines = String(lines);
+    });
+    if (update) {
+      Object.keys(update).forEach(function (k) { grid[k] = update[k]; });
+      if (chart) chart.setOption({grid: Array.isArray(option.grid) ? [update] : update});
+    }
+  }
   function start(el) {
     var src = document.getElementById(el.dataset.chart);
     if (!src || !window.echarts) return;
@@ -44,9 +83,10 @@
     (option.series || []).forEach(function (s) { if (s.tooltip) s.tooltip.formatter = tooltip; });
     el.textContent = "";
     var chart = window.echarts.init(el, null, {renderer: "canvas"});
+    fitLegend(null, option, el);
     chart.setOption(option);
     el.dataset.ready = "1";
-    window.addEventListener("resize", function () { chart.resize(); });
+    window.addEventListener("resize", function () { chart.resize(); fitLegend(chart, option, el); });
   }
   window.PyptoCharts = {escape: esc, tooltip: tooltip, start: start};
   document.querySelectorAll("[data-chart]").forEach(start);
