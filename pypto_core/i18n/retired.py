@@ -11,4 +11,7 @@ RETIRED: tuple[Message, ...] = (
     msg("no decode tokens found in one of the profiles: op times compare whole runs"),
     # dynamic_shape's title, until it stopped calling static kernels precompiled
     msg("No operator runs as a static (precompiled) kernel"),
+    # timeline lanes (index version 3), until a Kineto trace's collectives were named NCCL/RCCL
+    msg("Communication (HCCL)"),
+    msg("HCCL group {group}", group=""),
 )
