@@ -193,15 +193,22 @@ def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def op_diff_chart(ops: list[dict[str, Any]], unit: str, limit: int = 15) -> dict[str, Any]:
-    """Before/after device time per op type (the largest changes), grouped bars."""
+def op_diff_chart(ops: list[dict[str, Any]], unit: str, us_per_unit: float = 1.0, tip_unit: str = "µs",
+                  limit: int = 15) -> dict[str, Any]:
+    """Before/after device time per op type (the largest changes), grouped bars, in ``tip_unit``
+    (``us_per_unit`` µs each: the unit the page's tables print these times in); ``unit`` names the axis
+    ("ms per step")."""
     rows = list(reversed(ops[:limit]))
+
+    def scaled(us: float) -> float:
+        return _significant(us / us_per_unit, 4)
+
     bar = (
         Bar(init_opts=_INIT)
         .add_xaxis([r["op_type"] for r in rows])
-        .add_yaxis(_("Baseline"), [round(r["base_us"], 2) for r in rows],
+        .add_yaxis(_("Baseline"), [scaled(r["base_us"]) for r in rows],
                    label_opts=opts.LabelOpts(is_show=False))
-        .add_yaxis(_("Candidate"), [round(r["new_us"], 2) for r in rows],
+        .add_yaxis(_("Candidate"), [scaled(r["new_us"]) for r in rows],
                    label_opts=opts.LabelOpts(is_show=False))
         .reversal_axis()
         .set_global_opts(
@@ -211,9 +218,10 @@ def op_diff_chart(ops: list[dict[str, Any]], unit: str, limit: int = 15) -> dict
     )
     out = _dump(bar)
     _truncate_category_labels(out)
-    for legend in out.get("legend", []):
-        legend.update({"top": 0, "left": "center"})  # above the plot: at the bottom it covers the axis labels
+    for entry in out.get("legend", []):
+        entry.update({"top": 0, "left": "center"})  # above the plot: at the bottom it covers the axis labels
     out["grid"] = {"left": 170, "right": 60, "top": 30, "bottom": 30}
+    out["pyptoUnit"] = tip_unit  # charts.js prints it after each value of the tooltip
     return out
 
 

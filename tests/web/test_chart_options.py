@@ -63,3 +63,27 @@ def test_a_legend_of_a_few_series_shows_them_all_and_a_long_one_scrolls() -> Non
     legend = roofline_chart(many)["legend"]
     assert legend["type"] == "scroll" and legend["data"][:2] == [
         "Roof (peak FLOP/s, HBM bandwidth)", "above the HBM roof (in the L2 cache)"]
+
+
+def test_the_comparison_chart_reads_in_the_unit_of_the_tables_beside_it() -> None:
+    """The op chart drew µs beside tables that print the same times in ms: it now draws them in the unit the
+    tables print the largest in, says it on the axis and after each value of its tooltip."""
+    from django.utils import translation
+
+    from frontend.charts import op_diff_chart
+    from frontend.templatetags.durations import format_duration
+    from frontend.views.compare_pages import AXIS_UNIT, chart_unit
+
+    ops = [{"op_type": "hcom_allReduce_", "base_us": 100_230.0, "new_us": 0.0},
+           {"op_type": "MatMulV2", "base_us": 938.0, "new_us": 1_520.0}]
+    name, per = chart_unit([t for o in ops for t in (o["base_us"], o["new_us"])])
+    assert (name, per) == ("ms", 1000.0) and format_duration(100_230.0, "us").endswith("ms")
+    assert chart_unit([12.0, 640.0]) == ("µs", 1.0) and chart_unit([2.5e6]) == ("s", 1e6)
+    with translation.override("en"):
+        axis = AXIS_UNIT["per_step"] % {"unit": name}
+        opt = op_diff_chart(ops, axis, per, name)
+        assert opt["xAxis"][0]["name"] == "ms per step" and opt["pyptoUnit"] == "ms"
+    base = next(s for s in opt["series"] if s["name"] == "Baseline")
+    assert [d if not isinstance(d, dict) else d["value"] for d in base["data"]] == [0.938, 100.2]
+    with translation.override("zh-hans"):
+        assert str(AXIS_UNIT["per_step"]) % {"unit": "ms"} == "每 step 的 ms"

@@ -15,6 +15,13 @@
     if (Array.isArray(v)) return v.slice(0, 2).map(num).join(" · ");
     return num(v);
   }
+  // a chart whose numbers share one unit (option "pyptoUnit", e.g. "ms") says it after each value
+  function tooltipIn(unit) {
+    return function (params) {
+      var text = tooltip(params);
+      return unit ? text.replace(/ — ([^<]*)/g, function (m, v) { return " — " + v + " " + esc(unit); }) : text;
+    };
+  }
   function tooltip(params) {
     var list = Array.isArray(params) ? params : [params];
     var out = [];
@@ -78,9 +85,11 @@
     if (!src || !window.echarts) return;
     var option = JSON.parse(src.textContent);
     stripFormatters(option);
+    var format = tooltipIn(typeof option.pyptoUnit === "string" ? option.pyptoUnit : "");
+    delete option.pyptoUnit;
     var tips = Array.isArray(option.tooltip) ? option.tooltip : [option.tooltip || (option.tooltip = {})];
-    tips.forEach(function (t) { t.formatter = tooltip; t.confine = true; });
-    (option.series || []).forEach(function (s) { if (s.tooltip) s.tooltip.formatter = tooltip; });
+    tips.forEach(function (t) { t.formatter = format; t.confine = true; });
+    (option.series || []).forEach(function (s) { if (s.tooltip) s.tooltip.formatter = format; });
     el.textContent = "";
     var chart = window.echarts.init(el, null, {renderer: "canvas"});
     fitLegend(null, option, el);
