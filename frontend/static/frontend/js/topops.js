@@ -26,11 +26,13 @@
     if (typeof v === "number") return v >= 100 || (key === "count" && v === Math.round(v)) ? v.toFixed(0) : v.toFixed(2);
     return String(v);
   }
-  // Break opportunities in a long name, never inside a short word: after "_", ".", ":", "/", ",", ";", ")"
-  // or ">" runs, and in a run longer than LONG_WORD characters between camel-case words too
-  // (Flash|Attention|Score|Grad; MatMulV2 stays whole), as <wbr> between text nodes (no markup from the
-  // data, nothing extra when the name is copied).
-  var SEPARATORS = /([_.:\/,;)>\]-]+)/, CAMEL = /([a-z0-9])(?=[A-Z][a-z])/g, LONG_WORD = 16;
+  // Break opportunities in a long name, never inside a short word: after a space or a "_", ".", ":", "/",
+  // ",", ";", ")" or ">" run, and in a run longer than LONG_WORD characters between camel-case words too
+  // (Flash|Attention|Score|Grad; MatMulV2 stays whole). Each piece is a span kept on one line (the browser
+  // broke "NCHW<…" from its ">" on its own) with a <wbr> between pieces; a piece longer than a column may
+  // hold (NO_WRAP_MAX) may still break. Text nodes only, never markup from the data, nothing extra when the
+  // name is copied.
+  var SEPARATORS = /([ _.:\/,;)>\]-]+)/, CAMEL = /([a-z0-9])(?=[A-Z][a-z])/g, LONG_WORD = 16, NO_WRAP_MAX = 24;
   function breakable(parent, text) {
     var parts = [];
     text.split(SEPARATORS).forEach(function (piece, i) {
@@ -39,7 +41,10 @@
     });
     parts.filter(function (p) { return p !== ""; }).forEach(function (part, i) {
       if (i) parent.appendChild(document.createElement("wbr"));
-      parent.appendChild(document.createTextNode(part));
+      var piece = document.createElement("span");
+      if (part.length <= NO_WRAP_MAX) piece.className = "piece";
+      piece.textContent = part;
+      parent.appendChild(piece);
     });
   }
   var NAMED = {op_type: true, name: true, shape: true};
