@@ -123,7 +123,7 @@ def test_the_matrix_colours_each_link_by_its_speed_for_its_transport() -> None:
     chart = communication_matrix_chart(links, [0, 1, 2, 3])
     series, scale = chart["series"][0], chart["visualMap"]
     colour_by = scale["dimension"]
-    assert series["encode"]["value"] == 2 and colour_by == 3  # the cell prints GB/s, the colour reads the share
+    assert series["encode"]["value"] == 2 and colour_by == 3  # the cell prints GB/s, its colour the share
     cells = {(d["value"][1], d["value"][0]): d for d in series["data"]}  # (from, to)
     share = {k: d["value"][colour_by] for k, d in cells.items()}
 

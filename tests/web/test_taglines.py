@@ -32,7 +32,8 @@ def test_the_tagline_names_what_the_engine_detected_in_both_languages() -> None:
         # a comparison across vendors names both; workloads that differ are left out
         assert tagline(["ascend", "nvidia"], ["training", "training"]) == \
             "Tuning training on Ascend NPUs and NVIDIA GPUs"
-        assert tagline(["ascend", "ascend"], ["training", "llm_decode"]) == "Performance tuning on Ascend NPUs"
+        assert tagline(["ascend", "ascend"], ["training", "llm_decode"]) == \
+            "Performance tuning on Ascend NPUs"
         neutral = tagline(["unknown"], ["training"])
         assert neutral == tagline([], []) == "Performance tuning for Ascend NPUs and GPUs"
     with translation.override("zh-hans"):
@@ -45,7 +46,8 @@ def test_a_gpu_training_profile_is_not_called_npu_inference(client, make_user, s
     settings.PYPTO_WORK_DIR = tmp_path / "work"
     owner = make_user("owner")
     project = project_with(owner)
-    gpu = analysed_sample(project, owner, SAMPLES / "kineto" / "a100_nccl_2rank" / "nccl_data.json.gz", tmp_path)
+    gpu = analysed_sample(project, owner, SAMPLES / "kineto" / "a100_nccl_2rank" / "nccl_data.json.gz",
+                          tmp_path)
     client.force_login(owner)
     for url in (f"/profiles/{gpu.pk}/", f"/profiles/{gpu.pk}/timeline/"):
         text = tagline_of(client.get(url).content.decode())
