@@ -30,6 +30,17 @@ def _truncate_category_labels(option: dict[str, Any], width: int = 160) -> None:
             axis.setdefault("axisLabel", {}).update({"width": width, "overflow": "truncate"})
 
 
+# Up to this many legend entries wrap onto several lines (charts.js moves the plot to make room); a longer
+# legend scrolls, its first entries the ones to read first. A paged legend hid series behind its arrows.
+LEGEND_WRAP_MAX = 12
+
+
+def legend(names: list[str], **position: Any) -> dict[str, Any]:
+    """A legend at ``position`` (ECharts top/bottom/left): every entry in view where there are at most
+    ``LEGEND_WRAP_MAX``, else scrolled."""
+    return {"type": "plain" if len(names) <= LEGEND_WRAP_MAX else "scroll", "data": names, **position}
+
+
 def op_type_chart(op_types: list[dict[str, Any]], limit: int = 15) -> dict[str, Any]:
     """Horizontal bars: device time per op type (ms), largest at the top."""
     rows = list(reversed(op_types[:limit]))
@@ -140,7 +151,7 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
         [s["name"] for s in series[1:] if s.get("symbol") != "diamond"]
     return {
         "animation": False,
-        "legend": {"type": "scroll", "bottom": 0, "left": "center", "data": legend_order},
+        "legend": legend(legend_order, bottom=0, left="center"),
         "tooltip": {"trigger": "item"},
         "grid": {"left": 70, "right": 30, "top": 40, "bottom": 80},
         "xAxis": {"type": "log", "name": _("FLOP/byte"), "nameLocation": "middle", "nameGap": 28, "min": lo,
@@ -182,15 +193,22 @@ def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def op_diff_chart(ops: list[dict[str, Any]], unit: str, limit: int = 15) -> dict[str, Any]:
-    """Before/after device time per op type (the largest changes), grouped bars."""
+def op_diff_chart(ops: list[dict[str, Any]], unit: str, us_per_unit: float = 1.0, tip_unit: str = "µs",
+                  limit: int = 15) -> dict[str, Any]:
+    """Before/after device time per op type (the largest changes), grouped bars, in ``tip_unit``
+    (``us_per_unit`` µs each: the unit the page's tables print these times in); ``unit`` names the axis
+    ("ms per step")."""
     rows = list(reversed(ops[:limit]))
+
+    def scaled(us: float) -> float:
+        return _significant(us / us_per_unit, 4)
+
     bar = (
         Bar(init_opts=_INIT)
         .add_xaxis([r["op_type"] for r in rows])
-        .add_yaxis(_("Baseline"), [round(r["base_us"], 2) for r in rows],
+        .add_yaxis(_("Baseline"), [scaled(r["base_us"]) for r in rows],
                    label_opts=opts.LabelOpts(is_show=False))
-        .add_yaxis(_("Candidate"), [round(r["new_us"], 2) for r in rows],
+        .add_yaxis(_("Candidate"), [scaled(r["new_us"]) for r in rows],
                    label_opts=opts.LabelOpts(is_show=False))
         .reversal_axis()
         .set_global_opts(
@@ -200,9 +218,10 @@ def op_diff_chart(ops: list[dict[str, Any]], unit: str, limit: int = 15) -> dict
     )
     out = _dump(bar)
     _truncate_category_labels(out)
-    for legend in out.get("legend", []):
-        legend.update({"top": 0, "left": "center"})  # above the plot: at the bottom it covers the axis labels
+    for entry in out.get("legend", []):
+        entry.update({"top": 0, "left": "center"})  # above the plot: at the bottom it covers the axis labels
     out["grid"] = {"left": 170, "right": 60, "top": 30, "bottom": 30}
+    out["pyptoUnit"] = tip_unit  # charts.js prints it after each value of the tooltip
     return out
 
 
@@ -256,7 +275,7 @@ def time_breakdown_chart(bars: list[tuple[str, dict[str, Any]]]) -> dict[str, An
     out: dict[str, Any] = {
         "animation": False,
         "color": [BUCKET_COLOURS[b] for b in TIME_BUCKETS],
-        "legend": {"type": "scroll", "top": 0},
+        "legend": legend([labels[b] for b in TIME_BUCKETS], top=0),
         "tooltip": {"trigger": "axis", "axisPointer": {"type": "shadow"}},
         "grid": {"left": 80, "right": 40, "top": 36, "bottom": 30},
         "xAxis": {"type": "value", "name": "ms"},
@@ -277,30 +296,73 @@ def _significant(x: float, digits: int = 3) -> float:
     return float(f"{x:.{digits}g}") if x else 0.0
 
 
+# The matrix's colours: a link's bandwidth as a share of the median of its transport's links (cluster.py's
+# link_ratings), in three bands [INFERRED: 80% and 50% are where a link reads "as its peers" and "slow"];
+# links that are not rated (too small to be timed by bandwidth, or a rank's copy to itself) in two neutral
+# colours.
+MATRIX_GOOD, MATRIX_SLOW = 80, 50
+MATRIX_SMALL, MATRIX_LOCAL = -1, -2  # the colour dimension's value for the two kinds not rated
+
+
 def communication_matrix_chart(links: list[dict[str, Any]], ranks: list[int]) -> dict[str, Any]:
-    """Heatmap of bandwidth (GB/s) per link, source rank by destination rank (msprof's communication matrix);
-    a rank's LOCAL copy is drawn too, marked by its transport in the tooltip."""
+    """Heatmap of links, source rank by destination rank (msprof's communication matrix): each cell prints
+    its bandwidth (GB/s) and is coloured by how fast it is for its transport (the share of the median of
+    that transport's links), never by raw GB/s: a pipeline stage's 100-byte send/recv handshake reads
+    0.06 GB/s because latency, not bandwidth, times it, and HCCS and RDMA differ by design. Each cell's
+    tooltip says its transport, size, time and what its colour means."""
+    from pypto_core.cluster import MIN_LINK_MB, link_ratings
+
     index = {r: i for i, r in enumerate(ranks)}
-    data = [[index[x["dst"]], index[x["src"]], _significant(x["bandwidth_gbps"]), x.get("transport") or "",
-             x["size_mb"], x["time_ms"]] for x in links if x.get("bandwidth_gbps") is not None]
-    remote = [d[2] for d in data if d[0] != d[1]] or [d[2] for d in data] or [1.0]
+    ratings = link_ratings(links)
+    data: list[dict[str, Any]] = []
+    for x in links:
+        if x.get("bandwidth_gbps") is None:
+            continue
+        r = ratings[(x["src"], x["dst"])]
+        transport = x.get("transport") or "?"
+        head = _("rank %(src)s → rank %(dst)s · %(transport)s") % {"src": x["src"], "dst": x["dst"],
+                                                                   "transport": transport}
+        moved = _("%(gbps)s GB/s: %(mb)s MB in %(ms)s ms") % {
+            "gbps": _significant(x["bandwidth_gbps"]), "mb": _significant(x["size_mb"]),
+            "ms": _significant(x["time_ms"])}
+        if r["rating"] == "rated" and r["ratio"] is not None:
+            code = round(100 * r["ratio"], 1)
+            why = (_("%(pct)s%% of the median of the %(n)s %(transport)s links that moved at least "
+                     "%(min)s MB (%(ref)s GB/s)")
+                   % {"pct": f"{code:.0f}", "n": r["peers"], "transport": transport,
+                      "min": f"{MIN_LINK_MB:g}", "ref": _significant(r["reference_gbps"])})
+        elif r["rating"] == "local":
+            code, why = MATRIX_LOCAL, _("a copy within the rank, not a link between ranks: not rated")
+        else:
+            code = MATRIX_SMALL
+            why = _("moved less than %(min)s MB: its time is latency, not bandwidth, so it is not rated") % {
+                "min": f"{MIN_LINK_MB:g}"}
+        data.append({"value": [index[x["dst"]], index[x["src"]], _significant(x["bandwidth_gbps"]), code],
+                     "tip": "\n".join((head, moved, why))})
     labels = [_("rank %(r)s") % {"r": r} for r in ranks]
+    pieces = [
+        {"gte": MATRIX_GOOD, "color": "#15803d",
+         "label": _("≥ %(pct)s%% of its transport's median") % {"pct": MATRIX_GOOD}},
+        {"gte": MATRIX_SLOW, "lt": MATRIX_GOOD, "color": "#f59e0b",
+         "label": _("%(lo)s–%(hi)s%% of its transport's median") % {"lo": MATRIX_SLOW, "hi": MATRIX_GOOD}},
+        {"gte": 0, "lt": MATRIX_SLOW, "color": "#b91c1c",
+         "label": _("< %(pct)s%%: slow for its transport") % {"pct": MATRIX_SLOW}},
+        {"value": MATRIX_SMALL, "color": "#cbd5e1",
+         "label": _("< %(min)s MB moved: latency-bound, not rated") % {"min": f"{MIN_LINK_MB:g}"}},
+        {"value": MATRIX_LOCAL, "color": "#bfdbfe", "label": _("copy within the rank (not rated)")},
+    ]
     return {
         "animation": False,
         "tooltip": {"position": "top"},
-        "grid": {"left": 80, "right": 30, "top": 20, "bottom": 80},
+        "grid": {"left": 70, "right": 30, "top": 20, "bottom": 130},
         "xAxis": {"type": "category", "data": labels, "name": _("to"), "splitArea": {"show": True}},
         "yAxis": {"type": "category", "data": labels, "name": _("from"), "inverse": True,
                   "splitArea": {"show": True}},
-        # the colour scale runs from 0 to the fastest link between ranks, so a colour is a share of it (links
-        # within 3% of each other once spanned the whole scale, red to green); a LOCAL copy (hundreds of
-        # GB/s) reads as the top. dimension 2: without it ECharts colours by the last column (the time in ms)
-        "visualMap": {"dimension": 2, "min": 0, "max": _significant(max(remote)),
-                      "calculable": True,
-                      "orient": "horizontal", "left": "center", "bottom": 0, "text": ["GB/s", ""],
-                      "inRange": {"color": ["#b91c1c", "#fde68a", "#15803d"]}},
+        # dimension 3, the share of the transport's median (or a not-rated code); the cell prints dimension 2
+        "visualMap": {"type": "piecewise", "dimension": 3, "pieces": pieces, "orient": "vertical",
+                      "left": 10, "bottom": 0, "itemWidth": 14, "itemHeight": 10, "itemGap": 4,
+                      "textStyle": {"fontSize": 11}},
         "series": [{"type": "heatmap", "name": "GB/s", "data": data,
                     "label": {"show": len(ranks) <= 16, "fontSize": 10},
-                    "encode": {"x": 0, "y": 1, "value": 2, "tooltip": [2, 3, 4, 5]},
-                    "dimensions": [_("to"), _("from"), "GB/s", _("transport"), "MB", "ms"]}],
+                    "encode": {"x": 0, "y": 1, "value": 2}}],
     }

@@ -29,7 +29,8 @@ COMMANDS: dict[str, str] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pypto", description="PyPTO: LLM inference tuning for Ascend NPUs")
+    parser = argparse.ArgumentParser(prog="pypto",
+                                     description="PyPTO: performance tuning for Ascend NPUs and GPUs")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, module_name in COMMANDS.items():
         try:

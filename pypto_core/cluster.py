@@ -124,6 +124,32 @@ def slowest_link(links: list[dict[str, Any]]) -> dict[str, Any] | None:
             "ratio_to_median": round(worst["bandwidth_gbps"] / median, 4) if median else None}
 
 
+def link_ratings(links: list[dict[str, Any]]) -> dict[tuple[int, int], dict[str, Any]]:
+    """How fast each link is for its kind, keyed (src, dst): ``rating`` "local" (a rank's copy to itself,
+    no link), "small" (moved less than ``MIN_LINK_MB``: timed by its latency, so its GB/s says nothing of the
+    link) or "rated", with ``reference_gbps`` the median of the rated links of its transport (as
+    ``slowest_link`` reads the slowest) and ``ratio`` its bandwidth over that median. A transport's links are
+    read against each other because HCCS, PCIe and RDMA differ by an order of magnitude by design."""
+    rated = [x for x in links if x["src"] != x["dst"] and x.get("bandwidth_gbps")
+             and (x.get("size_mb") or 0.0) >= MIN_LINK_MB]
+    by_transport: dict[Any, list[float]] = {}
+    for x in rated:
+        by_transport.setdefault(x.get("transport"), []).append(float(x["bandwidth_gbps"]))
+    out: dict[tuple[int, int], dict[str, Any]] = {}
+    for x in links:
+        key = (x["src"], x["dst"])
+        if x["src"] == x["dst"]:
+            out[key] = {"rating": "local", "reference_gbps": None, "ratio": None, "peers": 0}
+        elif x in rated:
+            same = by_transport[x.get("transport")]
+            median = statistics.median(same)
+            out[key] = {"rating": "rated", "reference_gbps": round(median, 4), "peers": len(same),
+                        "ratio": round(float(x["bandwidth_gbps"]) / median, 4) if median else None}
+        else:
+            out[key] = {"rating": "small", "reference_gbps": None, "ratio": None, "peers": 0}
+    return out
+
+
 def cluster_view(rank_breakdowns: list[dict[str, Any]], matrices: dict[int, dict[str, Any]],
                  slow_rank: dict[str, Any] | None = None) -> dict[str, Any]:
     """The cluster page's data: aligned ranks, links, the slowest link, and the slow-rank finding's evidence

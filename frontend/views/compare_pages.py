@@ -24,6 +24,8 @@ from analysis.models import JobStatus
 from analysis.texts import localized_list
 from frontend import charts
 from frontend import selectors as frontend_selectors
+from frontend.taglines import profile_tagline
+from frontend.templatetags.durations import UNITS
 from frontend.views.profile_pages import workload_label
 from profiles import selectors, services
 from profiles.models import Profile, ProfileStatus
@@ -138,8 +140,20 @@ NORMALISATION_LABELS = {"per_token": gettext_lazy("per decode token"),
 # Per unit of the op times (``normalisation``, the aligned rows' ``unit``): the words beside each table, and
 # the op chart's axis.
 PER_UNIT = {"per_token": gettext_lazy("per token"), "per_step": gettext_lazy("per step")}
-AXIS_UNIT = {"per_token": gettext_lazy("µs per token"), "per_step": gettext_lazy("µs per step")}
+AXIS_UNIT = {"per_token": gettext_lazy("%(unit)s per token"), "per_step": gettext_lazy("%(unit)s per step")}
 UNIT_LABELS = {"share": gettext_lazy("share")}
+
+
+def chart_unit(times_us: list[Any]) -> tuple[str, float]:
+    """The unit the page's tables print the largest of these times in (``format_duration`` picks it by size)
+    and how many µs make one: the op chart draws every bar in it, so the chart and the tables beside it read
+    in one unit (the chart drew µs beside tables in ms)."""
+    biggest = max((abs(float(t)) for t in times_us if t), default=0.0)
+    name, per = "µs", 1.0
+    for candidate, size_ns in UNITS:
+        if size_ns >= 1_000 and biggest * 1_000 >= size_ns:
+            name, per = candidate, size_ns / 1_000
+    return name, per
 
 
 def _readable_ops(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -168,11 +182,10 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     result = comparison.result or {}
     done = comparison.status == JobStatus.DONE
     per = result.get("normalisation", "")
-    unit = str(AXIS_UNIT.get(per, "µs"))  # the op chart's axis; tables print times by size
     language = normalize_language(translation.get_language()) or "en"
     context: dict[str, Any] = {
         "comparison": comparison, "project": comparison.project, "result": result, "done": done,
-        "finished": comparison.status in (JobStatus.DONE, JobStatus.FAILED), "unit": unit,
+        "finished": comparison.status in (JobStatus.DONE, JobStatus.FAILED),
         "per_note": str(PER_UNIT.get(per, "")),
         "metrics": _metric_rows(result.get("metrics", []), language) if done else [],
         "ops": _readable_ops(result.get("ops", [])[:60]),
@@ -185,6 +198,7 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
         "alignment": result.get("alignment") or {},
         "summary": result.get("summary") or {},
         "aligned_unit": str(PER_UNIT.get((result.get("alignment") or {}).get("unit", ""), "")),
+        "tagline": profile_tagline(comparison.base, comparison.candidate),
     }
     modules = sorted({r["module"] for r in context["aligned"] if r.get("module")})
     context["modules"] = modules
@@ -200,7 +214,9 @@ def comparison_detail(request: HttpRequest, comparison_id: int) -> HttpResponse:
     context["many_ranks"] = any(len(side["ranks"]) > 1 for side, _label in rank_sides)
     if done and result.get("ops"):
         labelled = [{**o, "op_type": o["label"]} for o in context["ops"]]
-        context["chart_ops"] = charts.op_diff_chart(labelled, unit)
+        name, us_per = chart_unit([t for o in labelled[:15] for t in (o.get("base_us"), o.get("new_us"))])
+        axis = AXIS_UNIT[per] % {"unit": name} if per in AXIS_UNIT else name  # the op chart's axis
+        context["chart_ops"] = charts.op_diff_chart(labelled, axis, us_per, name)
     # a verification job's comparison (issue 21): the verdicts, the findings it was opened on picked out
     picked = {int(v) for v in request.GET.get("findings", "").split(",") if v.isdigit()}
     verdicts = [{**v, "picked": v.get("finding") in picked}

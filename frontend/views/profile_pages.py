@@ -23,6 +23,7 @@ from analysis.selectors import warnings_in_language
 from analysis.summary import ProfileSummary, summary_of
 from captures.verification import verify_targets
 from frontend import charts
+from frontend.taglines import profile_tagline
 from frontend.templatetags.durations import format_duration, shown_evidence
 from profiles import selectors
 from profiles.models import Profile, ProfileStatus
@@ -232,7 +233,7 @@ def profile_timeline(request: HttpRequest, profile_id: int) -> HttpResponse:
     return render(request, "frontend/profile_timeline.html", {
         "profile": profile, "project": profile.project, "ready": ready, "views": views,
         "timeline_ready": views is not None and views.status == page_builds.READY,
-        "cluster_url": _cluster_url(profile) if ready else None,
+        "cluster_url": _cluster_url(profile) if ready else None, "tagline": profile_tagline(profile),
     })
 
 
@@ -247,6 +248,7 @@ def profile_trace(request: HttpRequest, profile_id: int) -> HttpResponse:
         return redirect(reverse("api-profile-trace", args=[profile.pk]))
     return render(request, "frontend/profile_trace.html", {
         "profile": profile, "project": profile.project, "ready": ready, "trace": trace,
+        "tagline": profile_tagline(profile),
     })
 
 
@@ -266,7 +268,8 @@ def profile_cluster(request: HttpRequest, profile_id: int) -> HttpResponse:
     data = cluster_data(profile=profile, language=language) if ready else None
     if data and data.get("slow_rank"):
         data["slow_rank"]["evidence_rows"] = shown_evidence(data["slow_rank"]["evidence_rows"])
-    ctx: dict[str, Any] = {"profile": profile, "project": profile.project, "ready": ready, "cluster": data}
+    ctx: dict[str, Any] = {"profile": profile, "project": profile.project, "ready": ready, "cluster": data,
+                           "tagline": profile_tagline(profile)}
     if data:
         ranks = [r for r in data["ranks"] if isinstance(r.get("time_breakdown"), dict)]
         ctx["chart_ranks"] = charts.time_breakdown_chart(

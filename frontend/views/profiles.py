@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from analysis import profile_services
 from analysis import selectors as analysis_selectors
 from analysis.summary import summary_of
+from frontend.taglines import profile_tagline
 from frontend.views.profile_pages import profile_analysis_context
 from profiles import selectors
 from profiles.models import ProfileStatus
@@ -30,6 +31,7 @@ def profile_detail(request: HttpRequest, profile_id: int) -> HttpResponse:
         "shown_rank": selectors.rank_shown_for_upload(profile=profile, ranks=ranks),
         "summary": summary_of(profile).to_dict(),
         "project": profile.project,
+        "tagline": profile_tagline(profile),  # the top bar says this profile's device and workload
         "can_write": selectors.can_write(user=signed_in(request.user), project=profile.project),
         "findings": analysis_selectors.findings_of_profile(profile=profile),
         "artifacts": analysis_selectors.artifacts_of_profile(profile=profile),

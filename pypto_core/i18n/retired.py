@@ -19,4 +19,7 @@ RETIRED: tuple[Message, ...] = (
     # communication_not_overlapped's split of the collectives' time, until it said what Idle holds
     msg("of their {elapse_ms:.1f} ms, Transit is {transit_ms:.1f} ms, notify Wait {wait_ms:.1f} ms and Idle "
         "{idle_ms:.1f} ms (communication.json)"),
+    # timeline lanes (index version 3), until a Kineto trace's collectives were named NCCL/RCCL
+    msg("Communication (HCCL)"),
+    msg("HCCL group {group}", group=""),
 )

@@ -39,8 +39,9 @@ from pypto_core.timeline.lanes import Lane, _base_ns, _Interner, counter_columns
 from pypto_core.timeline.lod import MAX_DEPTH, Bars, merge, nesting_depth, running_end
 
 CRITICAL_PATH_MAX_KERNELS = 2_000_000
-# 2: rows by containment (lod.nesting_depth), lanes with hidden and detail; 3: critical path
-INDEX_VERSION = 3
+# 2: rows by containment (lod.nesting_depth), lanes with hidden and detail; 3: critical path; 4: device and
+# communication lanes above the host's, a Kineto trace's device a GPU and its collectives NCCL/RCCL
+INDEX_VERSION = 4
 # A level is stored only when it has at most half the bars of the last stored one, so the whole pyramid is
 # no bigger than the events, and a query merges on the fly from at most ~2x the bars it returns.
 STORE_RATIO = 0.5

@@ -30,7 +30,7 @@ class Lane:
     group: str  # the process-like heading the lane sits under ("Host process 1234", "NPU 0", ...)
     kind: str  # "slices" or "counter"
     table: str  # the source table ("host_ops", "kernels", ..., "counters", "memory")
-    sort: int  # order of groups: steps, host, CANN API, device, communication, counters
+    sort: int  # order of groups: steps, device, communication, host, CANN API, counters
     # Shown folded away at first: a counter whose value never changes in the profile (the viewer lists it).
     hidden: bool = False
     detail: str = ""  # what the name stands for, in full (an HCCL group's id, a stream left unrecorded)
@@ -82,8 +82,11 @@ class LaneEvents:
     counter_v: np.ndarray  # float64
 
 
-# Group order in the viewer, top to bottom (host above device, as Perfetto and MindStudio Insight show it).
-_SORT = {"steps": 0, "host_ops": 1, "api_calls": 2, "kernels": 3, "communication": 4,
+# Group order in the viewer, top to bottom: the steps, then the device's streams and its collectives (what a
+# timeline is opened for: with the host above them, as Perfetto and MindStudio Insight order it, a host
+# process of a few threads with deep Python stacks filled the first screen and the device lanes were below
+# the fold), then the host threads and the runtime API that launched the work, then counters.
+_SORT = {"steps": 0, "kernels": 1, "communication": 2, "host_ops": 3, "api_calls": 4,
          "counters": 5, "memory": 6}
 
 
@@ -234,21 +237,25 @@ def slice_tables(profile: Profile, base: int, lanes: list[Lane], interner: _Inte
                                       _int_column(kernels, "stream_id", -1))
         device = _device_heading(profile)
         unrecorded = _unrecorded_stream_name(kernels)
+        word = _device_word(profile)
         add("kernels", kernels, kernels["name"], plain(kernels, "dur_ns"), inverse.astype(np.int32),
-            [(f"NPU {d}" if d >= 0 else device, msg("Stream {stream}", stream=s) if s >= 0 else unrecorded)
+            [(f"{word} {d}" if d >= 0 else device, msg("Stream {stream}", stream=s) if s >= 0 else unrecorded)
              for d, s in pairs.tolist()])
 
     comm = profile.communication
     if comm.num_rows:
+        library = _collective_library(profile)
         groups = pc.fill_null(comm["group"], "").combine_chunks()
         encoded = pc.dictionary_encode(groups)
         first = len(lanes)
         group_ids = encoded.dictionary.to_pylist()
         add("communication", comm, comm["name"], plain(comm, "elapse_ns"),
             encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32),
-            [(msg("Communication (HCCL)"), communication_group_name(profile, g)) for g in group_ids])
+            [(msg("Communication ({library})", library=library), communication_group_name(profile, g))
+             for g in group_ids])
         for lane, g in zip(lanes[first:], group_ids):
-            lane.set_detail(msg("HCCL group {group}", group=g) if g else msg("no group recorded"))
+            lane.set_detail(msg("{library} group {group}", library=library, group=g) if g
+                            else msg("no group recorded"))
     return sources
 
 
@@ -259,12 +266,32 @@ def _api_heading(profile: Profile, pid: int) -> Message:
     return msg("CANN API (process {pid})", pid=pid)
 
 
+def _device_word(profile: Profile) -> str:
+    """What the device is called: a PyTorch (Kineto) trace's kernels ran on a GPU (CUDA or ROCm), an Ascend
+    export's on an NPU (its "NPU 0" heading named an A100's streams)."""
+    return "GPU" if profile.meta.format == "kineto" else "NPU"
+
+
+def _collective_library(profile: Profile) -> str:
+    """The collective library whose calls the communication lanes hold: HCCL on Ascend, NCCL on an NVIDIA
+    GPU, RCCL on an AMD one (a ROCm trace names its device or its hip* runtime calls)."""
+    if profile.meta.format != "kineto":
+        return "HCCL"
+    from pypto_core.workload import device_vendor
+
+    return "RCCL" if device_vendor(profile) == "amd" else "NCCL"
+
+
 def _device_heading(profile: Profile) -> Text:
     """The heading of kernels without a device id: the rank's device when the profile says which."""
-    meta = profile.meta
+    meta, word = profile.meta, _device_word(profile)
     if meta.device_id is not None:
-        return f"NPU {meta.device_id}"
-    return msg("NPU (rank {rank})", rank=meta.rank) if meta.rank is not None else "NPU"
+        return f"{word} {meta.device_id}"
+    if meta.rank is None:
+        return word
+    if word == "GPU":
+        return msg("GPU (rank {rank})", rank=meta.rank)
+    return msg("NPU (rank {rank})", rank=meta.rank)
 
 
 def _unrecorded_stream_name(kernels: pa.Table) -> Message:

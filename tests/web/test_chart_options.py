@@ -46,3 +46,44 @@ def test_roofline_legend_shows_the_diamond_and_bubbles_are_capped() -> None:
     no_above = _roof()
     no_above["points"][2].pop("above_hbm_roof")
     assert not any(s.get("symbol") == "diamond" for s in roofline_chart(no_above)["series"])
+
+
+def test_a_legend_of_a_few_series_shows_them_all_and_a_long_one_scrolls() -> None:
+    """A paged ('scroll') legend hid the time buckets behind its arrows (1/2 in a half-width card): up to
+    LEGEND_WRAP_MAX entries the legend is plain (ECharts wraps it; charts.js makes room), a longer one
+    scrolls with the entries to read first at its start."""
+    from frontend.charts import LEGEND_WRAP_MAX, time_breakdown_chart
+
+    bars = [("step 1", {"wall_ns": 10, "compute": 5, "idle_other": 5})]
+    time = time_breakdown_chart(bars)
+    assert time["legend"]["type"] == "plain" and len(time["legend"]["data"]) == 7
+    assert roofline_chart(_roof())["legend"]["type"] == "plain"
+    many = _roof()
+    many["points"] += [{**many["points"][1], "op_type": f"Op{i}"} for i in range(LEGEND_WRAP_MAX + 2)]
+    legend = roofline_chart(many)["legend"]
+    assert legend["type"] == "scroll" and legend["data"][:2] == [
+        "Roof (peak FLOP/s, HBM bandwidth)", "above the HBM roof (in the L2 cache)"]
+
+
+def test_the_comparison_chart_reads_in_the_unit_of_the_tables_beside_it() -> None:
+    """The op chart drew µs beside tables that print the same times in ms: it now draws them in the unit the
+    tables print the largest in, says it on the axis and after each value of its tooltip."""
+    from django.utils import translation
+
+    from frontend.charts import op_diff_chart
+    from frontend.templatetags.durations import format_duration
+    from frontend.views.compare_pages import AXIS_UNIT, chart_unit
+
+    ops = [{"op_type": "hcom_allReduce_", "base_us": 100_230.0, "new_us": 0.0},
+           {"op_type": "MatMulV2", "base_us": 938.0, "new_us": 1_520.0}]
+    name, per = chart_unit([t for o in ops for t in (o["base_us"], o["new_us"])])
+    assert (name, per) == ("ms", 1000.0) and format_duration(100_230.0, "us").endswith("ms")
+    assert chart_unit([12.0, 640.0]) == ("µs", 1.0) and chart_unit([2.5e6]) == ("s", 1e6)
+    with translation.override("en"):
+        axis = AXIS_UNIT["per_step"] % {"unit": name}
+        opt = op_diff_chart(ops, axis, per, name)
+        assert opt["xAxis"][0]["name"] == "ms per step" and opt["pyptoUnit"] == "ms"
+    base = next(s for s in opt["series"] if s["name"] == "Baseline")
+    assert [d if not isinstance(d, dict) else d["value"] for d in base["data"]] == [0.938, 100.2]
+    with translation.override("zh-hans"):
+        assert str(AXIS_UNIT["per_step"]) % {"unit": "ms"} == "每 step 的 ms"

@@ -107,27 +107,45 @@ def test_cnn_8npu_one_rank_with_its_links_to_all_eight(client, people, tmp_path)
     assert "this upload holds one rank" in slow and "threshold" not in slow
 
 
-def test_the_matrix_colours_each_link_by_its_bandwidth() -> None:
-    """The colour scale reads the cell's GB/s: ECharts' default is a cell's last column (here the time in ms),
-    which painted the CNN's links all red and its 420 GB/s local copy as the slowest."""
-    from frontend.charts import communication_matrix_chart
+def test_the_matrix_colours_each_link_by_its_speed_for_its_transport() -> None:
+    """The colour is a link's bandwidth against the median of its transport's links, never raw GB/s: the raw
+    scale painted the Qwen3 pipeline stages' 100-byte send/recv handshakes (0.06 GB/s, timed by latency) red
+    like slow links, and ECharts' default (a cell's last column, the time in ms) painted the CNN's links all
+    red. Handshakes under 1 MB and a rank's copy to itself are not rated; each band says what it means."""
+    from frontend.charts import MATRIX_LOCAL, MATRIX_SMALL, communication_matrix_chart
 
-    def link(dst: int, gbps: float, ms: float, transport: str) -> dict[str, object]:
-        return {"src": 0, "dst": dst, "bandwidth_gbps": gbps, "size_mb": 10.0, "time_ms": ms,
+    def link(src: int, dst: int, gbps: float, mb: float, transport: str) -> dict[str, object]:
+        return {"src": src, "dst": dst, "bandwidth_gbps": gbps, "size_mb": mb, "time_ms": mb / gbps,
                 "transport": transport}
 
-    links = [link(0, 420.0, 0.02, "LOCAL"), link(1, 15.2, 0.66, "HCCS"), link(2, 14.8, 0.68, "HCCS")]
-    chart = communication_matrix_chart(links, [0, 1, 2])
-    series = chart["series"][0]
-    value_column = series["encode"]["value"]
-    assert chart["visualMap"]["dimension"] == value_column
-    assert series["dimensions"][value_column] == "GB/s"
-    # from 0 to the fastest link between ranks (the local copy left out): links 3% apart look alike, not
-    # red beside green as when the scale spanned 14.8-15.2
-    assert (chart["visualMap"]["min"], chart["visualMap"]["max"]) == (0, 15.2)
-    cells = {(d[0], d[1]): d[2] for d in series["data"]}
-    assert cells[(0, 0)] == 420.0 and communication_matrix_chart(
-        [link(1, 123.0255, 1.0, "HCCS")], [0, 1])["series"][0]["data"][0][2] == 123.0  # 3 digits
+    links = [link(0, 0, 420.0, 3566.0, "LOCAL"), link(0, 1, 15.2, 2405.0, "HCCS"),
+             link(0, 2, 14.8, 1127.0, "HCCS"), link(0, 3, 6.0, 900.0, "HCCS"),
+             link(1, 2, 0.0774, 0.0001, "HCCS"), link(1, 3, 2.0, 500.0, "RDMA")]
+    chart = communication_matrix_chart(links, [0, 1, 2, 3])
+    series, scale = chart["series"][0], chart["visualMap"]
+    colour_by = scale["dimension"]
+    assert series["encode"]["value"] == 2 and colour_by == 3  # the cell prints GB/s, its colour the share
+    cells = {(d["value"][1], d["value"][0]): d for d in series["data"]}  # (from, to)
+    share = {k: d["value"][colour_by] for k, d in cells.items()}
+
+    def band(value: float) -> str:
+        for piece in scale["pieces"]:
+            if piece.get("value") == value or ("value" not in piece and piece.get("gte", -1e9) <= value
+                                               < piece.get("lt", 1e9)):
+                return piece["color"]
+        raise AssertionError(value)
+
+    # links 3% apart read alike (as fast as their peers), a link at 40% of its transport's median is red
+    assert band(share[(0, 1)]) == band(share[(0, 2)]) == "#15803d"
+    assert share[(0, 3)] == 40.5 and band(share[(0, 3)]) == "#b91c1c"
+    # a handshake and the local copy are not rated, whatever their GB/s; RDMA is read against RDMA only
+    assert share[(1, 2)] == MATRIX_SMALL and share[(0, 0)] == MATRIX_LOCAL
+    assert band(MATRIX_SMALL) != band(0) and share[(1, 3)] == 100
+    # what each colour means is in the legend and in the cell's tooltip
+    assert any("latency-bound" in p["label"] for p in scale["pieces"])
+    assert "not rated" in cells[(1, 2)]["tip"] and "median of the 3 HCCS links" in cells[(0, 3)]["tip"]
+    assert cells[(0, 0)]["value"][2] == 420.0 and communication_matrix_chart(
+        [link(0, 1, 123.0255, 10.0, "HCCS")], [0, 1])["series"][0]["data"][0]["value"][2] == 123.0  # 3 digits
 
 
 def test_the_worker_attributes_a_rank_once_for_its_findings_page_and_timeline(people, tmp_path,

@@ -335,3 +335,27 @@ def test_a_profile_past_the_critical_path_bound_is_indexed_without_it_and_says_w
     answer = TimelineIndex.open(build_timeline_index(profile, tmp_path / "idx")).critical(None, None, 1000)
     assert answer["available"] is False and f"{profile.kernels.num_rows:,}" in answer["reason"]
     assert answer["segments"]["start"] == []
+
+
+def test_device_lanes_come_first_and_a_gpu_trace_names_its_gpu_and_nccl(tmp_path) -> None:
+    """What a timeline is opened for is on its first screen: the steps, then the device's streams and its
+    collectives, then the host threads and the runtime API (the CNN's host process, deep Python stacks,
+    filled the first screen above the device). A Kineto trace's device is a GPU and its collectives NCCL (the
+    A100's streams sat under "NPU 0", its NCCL calls under "Communication (HCCL)")."""
+    from pypto_core.formats import open_profile
+    from tests.paths import SAMPLES
+
+    def groups(profile) -> list[str]:
+        ix = TimelineIndex.open(build_timeline_index(profile, tmp_path / str(id(profile))))
+        lanes = sorted(ix.window(None, None, 1000)["lanes"], key=lambda ln: (ln["sort"], ln["id"]))
+        return [t for t in dict.fromkeys((ln["table"], ln["group"]) for ln in lanes)]
+
+    npu = groups(open_profile(SAMPLES / "ascend_pt" / "cnn_8npu_text_level2" / "rank0_ascend_pt"))
+    tables = [t for t, _g in npu]
+    assert tables.index("kernels") < tables.index("communication") < tables.index("host_ops") \
+        < tables.index("api_calls"), npu
+    assert tables[0] == "steps" and ("communication", "Communication (HCCL)") in npu
+    gpu = groups(open_profile(SAMPLES / "kineto" / "a100_nccl_2rank" / "nccl_data.json.gz"))
+    assert gpu[:3] == [("steps", "Profiler steps"), ("kernels", "GPU 0"), ("communication",
+                                                                          "Communication (NCCL)")], gpu
+    assert not any("NPU" in g or "HCCL" in g for _t, g in gpu)

@@ -26,6 +26,28 @@
     if (typeof v === "number") return v >= 100 || (key === "count" && v === Math.round(v)) ? v.toFixed(0) : v.toFixed(2);
     return String(v);
   }
+  // Break opportunities in a long name, never inside a short word: after a space or a "_", ".", ":", "/",
+  // ",", ";", ")" or ">" run, and in a run longer than LONG_WORD characters between camel-case words too
+  // (Flash|Attention|Score|Grad; MatMulV2 stays whole). Each piece is a span kept on one line (the browser
+  // broke "NCHW<…" from its ">" on its own) with a <wbr> between pieces; a piece longer than a column may
+  // hold (NO_WRAP_MAX) may still break. Text nodes only, never markup from the data, nothing extra when the
+  // name is copied.
+  var SEPARATORS = /([ _.:\/,;)>\]-]+)/, CAMEL = /([a-z0-9])(?=[A-Z][a-z])/g, LONG_WORD = 16, NO_WRAP_MAX = 24;
+  function breakable(parent, text) {
+    var parts = [];
+    text.split(SEPARATORS).forEach(function (piece, i) {
+      if (i % 2) { parts[parts.length - 1] += piece; return; }  // a separator ends the piece before it
+      parts.push.apply(parts, piece.length > LONG_WORD ? piece.replace(CAMEL, "$1\u0000").split("\u0000") : [piece]);
+    });
+    parts.filter(function (p) { return p !== ""; }).forEach(function (part, i) {
+      if (i) parent.appendChild(document.createElement("wbr"));
+      var piece = document.createElement("span");
+      if (part.length <= NO_WRAP_MAX) piece.className = "piece";
+      piece.textContent = part;
+      parent.appendChild(piece);
+    });
+  }
+  var NAMED = {op_type: true, name: true, shape: true};
   var cols = Array.prototype.map.call(root.querySelectorAll("thead th"), function (th) { return th.dataset.key; });
   function render() {
     var t = typeSel.value, b = blockSel.value, s = shapeIn.value.trim().toLowerCase(), n = nameIn.value.trim().toLowerCase();
@@ -45,17 +67,14 @@
       var tr = document.createElement("tr");
       cols.forEach(function (k) {
         var td = document.createElement("td");
-        if (k === "shape" || k === "name") {
-          // long names and shapes (a 20-input ForeachAddList, a cuDNN kernel) are cut to two lines, the
-          // whole text in the title: one such row hid most of the scroll box
+        if (NAMED[k]) {
+          // long op types, names and shapes (a 20-input ForeachAddList, a cuDNN kernel) wrap at their
+          // separators and are cut to two lines with an ellipsis, the whole text in the title: one such row
+          // hid most of the scroll box
           var clamp = document.createElement("div");
           clamp.className = "clamp";
           clamp.title = fmt(k, r[k]);
-          // a shape's line may break after each input ("a;b"): text nodes with <wbr> between, never markup
-          fmt(k, r[k]).split(k === "shape" ? ";" : "\u0000").forEach(function (part, i) {
-            if (i) { clamp.appendChild(document.createTextNode(";")); clamp.appendChild(document.createElement("wbr")); }
-            clamp.appendChild(document.createTextNode(part));
-          });
+          breakable(clamp, fmt(k, r[k]));
           td.appendChild(clamp);
         } else {
           // times come as the page prints every time ("92.1 ms", views/profile_pages.py); sorting reads the numbers
@@ -63,6 +82,7 @@
         }
         if (typeof r[k] === "number") td.className = "num";
         if (k === "shape" || k === "name") td.className = "mono small";
+        if (k === "block") td.title = td.textContent;
         tr.appendChild(td);
       });
       frag.appendChild(tr);
