@@ -82,9 +82,10 @@ def test_four_ranks_fan_out_over_s3_and_survive_a_killed_worker(make_user, api_f
     assert sum(v[0].attempts for v in per_rank.values()) == 5
     assert AnalysisRun.objects.filter(profile_id=group_id, kind="diagnose", status="done").count() == 1
 
-    # The cluster step: cross-rank findings on the upload, from the rank tables.
+    # The cluster step: cross-rank findings on the upload, from the rank tables. The ranks' free time differs
+    # by 21.7 ms in an 810 ms step (2.7%): below the 5% msprof-analyze's advisor names a slow rank at.
     rules = set(group.findings.values_list("rule", flat=True))
-    assert {"slow_rank", "communication_wait"} <= rules, rules
+    assert "communication_wait" in rules and "slow_rank" not in rules, rules
     assert group.summary["ranks"] == 4 and len(group.summary["rank_sources"]) == 4
 
     # Queues kept apart: diagnosis only on the diagnose worker, reading only on the ingest workers.
