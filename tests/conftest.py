@@ -180,6 +180,18 @@ def api_for() -> Callable[[Any], Any]:
 
 
 @pytest.fixture(autouse=True)
+def _default_language() -> Iterator[None]:
+    """Each test starts in the default language and leaves it so: a request through the test client activates
+    the user's language in this thread (SessionLanguageMiddleware) and nothing deactivates it, so a Chinese
+    page left the next test's chart options in Chinese (an order-dependent failure of test_chart_options)."""
+    from django.utils import translation
+
+    translation.deactivate()
+    yield
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def _plain_static_storage(settings: Any) -> None:
     """Pages render ``{% static %}`` without a collectstatic manifest (production uses the manifest)."""
     settings.STORAGES = {
