@@ -109,12 +109,18 @@ def communication_links(matrices: dict[int, dict[str, Any]]) -> list[dict[str, A
 MIN_LINK_MB = 1.0
 
 
+def _rated(link: dict[str, Any]) -> bool:
+    """A link between two ranks (a rank's LOCAL copy is none) that moved enough to be timed by its
+    bandwidth (``MIN_LINK_MB``): the links ``slowest_link`` and ``link_ratings`` read against each other."""
+    return bool(link["src"] != link["dst"] and link.get("bandwidth_gbps")
+                and (link.get("size_mb") or 0.0) >= MIN_LINK_MB)
+
+
 def slowest_link(links: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The link with the lowest bandwidth among links between two ranks (a rank's LOCAL copy is no link)
     that moved at least ``MIN_LINK_MB``, with the median of those links of its transport as the evidence to
     read it against."""
-    remote = [x for x in links if x["src"] != x["dst"] and x.get("bandwidth_gbps")
-              and (x.get("size_mb") or 0.0) >= MIN_LINK_MB]
+    remote = [x for x in links if _rated(x)]
     if len(remote) < 2:
         return None
     worst = min(remote, key=lambda x: x["bandwidth_gbps"])
@@ -130,17 +136,15 @@ def link_ratings(links: list[dict[str, Any]]) -> dict[tuple[int, int], dict[str,
     link) or "rated", with ``reference_gbps`` the median of the rated links of its transport (as
     ``slowest_link`` reads the slowest) and ``ratio`` its bandwidth over that median. A transport's links are
     read against each other because HCCS, PCIe and RDMA differ by an order of magnitude by design."""
-    rated = [x for x in links if x["src"] != x["dst"] and x.get("bandwidth_gbps")
-             and (x.get("size_mb") or 0.0) >= MIN_LINK_MB]
     by_transport: dict[Any, list[float]] = {}
-    for x in rated:
+    for x in filter(_rated, links):
         by_transport.setdefault(x.get("transport"), []).append(float(x["bandwidth_gbps"]))
     out: dict[tuple[int, int], dict[str, Any]] = {}
     for x in links:
         key = (x["src"], x["dst"])
         if x["src"] == x["dst"]:
             out[key] = {"rating": "local", "reference_gbps": None, "ratio": None, "peers": 0}
-        elif x in rated:
+        elif _rated(x):
             same = by_transport[x.get("transport")]
             median = statistics.median(same)
             out[key] = {"rating": "rated", "reference_gbps": round(median, 4), "peers": len(same),

@@ -133,16 +133,17 @@ class PeerWait:
     def to_dict(self, total_ns: int, ranks: int) -> dict[str, Any]:
         """``profile.peer_wait`` of the report (docs/contract.md)."""
         notify, idle = self.parts_ns()
+        p2p = p2p_share(self.figures)
         return {"wait_us": round(self.wait_ns / 1e3, 3),
                 "notify_wait_us": round(notify / 1e3, 3), "idle_us": round(idle / 1e3, 3),
                 "share_of_run": round(self.wait_ns / total_ns, 6) if total_ns > 0 else None,
                 "communication_not_overlapped_us": round(self.exposed_ns / 1e3, 3),
                 "waiting_share": round(self.waiting_share, 6), "transit_recorded": self.transit_recorded,
                 "lower_bound": not self.transit_recorded,
-                "p2p_share": round(p2p_share(self.figures), 6),
+                "p2p_share": round(p2p, 6),
                 # where the wait is removed, since no fix on this rank does: the pipeline's schedule when most
                 # of it is in point-to-point send/receive between stages, else the late (slow) rank
-                "fix_on": "pipeline_schedule" if p2p_share(self.figures) >= P2P_WAIT_SHARE else "late_rank",
+                "fix_on": "pipeline_schedule" if p2p >= P2P_WAIT_SHARE else "late_rank",
                 "ranks_in_profile": ranks,
                 "collectives": {name: round(self.figures.get(name, 0.0) / 1e3, 3)
                                 for name in ("elapse", "transit", "wait", "idle", "transit_from_links")}}

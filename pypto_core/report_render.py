@@ -158,7 +158,10 @@ def not_recoverable_row(report: Report, language: str = DEFAULT_LANGUAGE) -> str
     if wait_us <= 0:
         return None
     share = pw.get("share_of_run")
-    pipeline = pw.get("fix_on") == "pipeline_schedule" or (pw.get("p2p_share") or 0) >= P2P_WAIT_SHARE
+    # fix_on as the report states it; derived from p2p_share for a report stored before it was written
+    fix_on = pw.get("fix_on") or ("pipeline_schedule" if (pw.get("p2p_share") or 0) >= P2P_WAIT_SHARE
+                                  else "late_rank")
+    pipeline = fix_on == "pipeline_schedule"
     where = (msg("the pipeline schedule (more micro-batches per step, an interleaved schedule, balanced "
                  "stages)") if pipeline else
              msg("the late rank (the cluster page compares the ranks: upload every rank)"))

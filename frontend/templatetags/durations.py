@@ -25,6 +25,17 @@ def _digits(x: float) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def unit_of(ns: float, smallest: str = "ns") -> tuple[str, int]:
+    """The unit a time of ``ns`` is shown in, and its size in ns: the largest it is at least 1 of, never below
+    ``smallest`` (92.1 ms -> ("ms", 1_000_000))."""
+    floor = _IN_NS[smallest]
+    name, per = next((n, size) for n, size in UNITS if size == floor)
+    for candidate, size in UNITS:
+        if size >= floor and ns >= size:
+            name, per = candidate, size
+    return name, per
+
+
 def format_duration(value: Any, unit: str = "ns") -> str:
     """``value`` given in ``unit`` (ns, us or µs, ms, s) as "92.1 ms"; "—" when missing or not a number,
     zero in the unit it was given ("0 µs": a bare "0" beside "12.3 ms" read as a number with no unit); a
@@ -41,10 +52,7 @@ def format_duration(value: Any, unit: str = "ns") -> str:
     sign, ns = ("-" if ns < 0 else ""), abs(ns)
     if ns == 0:
         return zero
-    name, per = UNITS[0]
-    for candidate, size in UNITS:
-        if ns >= size:
-            name, per = candidate, size
+    name, per = unit_of(ns)
     text = _digits(ns / per)
     # rounding may carry into the next unit: 999.6 µs is "1 ms", not "1000 µs"
     bigger = [(n, s) for n, s in UNITS if s > per]

@@ -25,7 +25,7 @@ from analysis.texts import localized_list
 from frontend import charts
 from frontend import selectors as frontend_selectors
 from frontend.taglines import profile_tagline
-from frontend.templatetags.durations import UNITS
+from frontend.templatetags.durations import unit_of
 from frontend.views.profile_pages import workload_label
 from profiles import selectors, services
 from profiles.models import Profile, ProfileStatus
@@ -149,11 +149,8 @@ def chart_unit(times_us: list[Any]) -> tuple[str, float]:
     and how many µs make one: the op chart draws every bar in it, so the chart and the tables beside it read
     in one unit (the chart drew µs beside tables in ms)."""
     biggest = max((abs(float(t)) for t in times_us if t), default=0.0)
-    name, per = "µs", 1.0
-    for candidate, size_ns in UNITS:
-        if size_ns >= 1_000 and biggest * 1_000 >= size_ns:
-            name, per = candidate, size_ns / 1_000
-    return name, per
+    name, per_ns = unit_of(biggest * 1_000, smallest="µs")
+    return name, per_ns / 1_000
 
 
 def _readable_ops(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
