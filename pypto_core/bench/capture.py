@@ -45,7 +45,7 @@ def _model(size_mb: int) -> tuple[Any, Callable[[Any, Any], tuple[Any, Any]], st
         cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden * 2,
                           num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
                           num_key_value_heads=max(1, hidden // 128), max_position_embeddings=4096)
-        model = LlamaForCausalLM(cfg).eval()  # type: ignore[no-untyped-call]  # transformers' is untyped
+        model = LlamaForCausalLM(cfg).eval()
 
         def step(ids: Any, past: Any) -> tuple[Any, Any]:
             out = model(input_ids=ids, past_key_values=past, use_cache=True)

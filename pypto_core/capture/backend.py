@@ -27,7 +27,7 @@ def detect_backend() -> str:
     if importlib.util.find_spec("torch_npu") is not None:
         try:
             importlib.import_module("torch_npu")
-            if torch.npu.is_available():  # type: ignore[attr-defined]  # added by torch_npu
+            if torch.npu.is_available():  # torch.npu: added by torch_npu
                 return "npu"
         except Exception:  # noqa: BLE001  a broken CANN install must not stop a CPU/GPU capture
             pass
