@@ -21,7 +21,8 @@ plus the step's tail after its last device task (docs/attribution.md compares th
 
 A rank that kept only its step_trace_time (no tasks) is attributed from it (``source: step_trace_time``).
 Memory: the sweep works one time range at a time (``SWEEP_TASKS``), the host calls a slice of rows at a
-time (``HOST_SLICE_ROWS``); what it keeps is the merged segments (17 bytes each, about 4 per task).
+time (``HOST_SLICE_ROWS``); what it keeps is the merged segments of the time that is not compute (17 bytes
+each, about 2 per task).
 """
 
 from __future__ import annotations
@@ -148,7 +149,8 @@ class TimeAttribution:
     source: str  # timeline | step_trace_time
     device_id: int | None = None
     streams: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # (start, end, code) of the merged segments inside the windows, for rules and the replay
+    # (start, end, code) of the merged segments inside the windows that are not compute (communication,
+    # copies, idle time by kind), for rules and the replay; ``intervals`` reads them
     segments: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     note: Message | None = None  # why the attribution is not the timeline's, when it is not
 
@@ -157,7 +159,7 @@ class TimeAttribution:
         return np.array([[s.start_ns, s.end_ns] for s in self.steps], np.int64).reshape(-1, 2)
 
     def intervals(self, *buckets: str) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, ends) of the pieces of time in these buckets."""
+        """(starts, ends) of the pieces of time in these buckets (any but ``compute``, which is not kept)."""
         if self.segments is None:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         s, e, code = self.segments
@@ -513,7 +515,11 @@ def _sweep(lo: int, hi: int, tasks: _Tasks, host: list[tuple[np.ndarray, np.ndar
     totals.paged[wa:wb] += np.rint(np.bincount(win_in, weights=len_in * on_pageable[inside],
                                                minlength=nwin)).astype(np.int64)
     del both, on_pageable, len_in, win_in, code_in
-    return _merged(bounds[:-1][inside], bounds[1:][inside], seg_code[inside])
+    starts, ends, codes = _merged(bounds[:-1][inside], bounds[1:][inside], seg_code[inside])
+    # only the time that is not compute is kept: no rule or replay asks where the compute ran (``intervals``
+    # of the other buckets), and a busy device's segments are half compute
+    kept = codes >= _COMM
+    return starts[kept], ends[kept], codes[kept]
 
 
 # A task table holding less than this share of the device time the profiler itself recorded in

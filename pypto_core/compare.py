@@ -133,7 +133,7 @@ def kernel_block_codes(graph: OperatorCallGraph) -> tuple[np.ndarray, list[str]]
     Transformer blocks are named only where the workload is a transformer's (``Workload.is_sequence_model``),
     KV-cache and LM-head blocks only for LLM inference; elsewhere those kernels stay matmul, norm,
     communication, activation or other."""
-    out = np.zeros(graph.n, np.int64)  # other
+    out = np.zeros(graph.n, np.int8)  # other; a byte a kernel holds an index into the 11 BLOCKS
     if graph.n == 0:
         return out, list(BLOCKS)
     workload = graph.workload

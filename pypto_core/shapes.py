@@ -48,7 +48,8 @@ def distinct_values(column: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, np.nd
     row the index of its value (a null row points at the null)."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     values = pa.concat_arrays([arr.dictionary, pa.nulls(1, arr.dictionary.type)])
-    codes = pc.fill_null(arr.indices, len(values) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
+    # int32 as the column's own indices are (4 bytes a kernel, not 8); arithmetic on them widens first
+    codes = pc.fill_null(arr.indices, len(values) - 1).to_numpy(zero_copy_only=False).astype(np.int32)
     return values, codes
 
 
@@ -210,7 +211,7 @@ def _aligned(shapes: Shapes,
     per distinct (shape list, dtype list) pair the kernels have, so each pair is computed once."""
     if shapes.codes is not None and shapes.values is not None and is_coded(dtypes):
         dtype_values, dtype_codes = distinct_values(dtypes)
-        pair = shapes.codes * len(dtype_values) + dtype_codes
+        pair = shapes.codes.astype(np.int64) * len(dtype_values) + dtype_codes
         if len(shapes.values) * len(dtype_values) <= 4 * len(pair) + 1024:  # a table of every pair: O(n)
             seen = np.zeros(len(shapes.values) * len(dtype_values), np.int64)
             seen[pair] = 1
@@ -253,13 +254,14 @@ def slot_bytes(shapes: Shapes, dtypes: pa.ChunkedArray | pa.Array, slot: int) ->
 
 
 def first_dtype_bytes(shapes: Shapes, dtypes: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Bytes per element of every kernel's first tensor (the default where it has none)."""
+    """Bytes per element of every kernel's first tensor (the default where it has none), as int8: no dtype
+    in ``DTYPE_BYTES`` is wider than 8 bytes, and a byte a kernel is what this array holds."""
     rows, row_dtypes, inverse = _aligned(shapes, dtypes)
     slot_offsets = rows.slot_offsets
     per_slot = dtype_bytes(row_dtypes, slot_offsets)
     n = len(slot_offsets) - 1
     has = np.diff(slot_offsets) > 0
     if not len(per_slot):
-        return _gathered(np.full(n, DEFAULT_DTYPE_BYTES, np.int64), inverse)
-    return _gathered(np.where(has, per_slot[np.minimum(slot_offsets[:-1], len(per_slot) - 1)],
-                              DEFAULT_DTYPE_BYTES), inverse)
+        return _gathered(np.full(n, DEFAULT_DTYPE_BYTES, np.int8), inverse)
+    per_row = np.where(has, per_slot[np.minimum(slot_offsets[:-1], len(per_slot) - 1)], DEFAULT_DTYPE_BYTES)
+    return _gathered(per_row.astype(np.int8), inverse)

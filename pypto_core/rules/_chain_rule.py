@@ -20,7 +20,7 @@ def report_chain(ctx: RuleContext, chain: str, saving_model: Message, *, title: 
         return
     idx = np.nonzero(members)[0]
     uniq = np.unique(ids[idx])
-    slot = (g.dur + g.gap_before_ns).astype(np.float64)[idx]
+    slot = g.slot_ns(idx)
     saving, _ = chain_savings(g, idx, ids[idx], cfg["fused_us"] * 1e3, cfg["fused_launch_gap_us"] * 1e3)
     if share(slot.sum(), ctx.total_ns) < cfg["min_time_share"]:
         return

@@ -93,8 +93,7 @@ def match(ctx: RuleContext) -> None:
     if not flagged.any():
         return
     idx = np.nonzero(flagged)[0]
-    slot = (g.dur + g.gap_before_ns).astype(np.float64)
-    covered = float(slot[idx].sum())
+    covered = float(g.slot_ns(idx).sum())
     if share(covered, ctx.total_ns) < cfg["min_time_share"]:
         return
     move = None

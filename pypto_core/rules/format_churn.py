@@ -31,7 +31,7 @@ def match(ctx: RuleContext) -> None:
     if not mask.any():
         return
     idx = np.nonzero(mask)[0]
-    slot = (g.dur + g.gap_before_ns).astype(np.float64)[idx]
+    slot = g.slot_ns(idx)
     if (len(idx) / ctx.tokens < cfg["min_count_per_token"]
             or share(g.dur[idx].sum(), ctx.total_ns) < cfg["min_time_share"]):
         return

@@ -44,8 +44,8 @@ def match(ctx: RuleContext) -> None:
         return
     idx = np.nonzero(mask)[0]
     per_token = len(idx) / ctx.tokens
-    slot = (g.dur + g.gap_before_ns).astype(np.float64)
-    covered = float(slot[idx].sum())
+    slot = g.slot_ns(idx)
+    covered = float(slot.sum())
     if per_token < cfg["min_copies_per_token"] or share(covered, ctx.total_ns) < cfg["min_time_share"]:
         return
     st = g.structure()
@@ -53,7 +53,7 @@ def match(ctx: RuleContext) -> None:
     added = 0.0
     if not g.is_role("kv_update").any() and layers:
         added = 2 * layers * ctx.tokens * cfg["scatter_cost_us"] * 1e3
-    saving = np.maximum(slot[idx] - added * slot[idx] / max(covered, 1.0), 0.0)
+    saving = np.maximum(slot - added * slot / max(covered, 1.0), 0.0)
     att_time = float(g.dur[g.attention_mask].sum())
     lay_time = float(g.dur[idx].sum())
     ops = op_type_time(g, mask)

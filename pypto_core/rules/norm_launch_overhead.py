@@ -42,7 +42,6 @@ SAVING_MODEL = msg("Each unfused chain becomes one npu_rms_norm / npu_add_rms_no
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.thresholds
-    slot = (g.dur + g.gap_before_ns).astype(np.float64)
     saving = np.zeros(g.n)
     chain_ids = g.chain_id("rms_norm")
     members = chain_ids >= 0
@@ -63,7 +62,7 @@ def match(ctx: RuleContext) -> None:
     if not flagged.any():
         return
     idx = np.nonzero(flagged)[0]
-    covered = float(slot[idx].sum())
+    covered = float(g.slot_ns(idx).sum())
     if share(covered, ctx.total_ns) < cfg["min_time_share"]:
         return
     st = g.structure()

@@ -1,0 +1,122 @@
+"""The call graph's per-kernel arrays, kept narrow and worked out without sorted copies where the kernels
+are already in order (issue 20), give what the plain formulas give: the gap before each kernel, the busy
+union, the MTE2 share, the findings' combined saving; ids too large for int32 stay exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pypto_core.graph import OperatorCallGraph, _interval_union_ns
+from pypto_core.profile import Profile, ProfileMeta
+from pypto_core.rules.context import Coverage, combined_saving_ns
+
+
+def _graph(start: list[int], dur: list[int], device: list[int], stream: list[int] | None = None,
+           **columns: pa.Array) -> OperatorCallGraph:
+    n = len(start)
+    kernels = pa.table({"start_ns": pa.array(start, pa.int64()), "dur_ns": pa.array(dur, pa.int64()),
+                        "device_id": pa.array(device, pa.int64()),
+                        "stream_id": pa.array(stream if stream is not None else [1] * n, pa.int64()),
+                        "name": pa.array(["k"] * n), "op_type": pa.array(["Add"] * n), **columns})
+    return OperatorCallGraph(Profile(meta=ProfileMeta(format="ascend_pt", device="910B3"), kernels=kernels))
+
+
+def _gaps_reference(start: np.ndarray, end: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """Per kernel: the time since every earlier-starting kernel of its device ended (0 if none ended)."""
+    gap = np.zeros(len(start), np.int64)
+    order = np.lexsort((start, device))
+    for pos, i in enumerate(order):
+        earlier = [j for j in order[:pos] if device[j] == device[i]]
+        if earlier:
+            gap[i] = max(start[i] - max(end[j] for j in earlier), 0)
+    return gap
+
+
+_KERNELS = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 50), st.integers(0, 2)), min_size=1,
+                    max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_KERNELS, st.booleans())
+def test_gap_before_each_kernel_is_the_plain_formula(rows: list[tuple[int, int, int]],
+                                                     in_order: bool) -> None:
+    if in_order:  # one device, stored by start: the path with no sorted copies
+        rows = sorted((s, d, 0) for s, d, _ in rows)
+    start, dur, device = (list(c) for c in zip(*rows))
+    g = _graph(start, dur, device)
+    expected = _gaps_reference(np.array(start), np.array(start) + np.array(dur), np.array(device))
+    np.testing.assert_array_equal(g.gap_before_ns, expected)
+    assert g.gap_before_ns.dtype == np.int64
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 50)), min_size=1, max_size=40))
+def test_busy_union_counts_overlaps_once_in_any_order(rows: list[tuple[int, int]]) -> None:
+    start = np.array([s for s, _ in rows], np.int64)
+    end = start + np.array([d for _, d in rows], np.int64)
+    covered = set()
+    for s, e in zip(start.tolist(), end.tolist()):
+        covered.update(range(s, e))
+    assert _interval_union_ns(start, end) == len(covered)
+
+
+def test_mte2_share_is_the_larger_known_ratio_and_minus_one_where_neither_is() -> None:
+    nan = float("nan")
+    aic = pa.array([0.2, nan, nan, 0.9, None], pa.float64())
+    aiv = pa.array([0.5, 0.3, nan, 0.1, None], pa.float64())
+    g = _graph([0, 10, 20, 30, 40], [5] * 5, [0] * 5, aic_mte2_ratio=aic, aiv_mte2_ratio=aiv)
+    np.testing.assert_array_equal(g.move_fraction, [0.5, 0.3, -1.0, 0.9, -1.0])
+    # one column only, read straight from Arrow's buffer (read-only): worked on in a copy of its own
+    only = _graph([0, 10], [5, 5], [0, 0], aic_mte2_ratio=pa.array([0.4, 0.6], pa.float64()))
+    np.testing.assert_array_equal(only.move_fraction, [0.4, 0.6])
+
+
+def test_ids_and_dims_narrow_only_where_they_fit() -> None:
+    g = _graph([0, 10, 20], [5, 5, 5], [0, 0, 1], stream=[3, 7, 2**40])
+    assert g.device.dtype == np.int32
+    assert g.stream.dtype == np.int64 and g.stream[2] == 2**40  # a stream id past int32 stays exact
+    assert g.stream_order.dtype == np.int32
+    assert g.tokens.step_of_kernel.dtype == np.int32
+
+
+def _combined_reference(g: OperatorCallGraph, coverage: list[Coverage]) -> float:
+    """The combined saving over every kernel of the run (what ``combined_saving_ns`` did before it worked on
+    the named kernels only)."""
+    from pypto_core.intervals import union_length
+
+    total = np.zeros(g.n)
+    for c in coverage:
+        np.add.at(total, c.kernels, c.saving_ns)
+    dur = g.dur.astype(np.float64)
+    gap = np.minimum(np.maximum(total - dur, 0.0), g.gap_before_ns.astype(np.float64))
+    busy = float(np.minimum(total, dur).sum())
+    a = g.attribution
+    if a is not None:
+        b = a.run.buckets
+        busy = min(busy, float(b["compute"] + b["communication_not_overlapped"] + b["memcpy"]))
+    has = gap > 0
+    starts = [c.intervals[0] for c in coverage if c.intervals is not None]
+    ends = [c.intervals[1] for c in coverage if c.intervals is not None]
+    starts.append((g.start[has] - gap[has]).astype(np.int64))
+    ends.append(g.start[has].astype(np.int64))
+    closed = union_length(np.concatenate(starts), np.concatenate(ends))
+    return busy + closed + sum(c.extra_ns for c in coverage)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_combined_saving_over_the_named_kernels_is_the_whole_run_formula(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 300
+    start = np.sort(rng.integers(0, 100_000, n))
+    g = _graph(start.tolist(), rng.integers(1, 400, n).tolist(), [0] * n)
+    coverage = []
+    for _ in range(3):  # findings naming overlapping sets of kernels, one with closed intervals too
+        kernels = np.sort(rng.choice(n, size=int(rng.integers(1, 60)), replace=False))
+        coverage.append(Coverage(kernels=kernels, saving_ns=rng.uniform(0, 600, len(kernels)),
+                                 extra_ns=float(rng.integers(0, 100))))
+    coverage[0].intervals = (np.array([10, 5000], np.int64), np.array([900, 7000], np.int64))
+    assert combined_saving_ns(g, coverage) == pytest.approx(_combined_reference(g, coverage), rel=1e-12)
