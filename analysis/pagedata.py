@@ -49,10 +49,11 @@ def _cache_dir(profile: Profile) -> Path:
     return Path(settings.PYPTO_WORK_DIR) / "views-cache" / f"{profile.pk}-{tag}"
 
 
-def views_build(*, profile: Profile, core: Any, workdir: Path,
-                graph: OperatorCallGraph | None = None) -> dict[str, float]:
+def views_build(*, profile: Profile, core: Any, workdir: Path, graph: OperatorCallGraph | None = None,
+                saved: Path | None = None) -> dict[str, float]:
     """Compute page data and the timeline index of ``core`` (the profile's primary rank) and store both;
-    ``graph``: the call graph diagnosis built of ``core`` (its attribution is not computed again)."""
+    ``graph``: the call graph diagnosis built of ``core`` (its attribution is not computed again); ``saved``:
+    the folder ``core`` was loaded from, where the load left columns out (the event details read them)."""
     import time
 
     from pypto_core.pagedata import profile_page_data
@@ -70,7 +71,7 @@ def views_build(*, profile: Profile, core: Any, workdir: Path,
     if graph is not None:
         attribution = graph.attribution
         graph.keep_only_attribution()  # the index's peak must not stack on the rules' caches
-    local = build_timeline_index(core, Path(workdir) / "timeline-index", attribution=attribution)
+    local = build_timeline_index(core, Path(workdir) / "timeline-index", attribution=attribution, saved=saved)
     store_folder(local, f"{prefix}/timeline")
     timings["timeline_index_s"] = round(time.monotonic() - t0, 3)
     return timings
@@ -85,10 +86,14 @@ class ViewsMissing(Exception):
 
 
 def views_rebuild(*, profile: Profile, workdir: Path) -> dict[str, float]:
-    """The views of a profile analysed before they existed (or whose build failed), from its saved tables."""
+    """The views of a profile analysed before they existed (or whose build failed), from its saved tables
+    (loaded as the diagnosis step loads them)."""
+    from pypto_core.rules.diagnose import diagnosis_step_columns
 
-    core = ProfileStore(profile).load(workdir / "tables")
-    return views_build(profile=profile, core=core, workdir=workdir)
+    store = ProfileStore(profile)
+    core = store.load(workdir / "tables", columns=diagnosis_step_columns())
+    return views_build(profile=profile, core=core, workdir=workdir,
+                       saved=workdir / "tables" / store.rank_folders()[0])
 
 
 def views_stored(*, profile: Profile) -> bool:

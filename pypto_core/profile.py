@@ -435,9 +435,8 @@ def save_meta(directory: str | os.PathLike[str], meta: ProfileMeta) -> None:
 
 
 # Every column of every table, loaded the way ``Profile.load(columns=...)`` loads (text dictionary-encoded,
-# the kernel writer's shape, dtype and format cells coded): what the worker's diagnosis step reads, as the
-# rules, page data and the timeline index each take their own. On a 3.1 M-kernel table that step peaked at
-# 4.46 GB with plain columns.
+# the kernel writer's shape, dtype and format cells coded). The worker's diagnosis step loads a little less
+# (``rules.diagnose.diagnosis_step_columns``: the kernels' PMU counters stay on disk).
 EVERY_COLUMN: dict[str, None] = {name: None for name in TABLE_NAMES}
 
 # What ``Profile.summary`` reads besides row counts (a ``ColumnSet``).

@@ -36,11 +36,11 @@ from profiles.models import Profile, ProfileStatus
 from pypto_core.errors import InputError
 from pypto_core.graph import OperatorCallGraph
 from pypto_core.i18n import msg
-from pypto_core.profile import EVERY_COLUMN, ProfileGroup
 from pypto_core.profile import Profile as CoreProfile
+from pypto_core.profile import ProfileGroup
 from pypto_core.remedies.artifact import Artifact as CoreArtifact
 from pypto_core.rules import Report, diagnose
-from pypto_core.rules.diagnose import GROUP_TABLES
+from pypto_core.rules.diagnose import GROUP_TABLES, diagnosis_step_columns
 from pypto_core.rules.registry import discover
 
 log = logging.getLogger(__name__)
@@ -50,22 +50,25 @@ def pipeline_diagnose(*, profile_id: int) -> None:
     run_step(DiagnoseStep(profile_id))
 
 
-def load_for_diagnosis(profile: Profile, dest: Path) -> tuple[CoreProfile, ProfileGroup | None]:
-    """The primary rank, and the whole group when the upload had several ranks (cross-rank rules).
+def load_for_diagnosis(profile: Profile, dest: Path) -> tuple[CoreProfile, ProfileGroup | None, Path]:
+    """The primary rank, the whole group when the upload had several ranks (cross-rank rules), and the
+    folder the primary rank's tables were fetched to.
 
-    Every table of the primary rank (the rules, page data and the timeline index read it); of the other ranks
-    only what the group-scope rules read, so that a group never holds every rank's full tables. Text stays
-    dictionary-encoded and the kernels' shape cells coded (``EVERY_COLUMN``)."""
+    The primary rank's tables as the rules, page data and the timeline index read them
+    (``diagnosis_step_columns``: every column but the kernels' PMU counters no rule reads, which the index's
+    event details take from the folder); of the other ranks only what the group-scope rules read, so that a
+    group never holds every rank's full tables. Text stays dictionary-encoded and the kernels' shape cells
+    coded."""
     store = ProfileStore(profile)
     folders = store.rank_folders()
+    columns = diagnosis_step_columns()
     if len(folders) <= 1:
-        return store.load(dest, columns=EVERY_COLUMN), None
-    ranks = [store.load(dest, folder=folder, tables=GROUP_TABLES, columns=EVERY_COLUMN)
-             for folder in folders]
+        return store.load(dest, columns=columns), None, dest / folders[0]
+    ranks = [store.load(dest, folder=folder, tables=GROUP_TABLES, columns=columns) for folder in folders]
     group = ProfileGroup(profiles=ranks, source=profile.original_filename)
     at = next(i for i, p in enumerate(ranks) if p is group.primary())
-    group.profiles[at] = CoreProfile.load(dest / folders[at], columns=EVERY_COLUMN)  # already fetched there
-    return group.profiles[at], group
+    group.profiles[at] = CoreProfile.load(dest / folders[at], columns=columns)  # already fetched there
+    return group.profiles[at], group, dest / folders[at]
 
 
 class DiagnoseStep(ProfileStep):
@@ -84,7 +87,7 @@ class DiagnoseStep(ProfileStep):
             self.log(msg(gettext_noop("skipping diagnosis: no parsed tables")))
         else:
             with self.timed("load_s"):
-                core, group = load_for_diagnosis(profile, workdir)
+                core, group, saved = load_for_diagnosis(profile, workdir)
             with self.timed("rules_s"):
                 # one call graph for the rules, the page data and the timeline index: one attribution
                 graph = OperatorCallGraph(core, profile.sku or None)
@@ -98,7 +101,7 @@ class DiagnoseStep(ProfileStep):
             self.progress(90, msg(gettext_noop("{n} artifacts"), n=len(artifacts)))
             try:  # page data and the timeline index; never at the cost of the findings
                 self.timings.update(pagedata.views_build(profile=profile, core=core, workdir=workdir,
-                                                         graph=graph))
+                                                         graph=graph, saved=saved))
                 self.progress(95, msg(gettext_noop("page data and timeline index built")))
             except Exception as exc:
                 log.exception("views of profile %s not built", profile.pk)
@@ -162,7 +165,7 @@ def profile_what_if(*, profile: Profile, rules: list[str], language: str | None 
                                          "--what-if") % {"n": WHAT_IF_MAX_KERNELS})
     workdir = make_workdir(profile.pk, "what-if")
     try:
-        core, group = load_for_diagnosis(profile, workdir)
+        core, group, _folder = load_for_diagnosis(profile, workdir)
         report = diagnose(core, sku=profile.sku or None, group=group, what_if=list(rules))
         result = dict(report.what_if or {})
         if result.get("note"):  # in the page's language (the engine's message), beside the English note

@@ -1,5 +1,7 @@
 """Benchmark: the web worker's diagnosis step on a saved profile, without Django: the profile loaded as the
-worker loads it (``Profile.load(columns=EVERY_COLUMN)``), every rule, the page data and the timeline index.
+worker loads it (``Profile.load(columns=diagnosis_step_columns())``: the kernels' PMU counters no rule reads
+stay on disk), every rule, the page data and the timeline index (whose event details read those counters
+from the saved files).
 
 Two saved profiles per size: the simulated ``*_ascend_pt`` folder of ``size_mb`` (``bench.analyze``'s) and
 the kernel table of ``size_mb`` (``bench.analyze_saved``'s: real Qwen3 rows, 3.1 M kernels a GB). Each is
@@ -24,8 +26,10 @@ from pypto_core.memory import use_returning_allocator
 use_returning_allocator()  # as the workers run
 from pypto_core.graph import OperatorCallGraph
 from pypto_core.pagedata import profile_page_data
-from pypto_core.profile import EVERY_COLUMN, Profile
+from pathlib import Path
+from pypto_core.profile import Profile
 from pypto_core.rules import diagnose
+from pypto_core.rules.diagnose import diagnosis_step_columns
 from pypto_core.timeline.index import build_timeline_index
 parts = {}
 t0, c0 = time.perf_counter(), cpu_s()
@@ -34,7 +38,7 @@ def part(label, t, c):
                     "peak_rss_mb": round(vm_hwm_mb())}
     return time.perf_counter(), cpu_s()
 t, c = t0, c0
-profile = Profile.load(sys.argv[1], columns=EVERY_COLUMN)
+profile = Profile.load(sys.argv[1], columns=diagnosis_step_columns())
 t, c = part("load", t, c)
 graph = OperatorCallGraph(profile)  # shared by the three, as the worker's diagnose step does
 report = diagnose(profile, graph=graph)
@@ -43,7 +47,7 @@ profile_page_data(profile, graph=graph)
 t, c = part("page_data", t, c)
 graph.keep_only_attribution()
 with tempfile.TemporaryDirectory() as folder:
-    build_timeline_index(profile, folder, attribution=graph.attribution)
+    build_timeline_index(profile, folder, attribution=graph.attribution, saved=Path(sys.argv[1]))
 part("timeline_index", t, c)
 print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_s": round(cpu_s() - c0, 2),
                   "peak_rss_mb": round(vm_hwm_mb(), 1), "kernels": profile.kernels.num_rows,
@@ -69,8 +73,8 @@ def run(sizes_mb: list[int], workdir: str | Path) -> dict[str, Any]:
                 measured["seconds"] = round(measured["seconds"], 2)
             results.append({"size_mb": size, "profile": kind, **measured, "load_avg": load_avg()})
     return {"benchmark": "worker_diagnose",
-            "path": "Profile.load(columns=EVERY_COLUMN), one call graph shared by diagnose, "
-                    "profile_page_data and build_timeline_index", "results": results}
+            "path": "Profile.load(columns=diagnosis_step_columns()), one call graph shared by diagnose, "
+                    "profile_page_data and build_timeline_index(saved=...)", "results": results}
 
 
 if __name__ == "__main__":  # python -m pypto_core.bench.worker_diagnose 100 /tmp/bench

@@ -12,7 +12,14 @@ from pypto_core.graph import GRAPH_COLUMNS, OperatorCallGraph
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import Message, msg, render
 from pypto_core.memory import release_freed_memory
-from pypto_core.profile import SUMMARY_COLUMNS, Profile, ProfileGroup, merge_columns
+from pypto_core.profile import (
+    SUMMARY_COLUMNS,
+    TABLE_NAMES,
+    TABLE_SCHEMAS,
+    Profile,
+    ProfileGroup,
+    merge_columns,
+)
 from pypto_core.replay import REPLAY_COLUMNS, Change, Replay, records_launches
 from pypto_core.rules._flagged_ops import FLAGGED_OPS_COLUMNS
 from pypto_core.rules.config import RuleConfig, as_config
@@ -40,6 +47,17 @@ def diagnose_columns() -> dict[str, frozenset[str] | None]:
     PipeUtilization counters other than MTE2, host op categories and API levels are left on disk."""
     return merge_columns(GRAPH_COLUMNS, REPLAY_COLUMNS, SUMMARY_COLUMNS, FLAGGED_OPS_COLUMNS,
                          *(r.columns() for r in discover().values()))
+
+
+def diagnosis_step_columns() -> dict[str, frozenset[str] | None]:
+    """What the worker's diagnosis step loads for the rules, the page data and the timeline index: every
+    column of every table, except the kernels' extra columns (a kernel table's PMU counters, about 30 float
+    columns) that no rule reads (``diagnose_columns``). The timeline index's event details take those from
+    the saved files a batch at a time (``build_timeline_index(saved=...)``)."""
+    out: dict[str, frozenset[str] | None] = {name: None for name in TABLE_NAMES}
+    read = diagnose_columns().get("kernels") or frozenset()
+    out["kernels"] = frozenset(TABLE_SCHEMAS["kernels"].names) | read
+    return out
 
 
 def _run_rules(ctx: RuleContext, scope: str, warnings: list[Message | str]) -> None:

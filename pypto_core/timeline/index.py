@@ -24,17 +24,19 @@ import os
 import shutil
 import struct
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from pypto_core.attribution import TimeAttribution
 from pypto_core.critical_path import HOST, KINDS, SYNC_RETURN, TABLES, profile_critical_path
 from pypto_core.i18n import DEFAULT_LANGUAGE
-from pypto_core.profile import Profile
+from pypto_core.profile import TABLE_SCHEMAS, Profile
 from pypto_core.timeline.lanes import Lane, _base_ns, _Interner, counter_columns, slice_tables
 from pypto_core.timeline.lod import MAX_DEPTH, Bars, merge, nesting_depth, running_end
 
@@ -68,18 +70,73 @@ def _save(path: Path, array: np.ndarray) -> None:
     np.save(path, np.ascontiguousarray(array), allow_pickle=False)
 
 
-def _write_arrow(path: Path, table: pa.Table, compress: bool) -> list[int]:
-    """Write ``table`` as Arrow IPC in fixed-size batches; returns the first row of each batch."""
+def _write_arrow(path: Path, table: pa.Table, compress: bool, *, name: str = "",
+                 saved: Path | None = None) -> list[int]:
+    """Write ``table`` as Arrow IPC in fixed-size batches; returns the first row of each batch. ``saved``:
+    the Parquet file the profile's table ``name`` was loaded from: the columns the load left out are added
+    in step."""
     # lz4: about 3x faster to write than zstd here, and one batch decompresses in well under a millisecond
     options = pa.ipc.IpcWriteOptions(compression="lz4" if compress else None)
+    schema, batches = _detail_batches(name, table, saved)
     firsts: list[int] = []
     row = 0
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema, options=options) as writer:
-        for batch in table.to_batches(max_chunksize=DETAIL_BATCH_ROWS):
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema, options=options) as writer:
+        for batch in batches:
             firsts.append(row)
             row += batch.num_rows
             writer.write_batch(_compact(batch))
     return firsts
+
+
+def _detail_batches(name: str, table: pa.Table,
+                    saved: Path | None) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The rows of ``table`` for the details, a batch at a time, with the columns of its saved file that it
+    lacks (a kernel table's PMU counters, which diagnosis does not load): those are read from the file in
+    step, so that they are never all in memory. Canonical columns first, then the file's extra ones in its
+    order (as ``conform`` places them)."""
+    batches = table.to_batches(max_chunksize=DETAIL_BATCH_ROWS)
+    file_schema = pq.read_schema(saved) if name and saved is not None and saved.exists() else None
+    missing = [] if file_schema is None else [f for f in file_schema if f.name not in table.column_names]
+    if file_schema is None or not missing:
+        return table.schema, iter(batches)
+    canonical, present = set(TABLE_SCHEMAS[name].names), set(table.column_names)
+    order = ([n for n in table.column_names if n in canonical]
+             + [n for n in file_schema.names if n in canonical and n not in present]
+             + [n for n in file_schema.names if n not in canonical])
+    fields = {f.name: f for f in table.schema} | {f.name: f for f in missing}
+    schema = pa.schema([fields[n] for n in order])
+    feed = _RowFeed(pq.ParquetFile(saved).iter_batches(batch_size=DETAIL_BATCH_ROWS,
+                                                       columns=[f.name for f in missing]))
+
+    def joined() -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            extra = feed.take(batch.num_rows)  # the same rows: a load keeps the file's row order
+            columns = {n: batch.column(n) for n in batch.schema.names}
+            columns.update({n: extra.column(n).combine_chunks() for n in extra.column_names})
+            yield pa.RecordBatch.from_arrays([columns[n] for n in order], schema=schema)
+
+    return schema, joined()
+
+
+class _RowFeed:
+    """Rows from an iterator of record batches, handed out ``count`` at a time whatever its batch sizes."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
+        self._batches = batches
+        self._held: pa.Table | None = None
+
+    def take(self, count: int) -> pa.Table:
+        pieces: list[pa.Table] = [] if self._held is None else [self._held]
+        have = 0 if self._held is None else self._held.num_rows
+        while have < count:
+            batch = next(self._batches, None)
+            if batch is None:
+                raise ValueError("the saved table has fewer rows than the loaded one")
+            pieces.append(pa.Table.from_batches([batch]))
+            have += batch.num_rows
+        rows = pa.concat_tables(pieces)
+        self._held = rows.slice(count)
+        return rows.slice(0, count)
 
 
 def _compact(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -190,9 +247,11 @@ def _break_sizes(start: np.ndarray, end: np.ndarray, endmax: np.ndarray, row_fir
 
 
 def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str], *,
-                         attribution: TimeAttribution | None = None) -> Path:
+                         attribution: TimeAttribution | None = None, saved: Path | None = None) -> Path:
     """Build the timeline index of ``profile`` in ``out_dir`` (replaced if present); returns the folder.
     ``attribution``: the profile's, when diagnosis already computed it (the critical path stands on it).
+    ``saved``: the folder ``profile`` was loaded from, when the load left columns out
+    (``diagnosis_step_columns``): the event details read those from its files.
 
     Lane by lane, so that memory stays near one lane's columns whatever the size of the profile: each lane's
     events are sorted on their own and appended to the ``.npy`` files, the level-of-detail bar counts come
@@ -327,8 +386,9 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str], *,
     details: dict[str, list[int]] = {}
     for table_name in sorted({src.table for src in sources}):
         (tmp / "details").mkdir(exist_ok=True)
+        from_file = saved / f"{table_name}.parquet" if saved is not None else None
         details[table_name] = _write_arrow(tmp / "details" / f"{table_name}.arrow", profile.table(table_name),
-                                           compress=True)
+                                           compress=True, name=table_name, saved=from_file)
 
     flows = profile.flows
     flow_kinds: list[str] = []
