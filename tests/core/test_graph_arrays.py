@@ -120,3 +120,24 @@ def test_combined_saving_over_the_named_kernels_is_the_whole_run_formula(seed: i
                                  extra_ns=float(rng.integers(0, 100))))
     coverage[0].intervals = (np.array([10, 5000], np.int64), np.array([900, 7000], np.int64))
     assert combined_saving_ns(g, coverage) == pytest.approx(_combined_reference(g, coverage), rel=1e-12)
+
+
+@pytest.mark.parametrize(("distinct", "index"), [(5, pa.int8()), (126, pa.int8()), (127, pa.int16()),
+                                                 (40_000, pa.int32())])
+def test_a_projected_load_keeps_codes_as_narrow_as_their_dictionary(tmp_path, distinct: int,
+                                                                    index: pa.DataType) -> None:
+    """Dictionary codes take 1 or 2 bytes where the dictionary is that small, one code left free for the
+    null code ``distinct_values`` appends; the values read back are the same."""
+    import pyarrow.parquet as pq
+
+    from pypto_core.profile import read_table
+    from pypto_core.shapes import distinct_values
+
+    names = [f"op_{i % distinct}" for i in range(max(distinct, 1000))] + [None]
+    path = tmp_path / "kernels.parquet"
+    pq.write_table(pa.table({"name": names, "start_ns": list(range(len(names)))}), path)
+    table = read_table(path, "kernels", {"name", "start_ns"}, dictionary_text=True)
+    assert table.schema.field("name").type.index_type == index
+    assert table["name"].cast(pa.string()).to_pylist() == names
+    values, codes = distinct_values(table["name"])  # the null code is one past the dictionary
+    assert codes[-1] == len(values) - 1 and values[int(codes[-1])].as_py() is None
