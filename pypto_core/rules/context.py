@@ -198,19 +198,27 @@ def combined_saving_ns(graph: OperatorCallGraph, coverage: list[Coverage]) -> fl
     if not coverage:
         return 0.0
     # Only the kernels some finding names are worked on (the others save nothing): a few arrays over those,
-    # not over every kernel of the run (five float arrays of 25 MB each on 3.1 M kernels).
-    named = [c.kernels for c in coverage if len(c.kernels)]
-    touched = np.unique(np.concatenate(named)) if named else np.zeros(0, np.int64)
+    # not over every kernel of the run (five float arrays of 25 MB each on 3.1 M kernels). They are found
+    # with a mask and placed with a position map (5 bytes a kernel), not sorted: on 2.1 M kernels named by
+    # several findings, a sort of their lists took 2.7 s.
+    named = np.zeros(graph.n, bool)
+    for c in coverage:
+        named[c.kernels] = True
+    touched = np.flatnonzero(named)
+    del named
+    position = np.full(graph.n, -1, np.int32)
+    position[touched] = np.arange(len(touched), dtype=np.int32)
     total = np.zeros(len(touched), np.float64)
     extra = 0.0
     starts, ends = [], []
     for c in coverage:
         if len(c.kernels):
-            np.add.at(total, np.searchsorted(touched, c.kernels), c.saving_ns)
+            np.add.at(total, position[c.kernels], c.saving_ns)
         extra += c.extra_ns
         if c.intervals is not None:
             starts.append(c.intervals[0])
             ends.append(c.intervals[1])
+    del position
     dur = graph.dur[touched].astype(np.float64)
     gap = np.minimum(np.maximum(total - dur, 0.0), graph.gap_before_ns[touched].astype(np.float64))
     busy_part = float(np.minimum(total, dur).sum())
