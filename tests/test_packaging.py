@@ -33,8 +33,10 @@ CLEAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 def _install(tmp: Path, requirement: str) -> Path:
-    venv.create(tmp, with_pip=True)
+    """``requirement`` installed into the virtualenv ``tmp`` (made on first use); returns its python."""
     py = tmp / "bin" / "python"
+    if not py.exists():
+        venv.create(tmp, with_pip=True)
     proc = subprocess.run([str(py), "-m", "pip", "install", "-q", requirement], capture_output=True,
                           text=True, timeout=600, env=CLEAN_ENV)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -63,23 +65,27 @@ def test_the_wheel_carries_the_scanners_and_the_pages(wheel) -> None:
     assert not any(n.startswith("tests/") for n in names)
 
 
-@pytest.mark.parametrize("extra", ["", "[agent]"])
-def test_engine_and_agent_installs_run_without_django_or_torch(wheel, tmp_path, extra) -> None:
+def test_engine_then_agent_then_web_each_bring_only_what_they_use(wheel, tmp_path) -> None:
+    """One virtualenv, installed up in the order a user would widen it: the engine alone, then ``[agent]``,
+    then ``[web]``; after each step only that step's packages are there (three venvs installed the same
+    packages again: 70 s of the suite)."""
     if not SAMPLE.exists():  # pragma: no cover
         pytest.skip(MISSING_SAMPLES)
-    py = _install(tmp_path / "venv", f"{wheel}{extra}")
+    py = _install(tmp_path / "venv", str(wheel))
     assert _run(py, "--help").returncode == 0
     proc = _run(py, "analyze", str(SAMPLE), "--format", "json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert '"device_vendor": "nvidia"' in proc.stdout
-    if extra:
-        assert _run(py, "agent", "--help").returncode == 0
+    assert _run(py, "agent", "--help").returncode == 0  # the agent command is the engine's own
     for module in ("django", "rest_framework", "celery", "torch", "transformers", "pytest"):
-        assert not _importable(py, module), f"{module} is installed by pypto-lens{extra}"
+        assert not _importable(py, module), f"{module} is installed by pypto-lens"
 
+    _install(tmp_path / "venv", f"{wheel}[agent]")  # the NPU host's agent and SDK: never Django or torch
+    assert _run(py, "agent", "--help").returncode == 0
+    for module in ("django", "rest_framework", "celery", "torch", "transformers", "pytest"):
+        assert not _importable(py, module), f"{module} is installed by pypto-lens[agent]"
 
-def test_web_install_brings_the_dashboard(wheel, tmp_path) -> None:
-    py = _install(tmp_path / "venv", f"{wheel}[web]")
+    _install(tmp_path / "venv", f"{wheel}[web]")
     for module in ("django", "rest_framework", "celery", "pyecharts", "pypto_web.celery", "frontend.charts"):
         assert _importable(py, module), module
     for module in ("torch", "transformers", "pytest", "playwright", "moto"):
