@@ -154,3 +154,14 @@ def test_without_transfer_figures_the_whole_wait_is_notify_wait() -> None:
     # 80% of the collectives' time moves no data: 4 ms of the 5 ms exposed, split 2 : 6 as Wait : Idle
     assert split["wait_us"] == pytest.approx(4000.0)
     assert split["notify_wait_us"] == pytest.approx(1000.0) and split["idle_us"] == pytest.approx(3000.0)
+
+
+@pytest.mark.skipif(not HAVE_SAMPLES, reason="samples not present")
+def test_a_level0_rank_is_told_how_to_split_transfer_from_waiting() -> None:
+    """A Level0 export has no communication.json: the wait cannot be split, and the finding says which
+    profiler level writes the figures, instead of leaving the user at "cannot be told apart"."""
+    group = formats.open_profiles(SAMPLES / "ascend_pt/cnn_8npu_text_level0")
+    report = diagnose_group(group)
+    assert report.profile["peer_wait"] is None
+    (finding,) = [f for f in report.findings if f.rule == "communication_not_overlapped"]
+    assert "profiler_level Level1" in finding.description and "communication.json" in finding.description
