@@ -54,6 +54,18 @@ DENSE_SPAN = 1 << 24
 _SLICE = 1_000_000
 
 
+def unique_codes(key: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_inverse=True)`` for codes in ``[0, span)``, ``span`` at most ``DENSE_SPAN``:
+    the codes present marked in a table of every possible one, no sort (the inverse as int32)."""
+    seen = np.zeros(span, bool)
+    seen[key] = True
+    present = np.flatnonzero(seen)
+    del seen
+    position = np.zeros(span, np.int32)
+    position[present] = np.arange(len(present), dtype=np.int32)
+    return present, position[key]
+
+
 def map_code_tuples(fn: Callable[..., int], *codes: np.ndarray, dtype: type = np.int16) -> np.ndarray:
     """``fn(*tuple)`` for every row's tuple of codes (e.g. a kernel's core type and name codes, from
     ``text_codes``), called once per distinct tuple: what is worked out once per distinct text, spread to

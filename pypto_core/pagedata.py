@@ -22,7 +22,7 @@ import numpy as np
 
 from pypto_core.compare import kernel_block_codes
 from pypto_core.graph import OperatorCallGraph
-from pypto_core.grouping import text_codes
+from pypto_core.grouping import DENSE_SPAN, text_codes, unique_codes
 from pypto_core.kernel_names import readable
 from pypto_core.profile import Profile
 from pypto_core.shapes import distinct_values, is_coded
@@ -42,7 +42,7 @@ def _text_codes(column: Any, fill: str) -> tuple[np.ndarray, list[str]]:
     """Per kernel a code into the distinct texts of a text column (nulls as ``fill``; trailing NULs dropped,
     as numpy's str dtype drops them), the texts in code order: each distinct text is one Python string."""
     codes, values = text_codes(column)  # no row's text is built: a coded column keeps its codes
-    codes = np.where(codes >= 0, codes, len(values)).astype(np.int64)
+    codes = np.where(codes >= 0, codes, len(values)).astype(np.int32)
     return _merged_labels(codes, [v.rstrip("\x00") for v in values] + [fill])
 
 
@@ -56,7 +56,7 @@ def _op_type_codes(op_type: tuple[np.ndarray, list[str]],
     missing = codes == labels.index("")
     name_codes, name_labels = name
     used = np.unique(name_codes[missing])
-    to_label = np.zeros(len(name_labels), np.int64)
+    to_label = np.zeros(len(name_labels), np.int32)
     to_label[used] = len(labels) + np.arange(len(used))
     codes = codes.copy()
     codes[missing] = to_label[name_codes[missing]]
@@ -64,9 +64,10 @@ def _op_type_codes(op_type: tuple[np.ndarray, list[str]],
 
 
 def _merged_labels(codes: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Codes whose labels are equal made one (two cells with one text, e.g. after the NULs are dropped)."""
+    """Codes whose labels are equal made one (two cells with one text, e.g. after the NULs are dropped);
+    int32, as every per-kernel code here (4 bytes a kernel)."""
     first: dict[str, int] = {}
-    remap = np.array([first.setdefault(v, len(first)) for v in labels], np.int64)
+    remap = np.array([first.setdefault(v, len(first)) for v in labels], np.int32)
     return (remap[codes] if len(remap) else codes), list(first)
 
 
@@ -84,7 +85,7 @@ def _shape_codes(column: Any) -> tuple[np.ndarray, list[str]]:
         return _merged_labels(codes, [_shape_text(v) for v in values.to_pylist()])
     cache: dict[Any, int] = {}
     labels: list[str] = []
-    out = np.empty(len(column), dtype=np.int64)
+    out = np.empty(len(column), dtype=np.int32)
     # A batch at a time: the whole column as nested Python lists is a large transient at millions of kernels.
     for at in range(0, len(column), _SHAPE_BATCH):
         for i, v in enumerate(column.slice(at, _SHAPE_BATCH).to_pylist(), at):
@@ -103,7 +104,7 @@ def _sorted_codes(codes: np.ndarray, labels: list[str]) -> tuple[list[str], np.n
     present = (np.flatnonzero(np.bincount(codes, minlength=len(labels))) if len(codes)
                else np.zeros(0, np.int64))
     order = sorted(present.tolist(), key=labels.__getitem__)
-    rank = np.zeros(len(labels), np.int64)
+    rank = np.zeros(len(labels), np.int32)
     rank[order] = np.arange(len(order))
     return [labels[i] for i in order], rank[codes]
 
@@ -116,8 +117,16 @@ def _group_codes(*columns: tuple[np.ndarray, list[str]]) -> tuple[np.ndarray, np
     if math.prod(widths) < 2**62:  # one int64 per kernel: the combination of its codes
         key = np.zeros(len(columns[0][0]), np.int64)
         for (codes, _), width in zip(columns, widths):
-            key = key * width + codes
-        combos, inverse = np.unique(key, return_inverse=True)
+            key *= width
+            key += codes
+        span = math.prod(widths)
+        # few possible combinations: marked in a table instead of sorted (a sort holds four arrays of 8
+        # bytes a kernel: 500 MB on 15.7 M kernels)
+        if span <= DENSE_SPAN:
+            combos, inverse = unique_codes(key, span)
+        else:
+            combos, inverse = np.unique(key, return_inverse=True)
+        del key
         parts = []
         for width in reversed(widths):
             combos, part = np.divmod(combos, width)

@@ -1,4 +1,5 @@
-"""``group_rows``: rows grouped by packed integer keys give what ``np.unique(axis=0)`` gives."""
+"""``group_rows``: rows grouped by packed integer keys give what ``np.unique(axis=0)`` gives; ``unique_codes``
+(codes marked in a table, no sort) gives what ``np.unique(return_inverse=True)`` gives."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pypto_core.grouping import group_rows
+from pypto_core.grouping import group_rows, unique_codes
 
 
 def _reference(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -78,3 +79,16 @@ def test_text_codes_keep_a_dictionarys_codes_and_mark_nulls() -> None:
     coded = pa.chunked_array([pa.array(["x", "y", None, "x"]).dictionary_encode()])
     codes, values = text_codes(coded)
     assert [values[c] if c >= 0 else None for c in codes] == ["x", "y", None, "x"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 300).flatmap(lambda span: st.tuples(
+    st.just(span), st.lists(st.integers(0, span - 1), min_size=1, max_size=80))))
+def test_codes_marked_in_a_table_match_a_sort(case: tuple[int, list[int]]) -> None:
+    span, codes = case
+    key = np.array(codes, np.int64)
+    present, inverse = unique_codes(key, span)
+    ref_present, ref_inverse = np.unique(key, return_inverse=True)
+    assert present.tolist() == ref_present.tolist()
+    assert inverse.tolist() == ref_inverse.reshape(-1).tolist()
+    assert inverse.dtype == np.int32
