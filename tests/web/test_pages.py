@@ -35,6 +35,8 @@ def hostile_core(planted: frozenset[str]) -> Any:
     types = [HOSTILE[1] if t == "Cast" else t for t in types]
     k = k.set_column(k.schema.get_field_index("name"), "name", pa.array(names))
     k = k.set_column(k.schema.get_field_index("op_type"), "op_type", pa.array(types))
+    # a PMU counter no rule reads: the diagnose step leaves it on disk, the timeline's details read it there
+    k = k.append_column("aic_mac_ratio", pa.array([0.25] * k.num_rows, pa.float64()))
     core.kernels = k
     core.meta.simulated = True
     return core
@@ -308,6 +310,9 @@ def test_timeline_page_and_api(client, world) -> None:
     m = found["matches"][0]
     event = client.get(f"/api/profiles/{p.pk}/timeline/event/", {"lane": m["lane"], "idx": m["idx"]}).json()
     assert event["name"] == HOSTILE[1]
+    # every column of the kernel's row, the counter the diagnose step did not load included
+    assert event["table"] == "kernels" and event["args"]["aic_mac_ratio"] == 0.25
+    assert event["args"]["name"] == HOSTILE[1]
     assert client.get(f"/api/profiles/{p.pk}/timeline/event/", {"idx": 10**9}).status_code == 404
     # the trace is exported by a worker (here: the build run in this process), never in the request
     from analysis.models import PageBuild
