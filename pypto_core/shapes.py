@@ -48,7 +48,7 @@ def distinct_values(column: pa.ChunkedArray | pa.Array) -> tuple[pa.Array, np.nd
     row the index of its value (a null row points at the null)."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     values = pa.concat_arrays([arr.dictionary, pa.nulls(1, arr.dictionary.type)])
-    # int32 as the column's own indices are (4 bytes a kernel, not 8); arithmetic on them widens first
+    # int32: 4 bytes a kernel, not 8 (a loaded column's own codes may take 1 or 2); arithmetic on them widens
     codes = pc.fill_null(arr.indices, len(values) - 1).to_numpy(zero_copy_only=False).astype(np.int32)
     return values, codes
 
