@@ -92,8 +92,8 @@ def views_rebuild(*, profile: Profile, workdir: Path) -> dict[str, float]:
 
     store = ProfileStore(profile)
     core = store.load(workdir / "tables", columns=diagnosis_step_columns())
-    return views_build(profile=profile, core=core, workdir=workdir,
-                       saved=workdir / "tables" / store.rank_folders()[0])
+    saved = store.local_folder(workdir / "tables")
+    return views_build(profile=profile, core=core, workdir=workdir, saved=saved)
 
 
 def views_stored(*, profile: Profile) -> bool:

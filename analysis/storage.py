@@ -113,9 +113,13 @@ class ProfileStore:
     def rank_prefix(self, folder: str | None = None) -> str:
         """Where the tables of rank ``folder`` (default: the primary rank) are: under this profile, or under
         the rank's own profile for an upload that was read one rank per task."""
-        folders = self.rank_folders()
-        folder = folder if folder in folders else folders[0]
+        folder = self._rank(folder)
         return self._summary.rank_sources.get(folder) or f"{self.prefix}/{folder}"
+
+    def _rank(self, folder: str | None) -> str:
+        """``folder`` if it is one of the rank folders, else the primary rank's."""
+        folders = self.rank_folders()
+        return folder if folder in folders else folders[0]
 
     def views_prefix(self) -> str:
         """The folder of the views built from the tables (``analysis.pagedata``): replaced with them."""
@@ -153,11 +157,13 @@ class ProfileStore:
         if not self.prefix:
             raise InputError(self.profile.name,
                              msg(gettext_noop("no parsed data (the readers did not run on this profile)")))
-        folders = self.rank_folders()
-        folder = folder if folder in folders else folders[0]
-        local = dest / folder
+        local = self.local_folder(dest, folder)
         fetch_folder(self.rank_prefix(folder), local)
         return CoreProfile.load(local, tables=tables, columns=columns)
+
+    def local_folder(self, dest: Path, folder: str | None = None) -> Path:
+        """Where ``load`` fetches rank ``folder`` (default: the primary rank) under ``dest``."""
+        return dest / self._rank(folder)
 
     def rank_meta(self, folder: str | None = None) -> dict[str, Any] | None:
         """A rank's saved metadata (``profile.json``), read without its tables; None when unreadable."""

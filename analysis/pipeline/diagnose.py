@@ -63,7 +63,7 @@ def load_for_diagnosis(profile: Profile, dest: Path) -> tuple[CoreProfile, Profi
     folders = store.rank_folders()
     columns = diagnosis_step_columns()
     if len(folders) <= 1:
-        return store.load(dest, columns=columns), None, dest / folders[0]
+        return store.load(dest, columns=columns), None, store.local_folder(dest)
     ranks = [store.load(dest, folder=folder, tables=GROUP_TABLES, columns=columns) for folder in folders]
     group = ProfileGroup(profiles=ranks, source=profile.original_filename)
     at = next(i for i, p in enumerate(ranks) if p is group.primary())
