@@ -148,14 +148,16 @@ def match(ctx: RuleContext) -> None:
                            "most of it waiting for their peers: {parts}. {cause}", ms=us(exposed) / 1e3,
                            lib=lib, parts=parts, cause=cause))
     else:
-        known: Message | str = "" if waiting_share is not None else msg(
-            " The profile has no per-collective wait figures, so transfer and waiting cannot be told apart "
-            "here.") if ctx.vendor != "ascend" else msg(
+        known: Message | str = ""
+        if waiting_share is None and ctx.vendor == "ascend":
             # torch_npu writes communication.json (each collective's Transit, Wait and Idle) only from
             # profiler_level Level1 up, and only for a multi-card run (docs/formats.md)
-            " The profile has no per-collective wait figures (communication.json, which torch_npu writes "
-            "for a multi-card run from profiler_level Level1 up), so transfer and waiting cannot be told "
-            "apart here: profile a few steps at Level1 to split them.")
+            known = msg(" The profile has no per-collective wait figures (communication.json, which "
+                        "torch_npu writes for a multi-card run from profiler_level Level1 up), so transfer "
+                        "and waiting cannot be told apart here: profile a few steps at Level1 to split them.")
+        elif waiting_share is None:
+            known = msg(" The profile has no per-collective wait figures, so transfer and waiting cannot be "
+                        "told apart here.")
         if waiting_share is not None and transit <= 0:
             # Idle then holds the transfer as well as any waiting (collective_wait.waiting_share)
             known = msg(" The profile records no transfer time (Transit) for them: of their {elapse_ms:.1f} "
