@@ -8,6 +8,7 @@ comparison reads are fetched (``COMPARE_COLUMNS``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from profiles.models import IN_PIPELINE, Profile, ProfileStatus
 from pypto_core.compare import COMPARE_COLUMNS, ProfileComparer
 from pypto_core.errors import InputError
 from pypto_core.i18n import Text, msg, stored_texts
+from pypto_core.profile import Profile as CoreProfile
 
 
 def comparison_create(*, user: Any, base: Profile, candidate: Profile) -> Comparison:
@@ -89,10 +91,14 @@ class CompareStep(Step):
         for p in (base, candidate):
             if p.status != ProfileStatus.READY:
                 raise InputError(p.name, msg(gettext_noop("profile is {status}, not ready"), status=p.status))
-        base_core = ProfileStore(base).load(workdir / "base", columns=COMPARE_COLUMNS)
-        new_core = ProfileStore(candidate).load(workdir / "new", columns=COMPARE_COLUMNS)
         same_sku = base.sku if base.sku == candidate.sku else ""
-        result = ProfileComparer(base_core, new_core, sku=same_sku or None, base_report=stored_report(base),
+        # loaders: one profile in memory at a time (the baseline is reduced to what the comparison reads
+        # before the candidate loads)
+        def side(profile: Profile, folder: str) -> Callable[[], CoreProfile]:
+            return lambda: ProfileStore(profile).load(workdir / folder, columns=COMPARE_COLUMNS)
+
+        result = ProfileComparer(side(base, "base"), side(candidate, "new"), sku=same_sku or None,
+                                 base_report=stored_report(base),
                                  candidate_report=stored_report(candidate)).compare().to_dict()
         lines, threshold = comparison_regression_lines(comparison=comparison, result=result)
         english, messages = stored_texts(lines)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,16 +35,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.attribution import BUCKETS, step_windows
+from pypto_core.attribution import BUCKETS, TimeAttribution, step_windows
+from pypto_core.framework_ops import FrameworkOps
 from pypto_core.graph import GRAPH_COLUMNS, METRICS, OperatorCallGraph
+from pypto_core.hardware import SkuSpec
 from pypto_core.i18n import Message, msg, stored_texts
 from pypto_core.intervals import window_index
 from pypto_core.kernel_names import readable
 from pypto_core.memory import release_freed_memory
-from pypto_core.profile import Profile, merge_columns
+from pypto_core.profile import Profile, ProfileMeta, merge_columns
 from pypto_core.report_render import md_cell
 from pypto_core.rules.finding import Report
 from pypto_core.rules.registry import discover, rule_blocks
+from pypto_core.workload import Workload
 
 COMPARE_SCHEMA_VERSION = 1
 # The tables a comparison reads (through OperatorCallGraph): a saved profile can be loaded with only these
@@ -70,36 +74,75 @@ ALIGN_LEVELS: tuple[str, ...] = ("framework_op", "op_type", "name")
 ALIGNED_KERNELS = 8  # kernels listed per side of an aligned row (the rest counted)
 MD_CELL_MAX = 200  # characters of one Markdown table cell
 
+# A profile, or what loads one: a comparison given loaders builds one side at a time (``_Side.of``).
+ProfileSource = Profile | Callable[[], Profile]
+
+
 @dataclass
 class _Side:
-    """What the comparison needs from one profile, computed once."""
+    """What the comparison needs from one profile, computed once (``of``): its figures, and per kernel its
+    times and compact codes (op type, shape, alignment key, block). Neither the profile's tables nor its call
+    graph are held, so the other side is loaded and built in their place: on a 3.1 M-kernel table a side
+    holds about 45 bytes a kernel instead of the 160 its table and graph take."""
 
-    profile: Profile
-    graph: OperatorCallGraph
+    meta: ProfileMeta
+    sku: SkuSpec
+    sku_source: str
+    vendor: str
+    workload: Workload
+    attribution: TimeAttribution | None  # its per-step figures (the pieces of time are not held)
     metrics: dict[str, float | None]
     tokens: int  # decode steps used for per-token normalisation (0: whole-run comparison)
     token_latency_ms: np.ndarray  # per decode step, for the noise test
+    step_walls_ns: np.ndarray  # per profiler step
+    dur: np.ndarray  # per kernel, ns
+    gap_ns: np.ndarray  # per kernel, the device's idle gap before it
     block: np.ndarray  # per kernel the index of its model block in ``BLOCKS``
-    gap_ns: np.ndarray
-    cache: dict[str, Any] = field(default_factory=dict)  # encodings computed once per side
+    decode: np.ndarray  # per kernel: in a decode step
+    in_steps: tuple[np.ndarray, float]  # per kernel: inside a profiler step; how many steps
+    op_types: _Codes  # op type, else kernel name
+    shape_keys: _Codes  # "op shape"
+    alignment: _AlignmentKeys
+    scope: np.ndarray  # per kernel the framework scope it was called from (-1: none)
+    scope_names: list[str]
+    full_names: _Codes  # the kernel's own name (codes into the distinct names, None for none)
+
+    @property
+    def n(self) -> int:
+        return len(self.dur)
 
     @classmethod
-    def of(cls, profile: Profile, sku: str | None) -> _Side:
+    def of(cls, source: ProfileSource, sku: str | None) -> _Side:
+        """The side of a profile, or of what a loader returns: loaded here, it is freed once the side is
+        built."""
+        profile = source() if callable(source) else source
         graph = OperatorCallGraph(profile, sku)
         t = graph.tokens
-        side = cls(profile=profile, graph=graph, metrics=graph.metrics(), tokens=int(len(t.latency_ns)),
-                   token_latency_ms=t.latency_ns.astype(np.float64) / 1e6, block=kernel_block_codes(graph)[0],
-                   gap_ns=graph.gap_before_ns)
-        # the metrics and blocks are taken: what they were built from is not held through the comparison
-        # (on a 3.1 M-kernel table, 360 MB a side), nor the attribution's pieces of time (its per-step
-        # figures stay) and the kernels' steps (the decode mask stays): another 130 MB a side
+        metrics = graph.metrics()
+        latency = t.latency_ns.astype(np.float64) / 1e6
+        block = kernel_block_codes(graph)[0]
+        # the metrics and blocks are taken: what they were built from is not held while the codes are made
+        # (on a 3.1 M-kernel table, 360 MB), nor the attribution's pieces of time (its per-step figures stay)
+        # and the kernels' steps (the decode mask stays): another 130 MB
         graph.drop_shapes()
         graph.drop_chains()
-        graph.decode_kernel_mask  # noqa: B018 (kept: the per-token scope reads it)
+        decode = graph.decode_kernel_mask
         graph.drop_tokens()
         if graph.attribution is not None:
             graph.attribution.segments = None
-        return side
+        k = profile.kernels
+        op_types = _op_type_codes(k)
+        fw = graph.framework_ops
+        w_start, w_end, _ = step_windows(profile, graph.start, graph.end)
+        in_steps = (window_index(w_start, w_end, graph.start) >= 0, float(len(w_start)))
+        full_names = _encode(pc.fill_null(k["name"], "")) if graph.n else (np.zeros(0, np.int32), [])
+        return cls(meta=profile.meta, sku=graph.sku, sku_source=graph.sku_source, vendor=graph.vendor,
+                   workload=graph.workload, attribution=graph.attribution, metrics=metrics,
+                   tokens=int(len(t.latency_ns)), token_latency_ms=latency,
+                   step_walls_ns=graph.step_walls_ns(), dur=graph.dur, gap_ns=graph.gap_before_ns,
+                   block=block, decode=decode, in_steps=in_steps, op_types=op_types,
+                   shape_keys=_shape_codes(k, op_types), alignment=_alignment_codes(k, fw),
+                   scope=fw.scope.astype(np.int32), scope_names=fw.scope_names, full_names=full_names)
 
 
 # The model blocks ``kernel_blocks`` sorts kernels into; a rule's measured saving comes from the blocks it
@@ -181,7 +224,52 @@ def _encode(values: np.ndarray | pa.Array | pa.ChunkedArray) -> _Codes:
     if not pa.types.is_string(arr.type) and not pa.types.is_large_string(arr.type):
         arr = arr.cast(pa.string())
     enc = arr.dictionary_encode()
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int32), enc.dictionary.to_pylist()
+
+
+def _op_type_codes(k: pa.Table) -> _Codes:
+    """Op type (else kernel name) per kernel."""
+    return _encode(pc.coalesce(k["op_type"], k["name"], pa.scalar("?")))
+
+
+def _shape_codes(k: pa.Table, op_types: _Codes) -> _Codes:
+    """"op shape" per kernel as codes: op codes and shape-text codes paired as integers, and text built
+    only for the distinct pairs (not one Python string per kernel)."""
+    ops, op_labels = op_types
+    if not k.num_rows:
+        return ops, op_labels
+    shapes, shape_labels = _encode(pc.fill_null(shapes_text(k["input_shapes"]), ""))
+    width = max(1, len(shape_labels))
+    pair = ops.astype(np.int64) * width + shapes
+    uniq, codes = np.unique(pair, return_inverse=True)
+    labels = [op_labels[int(u) // width] + " " + shape_labels[int(u) % width] for u in uniq]
+    return codes.reshape(-1).astype(np.int32), labels
+
+
+def _alignment_codes(k: pa.Table, fw: FrameworkOps) -> _AlignmentKeys:
+    """Per kernel: a key code into (aligned_by, key) labels, and a readable-name code into names."""
+    n = k.num_rows
+    raw_codes, raw_names = _encode(pc.fill_null(k["name"], "?")) if n else (np.zeros(0, np.int32), [])
+    op_type = pc.fill_null(k["op_type"], "").combine_chunks() if n else pa.array([], pa.string())
+    op_codes, op_labels = _encode(op_type) if n else (np.zeros(0, np.int32), [])
+    has_op = (np.array([bool(v) for v in op_labels], bool)[op_codes] if len(op_labels)
+              else np.zeros(n, bool))
+    # a kernel's label: its op type where the profile has one (Ascend numbers its kernels: Conv2D1,
+    # trans_TransData_12), else its readable name (CUDA kernels)
+    width = max(len(raw_names), 1)
+    pair, pair_inv = np.unique(op_codes.astype(np.int64) * width + raw_codes, return_inverse=True)
+    del raw_codes
+    pair_label = [op_labels[int(p) // width] or readable(raw_names[int(p) % width]) for p in pair]
+    names = sorted(set(pair_label))
+    index = {v: i for i, v in enumerate(names)}
+    name_codes = np.array([index[v] for v in pair_label], np.int32)[pair_inv.reshape(-1)] if n \
+        else np.zeros(0, np.int32)
+    del pair_inv
+    labels = ([("framework_op", v) for v in fw.op_names] + [("op_type", v) for v in op_labels]
+              + [("name", v) for v in names])
+    nf, no = len(fw.op_names), len(op_labels)
+    keys = np.where(fw.op >= 0, fw.op, np.where(has_op, nf + op_codes, nf + no + name_codes))
+    return keys.astype(np.int32), labels, name_codes, names
 
 
 def shapes_text(shapes: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -236,14 +324,19 @@ class ComparisonResult:
 
 
 class ProfileComparer:
-    """Compare a baseline and a candidate profile; optionally with their diagnosis reports."""
+    """Compare a baseline and a candidate profile; optionally with their diagnosis reports.
 
-    def __init__(self, base: Profile, candidate: Profile, *, sku: str | None = None,
+    Each side is a profile or a loader of one (``ProfileSource``). Given loaders, one profile is held at a
+    time: the baseline is loaded, reduced to its side and freed before the candidate loads (measured on two
+    3.1 M-kernel tables: a peak of 1.30 GB with both loaded first, 0.95 GB given loaders)."""
+
+    def __init__(self, base: ProfileSource, candidate: ProfileSource, *, sku: str | None = None,
                  base_report: Report | dict[str, Any] | None = None,
                  candidate_report: Report | dict[str, Any] | None = None) -> None:
         self.base = _Side.of(base, sku)
         release_freed_memory()
         self.new = _Side.of(candidate, sku)
+        release_freed_memory()
         self.base_report = _report_dict(base_report)
         self.new_report = _report_dict(candidate_report)
 
@@ -254,11 +347,11 @@ class ProfileComparer:
     def compare(self, *, top_shapes: int = 30) -> ComparisonResult:
         warnings: list[Message] = []
         b, n = self.base, self.new
-        if b.graph.sku.name != n.graph.sku.name:
+        if b.sku.name != n.sku.name:
             warnings.append(msg("different devices: {base} vs {new}; shares and utilisations are each "
-                                "relative to their own device's peaks", base=b.graph.sku.name,
-                                new=n.graph.sku.name))
-        ranks = (b.profile.meta.rank, n.profile.meta.rank)
+                                "relative to their own device's peaks", base=b.sku.name,
+                                new=n.sku.name))
+        ranks = (b.meta.rank, n.meta.rank)
         if None not in ranks and ranks[0] != ranks[1]:
             # ranks of one job differ by design (their pipeline stage, their share of the data): a change
             # between them is not a change of the run
@@ -307,9 +400,9 @@ class ProfileComparer:
         if name in ("per_token_latency_ms", "tokens_per_s", "critical_path_ms"):
             return side.token_latency_ms if self.per_token else None
         if name == "step_time_ms":
-            return side.graph.step_walls_ns() / 1e6
+            return side.step_walls_ns / 1e6
         buckets = ATTRIBUTION_SHARES.get(name)
-        a = side.graph.attribution
+        a = side.attribution
         if buckets is None or a is None:
             return None
         return np.array([sum(s.breakdown.buckets[b] for b in buckets) / s.breakdown.wall_ns
@@ -368,7 +461,7 @@ class ProfileComparer:
             return {}
         codes, labels = keys if isinstance(keys, tuple) else _encode(keys)
         k = codes[mask]
-        dur = side.graph.dur[mask].astype(np.float64)
+        dur = side.dur[mask].astype(np.float64)
         total = np.bincount(k, weights=dur, minlength=len(labels))
         count = np.bincount(k, minlength=len(labels))
         return {labels[i]: (float(total[i]) / per / 1000.0, int(count[i])) for i in np.flatnonzero(count)}
@@ -386,18 +479,9 @@ class ProfileComparer:
         rows.sort(key=lambda r: (-abs(r["delta_us"]), str(r[key_name])))
         return rows
 
-    def _op_types(self, side: _Side) -> _Codes:
-        """Op type (else kernel name) per kernel, dictionary-encoded once per side: codes and labels."""
-        cached = side.cache.get("op_types")
-        if cached is None:
-            k = side.profile.kernels
-            cached = _encode(pc.coalesce(k["op_type"], k["name"], pa.scalar("?")))
-            side.cache["op_types"] = cached
-        return cached
-
     def _ops(self) -> list[dict[str, Any]]:
-        return self._diff_rows("op_type", self._grouped(self.base, self._op_types(self.base)),
-                               self._grouped(self.new, self._op_types(self.new)))
+        return self._diff_rows("op_type", self._grouped(self.base, self.base.op_types),
+                               self._grouped(self.new, self.new.op_types))
 
     def _blocks(self) -> list[dict[str, Any]]:
         rows = self._diff_rows("block", self._grouped(self.base, (self.base.block, list(BLOCKS))),
@@ -414,29 +498,15 @@ class ProfileComparer:
         mask = self._aligned_scope(side, self._aligned_unit())[0] & (block_codes == block_labels.index(block))
         if not mask.any():
             return []
-        codes, labels = self._op_types(side)
+        codes, labels = side.op_types
         counts = np.bincount(codes[mask], minlength=len(labels))
         present = sorted(np.flatnonzero(counts).tolist(), key=lambda i: labels[i])
         order = np.argsort(-counts[present], kind="stable")
         return [labels[present[i]] for i in order[:8]]
 
-    def _shape_keys(self, side: _Side) -> _Codes:
-        """"op shape" per kernel as codes: op codes and shape-text codes paired as integers, and text built
-        only for the distinct pairs (not one Python string per kernel)."""
-        ops, op_labels = self._op_types(side)
-        k = side.profile.kernels
-        if not k.num_rows:
-            return ops, op_labels
-        shapes, shape_labels = _encode(pc.fill_null(shapes_text(k["input_shapes"]), ""))
-        pair = ops.astype(np.int64) * max(1, len(shape_labels)) + shapes
-        uniq, codes = np.unique(pair, return_inverse=True)
-        width = max(1, len(shape_labels))
-        labels = [op_labels[int(u) // width] + " " + shape_labels[int(u) % width] for u in uniq]
-        return codes.reshape(-1), labels
-
     def _shapes(self, top: int) -> list[dict[str, Any]]:
-        rows = self._diff_rows("op_shape", self._grouped(self.base, self._shape_keys(self.base)),
-                               self._grouped(self.new, self._shape_keys(self.new)))
+        rows = self._diff_rows("op_shape", self._grouped(self.base, self.base.shape_keys),
+                               self._grouped(self.new, self.new.shape_keys))
         return rows[:top]
 
     # -- alignment by what the model did -------------------------------------------------------------
@@ -451,67 +521,31 @@ class ProfileComparer:
 
     def _aligned_scope(self, side: _Side, unit: str) -> tuple[np.ndarray, float]:
         """(kernels the aligned rows count, what their times are divided by)."""
-        g = side.graph
         if unit == "per_token":
-            return g.decode_kernel_mask, float(side.tokens)
+            return side.decode, float(side.tokens)
         if unit == "per_step":
-            cached: tuple[np.ndarray, float] | None = side.cache.get("in_steps")
-            if cached is None:
-                w_start, w_end, _ = step_windows(side.profile, g.start, g.end)
-                inside = window_index(w_start, w_end, g.start) >= 0
-                cached = side.cache["in_steps"] = (inside, float(len(w_start)))
-            return cached
-        return np.ones(g.n, bool), 1.0
-
-    def _alignment_keys(self, side: _Side) -> _AlignmentKeys:
-        """Per kernel: a key code into (aligned_by, key) labels, and a readable-name code into names."""
-        cached: _AlignmentKeys | None = side.cache.get("alignment_keys")
-        if cached is not None:
-            return cached
-        g, k = side.graph, side.profile.kernels
-        fw = g.framework_ops
-        raw_codes, raw_names = _encode(pc.fill_null(k["name"], "?")) if g.n else (np.zeros(0, np.int64), [])
-        op_type = pc.fill_null(k["op_type"], "").combine_chunks() if g.n else pa.array([], pa.string())
-        op_codes, op_labels = _encode(op_type) if g.n else (np.zeros(0, np.int64), [])
-        has_op = (np.array([bool(v) for v in op_labels], bool)[op_codes] if len(op_labels)
-                  else np.zeros(g.n, bool))
-        # a kernel's label: its op type where the profile has one (Ascend numbers its kernels: Conv2D1,
-        # trans_TransData_12), else its readable name (CUDA kernels)
-        pair, pair_inv = np.unique(op_codes * max(len(raw_names), 1) + raw_codes, return_inverse=True)
-        width = max(len(raw_names), 1)
-        pair_label = [op_labels[int(p) // width] or readable(raw_names[int(p) % width]) for p in pair]
-        names = sorted(set(pair_label))
-        index = {v: i for i, v in enumerate(names)}
-        name_codes = np.array([index[v] for v in pair_label], np.int64)[pair_inv.reshape(-1)] if g.n \
-            else np.zeros(0, np.int64)
-        labels = ([("framework_op", v) for v in fw.op_names] + [("op_type", v) for v in op_labels]
-                  + [("name", v) for v in names])
-        nf, no = len(fw.op_names), len(op_labels)
-        keys = np.where(fw.op >= 0, fw.op, np.where(has_op, nf + op_codes, nf + no + name_codes))
-        computed = (keys.astype(np.int64), labels, name_codes, names)
-        side.cache["alignment_keys"] = computed
-        return computed
+            return side.in_steps
+        return np.ones(side.n, bool), 1.0
 
     def _aligned_side(self, side: _Side, unit: str) -> dict[tuple[str, str], dict[str, Any]]:
         scope, per = self._aligned_scope(side, unit)
-        keys, labels, name_codes, names = self._alignment_keys(side)
-        fw = side.graph.framework_ops
-        dur = side.graph.dur.astype(np.float64)
+        keys, labels, name_codes, names = side.alignment
+        dur = side.dur.astype(np.float64)
         out: dict[tuple[str, str], dict[str, Any]] = {}
         if not scope.any():
             return out
         sel = np.flatnonzero(scope)
-        k, d = keys[sel], dur[sel]
+        k, d = keys[sel].astype(np.int64), dur[sel]
         total = np.bincount(k, weights=d, minlength=len(labels))
         count = np.bincount(k, minlength=len(labels))
         width = max(len(names), 1)
         pair, inverse = np.unique(k * width + name_codes[sel], return_inverse=True)
         pair_t = np.bincount(inverse.reshape(-1), weights=d, minlength=len(pair))
         pair_c = np.bincount(inverse.reshape(-1), minlength=len(pair))
-        raw = side.profile.kernels["name"]
+        full_codes, full_names = side.full_names
         example = np.full(len(pair), -1, np.int64)  # one full name per readable name: its first kernel
         example[inverse.reshape(-1)[::-1]] = sel[::-1]
-        scopes = fw.scope[sel]
+        scopes = side.scope[sel]
         for code in np.flatnonzero(count):
             out[labels[code]] = {"us": float(total[code]) / per / 1000.0, "count": int(count[code]),
                                  "kernels": [], "more": 0, "module": None}
@@ -520,7 +554,7 @@ class ProfileComparer:
             if len(row["kernels"]) >= ALIGNED_KERNELS:
                 row["more"] += 1
                 continue
-            full = raw[int(example[j])].as_py() or ""
+            full = full_names[int(full_codes[int(example[j])])] or ""
             label = names[int(pair[j]) % width]
             row["kernels"].append({"name": label, "full_name": full if full != label else None,
                                    "count": int(pair_c[j]), "count_per_unit": round(int(pair_c[j]) / per, 2),
@@ -528,12 +562,12 @@ class ProfileComparer:
         # the module a row's kernels were called from: the scope holding most of its time
         has_scope = scopes >= 0
         if has_scope.any():
-            sw = max(len(fw.scope_names), 1)
+            sw = max(len(side.scope_names), 1)
             sp, sinv = np.unique(k[has_scope] * sw + scopes[has_scope], return_inverse=True)
             st = np.bincount(sinv.reshape(-1), weights=d[has_scope], minlength=len(sp))
             for j in np.argsort(st, kind="stable"):  # largest last, so it wins
                 label_code, sc = divmod(int(sp[j]), sw)
-                out[labels[label_code]]["module"] = fw.scope_names[sc]
+                out[labels[label_code]]["module"] = side.scope_names[sc]
         return out
 
     def _aligned(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -569,7 +603,7 @@ class ProfileComparer:
         """Kernel time of ``blocks`` within ``scope``, plus the device idle gap each launch left before it
         (a removed kernel also removes that gap)."""
         mask = scope & np.isin(side.block, [BLOCKS.index(b) for b in blocks if b in BLOCKS])
-        return float(side.graph.dur[mask].sum() + side.gap_ns[mask].sum())
+        return float(side.dur[mask].sum() + side.gap_ns[mask].sum())
 
     def _measured_saving_us(self, blocks: tuple[str, ...]) -> float:
         """What the fix saved, on the baseline's scale (the same scope as the rules' estimates: the whole
@@ -580,10 +614,10 @@ class ProfileComparer:
         """
         b, n = self.base, self.new
         if not self.per_token:
-            every_b, every_n = np.ones(b.graph.n, bool), np.ones(n.graph.n, bool)
+            every_b, every_n = np.ones(b.n, bool), np.ones(n.n, bool)
             return (self._block_time_ns(b, blocks, every_b)
                     - self._block_time_ns(n, blocks, every_n)) / 1000.0
-        b_dec, n_dec = b.graph.decode_kernel_mask, n.graph.decode_kernel_mask
+        b_dec, n_dec = b.decode, n.decode
         decode = (self._block_time_ns(b, blocks, b_dec) / b.tokens
                   - self._block_time_ns(n, blocks, n_dec) / n.tokens) * b.tokens
         rest = self._block_time_ns(b, blocks, ~b_dec) - self._block_time_ns(n, blocks, ~n_dec)
@@ -596,7 +630,7 @@ class ProfileComparer:
         new = {f["rule"]: f for f in (self.new_report or {}).get("findings", [])}
         rows = []
         # runs on two vendors' devices are two programs: a finding the other run lacks was not fixed there
-        same_vendor = self.base.graph.vendor == self.new.graph.vendor
+        same_vendor = self.base.vendor == self.new.vendor
         for rule, f in base.items():
             # A rule that cannot fire on the other side (its vendor or workload) proves nothing there: an NPU
             # finding absent from a GPU run is not fixed, it does not apply
@@ -628,7 +662,7 @@ class ProfileComparer:
 def _applies(rule_id: str, side: _Side) -> bool:
     """Whether ``rule_id`` can fire on this side's vendor and workload (an unknown rule: assume it can)."""
     rule = discover().get(rule_id)
-    return rule is None or rule.applies_to(side.graph.vendor, side.graph.workload.kind)
+    return rule is None or rule.applies_to(side.vendor, side.workload.kind)
 
 
 def _spread(samples: np.ndarray) -> dict[str, float]:
@@ -670,15 +704,15 @@ def _report_dict(report: Report | dict[str, Any] | None) -> dict[str, Any] | Non
 
 
 def _side_summary(side: _Side) -> dict[str, Any]:
-    meta = side.profile.meta
-    return {"format": meta.format, "source": meta.source, "device": side.graph.sku.name,
+    meta = side.meta
+    return {"format": meta.format, "source": meta.source, "device": side.sku.name,
             "cann_version": meta.cann_version, "simulated": meta.simulated,
-            "kernel_count": side.graph.n, "decode_steps": side.tokens}
+            "kernel_count": side.n, "decode_steps": side.tokens}
 
 
 def _step_count(side: _Side) -> int:
     """Profiler steps of a side (0 where the profile has none: one window over the device span)."""
-    a = side.graph.attribution
+    a = side.attribution
     if a is None or a.source != "timeline":
         return 0
     return sum(1 for st in a.steps if st.step_id is not None)
@@ -688,16 +722,16 @@ def _attribution_summary(side: _Side, report: dict[str, Any] | None = None) -> d
     """One side of the overall summary: where each step's time went (the attribution's own figures, per
     step and their mean), on which device and rank, and the device's peaks; ``ranks``: the same per rank,
     from the diagnosis report's rank breakdowns where the profile had several ranks, else this rank's."""
-    g, meta = side.graph, side.profile.meta
-    sku = g.sku
-    device = {"name": sku.name, "vendor": g.vendor, "source": g.sku_source, "known": sku.known,
+    meta = side.meta
+    sku = side.sku
+    device = {"name": sku.name, "vendor": side.vendor, "source": side.sku_source, "known": sku.known,
               "fp16_tflops": sku.fp16_tflops.value if sku.known else None,
               "hbm_gbps": sku.hbm_gbps.value if sku.known else None,
               "hbm_gib": sku.hbm_gib.value if sku.known else None,
               "cores": int(sku.ai_cores.value) if sku.known else None}
-    out: dict[str, Any] = {"rank": meta.rank, "device": device, "workload": g.workload.kind,
+    out: dict[str, Any] = {"rank": meta.rank, "device": device, "workload": side.workload.kind,
                            "source": None, "steps": [], "per_step": None}
-    a = g.attribution
+    a = side.attribution
     if a is None:
         return out
     steps = [_bucket_row(st.step_id, st.breakdown) for st in a.steps]
@@ -744,16 +778,26 @@ def _bucket_row(step_id: int | None, b: Any) -> dict[str, Any]:
     return row
 
 
-def compare_profiles(base: Profile, candidate: Profile, *, sku: str | None = None,
+def compare_profiles(base: ProfileSource, candidate: ProfileSource, *, sku: str | None = None,
                      with_findings: bool = True) -> ComparisonResult:
-    """Diagnose both profiles (for the findings' status) and compare them."""
-    base_report = candidate_report = None
-    if with_findings:
-        from pypto_core.rules import diagnose
+    """Diagnose both profiles (for the findings' status) and compare them; given loaders, one profile is
+    held at a time (each is diagnosed as it loads)."""
+    if not with_findings:
+        return ProfileComparer(base, candidate, sku=sku).compare()
+    from pypto_core.rules import diagnose
 
-        base_report, candidate_report = diagnose(base, sku=sku), diagnose(candidate, sku=sku)
-    return ProfileComparer(base, candidate, sku=sku, base_report=base_report,
-                           candidate_report=candidate_report).compare()
+    reports: list[Report] = []
+
+    def diagnosed(source: ProfileSource) -> Callable[[], Profile]:
+        def load() -> Profile:
+            profile = source() if callable(source) else source
+            reports.append(diagnose(profile, sku=sku))
+            return profile
+        return load
+
+    comparer = ProfileComparer(diagnosed(base), diagnosed(candidate), sku=sku)
+    comparer.base_report, comparer.new_report = (_report_dict(r) for r in reports)
+    return comparer.compare()
 
 
 # -- exports ----------------------------------------------------------------------------------------

@@ -463,7 +463,8 @@ def _issue_times(profile: Profile, pos_of_row: np.ndarray, n: int) -> np.ndarray
 
 def _values(column: pa.ChunkedArray, fill: int) -> np.ndarray:
     """An integer column as numpy in its own type, nulls as ``fill``."""
-    return pc.fill_null(column, fill).to_numpy(zero_copy_only=False)
+    values: np.ndarray = pc.fill_null(column, fill).to_numpy(zero_copy_only=False)
+    return values
 
 
 def _narrow(values: np.ndarray) -> np.ndarray:

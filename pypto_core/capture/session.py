@@ -84,7 +84,7 @@ class TuningSession(Profiler):
         comparer = getattr(compare, "ProfileComparer", None)
         if comparer is None:
             raise PyptoError("this install has no comparer (pypto_core.compare.ProfileComparer)")
-        return comparer(self._profile(base), self._profile(new)).compare()
+        return comparer(lambda: self._profile(base), lambda: self._profile(new)).compare()
 
     def upload(self, server: str, project: int | str, token: str | None, *, name: str | None = None
                ) -> dict[str, Any]:

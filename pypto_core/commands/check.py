@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_regression < 0:
         raise PyptoError("--max-regression must be zero or more")
-    result = ProfileComparer(load_any(args.baseline), load_any(args.new), sku=args.sku).compare()
+    result = ProfileComparer(lambda: load_any(args.baseline), lambda: load_any(args.new),
+                             sku=args.sku).compare()
     worse = regression(result, args.max_regression)
     if worse:
         for line in worse:

@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.sku:
         get_sku(args.sku)  # an unknown name is refused before any reading, with the names known
-    result = compare_profiles(load_any(args.base), load_any(args.new), sku=args.sku,
+    # loaders: one profile is held at a time (the baseline is reduced to what the comparison reads first)
+    result = compare_profiles(lambda: load_any(args.base), lambda: load_any(args.new), sku=args.sku,
                               with_findings=not args.no_findings)
     if args.format == "md":
         text = to_markdown(result)

@@ -220,15 +220,21 @@ def combined_saving_ns(graph: OperatorCallGraph, coverage: list[Coverage]) -> fl
             ends.append(c.intervals[1])
     del position
     dur = graph.dur[touched].astype(np.float64)
-    gap = np.minimum(np.maximum(total - dur, 0.0), graph.gap_before_ns[touched].astype(np.float64))
     busy_part = float(np.minimum(total, dur).sum())
     a = graph.attribution
     if a is not None:
         b = a.run.buckets
         busy_part = min(busy_part, float(b["compute"] + b["communication_not_overlapped"] + b["memcpy"]))
-    has_gap = gap > 0
+    gap = total  # worked in place: the saving beyond each kernel's run time, at most the gap before it
+    gap -= dur
+    del dur
+    np.maximum(gap, 0.0, out=gap)
+    np.minimum(gap, graph.gap_before_ns[touched], out=gap)
+    has_gap = np.flatnonzero(gap > 0)
     start = graph.start[touched[has_gap]]
+    del touched
     starts.append((start - gap[has_gap]).astype(np.int64))
+    del gap, has_gap
     ends.append(start.astype(np.int64))
     closed = union_length(np.concatenate(starts), np.concatenate(ends))
     return float(busy_part + closed + extra)

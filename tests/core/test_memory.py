@@ -61,3 +61,34 @@ def test_a_reads_scratch_copy_takes_the_cheap_codec_and_a_kept_profile_zstd(tmp_
     assert output_compression() == "zstd"  # restored
     assert codecs(tmp_path / "kept") == {"ZSTD"}
     assert codecs(tmp_path / "scratch") <= {"LZ4", "LZ4_RAW"} and codecs(tmp_path / "scratch")
+
+
+def test_a_null_column_of_numbers_holds_no_memory_and_reads_as_nulls(tmp_path) -> None:
+    """``profile.null_column``: what ``conform`` gives for an absent or all-null number column (a kernel
+    table's correlation ids). It equals ``pa.nulls`` everywhere it is read, written or filled, and its
+    buffers stay unmapped: 400 MB of int64 nulls add next to nothing to the process's resident set."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from pypto_core.profile import conform, null_column
+
+    def rss_mb() -> float:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
+
+    small = null_column(1000, pa.int64())
+    assert small.equals(pa.nulls(1000, pa.int64())) and small.null_count == 1000
+    assert pc.fill_null(small, -1).to_pylist() == [-1] * 1000
+    pq.write_table(pa.table({"c": small}), tmp_path / "n.parquet")
+    assert pq.read_table(tmp_path / "n.parquet")["c"].to_pylist() == [None] * 1000
+    assert null_column(3, pa.string()).to_pylist() == [None] * 3  # other types: Arrow's own nulls
+    before = rss_mb()
+    big = null_column(50_000_000, pa.int64())
+    grown = rss_mb() - before
+    assert big.null_count == 50_000_000 and grown < 40, grown
+    # conform puts one in place of a column read as all nulls, and of a column that is absent
+    table = conform("kernels", pa.table({"start_ns": pa.array(np.arange(5)), "correlation_id":
+                                         pa.nulls(5, pa.int64())}))
+    assert table["correlation_id"].null_count == 5 and table["stream_id"].null_count == 5
+    assert table["start_ns"].to_pylist() == [0, 1, 2, 3, 4]

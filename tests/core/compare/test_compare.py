@@ -112,6 +112,34 @@ def test_real_npu_sample_compared_with_itself() -> None:
     assert result.findings and all(f["status"] == "persisting" for f in result.findings)
 
 
+def test_given_loaders_one_profile_is_held_at_a_time() -> None:
+    """``ProfileComparer`` given loaders (as the worker and the CLI call it) reduces the baseline to its side
+    and lets its profile go before the candidate loads, with the same result as two loaded profiles."""
+    import gc
+    import weakref
+
+    pair = SAMPLES / "kineto" / "trace_diff_pair"
+    alive: list[weakref.ref] = []
+
+    def loader(name: str):
+        def load():
+            gc.collect()
+            held = [r for r in alive if r() is not None]
+            assert not held, "the baseline's profile is still held while the candidate loads"
+            profile = open_profile(pair / name)
+            alive.append(weakref.ref(profile))
+            return profile
+        return load
+
+    lazy = ProfileComparer(loader("control.json.gz"), loader("test.json.gz"))
+    assert len(alive) == 2
+    loaded = ProfileComparer(open_profile(pair / "control.json.gz"), open_profile(pair / "test.json.gz"))
+    assert lazy.compare().to_dict() == loaded.compare().to_dict()
+    # compare_profiles diagnoses each side as it loads: the findings' status is kept
+    result = compare_profiles(loader("control.json.gz"), loader("test.json.gz"))
+    assert result.findings and {f["status"] for f in result.findings} <= {"fixed", "persisting", "new"}
+
+
 def _kernel_time_per_step_us(path) -> tuple[dict[str, float], int]:
     """Device time per kernel name (kernels, copies, sets) that starts inside a ProfilerStep#N window, per
     step, and the number of steps: summed from the raw trace."""
