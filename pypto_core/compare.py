@@ -221,6 +221,14 @@ def _encode(values: np.ndarray | pa.Array | pa.ChunkedArray) -> _Codes:
     arr = pa.array(values, type=pa.string()) if isinstance(values, np.ndarray) else values
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
+    if pa.types.is_dictionary(arr.type) and not arr.null_count:
+        # already coded (a projected load): its codes renumbered in order of first appearance, as encoding
+        # the text would number them, without expanding one string a row (1.7 GB on a 5 GB kernel table)
+        labels = arr.dictionary.to_pylist()
+        if len(set(labels)) == len(labels):
+            seen = arr.indices.dictionary_encode()
+            return (seen.indices.to_numpy(zero_copy_only=False).astype(np.int32),
+                    [labels[i] for i in seen.dictionary.to_pylist()])
     if not pa.types.is_string(arr.type) and not pa.types.is_large_string(arr.type):
         arr = arr.cast(pa.string())
     enc = arr.dictionary_encode()
@@ -229,6 +237,8 @@ def _encode(values: np.ndarray | pa.Array | pa.ChunkedArray) -> _Codes:
 
 def _op_type_codes(k: pa.Table) -> _Codes:
     """Op type (else kernel name) per kernel."""
+    if k.num_rows and not k["op_type"].null_count:  # every kernel has one: kept coded where it is
+        return _encode(k["op_type"])
     return _encode(pc.coalesce(k["op_type"], k["name"], pa.scalar("?")))
 
 
@@ -238,7 +248,7 @@ def _shape_codes(k: pa.Table, op_types: _Codes) -> _Codes:
     ops, op_labels = op_types
     if not k.num_rows:
         return ops, op_labels
-    shapes, shape_labels = _encode(pc.fill_null(shapes_text(k["input_shapes"]), ""))
+    shapes, shape_labels = _encode(_shape_cells(k["input_shapes"]))
     width = max(1, len(shape_labels))
     pair = ops.astype(np.int64) * width + shapes
     uniq, codes = np.unique(pair, return_inverse=True)
@@ -270,6 +280,15 @@ def _alignment_codes(k: pa.Table, fw: FrameworkOps) -> _AlignmentKeys:
     nf, no = len(fw.op_names), len(op_labels)
     keys = np.where(fw.op >= 0, fw.op, np.where(has_op, nf + op_codes, nf + no + name_codes))
     return keys.astype(np.int32), labels, name_codes, names
+
+
+def _shape_cells(shapes: pa.ChunkedArray) -> pa.Array:
+    """Each kernel's input shapes as text ("" for none); coded shapes stay coded (the text of each distinct
+    cell, not of each row)."""
+    arr = shapes.combine_chunks()
+    if pa.types.is_dictionary(arr.type) and not arr.null_count:
+        return pa.DictionaryArray.from_arrays(arr.indices, pc.fill_null(shapes_text(arr.dictionary), ""))
+    return pc.fill_null(shapes_text(arr), "")
 
 
 def shapes_text(shapes: pa.Array | pa.ChunkedArray) -> pa.Array:
