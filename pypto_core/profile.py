@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pypto_core.errors import InputError
@@ -305,7 +306,8 @@ def read_table(path: str | os.PathLike[str], name: str, columns: Collection[str]
             table = table.set_column(table.schema.get_field_index(f.name), f.name, col)
     if dictionary_text:
         table = _narrow_codes(table)
-    return conform(name, table, only=columns, keep_dictionary=dictionary_text)
+    table = conform(name, table, only=columns, keep_dictionary=dictionary_text)
+    return _narrow_row_indices(table) if dictionary_text else table
 
 
 _PARALLEL_ROWS = 100_000  # below this, a thread costs more than it saves
@@ -328,6 +330,22 @@ def _narrow_codes(table: pa.Table) -> pa.Table:
                   for chunk in col.chunks]
         narrow = pa.chunked_array(chunks, pa.dictionary(index, fld.type.value_type))
         table = table.set_column(i, fld.name, narrow)
+    return table
+
+
+def _narrow_row_indices(table: pa.Table) -> pa.Table:
+    """Row-index columns (the flows' ``kernel_index``, ``host_index``, ``api_index``) in 4 bytes where every
+    index fits: their readers use them as indices only. A 5 GB simulated folder's 4.3 M flows hold 52 MB
+    less."""
+    for i, fld in enumerate(table.schema):
+        if not (fld.name.endswith("_index") and pa.types.is_int64(fld.type)):
+            continue
+        col = table.column(i)
+        if col.null_count == len(col):
+            continue  # an all-null column takes no memory as it is (``null_column``)
+        low, high = pc.min_max(col).values()
+        if low.as_py() >= -(2**31) and high.as_py() < 2**31:
+            table = table.set_column(i, fld.name, col.cast(pa.int32()))
     return table
 
 
