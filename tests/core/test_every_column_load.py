@@ -63,6 +63,13 @@ def test_the_demo_views_are_the_same_from_coded_columns(tmp_path) -> None:
     assert "aic_mte2_ratio" in loaded.kernels.column_names  # read by the rules
     kernel_events = [e for e in step["events"] if e.get("table") == "kernels"]
     assert kernel_events and all("aic_mac_ratio" in e["args"] for e in kernel_events)
+    # ids in 4 bytes, a column of nulls in none: the coded loads' views equal the plain load's (above)
+    for table, column in (("flows", "kernel_index"), ("flows", "host_index"), ("host_ops", "tid"),
+                          ("api_calls", "tid")):
+        assert every.table(table).schema.field(column).type == pa.int32(), (table, column)
+        assert loaded.table(table).schema.field(column).type == pa.int32(), (table, column)
+    rank = next(p.parent for p in (tmp_path / "saved").rglob("profile.json"))
+    assert Profile.load(rank).flows.schema.field("kernel_index").type == pa.int64()  # canonical types
 
 
 @pytest.mark.parametrize("sample", SAMPLE_FOLDERS)
