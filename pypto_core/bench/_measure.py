@@ -46,6 +46,21 @@ def cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def compare_side_loader(path: str, seconds: list[float]) -> Callable[[], Any]:
+    """What the worker gives ``ProfileComparer`` for one side: a loader of the saved profile at ``path``
+    with ``COMPARE_COLUMNS`` (so one side is held at a time); each load's seconds are added to
+    ``seconds``."""
+    def load() -> Any:
+        from pypto_core.compare import COMPARE_COLUMNS
+        from pypto_core.profile import Profile
+
+        t = time.perf_counter()
+        profile = Profile.load(path, columns=COMPARE_COLUMNS)
+        seconds.append(time.perf_counter() - t)
+        return profile
+    return load
+
+
 def load_avg() -> list[float] | None:
     """The machine's 1, 5 and 15-minute load averages (other work competing for the cores), if known."""
     try:

@@ -41,19 +41,14 @@ print(json.dumps({"seconds": seconds, "cpu_s": round(cpu, 2), "peak_rss_mb": rou
 
 _COMPARE = r"""
 import json, sys, time
-from pypto_core.bench._measure import cpu_s, vm_hwm_mb
+from pypto_core.bench._measure import compare_side_loader, cpu_s, vm_hwm_mb
 from pypto_core.memory import use_returning_allocator
 use_returning_allocator()  # as the worker runs
-from pypto_core.compare import COMPARE_COLUMNS, ProfileComparer
-from pypto_core.profile import Profile
+from pypto_core.compare import ProfileComparer
 loads = []
-def load(path):  # as the worker does: one side loaded at a time
-    t = time.perf_counter()
-    profile = Profile.load(path, columns=COMPARE_COLUMNS)
-    loads.append(time.perf_counter() - t)
-    return profile
 t0, c0 = time.perf_counter(), cpu_s()
-result = ProfileComparer(lambda: load(sys.argv[1]), lambda: load(sys.argv[1])).compare()
+result = ProfileComparer(compare_side_loader(sys.argv[1], loads),
+                         compare_side_loader(sys.argv[1], loads)).compare()
 t1 = t0 + sum(loads)
 seconds, cpu = time.perf_counter() - t0, cpu_s() - c0
 print(json.dumps({"seconds": seconds, "load_s": round(t1 - t0, 2), "cpu_s": round(cpu, 2),

@@ -19,16 +19,11 @@ from pypto_core.bench._measure import child_json, load_avg, median_of_runs, save
 
 _CHILD = r"""
 import json, sys, time
-from pypto_core.compare import COMPARE_COLUMNS, ProfileComparer
-from pypto_core.profile import Profile
+from pypto_core.bench._measure import compare_side_loader
+from pypto_core.compare import ProfileComparer
 loads = []
-def load(path):  # as the worker does: one side loaded at a time
-    t = time.perf_counter()
-    profile = Profile.load(path, columns=COMPARE_COLUMNS)
-    loads.append(time.perf_counter() - t)
-    return profile
 t0 = time.perf_counter()  # imports are not the comparison's
-comparer = ProfileComparer(lambda: load(sys.argv[1]), lambda: load(sys.argv[2]))
+comparer = ProfileComparer(compare_side_loader(sys.argv[1], loads), compare_side_loader(sys.argv[2], loads))
 t2 = time.perf_counter()
 t1 = t0 + sum(loads)
 result = comparer.compare()
