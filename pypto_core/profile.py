@@ -225,7 +225,7 @@ def conform(name: str, table: pa.Table, *, only: Collection[str] | None = None,
                 col = col.cast(fld.type)
         else:
             col = null_column(table.num_rows, fld.type)
-        if col.null_count == len(col) and len(col):
+        if len(col) and col.null_count == len(col) and _is_number(col.type):
             col = null_column(len(col), col.type)  # read as nulls (a kernel table's correlation ids)
         columns.append(col)
         names.append(fld.name)
@@ -240,12 +240,16 @@ def null_column(length: int, typ: pa.DataType) -> pa.Array:
     """A column of ``length`` nulls. Numbers take no resident memory: their buffers are zeroed pages that
     the kernel maps only when written (calloc), and nothing writes a null column's buffers. ``pa.nulls``
     fills them: a kernel table's all-null correlation ids held 8 bytes a row (125 MB at 5 GB)."""
-    if not (pa.types.is_integer(typ) or pa.types.is_floating(typ)) or not length:
+    if not _is_number(typ) or not length:
         return pa.nulls(length, type=typ)
     validity = np.zeros((length + 7) // 8, np.uint8)
     values = np.zeros(length * (typ.bit_width // 8), np.uint8)
     return pa.Array.from_buffers(typ, length, [pa.py_buffer(validity), pa.py_buffer(values)],
                                  null_count=length)
+
+
+def _is_number(typ: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(typ) or pa.types.is_floating(typ))
 
 
 def _is_text(typ: pa.DataType) -> bool:
