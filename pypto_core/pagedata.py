@@ -185,12 +185,13 @@ def profile_page_data(profile: Profile, sku: str | None = None, *,
 
     # groups by (op type, name, shapes, block): on codes; text only for the distinct combinations
     uniq, ginv = _group_codes(op_type, name, shapes, blocks)
+    del name, op_type, shapes, blocks, inv  # four codes a kernel: not held beside the sums below
     n_groups = len(uniq)
     g_sum = np.bincount(ginv, weights=dur, minlength=n_groups)
     g_cnt = np.bincount(ginv, minlength=n_groups)
     g_max = np.zeros(n_groups)
     np.maximum.at(g_max, ginv, dur)
-    flops = g.flops.astype(np.float64)
+    flops = np.asarray(g.flops, dtype=np.float64)  # the call graph's own arrays, not copies
     bytes_moved = np.asarray(g.bytes_moved, dtype=np.float64)
     bound = np.asarray(g.bound_ns, dtype=np.float64)
     g_flops = np.bincount(ginv, weights=flops, minlength=n_groups)
