@@ -292,8 +292,10 @@ def build_timeline_index(profile: Profile, out_dir: str | os.PathLike[str], *,
             m = len(source_rows)
             start, end = start_all[source_rows], end_all[source_rows]
             order = _lane_order(start, end)
-            depth = nesting_depth(None, start[order], end[order])
-            order = order[np.argsort(depth, kind="stable")]  # by depth, then start (a radix sort on uint8)
+            source_rows, start, end = source_rows[order], start[order], end[order]
+            del order
+            depth = nesting_depth(None, start, end)
+            order = np.argsort(depth, kind="stable")  # by depth, then start (a radix sort on uint8)
             per_depth = np.bincount(depth, minlength=MAX_DEPTH)
             del depth
             source_rows, start, end = source_rows[order], start[order], end[order]
