@@ -16,6 +16,7 @@ import numpy as np
 # with_stack go deep: the CNN 8-NPU level1 sample reaches 38 rows on its main thread.
 MAX_DEPTH = 256
 PARENT_SLICE = 500_000  # children whose parent is checked at once (their temporaries stay near 30 MB)
+PLACE_PIECE = 65_536  # events placed one by one per piece of Python ints
 
 
 def nesting_depth(lane: np.ndarray | None, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -55,10 +56,16 @@ def nesting_depth(lane: np.ndarray | None, start: np.ndarray, end: np.ndarray) -
     depth += np.arange(n, dtype=np.int64)  # open at each start: earlier events less the closed ones
     bad = _misplaced(key_start, key_end, depth)
     if bad.any():
-        first_of_run = np.r_[True, key_start[1:] >= np.maximum.accumulate(key_end)[:-1]]
-        run = np.cumsum(first_of_run) - 1
-        bounds = np.r_[np.flatnonzero(first_of_run), n]
-        for r in np.unique(run[bad]).tolist():
+        # the runs of overlapping events (between two instants when nothing is open) that hold a misplaced one
+        first_of_run = np.empty(n, bool)
+        first_of_run[0] = True
+        np.greater_equal(key_start[1:], np.maximum.accumulate(key_end)[:-1], out=first_of_run[1:])
+        starts = np.flatnonzero(first_of_run)
+        del first_of_run
+        bounds = np.r_[starts, n]
+        runs = np.unique(np.searchsorted(starts, np.flatnonzero(bad), side="right") - 1)
+        del starts, bad
+        for r in runs.tolist():
             a, b = int(bounds[r]), int(bounds[r + 1])
             depth[a:b] = place_rows(key_start[a:b], key_end[a:b])
     clipped: np.ndarray = np.minimum(depth, MAX_DEPTH - 1).astype(np.uint8)
@@ -100,19 +107,23 @@ def place_rows(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     ``start``): the first row below the deepest earlier event that contains it, and free at its start."""
     row_end: list[int] = []  # end of the last event put on each row
     out = np.empty(len(start), np.int64)
-    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist())):
-        d = 0
-        for r in range(len(row_end) - 1, -1, -1):
-            if row_end[r] > s and row_end[r] >= e:  # the last event of row r is open and contains this one
-                d = r + 1
-                break
-        while d < len(row_end) and row_end[d] > s:
-            d += 1
-        if d == len(row_end):
-            row_end.append(e)
-        else:
-            row_end[d] = e
-        out[i] = d
+    # the times as Python ints a piece at a time: a run can hold a whole lane (a host thread's 4 M calls
+    # under one long slice), and two lists of it took 290 MB
+    for at in range(0, len(start), PLACE_PIECE):
+        piece = zip(start[at:at + PLACE_PIECE].tolist(), end[at:at + PLACE_PIECE].tolist())
+        for i, (s, e) in enumerate(piece, at):
+            d = 0
+            for r in range(len(row_end) - 1, -1, -1):
+                if row_end[r] > s and row_end[r] >= e:  # row r's last event is open and contains this one
+                    d = r + 1
+                    break
+            while d < len(row_end) and row_end[d] > s:
+                d += 1
+            if d == len(row_end):
+                row_end.append(e)
+            else:
+                row_end[d] = e
+            out[i] = d
     return out
 
 
