@@ -46,6 +46,28 @@ def test_random_slices_keep_parents_above_children(pairs: list[tuple[int, int]])
 
 
 @settings(max_examples=100, deadline=None)
+@given(slices)
+def test_the_same_rows_when_worked_a_piece_at_a_time(pairs: list[tuple[int, int]]) -> None:
+    """The parent check and the one-by-one placement work on pieces of a lane (``PARENT_SLICE``,
+    ``PLACE_PIECE``: memory stays bounded on a host thread's millions of calls); pieces of 1, 3 and 7 events
+    give the rows one piece gives."""
+    from pypto_core.timeline import lod
+
+    start = np.array([s for s, _ in pairs], np.int64)
+    start, end = lane_sorted(start, start + np.array([d for _, d in pairs], np.int64))
+    whole = nesting_depth(None, start, end)
+    placed = place_rows(start, np.maximum(end, start + 1))
+    saved = lod.PARENT_SLICE, lod.PLACE_PIECE
+    try:
+        for piece in (1, 3, 7):
+            lod.PARENT_SLICE = lod.PLACE_PIECE = piece
+            assert np.array_equal(nesting_depth(None, start, end), whole), piece
+            assert np.array_equal(place_rows(start, np.maximum(end, start + 1)), placed), piece
+    finally:
+        lod.PARENT_SLICE, lod.PLACE_PIECE = saved
+
+
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 200), st.integers(0, 80)), min_size=1,
                 max_size=80))
 def test_lanes_are_placed_independently(rows: list[tuple[int, int, int]]) -> None:
