@@ -126,16 +126,17 @@ class Tokens:
     source: str  # steps | lm_head | span
 
 
-def _int32_if_fits(values: np.ndarray) -> np.ndarray:
-    """Integers as int32 where every value fits (4 bytes a kernel, not 8), else int64. For ids, which are
-    only compared and sorted, and tensor dims; whoever multiplies them widens first (or works in float)."""
+def int32_if_fits(values: np.ndarray) -> np.ndarray:
+    """Integers as int32 where every value fits (4 bytes a kernel, not 8), else int64. For ids and row
+    positions (the replay's too), which are only compared, sorted and indexed with, and tensor dims; whoever
+    multiplies them widens first (or works in float)."""
     small = not len(values) or (int(values.min()) >= -2**31 and int(values.max()) < 2**31)
     return values.astype(np.int32 if small else np.int64)
 
 
 def _ids(column: pa.ChunkedArray) -> np.ndarray:
     """A device or stream id column as numbers (0 for a null), int32 where they fit (every profile seen)."""
-    return _int32_if_fits(pc.fill_null(column, 0).to_numpy(zero_copy_only=False))
+    return int32_if_fits(pc.fill_null(column, 0).to_numpy(zero_copy_only=False))
 
 
 class OperatorCallGraph:
@@ -379,7 +380,7 @@ class OperatorCallGraph:
         is_mm = self.is_role("matmul")
         dims = []
         for values in (batch, m, k, n):
-            values = _int32_if_fits(values)  # dims fit int32 in any real model: 16 MB a dim on 3.1 M kernels
+            values = int32_if_fits(values)  # dims fit int32 in any real model: 16 MB a dim on 3.1 M kernels
             per_kernel = values[pair] if pair is not None else values
             dims.append(np.where(is_mm, per_kernel, 0))
         return dims[0], dims[1], dims[2], dims[3]

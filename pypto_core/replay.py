@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.attribution import HOST_SLICE_ROWS, TimeAttribution, host_unions
+from pypto_core.graph import int32_if_fits
 from pypto_core.intervals import overlap_ns, subtract_intervals, union_intervals, window_index
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,13 +125,13 @@ class Replay:
         del on
         stream = _values(k["stream_id"], -1)[keep]
         by_stream = np.lexsort((start[keep], stream))  # by stream, then start
-        order = _narrow(keep[by_stream])
+        order = int32_if_fits(keep[by_stream])
         del keep
         self.rows = order  # replay position -> kernel row
         n = len(order)
         self.pos_of_row = np.full(k.num_rows, -1, order.dtype)
         self.pos_of_row[order] = np.arange(n, dtype=order.dtype)
-        self.stream = _narrow(stream[by_stream])
+        self.stream = int32_if_fits(stream[by_stream])
         del stream, by_stream
         self.s = start[order]
         del start
@@ -221,7 +222,7 @@ class Replay:
         ask = np.flatnonzero((self.first | (gap > CROSS_STREAM_NS)) & ~host_bound)
         if not len(ask):
             return out
-        by_end = _narrow(np.argsort(self.e, kind="stable"))
+        by_end = int32_if_fits(np.argsort(self.e, kind="stable"))
         ends = self.e[by_end]
         s = self.s[ask]
         j = np.searchsorted(ends, s, side="right") - 1
@@ -464,13 +465,6 @@ def _values(column: pa.ChunkedArray, fill: int) -> np.ndarray:
     """An integer column as numpy in its own type, nulls as ``fill``."""
     values: np.ndarray = pc.fill_null(column, fill).to_numpy(zero_copy_only=False)
     return values
-
-
-def _narrow(values: np.ndarray) -> np.ndarray:
-    """``values`` as int32 where every one fits (row positions, stream ids), else int64."""
-    if len(values) and (values.min() < np.iinfo(np.int32).min or values.max() > np.iinfo(np.int32).max):
-        return values.astype(np.int64, copy=False)
-    return values.astype(np.int32, copy=False)
 
 
 def _call_ends(table: pa.Table) -> np.ndarray:
