@@ -10,7 +10,9 @@ export PYPTO_VAR_DIR="${PYPTO_VAR_DIR:-$PWD/var/test}"
 export DEBUG=0
 mkdir -p "$PYPTO_VAR_DIR/staticfiles"
 set +e
-.venv/bin/python -m pytest "$@"
+# Two processes by default (PYTEST_PROCESSES=0 runs in one): much of the suite waits on workers, browsers
+# and subprocesses, so the second core is otherwise idle. Whole files go to one process (their fixtures).
+.venv/bin/python -m pytest -n "${PYTEST_PROCESSES:-2}" --dist loadfile "$@"
 rc=$?
 set -e
 # pytest's "no tests collected" is a failure here: the suite must run something.

@@ -130,6 +130,25 @@ def worker_env(**overrides: str) -> dict[str, str]:
     return env
 
 
+def spare_broker(n: int) -> str:
+    """A Redis database apart from the session worker's: n = 1..5 below it, one n per test that needs its
+    own, so only that test's workers see its tasks. Under pytest-xdist the session's database is already
+    the process's own (tests/env_defaults.py), so the spares of two processes never meet."""
+    from django.conf import settings
+
+    from tests.env_defaults import BROKERS_PER_PROCESS
+
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith("redis://"):
+        pytest.skip("this test needs the Redis broker (scripts/test.sh)")
+    assert 0 < n < BROKERS_PER_PROCESS
+    base, _sep, db = url.rpartition("/")
+    if not db.isdigit() or int(db) < n:
+        raise RuntimeError(f"the test broker {url} leaves no database {n} below it: use database "
+                           f"{BROKERS_PER_PROCESS - 1} or above")
+    return f"{base}/{int(db) - n}"
+
+
 def purge_broker(url: str) -> None:
     """Drop messages left by an earlier run: their ids would point at this run's rows."""
     if url.startswith("redis://"):

@@ -95,6 +95,14 @@ def test_every_real_sample_and_the_demo_fit_the_screen(owner_page, tmp_path) -> 
     assert len(opened) >= 15 and page.errors == [] and page.dialogs == []
 
 
+def saved_since(page: Any, before: str | None) -> str:
+    """Wait until the timeline saved its layout after ``before`` (its data-saved then; None: never saved),
+    and return the new mark. Reading the mark right after a change raced the save's answer under load."""
+    page.wait_for_function(
+        f"() => (document.getElementById('timeline').dataset.saved || '') !== {(before or '')!r}")
+    return page.get_attribute("#timeline", "data-saved")
+
+
 def test_cnn_groups_fold_and_hidden_lanes_stay_hidden_after_reload(owner_page, tmp_path) -> None:
     page, owner, project = owner_page
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -112,22 +120,23 @@ def test_cnn_groups_fold_and_hidden_lanes_stay_hidden_after_reload(owner_page, t
     page.keyboard.press("w")
     page.wait_for_function(f"() => +document.getElementById('timeline').dataset.nsPerPx < {ns_before}")
     page.keyboard.press("f")  # nothing selected: fits every event again
-    # fold the host process group, then unfold it
+    # fold the host process group, then unfold it; each change is saved (a PUT that may answer late)
+    never_saved = page.get_attribute("#timeline", "data-saved")
     head = page.locator(".tl-group", has_text="Host process")
     head.click()
     page.wait_for_function(f"() => +document.getElementById('timeline').dataset.visibleLanes < {first}")
     assert page.locator(".tl-group", has_text="Host process").get_attribute("aria-expanded") == "false"
     page.screenshot(path=str(ARTIFACTS / "cnn-2-host-folded.png"))
-    unfolded = page.get_attribute("#timeline", "data-saved")
+    folded = saved_since(page, never_saved)
     page.locator(".tl-group", has_text="Host process").click()
     page.wait_for_function(f"() => +document.getElementById('timeline').dataset.visibleLanes == {first}")
-    page.wait_for_function(f"() => document.getElementById('timeline').dataset.saved !== {unfolded!r}")
+    saved_since(page, folded)
     page.wait_for_function("() => document.querySelector('.tl-spinner').hidden")  # no redraw pending
     # hide the communication lane; the layout is saved server-side and survives a reload. The button shows
     # on hover or focus (CSS); the lanes are redrawn on every fetch, so the click is sent to the button itself
     saved = page.get_attribute("#timeline", "data-saved")
     page.locator(".tl-lane", has_text="allReduce").locator(".tl-hide").dispatch_event("click")
-    page.wait_for_function(f"() => document.getElementById('timeline').dataset.saved !== {saved!r}")
+    saved_since(page, saved)
     assert page.locator(".tl-lane", has_text="allReduce").count() == 0
     page.reload()
     page.wait_for_selector("#timeline[data-ready='1']")

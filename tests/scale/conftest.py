@@ -84,17 +84,6 @@ def bucket_keys(s3: dict[str, Any]) -> list[str]:
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
-def own_broker(n: int) -> str:
-    """A Redis database apart from the session worker's, so only this test's workers see the tasks."""
-    from django.conf import settings
-
-    url = settings.CELERY_BROKER_URL
-    if not url.startswith("redis://"):
-        pytest.skip("these tests need the Redis broker (scripts/test.sh)")
-    base, _sep, _db = url.rpartition("/")
-    return f"{base}/{n}"
-
-
 @contextlib.contextmanager
 def sending_to(broker: str) -> Iterator[None]:
     """Send this process's tasks (``delay`` after commit) to ``broker`` for the duration."""

@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from tests.conftest import Worker, worker_env
-from tests.scale.conftest import own_broker, sending_to
+from tests.conftest import Worker, spare_broker, worker_env
+from tests.scale.conftest import sending_to
 from tests.web.helpers import project_with, wait_finished, zip_folder
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, pytest.mark.slow]
@@ -31,7 +31,7 @@ def test_ingest_throughput_of_one_worker(make_user, api_for, tmp_path, settings)
     owner = make_user("ben")
     project = project_with(owner)
     client = api_for(owner)
-    broker = own_broker(10)
+    broker = spare_broker(3)
     with sending_to(broker):
         worker = Worker(env=worker_env(CELERY_BROKER_URL=broker), log_path=tmp_path / "worker.log").start()
         try:

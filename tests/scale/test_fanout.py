@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.conftest import Worker, wait_until, worker_env
-from tests.scale.conftest import bucket_keys, four_rank_zip, own_broker, sending_to
+from tests.conftest import Worker, spare_broker, wait_until, worker_env
+from tests.scale.conftest import bucket_keys, four_rank_zip, sending_to
 from tests.web.helpers import project_with, wait_finished
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, pytest.mark.slow]
@@ -26,7 +26,7 @@ def test_four_ranks_fan_out_over_s3_and_survive_a_killed_worker(make_user, api_f
     from analysis.models import AnalysisRun
     from profiles.models import Profile
 
-    broker = own_broker(12)
+    broker = spare_broker(4)
     hold = tmp_path / "hold"
     hold.write_text("rank\n")
     env = worker_env(

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from django.core.files.base import ContentFile
 
-from tests.conftest import Worker, worker_env
-from tests.scale.conftest import free_port, own_broker, sending_to
+from tests.conftest import Worker, spare_broker, worker_env
+from tests.scale.conftest import free_port, sending_to
 from tests.web.helpers import SMALL_RANK, project_with, wait_finished, zip_folder
 
 
@@ -119,7 +119,7 @@ def tiny_disk(tmp_path: Path):
 def test_disk_full_during_ingest_fails_with_the_reason_and_keeps_the_archive(
         make_user, api_for, tiny_disk, settings, tmp_path) -> None:
     settings.MEDIA_ROOT = tiny_disk
-    broker = own_broker(11)
+    broker = spare_broker(5)
     owner = make_user("pia")
     project = project_with(owner)
     archive = zip_folder(SMALL_RANK, tmp_path / "rank0.zip")

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.utils import timezone
 
-from tests.conftest import Worker, purge_broker, wait_until, worker_env
+from tests.conftest import Worker, purge_broker, spare_broker, wait_until, worker_env
 from tests.web.helpers import SMALL_RANK, project_with, wait_finished, zip_folder
 
 
@@ -65,8 +65,7 @@ def test_worker_killed_mid_ingest_profile_ready_once_and_no_work_folder(broker, 
     if broker == "filesystem":
         env["CELERY_BROKER_URL"] = "filesystem://"
     else:
-        base, _sep, db = settings.CELERY_BROKER_URL.rpartition("/")
-        env["CELERY_BROKER_URL"] = f"{base}/{(int(db) + 2) % 16 if db.isdigit() else 13}"
+        env["CELERY_BROKER_URL"] = spare_broker(2)
         env.update(CELERY_VISIBILITY_TIMEOUT="4", CELERY_UNACKED_RESTORE_INTERVAL="1",
                    CELERY_UNACKED_RESTORE_THROTTLE="1")
         purge_broker(env["CELERY_BROKER_URL"])

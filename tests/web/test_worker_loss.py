@@ -12,15 +12,10 @@ import pytest
 from django.conf import settings
 from django.core.files.base import ContentFile
 
-from tests.conftest import Worker, purge_broker, wait_until, worker_env
+from tests.conftest import Worker, purge_broker, spare_broker, wait_until, worker_env
 from tests.web.helpers import SMALL_CSV, project_with, wait_finished
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, pytest.mark.slow]
-
-
-def _other_broker(url: str) -> str:
-    base, _sep, db = url.rpartition("/")
-    return f"{base}/{(int(db) + 1) % 16 if db.isdigit() else 14}"
 
 
 def test_worker_killed_mid_task_job_redone_once(make_user, tmp_path) -> None:
@@ -31,7 +26,7 @@ def test_worker_killed_mid_task_job_redone_once(make_user, tmp_path) -> None:
     from profiles.models import Profile
     from pypto_web.celery import app
 
-    broker = _other_broker(settings.CELERY_BROKER_URL)
+    broker = spare_broker(1)
     purge_broker(broker)
     hold = tmp_path / "hold"
     hold.touch()
