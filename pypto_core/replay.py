@@ -80,14 +80,14 @@ class Change:
         if not changes:
             return Change()
         host = [c.host_removed for c in changes if c.host_removed is not None and len(c.host_removed[0])]
-        return Change(kernels=np.concatenate([c.kernels for c in changes]).astype(np.int64),
+        return Change(kernels=int32_if_fits(np.concatenate([c.kernels for c in changes])),
                       saving_ns=np.concatenate([np.asarray(c.saving_ns, np.float64) for c in changes]),
                       host_removed=(np.concatenate([h[0] for h in host]),
                                     np.concatenate([h[1] for h in host]))
                       if host else None,
                       # index sets: a row named twice is changed once (``run`` assigns, never adds)
-                      graph_kernels=np.concatenate([c.graph_kernels for c in changes]).astype(np.int64),
-                      gap_cut_kernels=np.concatenate([c.gap_cut_kernels for c in changes]).astype(np.int64),
+                      graph_kernels=int32_if_fits(np.concatenate([c.graph_kernels for c in changes])),
+                      gap_cut_kernels=int32_if_fits(np.concatenate([c.gap_cut_kernels for c in changes])),
                       residual_gap_ns=min(c.residual_gap_ns for c in changes))
 
 
@@ -255,7 +255,7 @@ class Replay:
         change = change or Change()
         # the task arrays a change alters are new ones (np.where, copies before an assignment in place)
         d, q, lat, linked = self.d, self.q, self.lat, self.linked
-        pos = (self.pos_of_row[np.asarray(change.kernels, np.int64)] if len(change.kernels)
+        pos = (self.pos_of_row[np.asarray(change.kernels)] if len(change.kernels)
                else np.zeros(0, np.int64))
         removed_host: list[tuple[np.ndarray, np.ndarray]] = []
         if len(pos):
@@ -477,7 +477,7 @@ def _call_ends(table: pa.Table) -> np.ndarray:
 def kernel_change(kernels: np.ndarray, saving_ns: np.ndarray | float, dur: np.ndarray) -> Change:
     """Kernels shortened by ``saving_ns`` each (one total spread by duration, at most each one's own
     duration, when a scalar)."""
-    kernels = np.asarray(kernels, np.int64)
+    kernels = int32_if_fits(np.asarray(kernels, np.int64))
     if np.ndim(saving_ns) == 0:
         d = dur[kernels].astype(np.float64)
         saving_ns = np.minimum(d / d.sum() * float(saving_ns), d) if d.sum() > 0 else np.zeros(len(kernels))

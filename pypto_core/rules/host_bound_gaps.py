@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from pypto_core.attribution import TimeAttribution
+from pypto_core.graph import int32_if_fits
 from pypto_core.i18n import Message, msg
 from pypto_core.intervals import overlap_ns, window_index
 from pypto_core.replay import Change
@@ -177,5 +178,6 @@ def _graph_mode(ctx: RuleContext, a: TimeAttribution, residual_ns: int, min_gap_
     # the host time graph mode removes is its launching, as the saving model counts: not its idle time
     ls, le = a.intervals("host_launch_bound")
     launch_gap = overlap_ns(ls, le, g.start - g.gap_before_ns, g.start)
-    return Change(graph_kernels=np.arange(g.n), gap_cut_kernels=np.nonzero(launch_gap > min_gap_ns)[0],
+    rows = int32_if_fits(np.arange(g.n))  # every kernel: 4 bytes a row where they fit
+    return Change(graph_kernels=rows, gap_cut_kernels=int32_if_fits(np.flatnonzero(launch_gap > min_gap_ns)),
                   host_removed=(ls, le), residual_gap_ns=residual_ns)

@@ -82,6 +82,23 @@ def test_a_faster_task_saves_nothing_when_the_host_is_the_bottleneck() -> None:
     assert _run(p, Change(host_removed=removed)) == 30_000
 
 
+def test_merged_changes_keep_rows_in_four_bytes_and_replay_the_same() -> None:
+    # a finding's rows are int32 where they fit (a finding on every kernel of a 2.1 M-kernel run held 17 MB
+    # in int64); merging int32 and int64 changes keeps them so, and the replay is the same either way
+    p = _profile([(2, 10, 100), (2, 111, 100), (2, 212, 100)],
+                 host=[("aclnnAdd", 0, 2), ("aclnnAdd", 3, 2), ("aclnnAdd", 6, 2)],
+                 links=[(0, 0), (1, 1), (2, 2)])
+    wide = [Change(kernels=np.array([1], np.int64), saving_ns=np.array([50_000.0])),
+            Change(kernels=np.array([2], np.int64), saving_ns=np.array([20_000.0]),
+                   gap_cut_kernels=np.array([2], np.int64))]
+    narrow = [Change(kernels=c.kernels.astype(np.int32), saving_ns=c.saving_ns,
+                     gap_cut_kernels=c.gap_cut_kernels.astype(np.int32)) for c in wide]
+    merged = Change.merge([wide[0], narrow[1]])
+    assert merged.kernels.dtype == np.int32 and merged.gap_cut_kernels.dtype == np.int32
+    assert _run(p, merged) == _run(p, Change.merge(wide)) == _run(p, Change.merge(narrow)) == 70_000
+    assert Change.merge([Change(kernels=np.array([2**31], np.int64))]).kernels.dtype == np.int64
+
+
 def test_a_sync_returns_when_its_task_ends_and_the_host_moves_with_it() -> None:
     # a long collective on stream 1, the host syncs on it, then issues the last task
     p = _profile([(1, 10, 500), (2, 520, 20)],
