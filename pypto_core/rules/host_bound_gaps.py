@@ -103,8 +103,8 @@ def match(ctx: RuleContext) -> None:
     if a is None or g.n < cfg["min_kernels"] or share(bound, total) < cfg["free_share_above"]:
         return
     hs, he = a.intervals("host_launch_bound")
-    gaps = g.gap_before_ns
-    host_part = overlap_ns(hs, he, g.start - gaps, g.start).astype(np.float64)
+    # per kernel, the host-bound part of the gap before it (ns, whole numbers: their sums are exact)
+    host_part = overlap_ns(hs, he, g.start - g.gap_before_ns, g.start)
     idx = np.nonzero(host_part > cfg["min_gap_us"] * 1e3)[0]
     saving = np.maximum(host_part[idx] - cfg["residual_gap_us"] * 1e3, 0.0)
     # time before the step's first task (or after its last) is host-bound too, but no kernel slot holds it
@@ -142,7 +142,7 @@ def match(ctx: RuleContext) -> None:
         # graph mode: every task is issued by the graph, so the host's issuing time (framework ops and the
         # Python between them, host_launch_bound and idle_other) goes and every such gap shrinks to the
         # residual
-        change=_graph_mode(ctx, a, int(cfg["residual_gap_us"] * 1e3), cfg["min_gap_us"] * 1e3),
+        change=_graph_mode(g.n, (hs, he), idx, int(cfg["residual_gap_us"] * 1e3)),
         details={"env": {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}, "graph_mode": not captured}
         if ctx.vendor == "ascend" and not captured else {"graph_mode": not captured},
     )
@@ -173,11 +173,11 @@ def _before_first_task(start: np.ndarray, a: TimeAttribution) -> float:
     return float(overlap_ns(hs, he, w[:, 0], first).sum())
 
 
-def _graph_mode(ctx: RuleContext, a: TimeAttribution, residual_ns: int, min_gap_ns: float) -> Change:
-    g = ctx.graph
-    # the host time graph mode removes is its launching, as the saving model counts: not its idle time
-    ls, le = a.intervals("host_launch_bound")
-    launch_gap = overlap_ns(ls, le, g.start - g.gap_before_ns, g.start)
-    rows = int32_if_fits(np.arange(g.n))  # every kernel: 4 bytes a row where they fit
-    return Change(graph_kernels=rows, gap_cut_kernels=int32_if_fits(np.flatnonzero(launch_gap > min_gap_ns)),
-                  host_removed=(ls, le), residual_gap_ns=residual_ns)
+def _graph_mode(n: int, launching: tuple[np.ndarray, np.ndarray], long_gaps: np.ndarray,
+                residual_ns: int) -> Change:
+    """Graph mode's change: all ``n`` kernels issued by the graph, the host's launching time (``launching``,
+    as the saving model counts it: not its idle time) removed, and the gaps over the rule's minimum
+    (``long_gaps``, the kernels the finding names) cut to the residual."""
+    rows = int32_if_fits(np.arange(n))  # every kernel: 4 bytes a row where they fit
+    return Change(graph_kernels=rows, gap_cut_kernels=int32_if_fits(long_gaps), host_removed=launching,
+                  residual_gap_ns=residual_ns)
