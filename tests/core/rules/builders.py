@@ -66,11 +66,14 @@ class _Run:
 def decoder_profile(*, planted: frozenset[str] = frozenset(), tokens: int = 4, layers: int = 2,
                     batch: int = 1, hidden: int = 4096, heads: int = 32, head_dim: int = 128,
                     kv_len: int = 512, vocab: int = 32000, sku: str = "910B3", eager_gap_us: float = 20.0,
-                    device: str | None = "Ascend910B3", extra: list[str] | None = None) -> Profile:
-    """A decode-only run of ``tokens`` steps of a Llama-like model with the ``planted`` anti-patterns."""
+                    device: str | None = "Ascend910B3", extra: list[str] | None = None,
+                    fused_norm_gap_us: float | None = None) -> Profile:
+    """A decode-only run of ``tokens`` steps of a Llama-like model with the ``planted`` anti-patterns;
+    ``fused_norm_gap_us``: the host gap before each fused norm kernel (one that waits on the host)."""
     run = _Run(sku)
     steps = {"step_id": [], "start_ns": [], "end_ns": []}
     gap = eager_gap_us if "norm_launch_overhead" in planted else 2.0
+    norm_gap = fused_norm_gap_us if fused_norm_gap_us is not None else gap
     mm_k = hidden + 4 if "matmul_tiling" in planted else hidden  # 4100: not a multiple of 256, not 512 B
     mm_eff = 0.3 if "matmul_tiling" in planted else 0.8
     B, H, N, D = batch, hidden, heads, head_dim
@@ -80,7 +83,7 @@ def decoder_profile(*, planted: frozenset[str] = frozenset(), tokens: int = 4, l
         steps["start_ns"].append(run.t)
         S = kv_len + tok
         for _layer in range(layers):
-            _norm(run, planted, B, H, gap)
+            _norm(run, planted, B, H, norm_gap)
             for _ in range(3):  # q, k, v projections
                 run.matmul(B, mm_k, H, mm_eff, gap)
             run.add("RotaryMul", 3.0, [[B, 1, N, D]] * 3, [[B, 1, N, D]], gap_us=gap)
@@ -104,12 +107,12 @@ def decoder_profile(*, planted: frozenset[str] = frozenset(), tokens: int = 4, l
                 run.add("IncreFlashAttention", 24.0, [[B, 1, N, D], [B, S, N, D], [B, S, N, D]],
                         [[B, 1, N, D]], core="MIX_AIC", gap_us=gap, mte2=0.5)
             run.matmul(B, H, H, mm_eff if "matmul_tiling" not in planted else 0.8, gap)
-            _norm(run, planted, B, H, gap)
+            _norm(run, planted, B, H, norm_gap)
             run.matmul(B, H, 11008, 0.8, gap)
             run.matmul(B, H, 11008, 0.8, gap)
             run.add("SwiGlu", 8.5, [[B, 2 * 11008]], [[B, 11008]], gap_us=gap, block=1)
             run.matmul(B, 11008, H, 0.8, gap)
-        _norm(run, planted, B, H, gap)
+        _norm(run, planted, B, H, norm_gap)
         run.matmul(B, H, vocab, 0.8, gap)
         run.add("ArgMaxV2", 5.0, [[B, vocab]], [[B]], gap_us=gap)
         steps["end_ns"].append(run.t + 1000)

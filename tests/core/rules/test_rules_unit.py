@@ -347,3 +347,23 @@ def test_html_and_markdown_escape_profile_strings() -> None:
     md = render(report, "md")
     assert "</script>" not in md
     assert json.loads(render(report, "json"))["findings"]
+
+
+def test_fused_norms_that_wait_on_the_host_are_flagged_with_their_gaps() -> None:
+    # fused RmsNorm kernels (3 us) each behind a 40 us host gap: the rule's second signature. Each saves its
+    # gap above graph mode's residual (1 us), and nothing else is counted
+    tokens, layers = 4, 2
+    profile = decoder_profile(tokens=tokens, layers=layers, fused_norm_gap_us=40.0)
+    report = diagnose(profile)
+    finding = next(f for f in report.findings if f.rule == "norm_launch_overhead")
+    gaps = OperatorCallGraph(profile).gap_before_ns[
+        [i for i, op in enumerate(profile.kernels["op_type"].to_pylist()) if op == "RmsNorm"]]
+    waiting = gaps[gaps > 0]  # the run's first kernel, a norm, has no gap before it
+    assert len(waiting) == tokens * (2 * layers + 1) - 1
+    assert finding.evidence["host_waiting_fused_norms"] == len(waiting)
+    assert finding.evidence["unfused_chains"] == 0
+    # 40 us each, 41 where a step's 1 us tail comes before it
+    assert finding.estimated_saving_us == pytest.approx(float((waiting - 1_000).sum()) / 1e3, abs=0.01)
+    # with the gaps short again the signature is gone
+    quiet = diagnose(decoder_profile(tokens=tokens, layers=layers, fused_norm_gap_us=2.0))
+    assert "norm_launch_overhead" not in rules_of(quiet)
