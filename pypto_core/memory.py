@@ -24,7 +24,7 @@ POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 JEMALLOC_VARIABLE, JEMALLOC_CONF = "JE_ARROW_MALLOC_CONF", "muzzy_decay_ms:0"
 # dirty_decay_ms:0 as well was measured on a 5 GB simulated folder: after the read 180 MB fewer pages stay
 # resident (``release_unused`` does not purge them), but analyze peaked only 23 MB lower, as diagnosis reuses
-# them, and took 35% longer in system time (84 s, was 62 s). Not taken.
+# them, and took 35% longer (84 s, was 62 s; 32 s of it in the kernel, handing pages back). Not taken.
 
 
 def choose_pool_before_pyarrow() -> None:

@@ -9,10 +9,10 @@
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 os.environ.setdefault("SECRET_KEY", "test-suite-only-" + "k" * 48)
 
-REDIS_DATABASES = 16
 BROKERS_PER_PROCESS = 6  # the session worker's database and the spares of tests.conftest.spare_broker
 
 
@@ -21,20 +21,21 @@ def process_index() -> int:
     return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
 
 
-def broker_database(url: str, offset: int) -> str:
-    """``url`` (redis://host:port/DB) moved ``offset`` databases down, past this process's own block."""
-    base, _sep, db = url.rpartition("/")
-    first = int(db) if db.isdigit() else REDIS_DATABASES - 1
-    index = first - BROKERS_PER_PROCESS * process_index() - offset
-    if index < 0:
-        raise RuntimeError(f"Redis has {REDIS_DATABASES} databases: too many test processes for "
-                           f"{BROKERS_PER_PROCESS} each from database {first} (use -n 2 at most)")
-    return f"{base}/{index}"
+def process_broker(url: str) -> str:
+    """This process's first Redis database: ``url``'s (redis://host:port/DB, 0 without one) less
+    ``BROKERS_PER_PROCESS`` for each process before it."""
+    parts = urlsplit(url)
+    first = int(parts.path.strip("/") or 0)
+    index = first - BROKERS_PER_PROCESS * process_index()
+    if index < BROKERS_PER_PROCESS - 1:  # its spares (tests.conftest.spare_broker) lie below it
+        raise RuntimeError(f"Redis database {first} leaves too few below it for {process_index() + 1} test "
+                           f"processes of {BROKERS_PER_PROCESS} databases each: start from database 15")
+    return urlunsplit(parts._replace(path=f"/{index}"))
 
 
 if "PYTEST_XDIST_WORKER" in os.environ:
     if os.environ.get("CELERY_BROKER_URL", "").startswith("redis://"):
-        os.environ["CELERY_BROKER_URL"] = broker_database(os.environ["CELERY_BROKER_URL"], 0)
+        os.environ["CELERY_BROKER_URL"] = process_broker(os.environ["CELERY_BROKER_URL"])
     var = Path(os.environ.get("PYPTO_VAR_DIR", "var/test")) / os.environ["PYTEST_XDIST_WORKER"]
     (var / "staticfiles").mkdir(parents=True, exist_ok=True)
     os.environ["PYPTO_VAR_DIR"] = str(var)

@@ -183,8 +183,9 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
     summary["peer_wait"] = (ctx.peer_wait.to_dict(ctx.total_ns, summary["ranks"])
                             if ctx.peer_wait is not None else None)
     summary["combined_speedup_source"] = "interval_model"
-    # The rules and the summary are done with the shapes and chains: the combined saving's and the replay's
-    # arrays never sit beside them (on a 5 GB simulated folder 140 MB, and the peak of the whole analysis).
+    # The rules and the summary are done with the shapes and chains (140 MB on a 5 GB simulated folder): the
+    # combined saving's and the replay's arrays never sit beside them. The combined saving beside them was
+    # the analysis's peak there.
     graph.drop_shapes()
     graph.drop_chains()
     release_freed_memory()
