@@ -136,17 +136,13 @@ def spare_broker(n: int) -> str:
     the process's own (tests/env_defaults.py), so the spares of two processes never meet."""
     from django.conf import settings
 
-    from tests.env_defaults import BROKERS_PER_PROCESS
+    from tests.env_defaults import BROKERS_PER_PROCESS, broker_below
 
     url = settings.CELERY_BROKER_URL
     if not url.startswith("redis://"):
         pytest.skip("this test needs the Redis broker (scripts/test.sh)")
     assert 0 < n < BROKERS_PER_PROCESS
-    base, _sep, db = url.rpartition("/")
-    if not db.isdigit() or int(db) < n:
-        raise RuntimeError(f"the test broker {url} leaves no database {n} below it: use database "
-                           f"{BROKERS_PER_PROCESS - 1} or above")
-    return f"{base}/{int(db) - n}"
+    return broker_below(url, n)
 
 
 def purge_broker(url: str) -> None:

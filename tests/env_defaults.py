@@ -21,16 +21,22 @@ def process_index() -> int:
     return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
 
 
-def process_broker(url: str) -> str:
-    """This process's first Redis database: ``url``'s (redis://host:port/DB, 0 without one) less
-    ``BROKERS_PER_PROCESS`` for each process before it."""
+def broker_below(url: str, below: int) -> str:
+    """The Redis database ``below`` the one in ``url`` (redis://host:port/DB, 0 without one), the one place
+    the tests move between them; a clear error where there is none that far down."""
     parts = urlsplit(url)
     first = int(parts.path.strip("/") or 0)
-    index = first - BROKERS_PER_PROCESS * process_index()
-    if index < BROKERS_PER_PROCESS - 1:  # its spares (tests.conftest.spare_broker) lie below it
-        raise RuntimeError(f"Redis database {first} leaves too few below it for {process_index() + 1} test "
-                           f"processes of {BROKERS_PER_PROCESS} databases each: start from database 15")
-    return urlunsplit(parts._replace(path=f"/{index}"))
+    if first - below < 0:
+        raise RuntimeError(f"Redis database {first} leaves no database {below} below it: start the tests "
+                           f"from database 15 ({BROKERS_PER_PROCESS} databases for each test process)")
+    return urlunsplit(parts._replace(path=f"/{first - below}"))
+
+
+def process_broker(url: str) -> str:
+    """This process's first Redis database: ``url``'s less ``BROKERS_PER_PROCESS`` for each process before
+    it, with room for its spares (tests.conftest.spare_broker) below it."""
+    broker_below(url, BROKERS_PER_PROCESS * (process_index() + 1) - 1)
+    return broker_below(url, BROKERS_PER_PROCESS * process_index())
 
 
 if "PYTEST_XDIST_WORKER" in os.environ:
