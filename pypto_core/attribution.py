@@ -58,6 +58,7 @@ _SYNC = _MEMCPY0 + len(MEMCPY_KINDS)
 _DATA, _HOST, _IDLE = _SYNC + 1, _SYNC + 2, _SYNC + 3
 N_CODES = _IDLE + 1
 COMM_CODE = _COMM  # a collective task's code (``kernel_codes``)
+D2D_CODE = _MEMCPY0 + MEMCPY_KINDS.index("d2d")  # a device-to-device copy's code
 
 
 def is_copy_code(codes: np.ndarray) -> np.ndarray:

@@ -71,6 +71,7 @@ ATTRIBUTION_SHARES: dict[str, tuple[str, ...]] = {
     "communication_not_overlapped_share": ("communication_not_overlapped",),
 }
 ALIGN_LEVELS: tuple[str, ...] = ("framework_op", "op_type", "name")
+ALIGN_FRAMEWORK_MIN_SHARE = 0.5  # device time reaching a framework op, on both sides, to align by it
 ALIGNED_KERNELS = 8  # kernels listed per side of an aligned row (the rest counted)
 MD_CELL_MAX = 200  # characters of one Markdown table cell
 
@@ -213,7 +214,9 @@ def kernel_blocks(graph: OperatorCallGraph) -> np.ndarray:
 
 _Codes = tuple[np.ndarray, list[str]]  # an integer code per kernel, and the text of each code
 # per kernel: a key code into (aligned_by, key) labels, those labels, a readable-name code, the names
-_AlignmentKeys = tuple[np.ndarray, list[tuple[str, str]], np.ndarray, list[str]]
+# (key code per kernel, (aligned_by, key) labels, readable-name code per kernel, readable names, key code
+# per kernel without the framework op level)
+_AlignmentKeys = tuple[np.ndarray, list[tuple[str, str]], np.ndarray, list[str], np.ndarray]
 
 
 def _encode(values: np.ndarray | pa.Array | pa.ChunkedArray) -> _Codes:
@@ -278,8 +281,9 @@ def _alignment_codes(k: pa.Table, fw: FrameworkOps) -> _AlignmentKeys:
     labels = ([("framework_op", v) for v in fw.op_names] + [("op_type", v) for v in op_labels]
               + [("name", v) for v in names])
     nf, no = len(fw.op_names), len(op_labels)
-    keys = np.where(fw.op >= 0, fw.op, np.where(has_op, nf + op_codes, nf + no + name_codes))
-    return keys.astype(np.int32), labels, name_codes, names
+    plain = np.where(has_op, nf + op_codes, nf + no + name_codes).astype(np.int32)
+    keys = np.where(fw.op >= 0, fw.op, plain)
+    return keys.astype(np.int32), labels, name_codes, names, plain
 
 
 def _shape_cells(shapes: pa.ChunkedArray) -> pa.Array:
@@ -546,9 +550,19 @@ class ProfileComparer:
             return side.in_steps
         return np.ones(side.n, bool), 1.0
 
-    def _aligned_side(self, side: _Side, unit: str) -> dict[tuple[str, str], dict[str, Any]]:
+    def _framework_share(self, side: _Side, unit: str) -> float:
+        """Share of the side's device time (in the compared scope) whose kernels reach a framework op."""
+        scope, _ = self._aligned_scope(side, unit)
+        keys, labels, _, _, plain = side.alignment
+        d = side.dur[scope].astype(np.float64)
+        return float(d[keys[scope] != plain[scope]].sum() / d.sum()) if d.sum() > 0 else 0.0
+
+    def _aligned_side(self, side: _Side, unit: str, by_framework: bool
+                      ) -> dict[tuple[str, str], dict[str, Any]]:
         scope, per = self._aligned_scope(side, unit)
-        keys, labels, name_codes, names = side.alignment
+        keys, labels, name_codes, names, plain = side.alignment
+        if not by_framework:
+            keys = plain
         dur = side.dur.astype(np.float64)
         out: dict[tuple[str, str], dict[str, Any]] = {}
         if not scope.any():
@@ -591,7 +605,13 @@ class ProfileComparer:
 
     def _aligned(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         unit = self._aligned_unit()
-        base, new = self._aligned_side(self.base, unit), self._aligned_side(self.new, unit)
+        # by framework op only where both runs reach theirs: a run replayed from a CUDA graph links its
+        # kernels to the graph launch, not to aten ops, and every row would read removed on one side and
+        # added on the other; then both align by op type, else kernel name
+        by_framework = min(self._framework_share(self.base, unit),
+                           self._framework_share(self.new, unit)) >= ALIGN_FRAMEWORK_MIN_SHARE
+        base = self._aligned_side(self.base, unit, by_framework)
+        new = self._aligned_side(self.new, unit, by_framework)
         empty = {"us": 0.0, "count": 0, "kernels": [], "more": 0, "module": None}
         rows = []
         for key in set(base) | set(new):
@@ -607,7 +627,8 @@ class ProfileComparer:
                          "base_kernels_more": b["more"], "new_kernels_more": n["more"],
                          "status": "removed" if not n["count"] else "added" if not b["count"] else "matched"})
         rows.sort(key=lambda r: (-max(r["base_us"], r["new_us"]), r["aligned_by"], r["key"]))
-        alignment: dict[str, Any] = {"unit": unit, "levels": list(ALIGN_LEVELS)}
+        alignment: dict[str, Any] = {"unit": unit,
+                                     "levels": list(ALIGN_LEVELS if by_framework else ALIGN_LEVELS[1:])}
         for side_name in ("base", "new"):
             total = sum(r[f"{side_name}_us"] for r in rows) or 1.0
             shares = {lvl: sum(r[f"{side_name}_us"] for r in rows if r["aligned_by"] == lvl) / total

@@ -89,6 +89,11 @@ GRAPH_COLUMNS = merge_columns(ATTRIBUTION_COLUMNS, FRAMEWORK_OPS_COLUMNS, WORKLO
 })
 
 DECODE_MAX_ROWS = 512  # a step whose MatMuls see more token rows than this is never decode [INFERRED]
+# A MatMul counts the step's token rows only when its inner dim is a model width: transformers' rotary
+# embedding multiplies inv_freq [1, 32, 1] by the positions [1, 1, S] (K = 1, M = head_dim / 2), which
+# is no token count (seen on an H200 trace of transformers' generate) [INFERRED]
+TOKEN_ROWS_MIN_K = 64
+SHAPED_TIME_MIN_SHARE = 0.5  # of the device time, in kernels with shapes, for a bandwidth figure [INFERRED]
 VOCAB_MIN = 16000  # LM head output width: 32000 (Llama-2), 128256 (Llama-3), 151936/152064 (Qwen2.5)
 
 _MODEL_HINTS: tuple[tuple[int, int, str], ...] = (
@@ -474,7 +479,8 @@ class OperatorCallGraph:
             bounds = [(int(self.start.min()), int(self.end.max()))]
             step = np.zeros(self.n, np.int32)
         nsteps = len(bounds)
-        _, m, _, _ = self.mkn
+        _, m, k, _ = self.mkn
+        m = np.where(k >= TOKEN_ROWS_MIN_K, m, 0)
         rows = np.zeros(nsteps, np.int64)
         busy = np.zeros(nsteps, np.int64)
         has_kernels = np.zeros(nsteps, bool)
@@ -616,8 +622,13 @@ class OperatorCallGraph:
         a = self.attribution
         if a is None or a.source != "timeline":
             return np.zeros(0, np.int64)
+        # a step in which the device ran nothing, in a run where it did, is the profiler's own tail (torch's
+        # profiler opens the step after the last one it records: 41 µs on the H200 prefill trace)
+        device_ran = a.run.wall_ns > a.run.idle_ns
         return np.array([st.breakdown.wall_ns for st in a.steps if st.step_id is not None
-                         and st.breakdown.wall_ns], np.int64)
+                         and st.breakdown.wall_ns and not (device_ran
+                                                           and st.breakdown.idle_ns == st.breakdown.wall_ns)],
+                        np.int64)
 
     def metrics(self) -> dict[str, float | None]:
         """The comparison's metric rows (``METRICS`` gives units); None where the profile cannot say, or
@@ -635,8 +646,9 @@ class OperatorCallGraph:
             return out
         wl = self.workload
         walls = self.step_walls_ns()
-        # a decode step is a token: per-token latency says it, where the tokens were found
-        if len(walls) and not (wl.has_decode() and len(t.latency_ns)):
+        # every stepped run has a step time, decode too: it is the row two runs share when one of them
+        # shows no tokens (a CUDA-graph replay records no shapes to count them)
+        if len(walls):
             out["step_time_ms"] = float(np.median(walls) / 1e6)
         if wl.has_decode() and len(t.latency_ns):
             out["per_token_latency_ms"] = float(np.percentile(t.latency_ns, 50) / 1e6)
@@ -670,7 +682,10 @@ class OperatorCallGraph:
                 bound_share = self.bound_ns[mm].sum() / max(self.dur[mm].sum(), 1)
                 out["matmul_ai_core_utilization"] = float(min(bound_share, 1.0))
             moved = float(self.bytes_moved[busy_mask].sum())
-            if moved > 0:  # no tensor shapes (Kineto without record_shapes): the profile cannot say
+            shaped = busy_mask & (self.input_shapes.slot_count() > 0)
+            # most of the device time without tensor shapes (Kineto without record_shapes, kernels replayed
+            # from a CUDA graph): the profile cannot say, and a few shaped copies would read as idle HBM
+            if moved > 0 and self.dur[shaped].sum() >= SHAPED_TIME_MIN_SHARE * device_time:
                 bytes_per_s = moved / (span / 1e9)
                 out["hbm_bandwidth_utilization"] = float(min(bytes_per_s / self.sku.hbm_bytes_per_s, 1.0))
         return out

@@ -37,7 +37,7 @@ GRAPH_LAUNCH_NAMES = re.compile(r"(cuda|hip)GraphLaunch|aclmdlRIExecute|aclmdlEx
 # What ``launches`` reads (a ``profile.ColumnSet``).
 LAUNCH_COLUMNS: dict[str, tuple[str, ...] | None] = {
     "kernels": ("correlation_id",), "flows": ("kernel_index", "api_index"),
-    "api_calls": ("name", "correlation_id"),
+    "api_calls": ("name", "correlation_id", "start_ns"),
 }
 
 
@@ -62,14 +62,8 @@ def launches(profile: Profile) -> Launches:
     if not n or not api.num_rows:
         return Launches(np.zeros(n, bool), 0)
     named = _named_graph_calls(api)
-    flows = profile.flows
-    links: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]
-    if flows.num_rows and "api_index" in flows.column_names:
-        links = partial(_flow_links, flows, n, api.num_rows)  # read twice: a slice of flows at a time
-    elif "correlation_id" in profile.kernels.column_names and "correlation_id" in api.column_names:
-        linked = [_correlation_links(profile.kernels["correlation_id"], api["correlation_id"])]
-        links = linked.__iter__
-    else:
+    links = _call_links(profile)
+    if links is None:
         return Launches(np.zeros(n, bool), int(named.sum()))
     tasks = np.zeros(api.num_rows, np.int32)
     for _, call in links():
@@ -79,6 +73,60 @@ def launches(profile: Profile) -> Launches:
     for kernel, call in links():
         from_graph[kernel[graph_call[call]]] = True
     return Launches(from_graph, int(graph_call.sum()))
+
+
+def copies_before_replays(profile: Profile, launched: Launches, copies: np.ndarray) -> np.ndarray:
+    """Per kernel row: one of ``copies`` launched in the run of copies right before a graph launch, with
+    nothing else launched in between: a replay's inputs copied into the graph's own buffers (torch.compile's
+    CUDA graphs copy every input that is not a static address). Launch calls in host start order."""
+    n = profile.kernels.num_rows
+    out = np.zeros(n, bool)
+    api = profile.api_calls
+    if not launched.graph_calls or not copies.any() or not api.num_rows or "start_ns" not in api.column_names:
+        return out
+    links = _call_links(profile)
+    if links is None:
+        return out
+    call_of = np.full(n, -1, np.int64)
+    for kernel, call in links():
+        call_of[kernel] = call
+    # per launching call: 2 a graph launch, 1 it launched copies only, 0 anything else
+    graph_call = _named_graph_calls(api)
+    graph_call[call_of[launched.from_graph & (call_of >= 0)]] = True
+    linked = call_of >= 0
+    launching = np.zeros(api.num_rows, bool)
+    launching[call_of[linked]] = True
+    not_copy = np.zeros(api.num_rows, bool)
+    not_copy[call_of[linked & ~copies]] = True
+    label = np.where(graph_call, 2, np.where(not_copy, 0, 1))
+    rows = np.flatnonzero(launching | graph_call)
+    start = pc.fill_null(api["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    rows = rows[np.argsort(start[rows], kind="stable")]
+    seq = label[rows]
+    # the next call that is not a copy, after each position: a graph launch makes the copies before it its
+    # inputs
+    breaks = np.flatnonzero(seq != 1)
+    nxt = np.searchsorted(breaks, np.arange(len(seq)), side="right")
+    feeds = np.zeros(len(seq), bool)
+    has_next = nxt < len(breaks)
+    feeds[has_next] = seq[breaks[nxt[has_next]]] == 2
+    feeds &= seq == 1
+    fed_call = np.zeros(api.num_rows, bool)
+    fed_call[rows[feeds]] = True
+    out[linked] = fed_call[call_of[linked]] & copies[linked]
+    return out
+
+
+def _call_links(profile: Profile) -> Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]] | None:
+    """(kernel rows, runtime call rows) pairs, as often as called: the flows to runtime calls where the
+    profile has them, else the correlation ids kernels share with runtime calls; None without either."""
+    n, api, flows = profile.kernels.num_rows, profile.api_calls, profile.flows
+    if flows.num_rows and "api_index" in flows.column_names:
+        return partial(_flow_links, flows, n, api.num_rows)  # a slice of flows at a time, each time
+    if "correlation_id" in profile.kernels.column_names and "correlation_id" in api.column_names:
+        linked = [_correlation_links(profile.kernels["correlation_id"], api["correlation_id"])]
+        return linked.__iter__
+    return None
 
 
 def _flow_links(flows: pa.Table, n: int, calls: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -34,7 +34,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
                         re.I)),
     ("norm", re.compile(r"rmsnorm|layernorm|groupnorm|batchnorm|instancenorm|layer_norm|rms_norm", re.I)),
     ("activation", re.compile(r"swiglu|geglu|dequantswigluquant|silu_and_mul|act_and_mul", re.I)),
-    ("matmul", re.compile(r"matmul|gemm|gemv|cutlass|xmma|cublas|\bmm\b|\bbmm\b|linear", re.I)),
+    ("matmul", re.compile(r"matmul|gemm|gemv|cutlass|xmma|nvjet|cublas|\bmm\b|\bbmm\b|linear", re.I)),
     ("softmax", re.compile(r"softmax", re.I)),
     ("transdata", re.compile(r"^transdata", re.I)),
     ("layout", re.compile(r"^(transpose|transposed|tensormove|concatd?|concat_v2|concatv2|stridedslice\w*|"

@@ -47,6 +47,7 @@ _BACKWARD_KERNEL = re.compile(r"Grad(V\d+)?$|Backprop|Backward|_bwd|bwd_|wgrad|d
 _SERVING_HOST = re.compile(r"vllm|sglang|execute_model|model_runner|LLMEngine|scheduler\.schedule", re.I)
 MIN_BACKWARD_EVENTS = 3  # one stray *Grad op is not a training step [INFERRED]
 MIN_KERNELS_TO_JUDGE = 10  # below this a profile says too little about what ran [INFERRED]
+GRAPH_REPLAY_MIN_SHARE = 0.5  # most kernels from graph replays: the run is the captured step [INFERRED]
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,12 @@ def detect_workload(profile: Profile, graph: OperatorCallGraph) -> Workload:
         if serving or _prefill_between_decodes(t.decode_step):
             return Workload("llm_serving", {**evidence, "prefill_steps": prefill_steps})
         return Workload("llm_decode", evidence)
+    graph_share = graph.launches.share()
+    if (lm_head or attention) and graph_share >= GRAPH_REPLAY_MIN_SHARE:
+        # a transformer replayed from captured graphs, whose replays record no shapes to count token rows:
+        # serving engines capture the decode step (vLLM's CUDA graphs, vLLM-Ascend's ACL graph), a prefill
+        # of changing length runs eagerly
+        return Workload("llm_decode", {**evidence, "graph_launched_share": round(graph_share, 4)})
     if lm_head or attention:  # attention without decode steps: a transformer's forward pass
         return Workload("llm_prefill", evidence)
     if graph.n < MIN_KERNELS_TO_JUDGE:

@@ -2,18 +2,25 @@
 
 A Llama-style decoder (RMSNorm, rotary, grouped-query attention over a static KV cache, SwiGLU) with
 random bf16 weights - no model hub is reachable, and the kernels do not depend on the weights' values.
-Three runs under ``TuningSession`` (torch.profiler on CUDA), each into its own folder under ``--out``:
+Runs under ``TuningSession`` (torch.profiler on CUDA), each into its own folder under ``--out``:
 
 - ``eager``: greedy decode, batch 1, every kernel launched from Python, one ``.item()`` per token as a
-  streaming server does to emit it;
+  streaming server does to emit it; ``eager_batch16``: the same for ``--batch`` sequences;
 - ``cuda_graph``: the same decode step captured once as a CUDA graph and replayed per token;
-- ``prefill``: causal prefill of ``--prefill-batch`` x ``--prefill-len`` tokens, one step per batch.
+- ``prefill``: causal prefill of ``--prefill-batch`` x ``--prefill-len`` tokens, one step per batch;
+- ``hf_generate`` (``--hf``): transformers' ``LlamaForCausalLM`` of the same shape, decoded by ``generate``;
+- ``compiled`` / ``compiled_static`` (``--compile`` [``--static-weights``], a run of its own): the decode
+  step under ``torch.compile(mode="reduce-overhead")``, with the weights copied into the graph before each
+  replay, or marked static.
 
 ``timing*.json`` hold the measured milliseconds per token of both decodes without the profiler (the ground
 truth for an estimated gain) and the model's shape. Run on a CUDA host:
 
-    python scripts/capture_cuda_decode.py --out runs/h200
+    python scripts/capture_cuda_decode.py --out runs/h200 --hf
+    python scripts/capture_cuda_decode.py --out runs/h200 --compile [--static-weights]
     pypto analyze runs/h200/eager;  pypto compare runs/h200/eager runs/h200/cuda_graph
+
+tests/data/h200_decode holds what it captured on an H200 (docs/gpu_decode.md).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.errors import InputError
+from pypto_core.formats import launch_shapes
 from pypto_core.formats.chrome_trace import host_op_rows, steps_from_host, to_float64, to_int64
 from pypto_core.formats.eventscan import scan_file
 from pypto_core.formats.flow_binding import LINK, SpillDir, link_first_rows
@@ -246,8 +247,20 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
         base = header.get("baseTimeNanoseconds")
         relative = state["min_ts"] is not None and state["min_ts"] < _RELATIVE_BEFORE_NS
         shift = base if isinstance(base, int) and relative else 0
-        tables = {name: sinks[name].finish(_shifted(shift) if shift else None) for name in _STREAMED}
+        shifted = _shifted(shift) if shift else None
+        tables = {name: sinks[name].finish(shifted) for name in _STREAMED if name != "kernels"}
         tables["flows"] = links.flows(folder)
+        # the kernels' shapes are their launching ops' (they carry none): given in the same pass as the shift
+        host_ops = tables["host_ops"]
+        if host_ops is not None:  # in memory
+            flows, host_shapes = tables["flows"], host_ops["input_shapes"]
+        else:  # written into the folder
+            assert folder is not None
+            flows, host_shapes = launch_shapes.saved_links(folder)
+        del host_ops
+        fill = launch_shapes.filler(sinks["kernels"].rows, flows, host_shapes)
+        del flows, host_shapes
+        tables["kernels"] = sinks["kernels"].finish(_chain(shifted, fill))
     except BaseException:
         for sink in sinks.values():
             sink.abort()
@@ -282,6 +295,19 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
     meta.extra["events"] = state["events"]
     meta.extra["input_bytes"] = scanned.input_bytes
     return meta, tables
+
+
+def _chain(*transforms: Callable[[pa.Table], pa.Table] | None) -> Callable[[pa.Table], pa.Table] | None:
+    steps = [t for t in transforms if t is not None]
+    if not steps:
+        return None
+
+    def apply(table: pa.Table) -> pa.Table:
+        for step in steps:
+            table = step(table)
+        return table
+
+    return apply
 
 
 def _concat(parts: list[pa.Table], name: str | None = None) -> pa.Table:

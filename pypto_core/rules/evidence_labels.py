@@ -86,6 +86,7 @@ EVIDENCE_LABELS: dict[str, Message] = {
     "conversion_time_us": msg("Format conversion time (µs)"),
     "memcpy_split_us": msg("Memory copy time by kind (µs)"),
     "pageable_us": msg("Copies from pageable host memory (µs)"),
+    "graph_input_copies_us": msg("Copies into captured graphs' inputs before each replay (µs)"),
     # communication
     "collectives": msg("Collectives"),
     "collective_time_us": msg("Collective time (µs)"),
