@@ -52,7 +52,9 @@ from pypto_core.workload import Workload
 COMPARE_SCHEMA_VERSION = 1
 # The tables a comparison reads (through OperatorCallGraph): a saved profile can be loaded with only these
 # (``Profile.load(path, tables=COMPARE_TABLES)``); api_calls, the largest of the rest, is never read.
-COMPARE_TABLES: tuple[str, ...] = ("kernels", "steps", "host_ops", "flows")
+# api_calls: how the kernels were launched (a graph replay's run is decode) and the host's runtime calls the
+# attribution splits idle time by, as the diagnosis reads them
+COMPARE_TABLES: tuple[str, ...] = ("kernels", "steps", "host_ops", "api_calls", "flows")
 # The columns of those (``Profile.load(path, columns=COMPARE_COLUMNS)``): the call graph's, and the op types,
 # names and shapes the op, block and shape rows group by.
 COMPARE_COLUMNS = merge_columns({t: c for t, c in GRAPH_COLUMNS.items() if t in COMPARE_TABLES},
@@ -663,6 +665,16 @@ class ProfileComparer:
         rest = self._block_time_ns(b, blocks, ~b_dec) - self._block_time_ns(n, blocks, ~n_dec)
         return (decode + rest) / 1000.0
 
+    def _bucket_saving_us(self, bucket: str) -> float | None:
+        """What a fix saved of the time it explains (a rule without kernels of its own: host gaps, syncs,
+        copies), on the baseline's scale: the bucket's time per step, before less after, times the
+        baseline's steps; None without steps on both sides (runs of different lengths)."""
+        b, n = self.base.attribution, self.new.attribution
+        steps_b, steps_n = _step_count(self.base), _step_count(self.new)
+        if b is None or n is None or not steps_b or not steps_n:
+            return None
+        return (b.run.buckets[bucket] / steps_b - n.run.buckets[bucket] / steps_n) * steps_b / 1000.0
+
     def _findings(self) -> list[dict[str, Any]]:
         if self.base_report is None:
             return []
@@ -671,6 +683,7 @@ class ProfileComparer:
         rows = []
         # runs on two vendors' devices are two programs: a finding the other run lacks was not fixed there
         same_vendor = self.base.vendor == self.new.vendor
+        explained = [_explained_bucket(rule) for rule in base if not rule_blocks(rule)]
         for rule, f in base.items():
             # A rule that cannot fire on the other side (its vendor or workload) proves nothing there: an NPU
             # finding absent from a GPU run is not fixed, it does not apply
@@ -684,8 +697,14 @@ class ProfileComparer:
                                    **_title_message(f), "estimated_saving_us": f.get("estimated_saving_us"),
                                    "measured_saving_us": None}
             blocks = rule_blocks(rule)
+            bucket = _explained_bucket(rule)
+            # a bucket two of the baseline's findings explain cannot say which of them saved what
+            measured: float | None = None
             if blocks:
                 measured = self._measured_saving_us(blocks)
+            elif bucket is not None and explained.count(bucket) == 1 and status in ("fixed", "persisting"):
+                measured = self._bucket_saving_us(bucket)
+            if measured is not None:
                 row["measured_saving_us"] = measured
                 est = f.get("estimated_saving_us")
                 if est and measured:
@@ -697,6 +716,14 @@ class ProfileComparer:
                 rows.append({"rule": rule, "status": status, "title": f.get("title", ""), **_title_message(f),
                              "estimated_saving_us": f.get("estimated_saving_us"), "measured_saving_us": None})
         return rows
+
+
+def _explained_bucket(rule_id: str) -> str | None:
+    """The time bucket a rule's finding explains, where it is one of the attribution's idle or copy buckets
+    (compute is measured on the rule's blocks instead)."""
+    rule = discover().get(rule_id)
+    return rule.explains if rule is not None and rule.explains in BUCKETS and rule.explains != "compute" \
+        else None
 
 
 def _applies(rule_id: str, side: _Side) -> bool:

@@ -58,7 +58,8 @@ METRIC_LABELS: dict[str, Message] = {
     "prefill_ms": msg("Prefill time (ms)"),
     "step_time_ms": msg("Step time, p50 (ms)"),
     "attention_hbm_time_share": msg("Share of time in memory-bound attention"),
-    "matmul_ai_core_utilization": msg("MatMul AI Core utilization"),
+    # the MatMuls' roofline bound over their time: an Ascend AI Core's or a GPU's, the same figure
+    "matmul_ai_core_utilization": msg("MatMul efficiency against the roofline"),
     "kv_cache_noncontiguous_share": msg("KV cache non-contiguous share (proxy)"),
     "norm_launch_overhead_share": msg("Share of time in unfused norm chains"),
     "hbm_bandwidth_utilization": msg("HBM bandwidth utilization"),
@@ -622,13 +623,8 @@ class OperatorCallGraph:
         a = self.attribution
         if a is None or a.source != "timeline":
             return np.zeros(0, np.int64)
-        # a step in which the device ran nothing, in a run where it did, is the profiler's own tail (torch's
-        # profiler opens the step after the last one it records: 41 µs on the H200 prefill trace)
-        device_ran = a.run.wall_ns > a.run.idle_ns
         return np.array([st.breakdown.wall_ns for st in a.steps if st.step_id is not None
-                         and st.breakdown.wall_ns and not (device_ran
-                                                           and st.breakdown.idle_ns == st.breakdown.wall_ns)],
-                        np.int64)
+                         and st.breakdown.wall_ns], np.int64)
 
     def metrics(self) -> dict[str, float | None]:
         """The comparison's metric rows (``METRICS`` gives units); None where the profile cannot say, or

@@ -34,6 +34,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
                         re.I)),
     ("norm", re.compile(r"rmsnorm|layernorm|groupnorm|batchnorm|instancenorm|layer_norm|rms_norm", re.I)),
     ("activation", re.compile(r"swiglu|geglu|dequantswigluquant|silu_and_mul|act_and_mul", re.I)),
+    # cuBLASLt's split-K reduction sums a GEMM's partial results: no MatMul, though its launch carries the
+    # GEMM's shapes (Kineto) and its name says cublas
+    ("other", re.compile(r"splitKreduce", re.I)),
     ("matmul", re.compile(r"matmul|gemm|gemv|cutlass|xmma|nvjet|cublas|\bmm\b|\bbmm\b|linear", re.I)),
     ("softmax", re.compile(r"softmax", re.I)),
     ("transdata", re.compile(r"^transdata", re.I)),

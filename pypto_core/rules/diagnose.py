@@ -79,11 +79,14 @@ def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | N
     base = profile.summary()
     wl = graph.workload
     a = graph.attribution
+    # the steps the attribution counts (the profiler's empty tail step is none), else the profile's
+    steps = (sum(1 for st in a.steps if st.step_id is not None) if a and a.source == "timeline"
+             else base["steps"])
     out: dict[str, Any] = {
         "format": base["format"], "source": base["source"], "ranks": group.ranks if group else 1,
         "device": graph.sku.name, "sku_source": graph.sku_source, "device_vendor": graph.vendor,
         "workload": wl.kind, "workload_evidence": wl.evidence,
-        "kernel_count": base["kernel_count"], "step_count": base["steps"], "simulated": base["simulated"],
+        "kernel_count": base["kernel_count"], "step_count": steps, "simulated": base["simulated"],
         "duration_ns": base["duration_ns"],
         "ai_core_utilization": metrics["ai_core_utilization"],
         "metrics": metrics,

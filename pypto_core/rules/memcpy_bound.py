@@ -15,8 +15,8 @@ from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
 SAVING_MODEL = msg("Host copies from pinned memory run asynchronously and overlap compute "
-                   "(non_blocking=True); device-to-device copies removed by keeping tensors contiguous: "
-                   "saving = the exposed copy time (an upper bound).")
+                   "(non_blocking=True); device-to-device copies go once tensors stay in the layout and at "
+                   "the address their readers use: saving = the exposed copy time (an upper bound).")
 
 GRAPH_INPUT_COPY_SHARE = 0.5  # of the D2D copy time, launched outside the graphs, to name graph inputs
 PAGEABLE_MENTION_SHARE = 0.05  # of the copy time, from pageable memory, to be worth a sentence
