@@ -917,7 +917,10 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
     for m in data["metrics"]:
         if m["base"] is None and m["new"] is None:
             continue
-        delta = "n/a" if m["delta_pct"] is None else f"{m['delta_pct']:+.1f}%"
+        if m["unit"] == "share" and m["delta"] is not None:  # a share moves in percentage points
+            delta = f"{100 * m['delta']:+.1f} pp"
+        else:
+            delta = "n/a" if m["delta_pct"] is None else f"{m['delta_pct']:+.1f}%"
         if m.get("significant") is False and m["delta"]:
             delta += " (noise)"
         better = {True: "✅", False: "❌", None: "—"}[m["better"]]

@@ -128,7 +128,10 @@ def _metric_rows(metrics: list[dict[str, Any]], language: str) -> list[dict[str,
         noise = m.get("noise") or {}
         verdict = noise.get("verdict") or ("noise" if m.get("significant") is False and m.get("delta") else (
             "better" if m.get("better") is True else "worse" if m.get("better") is False else "same"))
-        rows.append({**m, "verdict": verdict, "is_share": m.get("unit") == "share", "noise": noise,
+        share = m.get("unit") == "share"
+        # a share moves in percentage points: 6.5% -> 50.6% is +44.1 pp, not "+680%"
+        delta_pp = 100.0 * m["delta"] if share and m.get("delta") is not None else None
+        rows.append({**m, "verdict": verdict, "is_share": share, "delta_pp": delta_pp, "noise": noise,
                      "label": metric_label(str(m.get("name")), language),
                      "unit_label": str(UNIT_LABELS.get(str(m.get("unit")), m.get("unit") or ""))})
     return rows

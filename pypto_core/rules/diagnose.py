@@ -251,7 +251,10 @@ def _replay_findings(ctx: RuleContext, replay: Replay) -> float:
     changes = [c.change for c in ctx.coverage if c.change is not None]
     if not changes:
         return 1.0
-    return round(replay.run(Change.merge(changes)).speedup, 4)
+    # on the findings' own scale (the run's total, not the replay's span): one finding alone reads the same
+    # speedup in the headline as in its row (10.775x against 10.967x on the H200 eager decode before)
+    saving = min(replay.run(Change.merge(changes)).saving_ns, 0.999 * total_ns)
+    return round(total_ns / (total_ns - saving), 4)
 
 
 def _what_if(ctx: RuleContext, replay: Replay | None, graph: OperatorCallGraph,

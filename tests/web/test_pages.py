@@ -241,6 +241,9 @@ def test_comparison_page_and_exports(client, world) -> None:
     assert_inert(html)
     assert 'id="metrics-table"' in html and 'data-metric="per_token_latency_ms"' in html
     assert "Per-token latency, p50 (ms)" in html  # the metric in words, its id beside it
+    # a share's change in percentage points, a time's in percent
+    idle_row = re.search(r'data-metric="device_idle_share".*?</tr>', html, re.S)
+    assert idle_row and re.search(r'<td class="num">[+-]?\d+\.\d pp</td>', idle_row.group(0))
     # the noise test per metric (issue 22): a column, and the per-step medians behind the latency verdict
     assert 'id="noise-col"' in html and "medians of 4 / 4 steps" in html
     assert 'id="aligned-table"' in html and 'id="summary-table"' in html

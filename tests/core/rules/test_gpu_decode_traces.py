@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pypto_core.compare import COMPARE_COLUMNS, ProfileComparer, compare_profiles
+from pypto_core.compare import COMPARE_COLUMNS, ProfileComparer, compare_profiles, to_markdown
 from pypto_core.formats import open_profile
 from pypto_core.formats.kineto import read_kineto, write_kineto
 from pypto_core.formats.launch_shapes import parse_dims
@@ -212,6 +212,9 @@ def test_eager_against_cuda_graph_compares_step_time_and_aligns_kernels() -> Non
     step = metrics["step_time_ms"]
     assert step["base"] > 4 * step["new"] and step["better"] is True
     assert metrics["hbm_bandwidth_utilization"]["new"] is None  # unknown, never a false "worse"
+    # a share moves in percentage points: 6.5% -> 50.6% of the step in compute is +44.1 pp, not "+680%"
+    compute = next(line for line in to_markdown(result).splitlines() if line.startswith("| compute_share |"))
+    assert f"{100 * metrics['compute_share']['delta']:+.1f} pp" in compute and "+44.1 pp" in compute
     # the replayed kernels reach no aten op: both sides align by kernel name, and the GEMMs match
     assert result["alignment"]["levels"] == ["op_type", "name"]
     top = result["aligned"][0]
