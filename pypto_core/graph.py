@@ -8,7 +8,7 @@ All of it is columnar: numpy arrays aligned with the rows of ``profile.kernels``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -55,7 +55,7 @@ METRIC_LABELS: dict[str, Message] = {
     "per_token_latency_ms": msg("Per-token latency, p50 (ms)"),
     "per_token_latency_p90_ms": msg("Per-token latency, p90 (ms)"),
     "tokens_per_s": msg("Tokens per second"),
-    "prefill_ms": msg("Prefill time (ms)"),
+    "prefill_ms": msg("Prefill time, p50 of the prefill steps (ms)"),
     "step_time_ms": msg("Step time, p50 (ms)"),
     "attention_hbm_time_share": msg("Share of time in memory-bound attention"),
     # the MatMuls' roofline bound over their time: an Ascend AI Core's or a GPU's, the same figure
@@ -126,10 +126,12 @@ class Tokens:
     latency_ns: np.ndarray  # per decode step
     busy_ns: np.ndarray  # device busy time per decode step
     batch: int
-    prefill_ns: int
+    prefill_ns: int  # the median prefill step's latency (a run of several prefills is not one slow one)
     step_of_kernel: np.ndarray  # step index per kernel (-1 outside any step)
     decode_step: np.ndarray  # bool per step index
     source: str  # steps | lm_head | span
+    # per step index, the profiler's own step number (ProfilerStep#N) where the steps came from the profile
+    step_ids: list[int | None] = field(default_factory=list)
 
 
 def int32_if_fits(values: np.ndarray) -> np.ndarray:
@@ -456,6 +458,7 @@ class OperatorCallGraph:
         """Split the run into steps (profiler steps, else LM-head boundaries) and mark decode steps."""
         step = np.full(self.n, -1, np.int32)  # int32: fewer than 2**31 steps
         source = "span"
+        step_ids: list[int | None] = []
         steps = self.profile.steps
         bounds: list[tuple[int, int]] = []
         if steps.num_rows >= 2:
@@ -463,6 +466,8 @@ class OperatorCallGraph:
             en = pc.fill_null(steps["end_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
             order = np.argsort(st)
             st, en = st[order], en[order]
+            ids = steps["step_id"].to_pylist()
+            step_ids = [ids[i] for i in order]
             if self.n:
                 step = window_index(st, en, self.start).astype(np.int32)
             bounds = list(zip(st.tolist(), en.tolist()))
@@ -507,8 +512,8 @@ class OperatorCallGraph:
         # Decode matmuls see B rows per token: B is the batch (the smallest rows count in decode steps)
         batch = int(rows[decode].min()) if decode.any() else 0
         return Tokens(latency_ns=latency[decode], busy_ns=busy[decode], batch=batch,
-                      prefill_ns=int(latency[prefill].sum()), step_of_kernel=step, decode_step=decode,
-                      source=source)
+                      prefill_ns=int(np.median(latency[prefill])) if prefill.any() else 0,
+                      step_of_kernel=step, decode_step=decode, source=source, step_ids=step_ids)
 
     @cached_property
     def decode_kernel_mask(self) -> np.ndarray:

@@ -27,8 +27,9 @@ from pypto_core.kernel_names import readable
 from pypto_core.profile import Profile
 from pypto_core.shapes import distinct_values, is_coded
 
-PAGE_DATA_VERSION = 3  # 2: kernels without an op type grouped by their readable name; 3: roofline points say
-# whether they run above the HBM roof, and the roof carries the L2 size
+PAGE_DATA_VERSION = 4  # 2: kernels without an op type grouped by their readable name; 3: roofline points say
+# whether they run above the HBM roof, and the roof carries the L2 size; 4: decode tokens numbered by their
+# profiler step, the prefill time per prefill step
 TOP_OPS = 500  # rows of the top-ops table: the table filters client-side, 500 rows stay < 200 KB of JSON
 TOP_OP_TYPES = 30  # bars of the breakdown chart; the rest are summed into "(other)"
 ROOFLINE_POINTS = 300  # points of the roofline scatter (the largest groups by time that have FLOPs)
@@ -232,7 +233,13 @@ def profile_page_data(profile: Profile, sku: str | None = None, *,
     if len(lat) > MAX_TOKEN_POINTS:
         pick = np.linspace(0, len(lat) - 1, MAX_TOKEN_POINTS).astype(np.int64)
         lat, steps = lat[pick], steps[pick]
-    out["decode"] = {"steps": [int(s) for s in steps], "latency_ms": [float(x) for x in lat],
+    # numbered as the profiler numbered them (ProfilerStep#4..7), as the timeline and the breakdown do
+    ids = tok.step_ids
+    named = []
+    for index in steps.tolist():
+        step_id = ids[index] if index < len(ids) else None
+        named.append(int(step_id) if step_id is not None else index)
+    out["decode"] = {"steps": named, "latency_ms": [float(x) for x in lat],
                      "batch": tok.batch, "source": tok.source, "prefill_ms": tok.prefill_ns / 1e6}
     out["metrics"] = {key: _num(v) if isinstance(v, float) else v for key, v in g.metrics().items()}
     return out

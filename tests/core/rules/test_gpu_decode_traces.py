@@ -21,6 +21,7 @@ from pypto_core.formats import open_profile
 from pypto_core.formats.kineto import read_kineto, write_kineto
 from pypto_core.formats.launch_shapes import parse_dims
 from pypto_core.graph import OperatorCallGraph
+from pypto_core.pagedata import profile_page_data
 from pypto_core.profile import Profile
 from pypto_core.rules import diagnose
 from pypto_core.rules.finding import Report
@@ -66,6 +67,8 @@ def test_prefill_is_prefill_and_compute_bound() -> None:
     assert len(p["steps"]) == 2 and len(graph.step_walls_ns()) == 2
     step_ms = graph.metrics()["step_time_ms"]
     assert step_ms == pytest.approx(timing()["prefill_ms_per_step"], rel=0.1)  # 33.6 profiled, 32.4 not
+    # a prefill's time is one prefill's, not the two recorded added up (67.2 ms)
+    assert graph.metrics()["prefill_ms"] == pytest.approx(step_ms, rel=0.01)
     # one step time everywhere: the comparison's mean step is the same figure
     summary = ProfileComparer(lambda: open_profile(trace("prefill")),
                               lambda: open_profile(trace("prefill"))).compare().to_dict()["summary"]
@@ -111,6 +114,8 @@ def test_token_rows_count_the_batch(name: str, batch: int, tokens: int) -> None:
     assert int(graph.lm_head_mask.sum()) == tokens
     assert graph.structure()["vocab"] == 32000
     assert report(name).profile["structure"]["decode_batch"] == batch
+    # the page's latency chart numbers the tokens as the trace does (ProfilerStep#4..7), as the timeline does
+    assert profile_page_data(open_profile(trace(name)))["decode"]["steps"] == [4, 5, 6, 7]
 
 
 def test_eager_decode_is_host_bound_and_told_to_capture_graphs() -> None:
