@@ -241,6 +241,10 @@ def test_comparison_page_and_exports(client, world) -> None:
     assert_inert(html)
     assert 'id="metrics-table"' in html and 'data-metric="per_token_latency_ms"' in html
     assert "Per-token latency, p50 (ms)" in html  # the metric in words, its id beside it
+    # the device's cores by their name on its vendor (the demo's 910B: AI Cores, never a GPU's SMs)
+    assert re.search(r"\d+ AI Cores", html) and " SMs" not in html
+    # a simulated kernel table links its kernels to no framework op: said, with what they align by instead
+    assert 'id="aligned-without-operators"' in html and "aligned by op type, else by kernel name" in html
     # a share's change in percentage points, a time's in percent
     idle_row = re.search(r'data-metric="device_idle_share".*?</tr>', html, re.S)
     assert idle_row and re.search(r'<td class="num">[+-]?\d+\.\d pp</td>', idle_row.group(0))
