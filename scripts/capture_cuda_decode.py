@@ -9,6 +9,8 @@ Runs under ``TuningSession`` (torch.profiler on CUDA), each into its own folder 
 - ``cuda_graph``: the same decode step captured once as a CUDA graph and replayed per token;
 - ``prefill``: causal prefill of ``--prefill-batch`` x ``--prefill-len`` tokens, one step per batch;
 - ``hf_generate`` (``--hf``): transformers' ``LlamaForCausalLM`` of the same shape, decoded by ``generate``;
+  ``hf_generate_compiled`` (``--hf-compile``, a run of its own): the same with a static cache, for which
+  ``generate`` compiles the forward with CUDA graphs itself;
 - ``compiled`` / ``compiled_static`` (``--compile`` [``--static-weights``], a run of its own): the decode
   step under ``torch.compile(mode="reduce-overhead")``, with the weights copied into the graph before each
   replay, or marked static.
@@ -175,8 +177,8 @@ def ms_per_token(step: Any, first: torch.Tensor, start: int, n: int) -> float:
     return (time.perf_counter() - t) * 1000 / n
 
 
-def hf_generate(session: TuningSession, shape: Shape, dev: str, prompt: torch.Tensor, active: int
-                ) -> dict[str, Any]:
+def hf_generate(session: TuningSession, shape: Shape, dev: str, prompt: torch.Tensor, active: int,
+                compiled: bool = False) -> dict[str, Any]:
     """The same shape as transformers' LlamaForCausalLM, decoded with ``generate`` (its default dynamic
     cache, eager): what a plain Hugging Face server runs. One profiler step per generated token."""
     try:
@@ -198,14 +200,18 @@ def hf_generate(session: TuningSession, shape: Shape, dev: str, prompt: torch.Te
                          max_position_embeddings=shape.max_len)
     with torch.device(dev):
         model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
-    kwargs = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
+    kwargs: dict[str, Any] = dict(do_sample=False, pad_token_id=0, eos_token_id=None)
+    label = "hf_generate"
+    if compiled:  # transformers' own fast path: with a static cache, generate compiles the forward itself
+        kwargs["cache_implementation"] = "static"
+        label = "hf_generate_compiled"
     model.generate(prompt, max_new_tokens=8, **kwargs)  # warm
     sync()
     t = time.perf_counter()
     model.generate(prompt, max_new_tokens=64, min_new_tokens=64, **kwargs)
     sync()
     ms = (time.perf_counter() - t) * 1000 / 64
-    with session.run("hf_generate") as prof:
+    with session.run(label) as prof:
         model.generate(prompt, max_new_tokens=4 + active + 1, min_new_tokens=4 + active + 1,
                        logits_processor=LogitsProcessorList([StepMarker(prof)]), **kwargs)
     return {"ms_per_token_with_prefill": ms, "transformers": __import__("transformers").__version__}
@@ -257,6 +263,8 @@ def main() -> None:
     ap.add_argument("--prefill-steps", type=int, default=2, help="prefill steps recorded")
     ap.add_argument("--batch", type=int, default=16, help="batch of the batched eager decode (1: none)")
     ap.add_argument("--hf", action="store_true", help="also decode with transformers' generate")
+    ap.add_argument("--hf-compile", action="store_true",
+                    help="only transformers' generate, static cache, torch.compile(mode='reduce-overhead')")
     ap.add_argument("--compile", action="store_true",
                     help="only the decode under torch.compile(mode='reduce-overhead'), into "
                          "timing_compiled.json")
@@ -291,6 +299,13 @@ def main() -> None:
         timing["measured_speedup"] = timing["eager_ms_per_token"] / timing["cuda_graph_ms_per_token"]
         if args.compile:
             compile_run(args, model, first, dev, timing)
+            return
+        if args.hf_compile:
+            timing["hf_generate_compiled"] = hf_generate(
+                TuningSession("cuda-decode", output_dir=args.out, backend=dev, wait=2, warmup=2,
+                              active=args.active), shape, dev, prompt, args.active, compiled=True)
+            (args.out / "timing_hf_generate_compiled.json").write_text(json.dumps(timing, indent=1))
+            print(json.dumps(timing, indent=1))
             return
 
         # wait 2 and warmup 2 tokens, then `active` tokens recorded: ProfilerStep#4.. in the trace
