@@ -51,9 +51,9 @@ from pypto_core.workload import Workload
 
 COMPARE_SCHEMA_VERSION = 1
 # The tables a comparison reads (through OperatorCallGraph): a saved profile can be loaded with only these
-# (``Profile.load(path, tables=COMPARE_TABLES)``); api_calls, the largest of the rest, is never read.
-# api_calls: how the kernels were launched (a graph replay's run is decode) and the host's runtime calls the
-# attribution splits idle time by, as the diagnosis reads them
+# (``Profile.load(path, tables=COMPARE_TABLES)``). api_calls: how the kernels were launched (a graph
+# replay's run is decode) and the runtime calls the attribution splits idle time by, as the diagnosis reads
+# them (27 MB more at 1 GB, measured: docs/benchmarks_gpu_session.json).
 COMPARE_TABLES: tuple[str, ...] = ("kernels", "steps", "host_ops", "api_calls", "flows")
 # The columns of those (``Profile.load(path, columns=COMPARE_COLUMNS)``): the call graph's, and the op types,
 # names and shapes the op, block and shape rows group by.
@@ -555,7 +555,7 @@ class ProfileComparer:
     def _framework_share(self, side: _Side, unit: str) -> float:
         """Share of the side's device time (in the compared scope) whose kernels reach a framework op."""
         scope, _ = self._aligned_scope(side, unit)
-        keys, labels, _, _, plain = side.alignment
+        keys, _, _, _, plain = side.alignment
         d = side.dur[scope].astype(np.float64)
         return float(d[keys[scope] != plain[scope]].sum() / d.sum()) if d.sum() > 0 else 0.0
 

@@ -18,7 +18,7 @@ SAVING_MODEL = msg("Host copies from pinned memory run asynchronously and overla
                    "(non_blocking=True); device-to-device copies go once tensors stay in the layout and at "
                    "the address their readers use: saving = the exposed copy time (an upper bound).")
 
-GRAPH_INPUT_COPY_SHARE = 0.5  # of the D2D copy time, launched outside the graphs, to name graph inputs
+GRAPH_INPUT_COPY_SHARE = 0.5  # of the D2D copy time, launched right before replays, to name graph inputs
 PAGEABLE_MENTION_SHARE = 0.05  # of the copy time, from pageable memory, to be worth a sentence
 
 
