@@ -171,12 +171,16 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
     for a in artifacts:
         by_finding.setdefault(a.finding_id, []).append(a)
     language = normalize_language(translation.get_language()) or "en"
+    facts = _facts(profile, data, language)
+    steps = facts["steps"] if isinstance(facts["steps"], int) and facts["steps"] > 1 else None
+    # a saving is over the whole recorded run: per step too, beside the step time it comes off
     rows = [{"finding": f, "data": f.data,
+             "saving_per_step_us": (f.data.get("estimated_saving_us") or 0) / steps if steps else None,
              "evidence": shown_evidence(evidence_rows(f.data.get("evidence") or {}, language)),
              "artifacts": by_finding.get(f.pk, [])} for f in findings]
     out: dict[str, Any] = {
         "analysis": {
-            "facts": _facts(profile, data, language),
+            "facts": facts,
             "findings": rows,
             "loose_artifacts": by_finding.get(None, []),
             "has_artifacts": bool(artifacts),
