@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,14 @@ pytest.importorskip("torch")
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
 REPO = Path(__file__).resolve().parents[2]
 LIMIT_S = 240.0
+POLL_S = 2  # the agents' long poll: the server holds a request for a job up to this long
 
 
 class AgentProcess:
     def __init__(self, server: str, token: str, config: Path, log: Path, env: dict[str, str]) -> None:
         self.args = [sys.executable, "-m", "pypto_core", "agent", "--server", server, "--token", token,
-                     "--config", str(config), "--poll-s", "2", "--retry-max-s", "1", "--log-interval-s",
-                     "0.3", "--chunk-bytes", "4096"]
+                     "--config", str(config), "--poll-s", str(POLL_S), "--retry-max-s", "1",
+                     "--log-interval-s", "0.3", "--chunk-bytes", "4096"]
         self.log, self.env = log, env
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -329,8 +331,11 @@ def test_cancel_stops_the_running_workload(deployment: dict[str, Any]) -> None:
     job = wait_job(job_id, ("cancelled", "failed", "done"), agent)
     assert job.status == "cancelled", (job.message, agent.tail())
     wait_until(lambda: not _alive(pid), "the workload process to end", limit_s=60)
-    # a queued job cancelled before any agent polls never runs (agent stopped: no race with its poll)
+    # a queued job cancelled before any agent polls never runs. The killed agent's last long poll can still
+    # be held by the server for up to POLL_S, and a job made then is handed to it (the long poll working:
+    # CI once saw "claimed" here on a loaded machine); past that, no agent is asking
     agent.kill()
+    time.sleep(POLL_S + 2)
     queued = capture(deployment, "sleeper")
     deployment["api"].post(f"/api/captures/{queued}/cancel/")
     assert job_row(queued).status == "cancelled" and runs(deployment) == 1
