@@ -59,18 +59,20 @@ def kernel_shape_codes(kernels: int, kernel_index: np.ndarray, host_index: np.nd
                        host_shapes: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
     """Per kernel the code of its launching op's shapes (-1: none) and the parsed shapes by code.
 
-    ``kernel_index``/``host_index``: the flows' pairs (host -1 where the kernel links to no op)."""
+    ``kernel_index``/``host_index``: the flows' pairs (host -1 where the kernel links to no op). Only the
+    linked host rows' codes are taken: a 5 GB trace holds 6.8 M host ops for 1.6 M kernels."""
     column = host_shapes.combine_chunks() if isinstance(host_shapes, pa.ChunkedArray) else host_shapes
     encoded = column if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)
     parsed = [parse_dims(t) for t in encoded.dictionary.to_pylist()]
     usable = np.array([p is not None for p in parsed] + [False], bool)
-    # -1 (a null text) reads the appended False
-    host_code = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32)
-    del encoded
-    host_code[~usable[host_code]] = -1
-    codes = np.full(kernels, -1, np.int32)
     linked = host_index >= 0
-    codes[kernel_index[linked]] = host_code[host_index[linked]]
+    picked = pc.take(encoded.indices, pa.array(host_index[linked]))
+    del encoded
+    # -1 (a null text) reads the appended False
+    picked_codes = pc.fill_null(picked, -1).to_numpy(zero_copy_only=False).astype(np.int32)
+    picked_codes[~usable[picked_codes]] = -1
+    codes = np.full(kernels, -1, np.int32)
+    codes[kernel_index[linked]] = picked_codes
     values = pa.array([p if p is not None else [] for p in parsed], SHAPES_TYPE)
     return codes, values
 
@@ -109,5 +111,7 @@ def saved_links(folder: Path) -> tuple[pa.Table | None, pa.ChunkedArray | None]:
     if not (flows_path.exists() and host_path.exists()):
         return None, None
     flows = pq.read_table(flows_path, columns=["kernel_index", "host_index"])
+    if flows["host_index"].null_count == flows.num_rows:  # kernels linked to no op (older traces)
+        return None, None
     host = pq.read_table(host_path, columns=["input_shapes"], read_dictionary=["input_shapes"])
     return flows, host["input_shapes"]
