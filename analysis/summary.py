@@ -72,6 +72,10 @@ class ProfileSummary:
         return _number(self.decode.get("tokens_per_s"))
 
     @property
+    def step_time_ms(self) -> float | None:
+        return _number((self.report_profile.get("metrics") or {}).get("step_time_ms"))
+
+    @property
     def is_simulated(self) -> bool:
         return bool(self.simulated or self.report_profile.get("simulated"))
 
@@ -109,4 +113,5 @@ def summary_of(profile: Profile) -> ProfileSummary:
 def summary_fields(summary: ProfileSummary) -> dict[str, Any]:
     """The model fields to write with a summary: the JSON and its headline columns, so they never disagree."""
     return {"summary": summary.to_dict(), "per_token_ms": summary.per_token_ms,
-            "tokens_per_s": summary.tokens_per_s, "simulated": summary.is_simulated}
+            "tokens_per_s": summary.tokens_per_s, "step_time_ms": summary.step_time_ms,
+            "simulated": summary.is_simulated}

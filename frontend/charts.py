@@ -162,7 +162,8 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
 
 
 def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-token latency (ms) and tokens/s of the project's ready profiles, oldest first.
+    """Per-token latency (ms) and tokens/s of the project's ready profiles, oldest first, and the step time of
+    those that count no tokens.
 
     A category axis, one slot per profile ("#id name"): on a time axis, profiles uploaded seconds apart
     crowded into one spot with overlapping time labels."""
@@ -171,6 +172,8 @@ def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
            if r.get("per_token_ms") is not None]
     tps = [[label, r["tokens_per_s"], r["name"]] for label, r in zip(labels, rows)
            if r.get("tokens_per_s") is not None]
+    steps = [[label, r["step_time_ms"], r["name"]] for label, r in zip(labels, rows)
+             if r.get("step_time_ms") is not None]
     return {
         "animation": False,
         "legend": {"top": 0},
@@ -180,7 +183,7 @@ def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "xAxis": {"type": "category", "data": labels, "boundaryGap": False,
                   "name": _("Profile (#id name), oldest first"), "nameLocation": "middle", "nameGap": 36,
                   "axisLabel": {"width": 110, "overflow": "truncate", "hideOverlap": True}},
-        "yAxis": [{"type": "value", "name": _("Per-token latency (ms)"), "scale": True,
+        "yAxis": [{"type": "value", "name": _("Per-token latency or step time (ms)"), "scale": True,
                    "nameTextStyle": {"align": "left"}},
                   {"type": "value", "name": _("Tokens/s"), "scale": True,
                    "nameTextStyle": {"align": "right"}}],
@@ -189,6 +192,9 @@ def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
              "showSymbol": len(rows) <= 100},
             {"type": "line", "name": _("Tokens/s"), "data": tps, "yAxisIndex": 1,
              "showSymbol": len(rows) <= 100},
+            # runs that count no tokens: their median step, on the same ms scale
+            {"type": "scatter", "name": _("Step time, runs without tokens (ms)"), "data": steps,
+             "yAxisIndex": 0},
         ],
     }
 

@@ -186,6 +186,8 @@ class Profile(models.Model):
     # The headline figures of ``summary``, as columns: the project page charts and sorts profiles by them.
     per_token_ms = models.FloatField(null=True, blank=True)  # decode latency per token (median)
     tokens_per_s = models.FloatField(null=True, blank=True)  # decode throughput
+    # the median profiler step: a run's speed where no tokens are counted (a CUDA-graph decode, training)
+    step_time_ms = models.FloatField(null=True, blank=True)
     simulated = models.BooleanField(default=False)  # written by pypto synth, not measured on hardware
     parquet_prefix = models.CharField(max_length=500, blank=True, default="")  # storage folder of Parquet
     model_file = models.FileField(upload_to=model_file_upload_to, max_length=500, blank=True, default="")

@@ -29,15 +29,18 @@ def project_dashboard_context(project: Any) -> dict[str, Any]:
     ready = Profile.objects.filter(project=project, status=ProfileStatus.READY)
     rows = list(
         ready.order_by("-created_at", "-id")
-        .values("id", "name", "created_at", "per_token_ms", "tokens_per_s", "simulated")[:HISTORY_POINTS]
+        .values("id", "name", "created_at", "per_token_ms", "tokens_per_s", "step_time_ms",
+                "simulated")[:HISTORY_POINTS]
     )
     rows.reverse()
+    # a run that counts no tokens (a CUDA-graph decode, training) shows its step time instead
     history = [{"id": r["id"], "name": r["name"], "when": r["created_at"].isoformat(),
-                "per_token_ms": _positive(r["per_token_ms"]), "tokens_per_s": _positive(r["tokens_per_s"])}
+                "per_token_ms": _positive(r["per_token_ms"]), "tokens_per_s": _positive(r["tokens_per_s"]),
+                "step_time_ms": None if r["per_token_ms"] else _positive(r["step_time_ms"])}
                for r in rows]
     open_findings, open_total = analysis_selectors.open_findings_of_project(project=project,
                                                                              limit=OPEN_FINDINGS)
-    has_history = any(h["per_token_ms"] or h["tokens_per_s"] for h in history)
+    has_history = any(h["per_token_ms"] or h["tokens_per_s"] or h["step_time_ms"] for h in history)
     return {
         "dashboard": {
             "ready_count": len(rows),

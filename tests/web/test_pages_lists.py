@@ -110,13 +110,13 @@ def test_project_header_above_dashboard_and_history_slots(client, make_user) -> 
     assert [row[0] for row in chart["series"][0]["data"]] == chart["xAxis"]["data"]
     # the axes name what they plot, in the page's language
     assert chart["xAxis"]["name"] == "Profile (#id name), oldest first"
-    assert [a["name"] for a in chart["yAxis"]] == ["Per-token latency (ms)", "Tokens/s"]
+    assert [a["name"] for a in chart["yAxis"]] == ["Per-token latency or step time (ms)", "Tokens/s"]
     client.post("/language/", {"language": "zh-hans", "next": "/"})
     html = client.get(f"/projects/{project.pk}/").content.decode()
     chart = json.loads(re.search(r'<script id="chart-history" type="application/json">(.*?)</script>',
                                  html, re.S).group(1))
     assert chart["xAxis"]["name"] == "性能数据（#ID 名称），按上传时间从早到晚"
-    assert [a["name"] for a in chart["yAxis"]] == ["每 token 时延 (ms)", "吞吐 (tokens/s)"]
+    assert [a["name"] for a in chart["yAxis"]] == ["每 token 时延或迭代时间 (ms)", "吞吐 (tokens/s)"]
     assert chart["xAxis"]["data"] == [f"#{pk} run {i}" for i, pk in enumerate(ids)]
 
 
@@ -228,9 +228,33 @@ def test_project_without_decode_profiles_has_no_history_card(client, make_user) 
     Profile.objects.filter(pk__in=ids).update(per_token_ms=None, tokens_per_s=None)
     client.force_login(owner)
     html = client.get(f"/projects/{project.pk}/").content.decode()
-    assert "Per-token latency and tokens/s over time" not in html and 'id="history-chart"' not in html
+    assert "Per-token latency, tokens/s and step time over time" not in html
+    assert 'id="history-chart"' not in html
     assert 'id="dashboard"' in html and '<div class="two" id="dashboard">' not in html
     # one decode profile brings the card back, beside the findings
     Profile.objects.filter(pk=ids[0]).update(per_token_ms=40.0, tokens_per_s=25.0)
     html = client.get(f"/projects/{project.pk}/").content.decode()
     assert 'id="history-chart"' in html and '<div class="two" id="dashboard">' in html
+
+
+def test_a_run_without_tokens_shows_its_step_time_in_the_history(client, make_user) -> None:
+    """A CUDA-graph decode counts no tokens (its replays record no shapes): its median step goes on the
+    history chart, where it had been missing beside its eager twin's per-token latency."""
+    from analysis.summary import ProfileSummary, summary_fields
+    from profiles.models import Profile
+
+    owner = make_user("owner")
+    project = project_with(owner)
+    eager, graph = add_profiles(project, owner, 2, seconds_apart=2)
+    graph_run = {"report": {"profile": {"metrics": {"step_time_ms": 3.46}}}}
+    fields = summary_fields(ProfileSummary.from_dict(graph_run))
+    assert fields["step_time_ms"] == 3.46 and fields["per_token_ms"] is None  # written as diagnose writes it
+    Profile.objects.filter(pk=graph).update(**fields)
+    Profile.objects.filter(pk=eager).update(step_time_ms=27.2)  # it counts tokens: its latency is plotted
+    client.force_login(owner)
+    html = client.get(f"/projects/{project.pk}/").content.decode()
+    chart = json.loads(re.search(r'<script id="chart-history" type="application/json">(.*?)</script>',
+                                 html, re.S).group(1))
+    latency, _, steps = chart["series"]
+    assert [row[0] for row in latency["data"]] == [f"#{eager} run 0"]
+    assert steps["data"] == [[f"#{graph} run 1", 3.46, "run 1"]] and steps["yAxisIndex"] == 0
