@@ -155,6 +155,14 @@ class TimeAttribution:
     segments: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     note: Message | None = None  # why the attribution is not the timeline's, when it is not
 
+    def profiler_steps(self) -> list[StepBreakdown] | None:
+        """The profile's own steps (ProfilerStep#N windows, the profiler's empty tail left out by
+        ``step_windows``): none where the timeline is one window over the device span; None where the
+        attribution is not the timeline's."""
+        if self.source != "timeline":
+            return None
+        return [st for st in self.steps if st.step_id is not None]
+
     def windows(self) -> np.ndarray:
         """The steps' [start, end) windows, one row a step (shape (steps, 2), int64 ns)."""
         return np.array([[s.start_ns, s.end_ns] for s in self.steps], np.int64).reshape(-1, 2)

@@ -779,10 +779,8 @@ def _side_summary(side: _Side) -> dict[str, Any]:
 
 def _step_count(side: _Side) -> int:
     """Profiler steps of a side (0 where the profile has none: one window over the device span)."""
-    a = side.attribution
-    if a is None or a.source != "timeline":
-        return 0
-    return sum(1 for st in a.steps if st.step_id is not None)
+    steps = side.attribution.profiler_steps() if side.attribution is not None else None
+    return len(steps) if steps else 0
 
 
 def _attribution_summary(side: _Side, report: dict[str, Any] | None = None) -> dict[str, Any]:

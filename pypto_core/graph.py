@@ -625,11 +625,8 @@ class OperatorCallGraph:
     def step_walls_ns(self) -> np.ndarray:
         """Wall time of each profiler step the profile records (ProfilerStep#N, step_trace_time), ns; none
         where it records no steps (a kernel table alone, one window over the device span)."""
-        a = self.attribution
-        if a is None or a.source != "timeline":
-            return np.zeros(0, np.int64)
-        return np.array([st.breakdown.wall_ns for st in a.steps if st.step_id is not None
-                         and st.breakdown.wall_ns], np.int64)
+        steps = self.attribution.profiler_steps() if self.attribution is not None else None
+        return np.array([st.breakdown.wall_ns for st in steps or () if st.breakdown.wall_ns], np.int64)
 
     def metrics(self) -> dict[str, float | None]:
         """The comparison's metric rows (``METRICS`` gives units); None where the profile cannot say, or

@@ -62,7 +62,7 @@ def _facts(profile: Profile, data: dict[str, Any] | None, language: str) -> dict
         "per_token_ms": s.per_token_ms,
         "tokens_per_s": s.tokens_per_s,
         # the median profiler step: a run's speed where no tokens are counted (a CUDA-graph decode, training)
-        "step_time_ms": (report_profile.get("metrics") or {}).get("step_time_ms"),
+        "step_time_ms": s.step_time_ms,
         "tokens": s.decode.get("tokens"),
         "speedup": report.get("estimated_combined_speedup"),
         "speedup_bound": report.get("combined_speedup_bound", "estimate"),

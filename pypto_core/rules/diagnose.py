@@ -80,8 +80,8 @@ def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | N
     wl = graph.workload
     a = graph.attribution
     # the steps the attribution counts (the profiler's empty tail step is none), else the profile's
-    steps = (sum(1 for st in a.steps if st.step_id is not None) if a and a.source == "timeline"
-             else base["steps"])
+    recorded = a.profiler_steps() if a is not None else None
+    steps = len(recorded) if recorded is not None else base["steps"]
     out: dict[str, Any] = {
         "format": base["format"], "source": base["source"], "ranks": group.ranks if group else 1,
         "device": graph.sku.name, "sku_source": graph.sku_source, "device_vendor": graph.vendor,
