@@ -111,6 +111,27 @@ def widest_kernel(page: Any, single: bool = True) -> dict | None:
     }""", single)
 
 
+def test_upload_takes_a_file_chosen_before_its_script_ran(browser_page, make_user, tmp_path) -> None:
+    """A file set before upload.js attached its listener (a slow load; the browser restoring the form on
+    back or reload) fired its change event to no one: the script takes it up when it starts. CI once saw the
+    Upload button stay disabled this way."""
+    page = browser_page
+    owner = make_user("kai")
+    project = project_with(owner)
+    log_in(page, "kai")
+    page.route("**/upload*.js", lambda route: route.abort())  # the page loads without its script
+    page.goto(f"{page.base}/projects/{project.pk}/upload/")
+    archive = tmp_path / "run.pt.trace.json"
+    archive.write_text("{}")
+    page.set_input_files("#file", str(archive))
+    assert page.locator("#send").is_disabled()
+    page.unroute("**/upload*.js")
+    page.add_script_tag(url=page.get_attribute("script[src*=upload]", "src"))  # now the script runs
+    page.wait_for_function("() => !document.getElementById('send').disabled", timeout=10_000)
+    assert page.input_value("#name") == "run.pt.trace.json"
+    assert "run.pt.trace.json" in page.inner_text("#drop-text")
+
+
 @pytest.fixture(scope="module")
 def demo_archives(tmp_path_factory) -> tuple[Path, Path]:
     from pypto_core.synth import demo_pair

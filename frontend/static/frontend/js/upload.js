@@ -22,6 +22,9 @@
     send.disabled = false;
   }
   input.addEventListener("change", function () { if (input.files.length) { choose(input.files[0]); } });
+  // A file chosen before this script ran (a slow load, or the browser restoring the form on back or
+  // reload) fired its change event to no one: take it up now.
+  if (input.files.length) { choose(input.files[0]); }
   ["dragenter", "dragover"].forEach(function (t) {
     drop.addEventListener(t, function (ev) { ev.preventDefault(); drop.classList.add("over"); });
   });
