@@ -171,6 +171,9 @@ def test_language_follows_the_user_into_a_new_session(client, make_user) -> None
     assert res.status_code == 302
     page = fresh.get("/")
     assert page["Content-Language"] == "zh-hans" and "项目" in page.content.decode()
+    # the language menu names each language in its own words, in either page language (not "英语")
+    menu = page.content.decode().split('name="language"')[1].split("</select>")[0]
+    assert ">English</option>" in menu and ">简体中文</option>" in menu and "英语" not in menu
     # another user is not affected; anonymous pages keep the session's choice
     other = Client(HTTP_ACCEPT_LANGUAGE="en")
     other.force_login(make_user("bob"))
