@@ -73,17 +73,45 @@ def duration(value: Any, unit: str = "ns") -> str:
 _US_SUFFIXES = (" (µs)", "（µs）")
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _evidence_text(key: str, value: Any) -> str:
+    """A structured evidence value in words: ``{"d2d": 4096.9, "h2d": 2.8}`` under a key in µs reads
+    "d2d 4.10 ms · h2d 2.8 µs"; ``{"aten::item": {"count": 4, "stall_us": 557.0}}`` reads
+    "aten::item (count 4, stall 557 µs)"; a list reads its items joined. Never a Python dict's repr."""
+    def scalar(k: str, v: Any) -> str:
+        if _is_number(v) and k.endswith("_us"):
+            return format_duration(v, "us")
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    if isinstance(value, dict):
+        parts = []
+        for name, v in value.items():
+            if isinstance(v, dict):
+                inner = ", ".join(f"{k.removesuffix('_us')} {scalar(k, x)}" for k, x in v.items())
+                parts.append(f"{name} ({inner})")
+            else:
+                parts.append(f"{name} {scalar(key, v)}")
+        return " · ".join(parts)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_evidence_text(key, v) if isinstance(v, (dict, list, tuple)) else scalar(key, v)
+                         for v in value)
+    return scalar(key, value)
+
+
 def shown_evidence(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A finding's evidence rows (``evidence_rows``) as a page prints them: a time in µs (its key ends in
-    ``_us``) as "92.1 ms", its label without the "(µs)" the engine's labels carry; other values as they
-    are."""
+    ``_us``) as "92.1 ms", its label without the "(µs)" the engine's labels carry; structured values in
+    words (``_evidence_text``); other values as they are."""
     out = []
     for row in rows:
-        value, label = row.get("value"), str(row.get("label", ""))
-        if str(row.get("key", "")).endswith("_us") and isinstance(value, (int, float)) \
-                and not isinstance(value, bool):
+        key, value, label = str(row.get("key", "")), row.get("value"), str(row.get("label", ""))
+        if key.endswith("_us") and (_is_number(value) or isinstance(value, dict)):
             for suffix in _US_SUFFIXES:
                 label = label.removesuffix(suffix)
-            row = {**row, "label": label, "value": format_duration(value, "us")}
+        if (key.endswith("_us") and _is_number(value)) or isinstance(value, (dict, list, tuple)):
+            row = {**row, "label": label, "value": _evidence_text(key, value)}
         out.append(row)
     return out

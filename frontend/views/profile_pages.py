@@ -177,6 +177,7 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
     rows = [{"finding": f, "data": f.data,
              "saving_per_step_us": (f.data.get("estimated_saving_us") or 0) / steps if steps else None,
              "evidence": shown_evidence(evidence_rows(f.data.get("evidence") or {}, language)),
+             "parameters": sorted(((f.data.get("details") or {}).get("parameters") or {}).items()),
              "artifacts": by_finding.get(f.pk, [])} for f in findings]
     out: dict[str, Any] = {
         "analysis": {

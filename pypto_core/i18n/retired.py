@@ -22,4 +22,7 @@ RETIRED: tuple[Message, ...] = (
     # timeline lanes (index version 3), until a Kineto trace's collectives were named NCCL/RCCL
     msg("Communication (HCCL)"),
     msg("HCCL group {group}", group=""),
+    # aicpu_operators' saving model, until its threshold and factor were named with their values
+    msg("Each AI_CPU task over the duration threshold is assumed to run on the AI Core `aicore_speedup` "
+        "times faster (configured, [INFERRED]): saving = time x (1 - 1/speedup)."),
 )

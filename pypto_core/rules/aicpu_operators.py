@@ -14,8 +14,9 @@ from pypto_core.rules._util import column_strings, op_type_time, us
 from pypto_core.rules.context import RuleContext
 from pypto_core.rules.registry import Threshold, rule
 
-SAVING_MODEL = msg("Each AI_CPU task over the duration threshold is assumed to run on the AI Core "
-                "`aicore_speedup` times faster (configured, [INFERRED]): saving = time x (1 - 1/speedup).")
+SAVING_MODEL = msg("Each AI_CPU task longer than `min_dur_us` is assumed to run faster on the AI Core by the "
+                   "factor `aicore_speedup` (an assumption, not a measurement): saving = time x (1 - "
+                   "1/factor).")
 
 
 @rule("aicpu_operators", title=msg("Operators falling back to the AI CPU"), saving_model=SAVING_MODEL,

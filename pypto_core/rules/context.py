@@ -23,7 +23,7 @@ from pypto_core.profile import Profile
 from pypto_core.replay import Change
 from pypto_core.rules._flagged_ops import flagged_ops
 from pypto_core.rules.config import RuleConfig
-from pypto_core.rules.finding import Finding
+from pypto_core.rules.finding import Finding, with_parameters
 from pypto_core.rules.registry import Rule
 
 
@@ -148,6 +148,10 @@ class RuleContext:
         text = {k: _plain(as_message(m).to_dict()) for k, m in
                 (("title", title), ("description", description), ("saving_model", saving_model))}
         details = dict(details or {})
+        if self.rule is not None and self.rule.thresholds:
+            # the thresholds and assumed figures this run was judged by (a project's overrides included):
+            # the saving model names them, the page and the reports show their values
+            details.setdefault("parameters", self.config.section(self.rule_id))
         if remedies and "ops" not in details and len(kernels):
             # what the remedies target: the flagged kernels by op type, shapes, dtypes and formats
             listed = flagged_ops(g, kernels)
@@ -159,7 +163,8 @@ class RuleContext:
             estimated_saving_us=round(saving / 1e3, 3), estimated_speedup=round(speedup, 4),
             saving_bound=self.rule.saving_bound if self.rule is not None else "estimate",
             peer_wait_us=round(peer_wait / 1e3, 3),
-            remedies=list(remedies), saving_model=render_stored(text["saving_model"]) or "",
+            remedies=list(remedies), saving_model=with_parameters(render_stored(text["saving_model"]) or "",
+                                                                  details.get("parameters")),
             details=_plain(details), messages=text,
         )
         self.findings.append(finding)

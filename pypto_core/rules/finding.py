@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -62,7 +63,19 @@ def localized_text(messages: dict[str, Any] | None, language: str,
     for name in TEXT_FIELDS:
         text = render_stored((messages or {}).get(name), language)
         out[name] = text if text is not None else str(fallback.get(name) or "")
+    parameters = (fallback.get("details") or {}).get("parameters")
+    out["saving_model"] = with_parameters(out["saving_model"], parameters)
     return out
+
+
+def with_parameters(text: str, parameters: dict[str, Any] | None) -> str:
+    """A saving model that names a rule's thresholds (```min_gap_us```) with the values the run used:
+    ```min_gap_us` = 5``, so that a reader sees the figure, not only the setting's name. A name already
+    followed by its value is left alone (the English text is stored that way)."""
+    for key, value in (parameters or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            text = re.sub(rf"`{re.escape(key)}`(?! = )", f"`{key}` = {value:g}", text)
+    return text
 
 
 def localize_finding(data: dict[str, Any], language: str = DEFAULT_LANGUAGE) -> dict[str, Any]:

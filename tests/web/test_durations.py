@@ -58,3 +58,22 @@ def test_evidence_times_read_as_durations_without_the_engine_unit() -> None:
     assert by_key["threshold"]["value"] == 0.05  # not a time: as it is
     zh = {r["key"]: r for r in shown_evidence(evidence_rows({"rank_0_free_us": 1500.0}, "zh-Hans"))}
     assert "µs" not in zh["rank_0_free_us"]["label"] and zh["rank_0_free_us"]["value"] == "1.5\u00a0ms"
+
+
+def test_structured_evidence_reads_as_words_not_a_python_dict() -> None:
+    """sync_stall's sync_calls and memcpy_bound's memcpy_split_us (real samples hold both) are dicts: the
+    page shows names with their figures, times as durations, never ``{'aten::item': {...}}``."""
+    from frontend.templatetags.durations import shown_evidence
+    from pypto_core.rules.evidence_labels import evidence_rows
+
+    rows = shown_evidence(evidence_rows({
+        "sync_calls": {"aten::item": {"count": 45, "stall_us": 1767.952},
+                       "AscendCL@aclrtMemcpy": {"count": 6, "stall_us": 247.012}},
+        "memcpy_split_us": {"d2d": 4096.985, "h2d": 2.848},
+        "op_names": ["a", "b"]}, "en"))
+    by_key = {r["key"]: r["value"] for r in rows}
+    assert by_key["sync_calls"] == (f"aten::item (count 45, stall 1.77{NB}ms) · "
+                                    f"AscendCL@aclrtMemcpy (count 6, stall 247{NB}µs)")
+    assert by_key["memcpy_split_us"] == f"d2d 4.1{NB}ms · h2d 2.85{NB}µs"
+    assert by_key["op_names"] == "a, b"
+    assert not any("{" in str(v) for v in by_key.values())

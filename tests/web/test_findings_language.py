@@ -82,3 +82,18 @@ def test_profile_page_names_each_evidence_key_in_the_page_language(client, ready
         assert rows["flagged_time_us"] == ("被标记算子的耗时" if language == "zh-hans"
                                            else "Time of the flagged kernels")
     assert 'style="' not in page.split('id="findings"')[1].split("</section>")[0]
+
+
+def test_a_finding_shows_the_thresholds_it_was_judged_by(client, ready) -> None:
+    """Under the evidence: the rule's thresholds and assumed figures with their values (``parameters``)."""
+    owner, _project, p = ready
+    client.force_login(owner)
+    findings = client.get(f"/api/profiles/{p.pk}/findings/").json()["findings"]
+    norm = next(f for f in findings if f["rule"] == "norm_launch_overhead")
+    fused = norm["details"]["parameters"]["fused_norm_us"]
+    page = client.get(f"/profiles/{p.pk}/").content.decode()
+    card = page.split('data-rule="norm_launch_overhead"')[1].split("</article>")[0]
+    shown = card.split('class="hint small parameters"')[1].split("</p>")[0]
+    assert '<span class="mono">fused_norm_us</span> = ' + f"{fused:g}" in shown
+    assert "pypto analyze --config" in shown
+

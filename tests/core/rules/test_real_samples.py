@@ -321,3 +321,24 @@ def test_a_rank_that_waits_for_no_one_has_no_such_row() -> None:
     assert report.profile.get("peer_wait") is None
     assert "Not recoverable on this rank" not in render(report, "md")
     assert [f.rank for f in report.findings] == list(range(1, len(report.findings) + 1))
+
+
+def test_a_saving_model_names_its_thresholds_with_the_values_used() -> None:
+    """The saving model's setting names (`min_gap_us`) read with the values the run was judged by, a
+    project's override included, in English and in Chinese; details.parameters lists every threshold."""
+    from pypto_core.rules.finding import localize_finding
+
+    if not SAMPLES.exists():
+        pytest.skip("needs the real samples")
+    group = formats.open_profiles(SAMPLES / "ascend_pt/timeline_2024/trace_view.json")
+    report = diagnose_group(group, {"host_bound_gaps": {"min_gap_us": 7.5}})
+    by_rule = {f.rule: f for f in report.findings}
+    gaps, aicpu = by_rule["host_bound_gaps"], by_rule["aicpu_operators"]
+    assert gaps.details["parameters"]["min_gap_us"] == 7.5
+    assert set(gaps.details["parameters"]) == set(discover()["host_bound_gaps"].thresholds)
+    assert "`min_gap_us` = 7.5" in gaps.saving_model and "`residual_gap_us` = " in gaps.saving_model
+    assert "`aicore_speedup` = 10" in aicpu.saving_model and "[INFERRED]" not in aicpu.saving_model
+    zh = localize_finding(aicpu.to_dict(), "zh-Hans")["saving_model"]
+    assert "`aicore_speedup` = 10" in zh and "假设" in zh
+    # rendered once more (a stored finding read again) the values are not doubled
+    assert localize_finding(gaps.to_dict(), "en")["saving_model"] == gaps.saving_model
