@@ -72,6 +72,11 @@ ATTRIBUTION_SHARES: dict[str, tuple[str, ...]] = {
     "compute_share": ("compute",),
     "communication_not_overlapped_share": ("communication_not_overlapped",),
 }
+# The metrics that are a share of the step's (or the run's) time: their denominator moves with the step
+# (``_shares_of_a_changed_step``); efficiencies (MatMul against the roofline) and ratios between kernels do
+# not.
+TIME_SHARES = frozenset({*ATTRIBUTION_SHARES, "attention_hbm_time_share", "norm_launch_overhead_share",
+                         "ai_core_utilization", "critical_path_host_share"})
 ALIGN_LEVELS: tuple[str, ...] = ("framework_op", "op_type", "name")
 ALIGN_FRAMEWORK_MIN_SHARE = 0.5  # device time reaching a framework op, on both sides, to align by it
 ALIGNED_KERNELS = 8  # kernels listed per side of an aligned row (the rest counted)
@@ -418,7 +423,25 @@ class ProfileComparer:
                     row["better"] = None  # inside the noise: neither better nor worse
             row["noise"] = self._noise(name, row)
             rows.append(row)
+        self._shares_of_a_changed_step(rows)
         return rows
+
+    def _shares_of_a_changed_step(self, rows: list[dict[str, Any]]) -> None:
+        """A share of the step moves when the step does: a run made faster elsewhere shows its attention's
+        share grow with the time unchanged (the H200 eager decode against its CUDA-graph replay). A time
+        share whose verdict runs against the step time's (or the token latency's) is no verdict by itself:
+        it reads ``step: shorter`` (or ``longer``) and neither better nor worse; the op tables give the
+        times."""
+        headline = "per_token_latency_ms" if self.per_token else "step_time_ms"
+        time_row = next((r for r in rows if r["name"] == headline), None)
+        faster = time_row["better"] if time_row is not None else None
+        if faster is None:
+            return
+        for row in rows:
+            if row["name"] in TIME_SHARES and row["better"] is not None and row["better"] != faster:
+                row["better"] = None
+                row["step"] = "shorter" if faster else "longer"
+                row["noise"]["verdict"] = _verdict(row)
 
     def _step_samples(self, side: _Side, name: str) -> np.ndarray | None:
         """Per-step values of a metric, where the profile has them (token latencies, attribution shares)."""
@@ -709,13 +732,26 @@ class ProfileComparer:
                 est = f.get("estimated_saving_us")
                 if est and measured:
                     row["estimate_error_pct"] = (est - measured) / abs(measured) * 100.0
+            self._per_unit(row, self.base)
             rows.append(row)
         for rule, f in new.items():
             if rule not in base:
                 status = "new" if _applies(rule, self.base) else "not_applicable"
                 rows.append({"rule": rule, "status": status, "title": f.get("title", ""), **_title_message(f),
                              "estimated_saving_us": f.get("estimated_saving_us"), "measured_saving_us": None})
+                self._per_unit(rows[-1], self.new)
         return rows
+
+    def _per_unit(self, row: dict[str, Any], side: _Side) -> None:
+        """A finding's savings are over its run (the baseline's scale; a new finding's, the candidate's);
+        where the op times compare per step or per token, the same savings in that unit beside them, divided
+        by that run's steps or decode tokens, so that the table reads in the unit of the rest of the page."""
+        unit = self._aligned_unit()
+        count = side.tokens if unit == "per_token" else _step_count(side) if unit == "per_step" else 0
+        if count > 1:
+            row["per_unit"] = {"unit": unit, "count": int(count), **{
+                key: (row[key] / count if row.get(key) is not None else None)
+                for key in ("estimated_saving_us", "measured_saving_us")}}
 
 
 def _explained_bucket(rule_id: str) -> str | None:
@@ -749,11 +785,14 @@ def _separated(base: np.ndarray, new: np.ndarray) -> bool:
 
 
 def _verdict(row: dict[str, Any]) -> str:
-    """better | worse | noise | same | n/a: one word per metric row, the page's and the exports'."""
+    """better | worse | noise | same | n/a | share_of_shorter_step | share_of_longer_step: one word per
+    metric row, the page's and the exports'."""
     if row.get("base") is None or row.get("new") is None:
         return "n/a"
     if row.get("significant") is False and row.get("delta"):
         return "noise"
+    if row.get("step"):
+        return f"share_of_{row['step']}_step"  # moved with the step time (``_shares_of_a_changed_step``)
     words: dict[Any, str] = {True: "better", False: "worse"}
     return words.get(row.get("better"), "same")
 
@@ -902,6 +941,8 @@ def kernels_text(kernels: list[dict[str, Any]], more: int = 0) -> str:
     return " + ".join(parts) + (f" + {more} more" if more else "")
 
 
+_VERDICT_TEXT = {"share_of_shorter_step": "a share of a shorter step (see the times)",
+                 "share_of_longer_step": "a share of a longer step (see the times)"}
 _UNIT_TEXT = {"per_token": "µs per token", "per_step": "µs per step", "whole_run": "µs"}
 _CSV_UNIT = {"per_token": "us/token", "per_step": "us/step", "whole_run": "us"}
 
@@ -923,7 +964,7 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
             delta += " (noise)"
         better = {True: "✅", False: "❌", None: "—"}[m["better"]]
         verdict = (m.get("noise") or {}).get("verdict") or _verdict(m)
-        noise = "n/a" if verdict == "n/a" else f"{_noise_text(m)} → {verdict}"
+        noise = "n/a" if verdict == "n/a" else f"{_noise_text(m)} → {_VERDICT_TEXT.get(verdict, verdict)}"
         lines.append(f"| {m['name']} | {m['unit']} | {_fmt(m['base'], m['unit'])} "
                      f"| {_fmt(m['new'], m['unit'])} | {delta} | {better} | {_md_cell(noise)} |")
     lines += _summary_markdown(data.get("summary") or {})
@@ -959,14 +1000,21 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
         lines.append(f"| {_md_cell(readable(str(o['op_type'])))} | {o['base_us']:,.1f} | {o['new_us']:,.1f} "
                      f"| {o['delta_us']:+,.1f} | {o['base_count']} | {o['new_count']} |")
     if data["findings"]:
-        lines += ["", "**Findings**", "", "| Rule | Status | Estimated saving (µs) | Measured saving (µs) |",
-                  "|---|---|---:|---:|"]
+        per_unit = f"; in brackets, {unit}" if data["normalisation"] != "whole_run" else ""
+        lines += ["", f"**Findings** (savings over the whole run{per_unit})", "",
+                  "| Rule | Status | Estimated saving (µs) | Measured saving (µs) |", "|---|---|---:|---:|"]
         for f in data["findings"]:
-            lines.append(f"| {f['rule']} | {f['status']} | {_fmt(f.get('estimated_saving_us'))} "
-                         f"| {_fmt(f.get('measured_saving_us'))} |")
+            lines.append(f"| {f['rule']} | {f['status']} | {_saving_cell(f, 'estimated_saving_us')} "
+                         f"| {_saving_cell(f, 'measured_saving_us')} |")
     for w in data.get("warnings", []):
         lines.append(f"\n> {_md_cell(w)}")
     return "\n".join(lines) + "\n"
+
+
+def _saving_cell(finding: dict[str, Any], key: str) -> str:
+    """A finding's saving over the run, and in brackets per step or token where the op tables are."""
+    per = (finding.get("per_unit") or {}).get(key)
+    return f"{_fmt(finding.get(key))} ({_fmt(per)})" if per is not None else _fmt(finding.get(key))
 
 
 def _summary_markdown(summary: dict[str, Any]) -> list[str]:
