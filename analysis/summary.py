@@ -76,6 +76,11 @@ class ProfileSummary:
         return _number((self.report_profile.get("metrics") or {}).get("step_time_ms"))
 
     @property
+    def mfu(self) -> float | None:
+        """The MatMuls' FLOP/s against the device's peak (a prefill's or a training step's headline)."""
+        return _number((self.report_profile.get("metrics") or {}).get("mfu"))
+
+    @property
     def is_simulated(self) -> bool:
         return bool(self.simulated or self.report_profile.get("simulated"))
 

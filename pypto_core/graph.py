@@ -48,6 +48,7 @@ METRICS: dict[str, tuple[str, bool]] = {
     "communication_not_overlapped_share": ("share", False),
     "critical_path_ms": ("ms", False),
     "critical_path_host_share": ("share", False),
+    "mfu": ("share", True),
 }
 
 # Each metric in words (the ids stay in the JSON): what the profile page and the comparison show.
@@ -69,6 +70,7 @@ METRIC_LABELS: dict[str, Message] = {
     "communication_not_overlapped_share": msg("Communication not overlapped, share of the step"),
     "critical_path_ms": msg("Critical path (ms)"),
     "critical_path_host_share": msg("Host share of the critical path"),
+    "mfu": msg("MFU: the MatMuls' FLOP/s against the device's peak"),
 }
 
 
@@ -683,10 +685,24 @@ class OperatorCallGraph:
             shaped = busy_mask & (self.input_shapes.slot_count() > 0)
             # most of the device time without tensor shapes (Kineto without record_shapes, kernels replayed
             # from a CUDA graph): the profile cannot say, and a few shaped copies would read as idle HBM
-            if moved > 0 and self.dur[shaped].sum() >= SHAPED_TIME_MIN_SHARE * device_time:
+            # (or as idle cubes)
+            shapes_known = self.dur[shaped].sum() >= SHAPED_TIME_MIN_SHARE * device_time
+            if moved > 0 and shapes_known:
                 bytes_per_s = moved / (span / 1e9)
                 out["hbm_bandwidth_utilization"] = float(min(bytes_per_s / self.sku.hbm_bytes_per_s, 1.0))
+            if mm.any() and shapes_known and wl.is_sequence_model() and not wl.has_decode():
+                out["mfu"] = self._mfu(mm, span)
         return out
+
+    def _mfu(self, matmuls: np.ndarray, span_ns: float) -> float:
+        """The MatMuls' FLOPs over the run's time against the device's dense peak (int8 at its own rate):
+        the prefill's and the training step's headline. Counted from the kernels' shapes, so attention run
+        in fused kernels is left out: a lower bound of the model's FLOPs utilisation. A decode's is near
+        zero by nature (its bound is HBM bandwidth), so it is not given there."""
+        peak = self.sku.peak_flops_per_s()
+        rate = np.where(self.element_bytes[matmuls] == 1, 2 * peak, peak)
+        peak_seconds = float((self.flops[matmuls] / rate).sum())
+        return min(peak_seconds / (span_ns / 1e9), 1.0)
 
     @cached_property
     def kv_layout_mask(self) -> np.ndarray:

@@ -63,6 +63,7 @@ def _facts(profile: Profile, data: dict[str, Any] | None, language: str) -> dict
         "tokens_per_s": s.tokens_per_s,
         # the median profiler step: a run's speed where no tokens are counted (a CUDA-graph decode, training)
         "step_time_ms": s.step_time_ms,
+        "mfu": s.mfu,
         "tokens": s.decode.get("tokens"),
         "speedup": report.get("estimated_combined_speedup"),
         "speedup_bound": report.get("combined_speedup_bound", "estimate"),

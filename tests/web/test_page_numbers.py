@@ -39,8 +39,11 @@ CASES = {
     # our own H200 capture (tests/data): a CUDA-graph decode, which counts no tokens but has its steps
     "h200_cuda_graph": lambda tmp: formats.open_profiles(
         REPO / "tests/data/h200_decode/cuda_graph.pt.trace.json.gz").primary(),
+    # and its prefill: no tokens, its MFU the headline
+    "h200_prefill": lambda tmp: formats.open_profiles(
+        REPO / "tests/data/h200_decode/prefill.pt.trace.json.gz").primary(),
 }
-OWN_DATA = ("demo", "h200_cuda_graph")
+OWN_DATA = ("demo", "h200_cuda_graph", "h200_prefill")
 
 
 def _number(html: str, label: str) -> str:
@@ -82,6 +85,12 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
     if step_time and not per_token:
         assert _number(page, "Step time (p50)") == format_duration(step_time, "ms")
     assert (case == "h200_cuda_graph") <= ("Step time (p50)" in page)
+    # a prefill's or a training step's MFU, where the shapes give the MatMuls' FLOPs: the API's figure
+    mfu = prof["metrics"]["mfu"]
+    assert ('id="mfu"' in page) == (mfu is not None)
+    assert (case == "h200_prefill") == (mfu is not None)
+    if mfu is not None:
+        assert _number(page, "MFU") == f"{100 * mfu:.1f}%"
 
     table = _table(page)  # the time attribution, bucket by bucket
     tb = prof["time_breakdown"]
