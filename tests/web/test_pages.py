@@ -279,13 +279,15 @@ def test_comparison_page_and_exports(client, world) -> None:
     statuses = dict(re.findall(r'<td class="mono">([a-z_]+)</td><td>[^<]*</td>\s*<td class="st-([a-z]+)">',
                                html))
     assert statuses.get("matmul_tiling") == "fixed", statuses
-    # a finding's saving is over the run; beside it, in the unit of the op tables (here per token)
+    # a finding's saving is over the run; beside it, per profiler step as the profile page gives it, never
+    # per token (the run's saving holds the prefill's part: 2 prefill and 2 decode steps here)
     mm = next(f for f in stored.result["findings"] if f["rule"] == "matmul_tiling")
-    assert stored.result["normalisation"] == "per_token" and mm["per_unit"]["count"] > 1
+    assert stored.result["normalisation"] == "per_token"
+    assert mm["per_unit"]["unit"] == "per_step" and mm["per_unit"]["count"] == 4
     status_table = re.search(r'id="finding-status">.*?</table>\s*<p class="hint">([^<]*)</p>', html, re.S)
-    per_token = format_duration(mm["per_unit"]["estimated_saving_us"], "us")
-    assert f'<span class="hint per-unit">({per_token} per token)</span>' in status_table.group(0)
-    assert "in brackets, per token" in status_table.group(1)
+    per_step = format_duration(mm["per_unit"]["estimated_saving_us"], "us")
+    assert f'<span class="hint per-unit">({per_step} a step)</span>' in status_table.group(0)
+    assert "in brackets, per profiler step" in status_table.group(1)
     assert HOSTILE[1] in _json_scripts(html)["chart-ops"]["yAxis"][0]["data"]
     assert "&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;" in html  # op-type table cell, escaped
     md = client.get(f"/api/comparisons/{cid}/export/?format=md")

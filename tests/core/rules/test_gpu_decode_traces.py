@@ -229,7 +229,7 @@ def test_a_fix_without_kernels_of_its_own_is_measured_on_the_time_it_explains() 
     row = next(r for r in result["findings"] if r["rule"] == "host_bound_gaps")
     assert row["status"] == "persisting"
     assert 0.7 * row["estimated_saving_us"] < row["measured_saving_us"] < row["estimated_saving_us"]
-    # the op times compare per step: the savings read in that unit too, over the baseline's 4 steps
+    # the savings per step too, over the baseline's 4 steps, as the profile page gives them
     assert result["normalisation"] == "per_step"
     per = row["per_unit"]
     assert per["unit"] == "per_step" and per["count"] == 4
