@@ -27,9 +27,9 @@ from pypto_core.kernel_names import readable
 from pypto_core.profile import Profile
 from pypto_core.shapes import distinct_values, is_coded
 
-PAGE_DATA_VERSION = 4  # 2: kernels without an op type grouped by their readable name; 3: roofline points say
+PAGE_DATA_VERSION = 5  # 2: kernels without an op type grouped by their readable name; 3: roofline points say
 # whether they run above the HBM roof, and the roof carries the L2 size; 4: decode tokens numbered by their
-# profiler step, the prefill time per prefill step
+# profiler step, the prefill time per prefill step; 5: a lookup's bytes are its rows, not its whole table
 TOP_OPS = 500  # rows of the top-ops table: the table filters client-side, 500 rows stay < 200 KB of JSON
 TOP_OP_TYPES = 30  # bars of the breakdown chart; the rest are summed into "(other)"
 ROOFLINE_POINTS = 300  # points of the roofline scatter (the largest groups by time that have FLOPs)

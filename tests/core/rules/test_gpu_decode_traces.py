@@ -302,3 +302,16 @@ def test_a_share_that_grows_because_the_step_shrank_is_not_worse() -> None:
     assert after == pytest.approx(before, rel=0.1)
     assert rows["compute_share"]["better"] is True  # moved with the faster step: a verdict as before
     assert "a share of a shorter step" in to_markdown(result)
+
+
+def test_a_decode_token_looks_up_one_row_of_the_vocabulary() -> None:
+    """torch's embedding launches indexSelect with index_select's inputs ([[32000, 2048], [], [1]]; Kineto
+    records no outputs): the token's row is read and written, 4 KB each, not the 131 MB table."""
+    graph = OperatorCallGraph(open_profile(trace("eager")))
+    shapes = graph.kernels["input_shapes"].to_pylist()
+    lookup = graph.is_role("embedding")
+    lookups = [i for i, s in enumerate(shapes) if s and s[0] == [32000, 2048] and lookup[i]]
+    assert lookups
+    row = 2048 * 2
+    for i in lookups:
+        assert 2 * row <= graph.bytes_moved[i] < 3 * row

@@ -342,3 +342,25 @@ def test_a_saving_model_names_its_thresholds_with_the_values_used() -> None:
     assert "`aicore_speedup` = 10" in zh and "假设" in zh
     # rendered once more (a stored finding read again) the values are not doubled
     assert localize_finding(gaps.to_dict(), "en")["saving_model"] == gaps.saving_model
+
+
+def test_a_lookup_moves_its_rows_not_its_whole_table() -> None:
+    """An embedding lookup (GatherV2 of a [151936, 1024] vocabulary for 4096 tokens) reads the rows it
+    writes, and its gradient adds those rows into a zeroed table: counted whole, the Qwen3 sample's lookup
+    moved 320 MB in 49 µs (6.5 TB/s on a 1.6 TB/s 910B) and its gradient 639 MB in 130 µs."""
+    from pypto_core.graph import OperatorCallGraph
+    from pypto_core.hardware import resolve_sku
+
+    if not SAMPLES.exists():
+        pytest.skip("needs the real samples")
+    profile = formats.open_profiles(SAMPLES / "ascend_pt/qwen3_0.6b_train_4npu_level2").primary()
+    spec = resolve_sku(profile, None)[0]
+    graph = OperatorCallGraph(profile, spec)
+    op_types = profile.kernels["op_type"].to_pylist()
+    rows_bytes = 4096 * 1024 * 2  # the 4096 looked-up rows of bf16
+    for i, op in enumerate(op_types):
+        if op == "GatherV2":  # read the rows, write them, read the 4096 int64 indices (+ the axis)
+            assert graph.bytes_moved[i] == pytest.approx(2 * rows_bytes + 4096 * 8, abs=64)
+        if op in ("GatherV2", "EmbeddingDenseGradV2"):
+            assert graph.bytes_moved[i] / (graph.dur[i] / 1e9) < spec.hbm_bytes_per_s
+    assert {"GatherV2", "EmbeddingDenseGradV2"} <= set(op_types)
