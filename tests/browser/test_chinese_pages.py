@@ -176,7 +176,7 @@ def test_every_page_in_chinese_has_no_english_sentence(zh_page, worker, tmp_path
         if ready:
             ready(page) if ready is charts_ready else ready()
         text = page.evaluate(READ_PAGE)
-        # marked English: the pipeline's log, and the language menu's "English" (each language in its own words)
+        # marked English: the pipeline's log, and the menu's "English" (each language in its own words)
         english = page.evaluate("() => [...document.querySelectorAll('[lang=\"en\"]')]"
                                 ".filter(e => !e.closest('select[name=language]')).map(e => e.className)")
         assert all("pipeline-log" in c for c in english), english
