@@ -77,6 +77,9 @@ ATTRIBUTION_SHARES: dict[str, tuple[str, ...]] = {
 # not.
 TIME_SHARES = frozenset({*ATTRIBUTION_SHARES, "attention_hbm_time_share", "norm_launch_overhead_share",
                          "ai_core_utilization", "critical_path_host_share"})
+# A share's time (the attribution's buckets a step) that moved less than this is the same time: its share
+# moved with the step alone (``_shares_of_a_changed_step``) [INFERRED: the profiler's own jitter on a step]
+SAME_TIME_REL = 0.05
 ALIGN_LEVELS: tuple[str, ...] = ("framework_op", "op_type", "name")
 ALIGN_FRAMEWORK_MIN_SHARE = 0.5  # device time reaching a framework op, on both sides, to align by it
 ALIGNED_KERNELS = 8  # kernels listed per side of an aligned row (the rest counted)
@@ -427,18 +430,24 @@ class ProfileComparer:
         return rows
 
     def _shares_of_a_changed_step(self, rows: list[dict[str, Any]]) -> None:
-        """A share of the step moves when the step does: a run made faster elsewhere shows its attention's
-        share grow with the time unchanged (the H200 eager decode against its CUDA-graph replay). A time
-        share whose verdict runs against the step time's (or the token latency's) is no verdict by itself:
-        it reads ``step: shorter`` (or ``longer``) and neither better nor worse; the op tables give the
-        times."""
+        """A share of the step moves when the step does: a run made faster elsewhere shows its idle share
+        grow with the idle time unchanged (torch.compile with static weights: 1.2 ms both, 35% of 3.5 ms
+        against 50% of 2.6 ms), and its compute share grow with the compute unchanged (1.27 against 1.28
+        ms). A time share whose verdict runs against the step time's (or the token latency's), or whose
+        time a step barely moved (``SAME_TIME_REL``), is no verdict by itself: it reads ``step: shorter``
+        (or ``longer``) and neither better nor worse; the times are beside it (the summary, the op tables)."""
         headline = "per_token_latency_ms" if self.per_token else "step_time_ms"
         time_row = next((r for r in rows if r["name"] == headline), None)
         faster = time_row["better"] if time_row is not None else None
         if faster is None:
             return
         for row in rows:
-            if row["name"] in TIME_SHARES and row["better"] is not None and row["better"] != faster:
+            if row["name"] not in TIME_SHARES or row["better"] is None:
+                continue
+            before, after = (_bucket_ms_per_step(s, row["name"]) for s in (self.base, self.new))
+            unmoved = (before is not None and after is not None
+                       and abs(after - before) <= SAME_TIME_REL * max(before, after))
+            if row["better"] != faster or unmoved:
                 row["better"] = None
                 row["step"] = "shorter" if faster else "longer"
                 row["noise"]["verdict"] = _verdict(row)
@@ -814,6 +823,16 @@ def _side_summary(side: _Side) -> dict[str, Any]:
     return {"format": meta.format, "source": meta.source, "device": side.sku.name,
             "cann_version": meta.cann_version, "simulated": meta.simulated,
             "kernel_count": side.n, "decode_steps": side.tokens}
+
+
+def _bucket_ms_per_step(side: _Side, name: str) -> float | None:
+    """The time behind an attribution share (``ATTRIBUTION_SHARES``), ms a step; None for another metric
+    or a side without steps."""
+    buckets, a = ATTRIBUTION_SHARES.get(name), side.attribution
+    steps = _step_count(side)
+    if buckets is None or a is None or not steps:
+        return None
+    return sum(a.run.buckets[b] for b in buckets) / steps / 1e6
 
 
 def _step_count(side: _Side) -> int:

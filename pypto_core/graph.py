@@ -351,13 +351,19 @@ class OperatorCallGraph:
             unknown = lookup & (written == 0) & (rows_in > 0)
             if unknown.any():
                 # a Kineto kernel carries its launching op's inputs only: aten::embedding(weight, indices)
-                # names its rows in its second input, index_select(self, dim, index) in its third; the rows
-                # are read once and written once (an H200 decode's token: 4 KB of a 131 MB table)
+                # names its rows in its second input, index_select(self, dim, index) and gather(self, dim,
+                # index) in their third; what they name is read once and written once (an H200 decode's
+                # token: 4 KB of a 131 MB table). An index of the table's own rank (torch.gather, which the
+                # prefill's embedding ran as) names elements, a lower one rows.
                 sh = self.input_shapes
-                indices = np.where(sh.slot_count() >= 3, sh.elements(2), sh.elements(1)).astype(np.float64)
+                third = sh.slot_count() >= 3
+                indices = np.where(third, sh.elements(2), sh.elements(1)).astype(np.float64)
+                index_rank = np.where(third, sh.rank(2), sh.rank(1))
                 vocab = sh.dim(0, 0).astype(np.float64)
-                row = np.divide(rows_in, vocab, out=np.zeros(self.n), where=vocab > 0)
-                touched = np.minimum(indices * row, rows_in)
+                table_elements = sh.elements(0).astype(np.float64)
+                per_index = np.where(index_rank >= sh.rank(0), table_elements, vocab)
+                item = np.divide(rows_in, per_index, out=np.zeros(self.n), where=per_index > 0)
+                touched = np.minimum(indices * item, rows_in)
                 fix = unknown & (touched > 0)
                 moved[fix] += 2 * touched[fix] - rows_in[fix]
         return moved
@@ -688,10 +694,14 @@ class OperatorCallGraph:
             out["ai_core_utilization"] = _interval_union_ns(self.start[busy_mask], self.end[busy_mask]) / span
         device_time = float(np.sum(self.dur, where=busy_mask)) or 1.0
         att = w & self.attention_mask
-        if wl.is_llm():
-            mf = self.move_fraction
+        mf = self.move_fraction
+        # without the MTE2 counters (a GPU, an NPU run without PipeUtilization) attention counts as
+        # memory-bound only where it is by nature, in decode (the KV cache read once a token); a prefill's
+        # flash attention is compute-bound, and its share would read as memory-bound time
+        if wl.is_llm() and (mf is not None or wl.has_decode()):
             move = np.ones(int(att.sum())) if mf is None else np.where(mf[att] >= 0, mf[att], 1.0)
             out["attention_hbm_time_share"] = float((self.dur[att] * move).sum() / device_time)
+        if wl.is_llm():
             norm = w & (self.is_role("norm") | self.chain_mask("rms_norm"))
             out["norm_launch_overhead_share"] = float((self.dur[norm]
                                                        + self.gap_before_ns[norm]).sum() / span)

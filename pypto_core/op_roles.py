@@ -48,7 +48,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("elementwise", re.compile(r"^(add|addv2|mul|muls|sub|div|realdiv|neg|maximum|minimum|exp|adds|"
                                r"select|masked_fill|where|zeroslike|fill|onesike|equal|less)$", re.I)),
     # a lookup reads the rows its indices name: GatherV2 (torch_npu's embedding), torch's indexSelect kernels
-    ("embedding", re.compile(r"embedding|^gather(v2|v3)?d?$|indexselect", re.I)),
+    ("embedding", re.compile(r"embedding|^gather(v2|v3)?d?$|indexselect|\bvectorized_gather_kernel", re.I)),
     ("sampling", re.compile(r"argmax|topk|sort|multinomial", re.I)),
 )
 _COMM = re.compile(r"^hcom_|hccl|nccl|allreduce|allgather|reducescatter|alltoall|broadcast", re.I)

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from pypto_core.profile import TABLE_SCHEMAS
 
 SHAPES_TYPE = TABLE_SCHEMAS["kernels"].field("input_shapes").type
+COPY_TYPES = pa.array(["MEMCPY", "MEMSET"])  # the kernels' core types that copy or fill, computing nothing
 MAX_TEXT = 4096  # longer Input Dims text is not a tensor op's shapes (bounded work per distinct text)
 MAX_SLOTS = 64
 
@@ -99,7 +100,13 @@ def filler(kernels: int, flows: pa.Table | None, host_shapes: pa.ChunkedArray | 
         lo = done[0]
         done[0] += rows.num_rows
         part = codes[lo:done[0]]
-        column = pc.take(values, pa.array(part, pa.int32(), mask=part < 0))
+        none = part < 0
+        if "core_type" in rows.column_names:
+            # a copy or a memset its op issued (aten::linear's Memset of the output) computes nothing of the
+            # op: its bytes are its own, and the op's shapes would plot it as a MatMul on the roofline
+            copies = pc.fill_null(pc.is_in(rows["core_type"], COPY_TYPES), False)
+            none = none | copies.to_numpy(zero_copy_only=False)
+        column = pc.take(values, pa.array(part, pa.int32(), mask=none))
         return rows.set_column(rows.column_names.index("input_shapes"), "input_shapes", column)
 
     return fill

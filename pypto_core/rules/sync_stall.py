@@ -33,16 +33,36 @@ _ADVICE = {
 
 
 def sync_calls(ctx: RuleContext) -> dict[str, dict[str, float]]:
-    """{call name: {count, stall_us}} of the sync calls that overlap the device's sync_wait time."""
+    """{call name: {count, stall_us}} of the outermost sync calls that overlap the device's sync_wait time.
+
+    A sync nests: ``.item()`` is aten::item, which calls aten::_local_scalar_dense, which calls
+    cudaStreamSynchronize (or aclrtMemcpy). Listed each, one stall read three times (569 + 557 + 545 µs of
+    597 on the H200 graph run): only the outermost call, the one the code wrote, is listed."""
     a = ctx.graph.attribution
     s, e = a.intervals("sync_wait") if a is not None else (np.zeros(0), np.zeros(0))
     out: dict[str, dict[str, float]] = {}
     start, end, names = matching_calls(ctx.profile, SYNC_CALL)
+    outer = _outermost(start, end)
+    start, end, names = start[outer], end[outer], [names[i] for i in np.flatnonzero(outer)]
     for name, ns in zip(names, overlap_ns(s, e, start, end).tolist()):
+        if ns <= 0:
+            continue  # a sync while the device still had work queued stalled nothing
         row = out.setdefault(name, {"count": 0, "stall_us": 0.0})
         row["count"] += 1
         row["stall_us"] = round(row["stall_us"] + ns / 1e3, 3)
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["stall_us"])[:10])
+
+
+def _outermost(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per call: no other call encloses it (calls of different threads rarely overlap in a sync)."""
+    order = np.lexsort((-end, start))  # by start, the longest first: an enclosing call comes before
+    ends = end[order]
+    reach = np.maximum.accumulate(ends)  # the furthest end of the calls started so far
+    enclosed = np.zeros(len(order), bool)
+    enclosed[1:] = ends[1:] <= reach[:-1]
+    out = np.ones(len(start), bool)
+    out[order[enclosed]] = False
+    return out
 
 
 @rule("sync_stall", title=msg("Device idle while the host synchronises"), saving_model=SAVING_MODEL,

@@ -100,6 +100,14 @@ def test_prefill_mfu_counts_the_matmuls_the_model_runs() -> None:
     assert report("prefill").profile["metrics"]["mfu"] == pytest.approx(metrics["mfu"])
     # a decode is bound by HBM, not by its cubes: no MFU there
     assert report("eager").profile["metrics"]["mfu"] is None
+    # without MTE2 counters a prefill's flash attention is not called memory-bound (it is compute-bound);
+    # a decode's is, by nature
+    assert metrics["attention_hbm_time_share"] is None
+    assert report("eager").profile["metrics"]["attention_hbm_time_share"] > 0
+    # the Memset aten::linear issues computes nothing of the MatMul: it does not take the MatMul's shapes
+    kinds = graph.kernels["core_type"].to_pylist()
+    shapes = graph.kernels["input_shapes"].to_pylist()
+    assert "MEMSET" in kinds and all(not s for k, s in zip(kinds, shapes) if k in ("MEMSET", "MEMCPY"))
 
 
 def test_kernels_take_the_shapes_of_the_aten_op_that_launched_them() -> None:
@@ -300,8 +308,16 @@ def test_a_share_that_grows_because_the_step_shrank_is_not_worse() -> None:
     # its time barely moved: the share times the step, before and after
     before, after = idle["base"] * rows["step_time_ms"]["base"], idle["new"] * rows["step_time_ms"]["new"]
     assert after == pytest.approx(before, rel=0.1)
-    assert rows["compute_share"]["better"] is True  # moved with the faster step: a verdict as before
+    # the compute share rose too, with the compute the same 1.3 ms a step: no "better" either
+    compute = rows["compute_share"]
+    assert compute["new"] > compute["base"] and compute["better"] is None and compute["step"] == "shorter"
     assert "a share of a shorter step" in to_markdown(result)
+    # where the time behind a share did move, the share keeps its verdict: capturing the eager decode's step
+    # took its idle time from 25 ms to 1.7 ms a step
+    graph = compare_profiles(lambda: open_profile(trace("eager")),
+                             lambda: open_profile(trace("cuda_graph"))).to_dict()
+    idle = {m["name"]: m for m in graph["metrics"]}["device_idle_share"]
+    assert idle["better"] is True and "step" not in idle
 
 
 def test_a_decode_token_looks_up_one_row_of_the_vocabulary() -> None:

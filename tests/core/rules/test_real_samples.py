@@ -364,3 +364,19 @@ def test_a_lookup_moves_its_rows_not_its_whole_table() -> None:
         if op in ("GatherV2", "EmbeddingDenseGradV2"):
             assert graph.bytes_moved[i] / (graph.dur[i] / 1e9) < spec.hbm_bytes_per_s
     assert {"GatherV2", "EmbeddingDenseGradV2"} <= set(op_types)
+
+
+@pytest.mark.parametrize("sample", ["ascend_pt/timeline_2024",
+                                    "ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt"])
+def test_sync_calls_list_each_stall_once(sample: str) -> None:
+    """``.item()`` nests: aten::item calls aten::_local_scalar_dense, which calls the runtime's memcpy or
+    stream sync. Only the outermost call is listed, so the listed stalls add up to the finding's own."""
+    if not SAMPLES.exists():
+        pytest.skip("needs the real samples")
+    report = diagnose_group(formats.open_profiles(SAMPLES / sample))
+    stall = next(f for f in report.findings if f.rule == "sync_stall")
+    calls = stall.evidence["sync_calls"]
+    assert "aten::item" in calls and "aten::_local_scalar_dense" not in calls
+    assert sum(c["stall_us"] for c in calls.values()) == pytest.approx(stall.evidence["stall_us_total"],
+                                                                       abs=0.01 * len(calls))
+    assert all(c["stall_us"] > 0 for c in calls.values())
