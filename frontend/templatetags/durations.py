@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django import template
@@ -71,6 +72,11 @@ def duration(value: Any, unit: str = "ns") -> str:
 
 
 _US_SUFFIXES = (" (µs)", "（µs）")
+_US_KEY = re.compile(r"_us(_|$)")  # stall_us_total, flagged_time_us: a time in µs
+
+
+def _is_time_key(key: str) -> bool:
+    return bool(_US_KEY.search(key))
 
 
 def _is_number(value: Any) -> bool:
@@ -82,15 +88,23 @@ def _evidence_text(key: str, value: Any) -> str:
     "d2d 4.10 ms · h2d 2.8 µs"; ``{"aten::item": {"count": 4, "stall_us": 557.0}}`` reads
     "aten::item (count 4, stall 557 µs)"; a list reads its items joined. Never a Python dict's repr."""
     def scalar(k: str, v: Any) -> str:
-        if _is_number(v) and k.endswith("_us"):
+        if _is_number(v) and _is_time_key(k):
             return format_duration(v, "us")
+        if _is_number(v) and k.endswith("_share") and 0 <= v <= 1:
+            return f"{100 * v:.1f}%"
         return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    def inner_item(k: str, x: Any) -> str:
+        # a count reads "4×", a time its duration: words in no language, so no language is left out
+        if k == "count" and _is_number(x):
+            return f"{x}×"
+        return scalar(k, x) if _is_time_key(k) else f"{k} {scalar(k, x)}"
 
     if isinstance(value, dict):
         parts = []
         for name, v in value.items():
             if isinstance(v, dict):
-                inner = ", ".join(f"{k.removesuffix('_us')} {scalar(k, x)}" for k, x in v.items())
+                inner = ", ".join(inner_item(k, x) for k, x in v.items())
                 parts.append(f"{name} ({inner})")
             else:
                 parts.append(f"{name} {scalar(key, v)}")
@@ -103,15 +117,16 @@ def _evidence_text(key: str, value: Any) -> str:
 
 def shown_evidence(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A finding's evidence rows (``evidence_rows``) as a page prints them: a time in µs (its key ends in
-    ``_us``) as "92.1 ms", its label without the "(µs)" the engine's labels carry; structured values in
-    words (``_evidence_text``); other values as they are."""
+    ``_us`` or holds ``_us_``) as "92.1 ms", its label without the "(µs)" the engine's labels carry; a share
+    (``_share``) as a percent; structured values in words (``_evidence_text``); other values as they are."""
     out = []
     for row in rows:
         key, value, label = str(row.get("key", "")), row.get("value"), str(row.get("label", ""))
-        if key.endswith("_us") and (_is_number(value) or isinstance(value, dict)):
+        if _is_time_key(key) and (_is_number(value) or isinstance(value, dict)):
             for suffix in _US_SUFFIXES:
                 label = label.removesuffix(suffix)
-        if (key.endswith("_us") and _is_number(value)) or isinstance(value, (dict, list, tuple)):
+        share = key.endswith("_share") and _is_number(value)
+        if (_is_time_key(key) and _is_number(value)) or share or isinstance(value, (dict, list, tuple)):
             row = {**row, "label": label, "value": _evidence_text(key, value)}
         out.append(row)
     return out

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django import template
 from django.utils import translation
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 
 from pypto_core.i18n import normalize_language
 from pypto_core.rules.finding import localize_finding
@@ -31,3 +34,13 @@ def share_percent(share: Any) -> str:
         return f"{100 * float(share):.1f}%"
     except (TypeError, ValueError):
         return ""
+
+
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
+@register.filter
+def code_spans(text: Any) -> SafeString:
+    """A saving model's ```min_gap_us` = 5``: the setting's name as code, not between backticks. The text
+    is escaped first (it carries op names, untrusted), then only the backticked spans become ``<code>``."""
+    return mark_safe(_CODE.sub(r"<code>\1</code>", str(escape(text))))  # noqa: S308 (escaped above)

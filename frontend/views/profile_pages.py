@@ -32,6 +32,7 @@ from pypto_core.compare import block_label
 from pypto_core.graph import metric_label
 from pypto_core.i18n import normalize_language
 from pypto_core.rules.evidence_labels import evidence_rows
+from pypto_core.workload import GRAPH_REPLAY_MIN_SHARE
 
 
 def _step_count(report_profile: dict[str, Any], summary: ProfileSummary) -> int | None:
@@ -202,6 +203,9 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
             # no kernel with an input shape: the profiler was run without record_shapes, not a model without
             # MatMuls (the A100 trace's cutlass GEMMs had no FLOP count and the page blamed the model)
             "shapes_recorded": any(r.get("shape") for r in data.get("top_ops", [])),
+            # a captured graph's replay records no launching op, so no shapes whatever the profiler's options
+            "graph_replayed": (summary_of(profile).report_profile.get("graph_launched_share") or 0)
+            >= GRAPH_REPLAY_MIN_SHARE,
             "roofline_above": _above_hbm_roof(data.get("roofline", {})),
         })
         out["chart_op_types"] = charts.op_type_chart(data.get("op_types", []))

@@ -72,8 +72,29 @@ def test_structured_evidence_reads_as_words_not_a_python_dict() -> None:
         "memcpy_split_us": {"d2d": 4096.985, "h2d": 2.848},
         "op_names": ["a", "b"]}, "en"))
     by_key = {r["key"]: r["value"] for r in rows}
-    assert by_key["sync_calls"] == (f"aten::item (count 45, stall 1.77{NB}ms) · "
-                                    f"AscendCL@aclrtMemcpy (count 6, stall 247{NB}µs)")
+    # a count as "45×", a time as its duration: no English word left in a Chinese page
+    assert by_key["sync_calls"] == (f"aten::item (45×, 1.77{NB}ms) · "
+                                    f"AscendCL@aclrtMemcpy (6×, 247{NB}µs)")
     assert by_key["memcpy_split_us"] == f"d2d 4.1{NB}ms · h2d 2.85{NB}µs"
     assert by_key["op_names"] == "a, b"
     assert not any("{" in str(v) for v in by_key.values())
+
+
+def test_evidence_shares_read_as_percents_and_every_time_as_a_duration() -> None:
+    from frontend.templatetags.durations import shown_evidence
+    from pypto_core.rules.evidence_labels import evidence_rows
+
+    rows = {r["key"]: r["value"] for r in shown_evidence(evidence_rows(
+        {"host_launch_bound_share": 0.770118, "stall_us_total": 596.721, "graph_launches": 0}, "en"))}
+    assert rows["host_launch_bound_share"] == "77.0%"
+    assert rows["stall_us_total"] == f"597{NB}µs"
+    assert rows["graph_launches"] == 0
+
+
+def test_a_saving_model_shows_setting_names_as_code_and_escapes_the_rest() -> None:
+    from frontend.templatetags.finding_text import code_spans
+
+    out = code_spans("every gap over `min_gap_us` = 5 in <script>alert(1)</script> `a&b`")
+    assert out == ("every gap over <code>min_gap_us</code> = 5 in &lt;script&gt;alert(1)&lt;/script&gt; "
+                   "<code>a&amp;b</code>")
+
