@@ -185,7 +185,7 @@ def test_a_newcomer_walks_the_real_samples_in_english_and_chinese(browser_page, 
         assert page.inner_text("#tagline") == tag["both"]
         axis = page.evaluate("() => echarts.getInstanceByDom(document.getElementById('ops-chart'))"
                              ".getOption().xAxis[0].name")
-        assert axis == ("ms per step" if lang == "en" else "每 step 的 ms"), axis
+        assert axis == ("ms per step" if lang == "en" else "每个迭代的 ms"), axis
         first = page.locator("#ops-table tbody tr").first.locator("td.num").first.inner_text()
         assert first.endswith("\u00a0ms"), first  # the table beside it prints the largest time in ms
         tip = page.evaluate("""() => {

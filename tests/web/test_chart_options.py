@@ -86,4 +86,4 @@ def test_the_comparison_chart_reads_in_the_unit_of_the_tables_beside_it() -> Non
     base = next(s for s in opt["series"] if s["name"] == "Baseline")
     assert [d if not isinstance(d, dict) else d["value"] for d in base["data"]] == [0.938, 100.2]
     with translation.override("zh-hans"):
-        assert str(AXIS_UNIT["per_step"]) % {"unit": "ms"} == "每 step 的 ms"
+        assert str(AXIS_UNIT["per_step"]) % {"unit": "ms"} == "每个迭代的 ms"
