@@ -76,6 +76,10 @@ class ProfileSummary:
         return _number((self.report_profile.get("metrics") or {}).get("step_time_ms"))
 
     @property
+    def prefill_tokens_per_s(self) -> float | None:
+        return _number((self.report_profile.get("metrics") or {}).get("prefill_tokens_per_s"))
+
+    @property
     def mfu(self) -> float | None:
         """The MatMuls' FLOP/s against the device's peak (a prefill's or a training step's headline)."""
         return _number((self.report_profile.get("metrics") or {}).get("mfu"))

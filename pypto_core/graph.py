@@ -36,6 +36,7 @@ METRICS: dict[str, tuple[str, bool]] = {
     "per_token_latency_p90_ms": ("ms", False),
     "tokens_per_s": ("tokens/s", True),
     "prefill_ms": ("ms", False),
+    "prefill_tokens_per_s": ("tokens/s", True),
     "step_time_ms": ("ms", False),
     "attention_hbm_time_share": ("share", False),
     "matmul_ai_core_utilization": ("share", True),
@@ -57,6 +58,7 @@ METRIC_LABELS: dict[str, Message] = {
     "per_token_latency_p90_ms": msg("Per-token latency, p90 (ms)"),
     "tokens_per_s": msg("Tokens per second"),
     "prefill_ms": msg("Prefill time, p50 of the prefill steps (ms)"),
+    "prefill_tokens_per_s": msg("Prefill throughput: prompt tokens a second"),
     "step_time_ms": msg("Step time, p50 (ms)"),
     "attention_hbm_time_share": msg("Share of time in memory-bound attention"),
     # the MatMuls' roofline bound over their time: an Ascend AI Core's or a GPU's, the same figure
@@ -129,6 +131,8 @@ class Tokens:
     busy_ns: np.ndarray  # device busy time per decode step
     batch: int
     prefill_ns: int  # the median prefill step's latency (a run of several prefills is not one slow one)
+    # token rows of the median prefill step (its MatMuls' largest M: batch x sequence), 0 without prefill
+    prefill_tokens: int
     step_of_kernel: np.ndarray  # step index per kernel (-1 outside any step)
     decode_step: np.ndarray  # bool per step index
     source: str  # steps | lm_head | span
@@ -545,6 +549,7 @@ class OperatorCallGraph:
         batch = int(rows[decode].min()) if decode.any() else 0
         return Tokens(latency_ns=latency[decode], busy_ns=busy[decode], batch=batch,
                       prefill_ns=int(np.median(latency[prefill])) if prefill.any() else 0,
+                      prefill_tokens=int(np.median(rows[prefill])) if prefill.any() else 0,
                       step_of_kernel=step, decode_step=decode, source=source, step_ids=step_ids)
 
     @cached_property
@@ -689,6 +694,8 @@ class OperatorCallGraph:
             out["critical_path_host_share"] = float(host.sum() / max(t.latency_ns.sum(), 1))
         if wl.is_llm() and t.prefill_ns:
             out["prefill_ms"] = t.prefill_ns / 1e6
+            if t.prefill_tokens:  # the prompt tokens a prefill step runs through, over its time
+                out["prefill_tokens_per_s"] = t.prefill_tokens / (t.prefill_ns / 1e9)
         busy_mask = w & self.compute_mask
         if self.vendor == "ascend":  # AI Core utilisation is an Ascend notion
             out["ai_core_utilization"] = _interval_union_ns(self.start[busy_mask], self.end[busy_mask]) / span

@@ -65,6 +65,7 @@ def _facts(profile: Profile, data: dict[str, Any] | None, language: str) -> dict
         # the median profiler step: a run's speed where no tokens are counted (a CUDA-graph decode, training)
         "step_time_ms": s.step_time_ms,
         "mfu": s.mfu,
+        "prefill_tokens_per_s": s.prefill_tokens_per_s,
         "tokens": s.decode.get("tokens"),
         "speedup": report.get("estimated_combined_speedup"),
         "speedup_bound": report.get("combined_speedup_bound", "estimate"),

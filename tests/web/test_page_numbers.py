@@ -91,6 +91,10 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
     assert (case == "h200_prefill") == (mfu is not None)
     if mfu is not None:
         assert _number(page, "MFU") == f"{100 * mfu:.1f}%"
+    prefill_rate = prof["metrics"]["prefill_tokens_per_s"]
+    assert ('id="prefill-throughput"' in page) == bool(prefill_rate)
+    if prefill_rate:
+        assert _number(page, "Prefill tokens/s") == floatformat(prefill_rate, "0g")
 
     table = _table(page)  # the time attribution, bucket by bucket
     tb = prof["time_breakdown"]

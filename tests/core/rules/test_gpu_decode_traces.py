@@ -98,8 +98,12 @@ def test_prefill_mfu_counts_the_matmuls_the_model_runs() -> None:
     assert 0.3 < metrics["mfu"] < 0.45
     assert model_flops / (timing()["prefill_ms_per_step"] / 1e3) / peak == pytest.approx(0.369, abs=0.005)
     assert report("prefill").profile["metrics"]["mfu"] == pytest.approx(metrics["mfu"])
+    # its throughput: the 8 x 1024 prompt tokens of a step over the step (243.7 k tokens/s profiled)
+    assert graph.tokens.prefill_tokens == tokens
+    assert metrics["prefill_tokens_per_s"] == pytest.approx(tokens / (metrics["prefill_ms"] / 1e3))
     # a decode is bound by HBM, not by its cubes: no MFU there
     assert report("eager").profile["metrics"]["mfu"] is None
+    assert report("eager").profile["metrics"]["prefill_tokens_per_s"] is None
     # without MTE2 counters a prefill's flash attention is not called memory-bound (it is compute-bound);
     # a decode's is, by nature
     assert metrics["attention_hbm_time_share"] is None
