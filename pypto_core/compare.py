@@ -1031,7 +1031,7 @@ def to_markdown(result: ComparisonResult | dict[str, Any]) -> str:
 
 
 def _saving_cell(finding: dict[str, Any], key: str) -> str:
-    """A finding's saving over the run, and in brackets per step or token where the op tables are."""
+    """A finding's saving over the run, and in brackets per profiler step (``per_unit``)."""
     per = (finding.get("per_unit") or {}).get(key)
     return f"{_fmt(finding.get(key))} ({_fmt(per)})" if per is not None else _fmt(finding.get(key))
 

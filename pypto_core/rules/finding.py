@@ -69,8 +69,8 @@ def localized_text(messages: dict[str, Any] | None, language: str,
 
 
 def with_parameters(text: str, parameters: dict[str, Any] | None) -> str:
-    """A saving model that names a rule's thresholds (```min_gap_us```) with the values the run used:
-    ```min_gap_us` = 5``, so that a reader sees the figure, not only the setting's name. A name already
+    """A saving model that names a rule's threshold in backticks, `min_gap_us`, reads it with the value the
+    run used, `min_gap_us` = 5: a reader sees the figure, not only the setting's name. A name already
     followed by its value is left alone (the English text is stored that way)."""
     for key, value in (parameters or {}).items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
