@@ -86,7 +86,7 @@ def _is_number(value: Any) -> bool:
 def _evidence_text(key: str, value: Any) -> str:
     """A structured evidence value in words: ``{"d2d": 4096.9, "h2d": 2.8}`` under a key in µs reads
     "d2d 4.10 ms · h2d 2.8 µs"; ``{"aten::item": {"count": 4, "stall_us": 557.0}}`` reads
-    "aten::item (count 4, stall 557 µs)"; a list reads its items joined. Never a Python dict's repr."""
+    "aten::item (4×, 557 µs)"; a list reads its items joined. Never a Python dict's repr."""
     def scalar(k: str, v: Any) -> str:
         if _is_number(v) and _is_time_key(k):
             return format_duration(v, "us")

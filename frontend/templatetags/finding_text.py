@@ -41,6 +41,6 @@ _CODE = re.compile(r"`([^`\n]+)`")
 
 @register.filter
 def code_spans(text: Any) -> SafeString:
-    """A saving model's ```min_gap_us` = 5``: the setting's name as code, not between backticks. The text
-    is escaped first (it carries op names, untrusted), then only the backticked spans become ``<code>``."""
+    """A saving model's setting names in backticks shown as code, not between backticks. The text is
+    escaped first (it carries op names, untrusted), then only the backticked spans become ``<code>``."""
     return mark_safe(_CODE.sub(r"<code>\1</code>", str(escape(text))))  # noqa: S308 (escaped above)
