@@ -145,7 +145,7 @@ def test_bucket_labels_in_chinese(client, ready) -> None:
                                              "下发瓶颈 (Host 下发)", "其他空闲"]
     assert "时间跨度 · 整个采集" in html
     hint = re.search(r'id="time-wall-hint">([^<]+)<', html)
-    assert hint and "Step 的窗口" in hint.group(1) and "整个采集" in hint.group(1)
+    assert hint and "各迭代的窗口" in hint.group(1) and "整个采集" in hint.group(1)
     assert [s["name"] for s in _json_scripts(html)["chart-time-steps"]["series"]][0] == "计算"
     assert "时间都去哪儿了" in html
 
