@@ -26,6 +26,10 @@ DTYPE_BYTES: dict[str, int] = {
     "int64": 8, "dt_int64": 8, "uint64": 8, "dt_uint64": 8,
     "int4": 1, "dt_int4": 1,  # packed two per byte; one byte is a safe upper bound
     "complex64": 8,
+    # PyTorch's names, as a Kineto trace's ``Input type`` gives them (lower-cased)
+    "c10::half": 2, "c10::bfloat16": 2, "long int": 8, "long": 8, "int": 4, "short int": 2, "short": 2,
+    "signed char": 1, "unsigned char": 1, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
+    "c10::float8_e4m3fnuz": 1, "c10::float8_e5m2fnuz": 1, "c10::complex<float>": 8,
 }
 DEFAULT_DTYPE_BYTES = 2  # fp16/bf16, what LLM inference mostly runs in
 

@@ -49,6 +49,7 @@ KINETO_ARG_KEYS: tuple[str, ...] = (
     "device",
     "Input Dims",
     "Input dims",  # 2021 schema
+    "Input type",
     "Sequence number",
     "type",  # torch_npu MSPTI kernels: KERNEL_AICORE, ...
     "bytes",
@@ -66,7 +67,8 @@ API_CATS = ["cuda_runtime", "cuda_driver", "privateuse1_runtime", "runtime", "pr
 KERNEL_CATS = ["kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"]
 _BASE = ["name", "cat", "pid", "tid", "ts_ns", "dur_ns"]
 _PIECE_COLUMNS = {
-    "host": _BASE + ["arg:External id", "arg:Input Dims", "arg:Input dims", "arg:Sequence number"],
+    "host": _BASE + ["arg:External id", "arg:Input Dims", "arg:Input dims", "arg:Input type",
+                     "arg:Sequence number"],
     "api": _BASE + ["arg:correlation"],
     "kernel": _BASE + ["arg:type", "arg:stream", "arg:device", "arg:correlation", "arg:External id",
                        "arg:bytes", "arg:Collective name", "arg:Process Group Name",
@@ -253,13 +255,14 @@ def _convert(p: Path, folder: Path | None) -> tuple[ProfileMeta, dict[str, pa.Ta
         # the kernels' shapes are their launching ops' (they carry none): given in the same pass as the shift
         host_ops = tables["host_ops"]
         if host_ops is not None:  # in memory
-            flows, host_shapes = tables["flows"], host_ops["input_shapes"]
+            flows = tables["flows"]
+            launched = {c: host_ops[c] for c in ("input_shapes", "input_types") if c in host_ops.column_names}
         else:  # written into the folder
             assert folder is not None
-            flows, host_shapes = launch_shapes.saved_links(folder)
+            flows, launched = launch_shapes.saved_links(folder)
         del host_ops
-        fill = launch_shapes.filler(sinks["kernels"].rows, flows, host_shapes)
-        del flows, host_shapes
+        fill = launch_shapes.filler(sinks["kernels"].rows, flows, launched)
+        del flows, launched
         tables["kernels"] = sinks["kernels"].finish(_chain(shifted, fill))
     except BaseException:
         for sink in sinks.values():
@@ -332,8 +335,10 @@ def _shifted(shift: int) -> Callable[[pa.Table], pa.Table]:
 
 
 def _host_ops(host: pa.Table) -> pa.Table:
-    return host_op_rows(host, host["arg:External id"],
+    rows = host_op_rows(host, host["arg:External id"],
                         pc.coalesce(host["arg:Input Dims"], host["arg:Input dims"]))
+    # the inputs' dtypes as the profiler wrote them (JSON text), for the kernels the op launches
+    return rows.append_column("input_types", host["arg:Input type"])
 
 
 def _api_calls(api: pa.Table) -> pa.Table:

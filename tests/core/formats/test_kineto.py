@@ -313,3 +313,66 @@ def test_first_rows_links_the_first_match_and_never_a_missing_id(tmp_path: Path,
     assert matched(keys, [None, 7, 3, 7, None, 9]) == [1, None, 5, None, 2]
     assert matched(keys, []) == [None] * 5
     spills.remove()
+
+
+def _fp8_gemm_trace(tmp_path: Path) -> Path:
+    """One FP8 GEMM on an H100, as PyTorch 2.x writes it: the cpu_op aten::_scaled_mm with its Input Dims
+    and Input type, the kernel linked to it by External id."""
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+           "traceEvents": [
+               {"ph": "X", "cat": "cpu_op", "name": "aten::_scaled_mm", "pid": 1, "tid": 1, "ts": 1000.0,
+                "dur": 50.0, "args": {"External id": 5, "Input Dims": [[4096, 8192], [8192, 8192], [], []],
+                                      "Input type": ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn", "float",
+                                                     "float"]}},
+               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                "ts": 1010.0, "dur": 5.0, "args": {"correlation": 77, "External id": 5}},
+               {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_qqtst_128x256_64x4_2x1_v_bz_coopB_TNT",
+                "pid": 0, "tid": 7, "ts": 1100.0, "dur": 300.0,
+                "args": {"correlation": 77, "External id": 5, "stream": 7, "device": 0}},
+               {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 1090.0,
+                "dur": 1.0, "args": {"correlation": 78, "External id": 5, "stream": 7, "device": 0}},
+           ]}
+    return write(tmp_path, "fp8.pt.trace.json", doc)
+
+
+def test_a_kernel_takes_its_launching_ops_dtypes(tmp_path: Path) -> None:
+    """Kineto records dtypes on the cpu_op only (``Input type``): the kernel takes them with the shapes, so
+    an FP8 GEMM moves a byte an element and is bounded at the device's 8-bit rate (twice bf16's), not
+    read as a bf16 GEMM running at half its roofline. The Memset the op issued takes neither."""
+    from pypto_core.graph import OperatorCallGraph
+
+    prof = read_kineto(_fp8_gemm_trace(tmp_path))
+    by_name = {k["name"]: k for k in prof.kernels.to_pylist()}
+    gemm = by_name["nvjet_sm90_qqtst_128x256_64x4_2x1_v_bz_coopB_TNT"]
+    assert gemm["input_dtypes"][:2] == ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn"]
+    assert gemm["input_shapes"][:2] == [[4096, 8192], [8192, 8192]]
+    assert by_name["Memset (Device)"]["input_dtypes"] is None
+    graph = OperatorCallGraph(prof, "H100")
+    i = [k["name"] for k in prof.kernels.to_pylist()].index(gemm["name"])
+    assert graph.element_bytes[i] == 1
+    flops = 2 * 4096 * 8192 * 8192
+    assert graph.flops[i] == flops
+    assert graph.bound_ns[i] == pytest.approx(
+        max(flops / (2 * graph.sku.peak_flops_per_s()),
+            graph.bytes_moved[i] / graph.sku.hbm_bytes_per_s) * 1e9)
+    # through a saved folder (how large traces are read) the same
+    from pypto_core.formats import write_profiles
+    from pypto_core.profile import Profile
+
+    write_profiles(_fp8_gemm_trace(tmp_path), tmp_path / "saved")
+    saved = Profile.load(next((tmp_path / "saved").iterdir()))
+    assert saved.kernels["input_dtypes"].to_pylist() == prof.kernels["input_dtypes"].to_pylist()
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('["c10::BFloat16", "long int", "Scalar"]', ["c10::BFloat16", "long int", "Scalar"]),
+    ('[1, "float"]', ["", "float"]),
+    ("not json", None),
+    ("[]", None),
+    ('"float"', None),
+    ('["' + "x" * 500 + '"]', ["x" * 64]),
+])
+def test_input_type_text_is_parsed_as_untrusted(text: str, expected: list | None) -> None:
+    from pypto_core.formats.launch_shapes import parse_types
+
+    assert parse_types(text) == expected
