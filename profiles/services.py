@@ -11,6 +11,7 @@ import enum
 import errno
 import hashlib
 import os
+import re
 import uuid
 from collections.abc import Iterable
 from datetime import timedelta
@@ -207,6 +208,16 @@ def _clean_filename(filename: str) -> str:
     return cleaned[:200]
 
 
+# What a profile's name leaves out when the upload gives none: the archive or trace suffix it came with
+_UPLOAD_SUFFIX = re.compile(r"(\.pt\.trace)?\.(json|csv|db)(\.gz)?$|\.(tar\.gz|tgz|tar|zip)$", re.I)
+
+
+def default_profile_name(filename: str) -> str:
+    """A profile's name where the upload gives none: ``rank0_ascend_pt.zip`` -> ``rank0_ascend_pt``,
+    ``eager.pt.trace.json.gz`` -> ``eager``; the file's name as it is where nothing else is left."""
+    return _UPLOAD_SUFFIX.sub("", filename) or filename
+
+
 def _upload_kind(filename: str) -> str:
     try:
         return detect_upload_kind(filename)
@@ -352,7 +363,7 @@ def profile_create(
     upload_limits_check(project=project, user=user, size=size, filename=filename, concurrency=concurrency)
     profile = Profile(
         project=project,
-        name=(name.strip() or filename)[:200],
+        name=(name.strip() or default_profile_name(filename))[:200],
         sku=sku.strip()[:32],
         tags=_clean_tags(tags),
         original_filename=filename,

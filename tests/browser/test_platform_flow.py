@@ -80,8 +80,9 @@ def test_login_project_invite_upload_and_watch(page, live_server, worker, make_u
     assert profile.status == "ready", profile.error
     assert page.inner_text("#status") == "Ready"  # the status label (zh: 就绪), not the raw value
     assert profile.tags == ["baseline"] and profile.original_filename == archive.name
+    assert profile.name == "rank0_ascend_pt"  # no name given: the file's, without its suffix
     assert profile.size == archive.stat().st_size
 
     page.goto(project_url)
-    assert "rank0_ascend_pt.zip" in page.inner_text("#profiles")
+    assert "rank0_ascend_pt" in page.inner_text("#profiles")
     page.screenshot(path=str(ARTIFACTS / "platform_project.png"), full_page=True)

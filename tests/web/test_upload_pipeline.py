@@ -211,3 +211,15 @@ def test_every_bad_archive_fails_with_its_reason_and_keeps_the_bytes(worker, mak
     assert profile.status == "failed" and "path traversal" in profile.error
     assert profile.runs.filter(kind="ingest").count() == 2
     assert Profile.objects.filter(project=project).count() == len(bad_archives.CASES)
+
+
+@pytest.mark.parametrize("filename,expected", [
+    ("rank0_ascend_pt.zip", "rank0_ascend_pt"), ("eager.pt.trace.json.gz", "eager"),
+    ("PROF_000001.tar.gz", "PROF_000001"), ("kernel_details.csv", "kernel_details"),
+    ("ascend_pytorch_profiler_0.db", "ascend_pytorch_profiler_0"), ("run.tgz", "run"),
+])
+def test_a_profile_without_a_name_takes_its_files_name_without_the_suffix(filename, expected) -> None:
+    from profiles.services import default_profile_name
+
+    assert default_profile_name(filename) == expected
+    assert default_profile_name(".zip") == ".zip"  # nothing left: the name as it was

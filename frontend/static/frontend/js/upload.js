@@ -18,7 +18,6 @@
   function choose(file) {
     chosen = file;
     dropText.textContent = file.name + " (" + (file.size / 1048576).toFixed(1) + " MiB)";
-    if (!document.getElementById("name").value) { document.getElementById("name").value = file.name; }
     send.disabled = false;
   }
   input.addEventListener("change", function () { if (input.files.length) { choose(input.files[0]); } });
