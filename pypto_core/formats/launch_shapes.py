@@ -117,6 +117,8 @@ def filler(kernels: int, flows: pa.Table | None, host: dict[str, pa.ChunkedArray
         return None
     kernel_index = pc.fill_null(flows["kernel_index"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
     host_index = pc.fill_null(flows["host_index"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    if not (host_index >= 0).any():  # kernels linked to no op (older traces): the host texts are not read
+        return None
     given: list[tuple[str, np.ndarray, pa.Array]] = []
     for host_column, parse, value_type, kernel_column in _LAUNCHED:
         texts = host.get(host_column)
