@@ -35,16 +35,22 @@ MAX_TYPE_NAME = 64
 TYPES_TYPE = TABLE_SCHEMAS["kernels"].field("input_dtypes").type
 
 
-def parse_dims(text: str | None) -> list[list[int]] | None:
-    """``"[[1, 2048], [2048, 32000], []]"`` -> ``[[1, 2048], [2048, 32000], []]``; None where the text says
-    nothing usable."""
+def _json_list(text: str | None) -> list[Any] | None:
+    """The profiler's JSON text of a list, bounded (``MAX_TEXT``); None where it is not one."""
     if not text or len(text) > MAX_TEXT:
         return None
     try:
         value = json.loads(text)
     except ValueError:
         return None
-    if not isinstance(value, list):
+    return value if isinstance(value, list) else None
+
+
+def parse_dims(text: str | None) -> list[list[int]] | None:
+    """``"[[1, 2048], [2048, 32000], []]"`` -> ``[[1, 2048], [2048, 32000], []]``; None where the text says
+    nothing usable."""
+    value = _json_list(text)
+    if value is None:
         return None
     slots: list[list[int]] = []
     for slot in value:
@@ -59,13 +65,8 @@ def parse_dims(text: str | None) -> list[list[int]] | None:
 def parse_types(text: str | None) -> list[str] | None:
     """``'["c10::BFloat16", "long int", "Scalar"]'`` -> that list; None where the text says nothing usable
     (each name kept short: a dtype's name, never a payload)."""
-    if not text or len(text) > MAX_TEXT:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(value, list) or not value:
+    value = _json_list(text)
+    if not value:
         return None
     return [v[:MAX_TYPE_NAME] if isinstance(v, str) else "" for v in value[:MAX_SLOTS]]
 
