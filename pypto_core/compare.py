@@ -701,11 +701,10 @@ class ProfileComparer:
         """What a fix saved of the time it explains (a rule without kernels of its own: host gaps, syncs,
         copies), on the baseline's scale: the bucket's time per step, before less after, times the
         baseline's steps; None without steps on both sides (runs of different lengths)."""
-        b, n = self.base.attribution, self.new.attribution
-        steps_b, steps_n = _step_count(self.base), _step_count(self.new)
-        if b is None or n is None or not steps_b or not steps_n:
+        before, after = (_buckets_ns_per_step(s, (bucket,)) for s in (self.base, self.new))
+        if before is None or after is None:
             return None
-        return (b.run.buckets[bucket] / steps_b - n.run.buckets[bucket] / steps_n) * steps_b / 1000.0
+        return (before - after) * _step_count(self.base) / 1000.0
 
     def _findings(self) -> list[dict[str, Any]]:
         if self.base_report is None:
@@ -825,14 +824,20 @@ def _side_summary(side: _Side) -> dict[str, Any]:
             "kernel_count": side.n, "decode_steps": side.tokens}
 
 
+def _buckets_ns_per_step(side: _Side, buckets: tuple[str, ...]) -> float | None:
+    """The attribution's time in ``buckets``, ns per profiler step; None for a side without steps."""
+    steps = _step_count(side)
+    if side.attribution is None or not steps:
+        return None
+    return sum(side.attribution.run.buckets[b] for b in buckets) / steps
+
+
 def _bucket_ms_per_step(side: _Side, name: str) -> float | None:
     """The time behind an attribution share (``ATTRIBUTION_SHARES``), ms a step; None for another metric
     or a side without steps."""
-    buckets, a = ATTRIBUTION_SHARES.get(name), side.attribution
-    steps = _step_count(side)
-    if buckets is None or a is None or not steps:
-        return None
-    return sum(a.run.buckets[b] for b in buckets) / steps / 1e6
+    buckets = ATTRIBUTION_SHARES.get(name)
+    per_step = _buckets_ns_per_step(side, buckets) if buckets is not None else None
+    return per_step / 1e6 if per_step is not None else None
 
 
 def _step_count(side: _Side) -> int:
