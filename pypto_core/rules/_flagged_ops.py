@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.graph import OperatorCallGraph
-from pypto_core.grouping import group_rows
+from pypto_core.grouping import group_rows, op_type_codes_of, row_codes, text_codes
 from pypto_core.shapes import decoded
 
 MAX_GROUPS = 20  # the header lists at most this many; the rest are counted
@@ -25,11 +25,6 @@ FLAGGED_OPS_COLUMNS: dict[str, tuple[str, ...] | None] = {
     "kernels": ("name", "op_type", "input_shapes", "input_dtypes", "input_formats", "output_shapes",
                 "output_dtypes", "output_formats"),
 }
-
-
-def _codes(arr: pa.Array) -> tuple[np.ndarray, list[Any]]:
-    enc = pc.fill_null(arr, "").dictionary_encode()
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
 
 
 def _shapes_text(arr: pa.Array) -> pa.Array:
@@ -57,9 +52,10 @@ def _names_outside(graph: OperatorCallGraph, idx: np.ndarray) -> set[str]:
     """Kernel names that also appear on kernels outside ``idx``."""
     if "name" not in graph.kernels.column_names:
         return set()
-    codes, names = _codes(graph.kernels["name"].combine_chunks())
+    codes, names = text_codes(graph.kernels["name"])  # a dictionary column's own codes: no text per row
     outside = np.ones(len(codes), bool)
     outside[idx] = False
+    outside &= codes >= 0
     present = np.flatnonzero(np.bincount(codes[outside], minlength=len(names)))
     return {names[c] for c in present.tolist() if names[c]}
 
@@ -77,23 +73,25 @@ def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_
     if not len(idx):
         return out
     k = graph.kernels
-    take = pa.array(idx)
 
     def column(name: str, convert: Any) -> tuple[np.ndarray, list[Any]]:
         if name not in k.column_names:
-            return np.zeros(len(idx), np.int64), [""]
-        return _codes(convert(decoded(k[name].take(take).combine_chunks())))
+            return np.zeros(len(idx), np.int32), [""]
+        return row_codes(k[name], idx, convert)
 
-    # as text: codes of these rows in their order (a dictionary column's own would be the profile's)
-    op_c, op_v = _codes(pc.cast(pc.coalesce(k["op_type"], k["name"]).take(take) if "op_type" in k.column_names
-                                else k["name"].take(take), pa.string()).combine_chunks())
+    def cells(name: str, convert: Any, rows: np.ndarray) -> list[str]:
+        """The text of a column that no grouping reads, for the listed rows only (a null reads "")."""
+        if name not in k.column_names:
+            return [""] * len(rows)
+        return [t or "" for t in convert(decoded(k[name].take(pa.array(rows)).combine_chunks())).to_pylist()]
+
+    # codes of these rows in the order they first show (the profile's dictionary order would differ); a
+    # kernel without an op type is grouped by its name
+    op_c, op_v = op_type_codes_of(k, idx)
     sh_c, sh_v = column("input_shapes", _shapes_text)
     dt_c, dt_v = column("input_dtypes", _joined)
     fm_c, fm_v = column("input_formats", _joined)
-    os_c, os_v = column("output_shapes", _shapes_text)
-    nm_c, nm_v = column("name", lambda a: a.cast(pa.string()))  # codes of these rows, not of the dictionary
-    od_c, od_v = column("output_dtypes", _joined)
-    of_c, of_v = column("output_formats", _joined)
+    nm_c, nm_v = row_codes(k["name"], idx)
     shared = _names_outside(graph, idx)
     first, inv = group_rows(op_c, sh_c, dt_c, fm_c)
     groups = len(first)
@@ -102,6 +100,10 @@ def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_
     count = np.bincount(inv, minlength=groups)
     out["group_count"] = int(groups)
     order = np.argsort(-time, kind="stable")[:limit]
+    # the outputs do not group: each listed group shows its first kernel's, read for those kernels only
+    shown = idx[first[order]]
+    out_shapes, out_dtypes, out_formats = (cells(name, convert, shown) for name, convert in (
+        ("output_shapes", _shapes_text), ("output_dtypes", _joined), ("output_formats", _joined)))
     # names per group, most time first: one pass over (group, name) pairs
     pair = inv * max(len(nm_v), 1) + nm_c
     pu, pinv = np.unique(pair, return_inverse=True)
@@ -111,14 +113,14 @@ def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_
         g, n = divmod(p, max(len(nm_v), 1))
         if nm_v[n]:
             by_group.setdefault(g, []).append((-t, nm_v[n]))
-    for g in order.tolist():
+    for i, g in enumerate(order.tolist()):
         names = [n for _t, n in sorted(by_group.get(g, []))]
         row = int(first[g])
         out["groups"].append({
             "op_type": str(op_v[op_c[row]]), "input_shapes": _parse_shapes(str(sh_v[sh_c[row]])),
             "input_dtypes": _split(dt_v[dt_c[row]]), "input_formats": _split(fm_v[fm_c[row]]),
-            "output_shapes": _parse_shapes(str(os_v[os_c[row]])),
-            "output_dtypes": _split(od_v[od_c[row]]), "output_formats": _split(of_v[of_c[row]]),
+            "output_shapes": _parse_shapes(out_shapes[i]),
+            "output_dtypes": _split(out_dtypes[i]), "output_formats": _split(out_formats[i]),
             "names": names[:MAX_NAMES_PER_GROUP], "name_count": len(names),
             "shared_names": [n for n in names[:MAX_NAMES_PER_GROUP] if n in shared],
             "count": int(count[g]), "total_us": round(float(time[g]) / 1e3, 3),

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pypto_core.graph import OperatorCallGraph
+from pypto_core.grouping import op_type_codes_of, row_codes
 from pypto_core.rules.registry import Threshold
 
 
@@ -24,13 +24,10 @@ def column_strings(graph: OperatorCallGraph, column: str, mask: np.ndarray, limi
     if not mask.any() or column not in graph.kernels.column_names:
         return []
     idx = np.nonzero(mask)[0]
-    # as text, then encoded: the codes of these rows in their order (a dictionary column's own would list
-    # every value of the profile)
-    taken = pc.cast(graph.kernels[column].take(pa.array(idx)), pa.string())
-    values = pc.fill_null(taken, "").combine_chunks().dictionary_encode()
-    codes = values.indices.to_numpy(zero_copy_only=False)
-    time = np.bincount(codes, weights=graph.dur[idx].astype(np.float64), minlength=len(values.dictionary))
-    names = values.dictionary.to_pylist()
+    # the codes of these rows in their order (a dictionary column's own would list every value of the
+    # profile), with no text built per row
+    codes, names = row_codes(graph.kernels[column], idx)
+    time = np.bincount(codes, weights=graph.dur[idx].astype(np.float64), minlength=len(names))
     return [names[i] for i in np.argsort(-time)[:limit] if names[i]]
 
 
@@ -39,10 +36,7 @@ def op_type_time(graph: OperatorCallGraph, mask: np.ndarray, limit: int = 20) ->
     if not mask.any():
         return {}
     idx = np.nonzero(mask)[0]
-    op = pc.fill_null(pc.coalesce(graph.kernels["op_type"], graph.kernels["name"]), "?").take(pa.array(idx))
-    enc = pc.cast(op, pa.string()).combine_chunks().dictionary_encode()  # these rows' values only
-    codes = enc.indices.to_numpy(zero_copy_only=False)
-    names = enc.dictionary.to_pylist()
+    codes, names = op_type_codes_of(graph.kernels, idx, null="?")  # these rows' values only
     t = np.bincount(codes, weights=graph.dur[idx].astype(np.float64), minlength=len(names))
     c = np.bincount(codes, minlength=len(names))
     return {names[i]: {"count": int(c[i]), "total_us": round(float(t[i]) / 1e3, 3)}

@@ -1,5 +1,6 @@
 """Figures worked out on the columns' dictionary codes give what the per-row text gave: op-type codes (values
-in first-use order), the workload's backward-kernel count, and chains kept as their members only."""
+in first-use order), some rows' codes (``row_codes``, ``op_type_codes_of``: what a finding groups its kernels
+by), the workload's backward-kernel count, and chains kept as their members only."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pyarrow.compute as pc
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from pypto_core.grouping import op_type_codes_of, row_codes
 from pypto_core.op_roles import op_type_codes
 from pypto_core.sequences import RMS_NORM, ChainPattern, match_chains
 from pypto_core.workload import _BACKWARD_KERNEL, _count_matching
@@ -97,3 +99,35 @@ def test_chains_kept_as_members_match_a_dense_matcher(rows: list[tuple[str, bool
     assert chain.positions.tolist() == [i for i, m in enumerate(members) if m]
     assert chain.anchor_of.tolist() == [chain_of[i] for i, m in enumerate(members) if m]
     assert sorted(chain.anchors.tolist()) == sorted({c for c in chain_of if c >= 0})
+
+
+def _column(values: list[str | None], dictionary: bool, chunks: int) -> pa.ChunkedArray:
+    """A text column in ``chunks`` pieces; coded, each piece with a dictionary of its own (as row groups)."""
+    size = max(-(-len(values) // chunks), 1)
+    parts = [pa.array(values[at:at + size], pa.string()) for at in range(0, len(values), size)]
+    return pa.chunked_array([pc.dictionary_encode(p) if dictionary else p for p in parts])
+
+
+def _encoded(text: list[str]) -> tuple[list[int], list[str]]:
+    """What the per-row text gave: ``dictionary_encode`` of the rows' text (first-use order)."""
+    enc = pa.array(text, pa.string()).dictionary_encode()
+    return enc.indices.to_pylist(), enc.dictionary.to_pylist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_OPS, _NAMES), min_size=1, max_size=40), st.booleans(), st.integers(1, 3),
+       st.data())
+def test_codes_of_some_rows_number_their_text_as_dictionary_encode_does(
+        rows: list[tuple[str | None, str | None]], dictionary: bool, chunks: int,
+        data: st.DataObject) -> None:
+    op_type, name = (list(c) for c in zip(*rows))
+    kernels = pa.table({"name": _column(name, dictionary, chunks),
+                        "op_type": _column(op_type, dictionary, chunks)})
+    picked = np.array(data.draw(st.lists(st.integers(0, len(rows) - 1), max_size=30)), np.int64)
+    codes, values = row_codes(kernels["name"], picked)
+    assert (codes.tolist(), values) == _encoded([name[i] or "" for i in picked])
+    codes, values = op_type_codes_of(kernels, picked, null="?")
+    text = [op_type[i] if op_type[i] is not None else (name[i] if name[i] is not None else "?")
+            for i in picked]
+    assert (codes.tolist(), values) == _encoded(text)
+    assert codes.dtype == np.int32

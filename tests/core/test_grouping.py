@@ -92,3 +92,13 @@ def test_codes_marked_in_a_table_match_a_sort(case: tuple[int, list[int]]) -> No
     assert present.tolist() == ref_present.tolist()
     assert inverse.tolist() == ref_inverse.reshape(-1).tolist()
     assert inverse.dtype == np.int32
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(-3, 40), st.integers(0, 9)), min_size=1, max_size=60))
+def test_narrow_keys_group_as_wide_ones(rows: list[tuple[int, int]]) -> None:
+    wide = [np.array(col, np.int64) for col in zip(*rows)]
+    narrow = [col.astype(np.int32) for col in wide[:1]] + [wide[1].astype(np.int8)]
+    first, inverse = group_rows(*narrow)
+    ref_first, ref_inverse = group_rows(*wide)
+    assert first.tolist() == ref_first.tolist() and inverse.tolist() == ref_inverse.tolist()
