@@ -13,9 +13,12 @@ import numpy as np
 QUERY_SLICE_ROWS = 250_000
 
 
-def sorted_distinct(values: np.ndarray) -> np.ndarray:
-    """``np.unique`` for time edges by a plain sort (numpy's hash-based unique took 3 s on 4 M edges)."""
-    out = np.sort(values, kind="stable")
+def sorted_distinct(values: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
+    """``np.unique`` for time edges by a plain sort (numpy's hash-based unique took 3 s on 4 M edges);
+    ``overwrite``: ``values`` is a scratch array of the caller's, sorted in place rather than copied."""
+    out = values if overwrite else np.sort(values, kind="stable")
+    if overwrite:
+        out.sort(kind="stable")
     if len(out) > 1:
         out = out[np.concatenate([[True], out[1:] != out[:-1]])]
     return out
@@ -48,7 +51,11 @@ def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, n
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     # Few arrays live at once (the replay merges millions of host pieces): the sorted copies are worked on
     # in place, the order and masks dropped as soon as used.
-    if ok.all():
+    if ok.all() and bool((starts[1:] >= starts[:-1]).all()):
+        # already in start order (pieces that ``subtract_intervals`` made): no sort, no order, ``starts``
+        # itself read (never written)
+        s, e, order = starts, ends.copy(), None
+    elif ok.all():
         order = np.argsort(starts, kind="stable")
         s, e = starts[order], ends[order]
     else:
@@ -111,7 +118,7 @@ def intersect_intervals(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.n
     """The pieces of time inside both interval sets (each may overlap itself), as disjoint intervals."""
     if not len(s1) or not len(s2):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    bounds = sorted_distinct(np.concatenate([s1, e1, s2, e2]).astype(np.int64))
+    bounds = sorted_distinct(np.concatenate([s1, e1, s2, e2]).astype(np.int64, copy=False), overwrite=True)
     both = coverage(bounds, s1, e1) & coverage(bounds, s2, e2)
     return bounds[:-1][both], bounds[1:][both]
 
@@ -121,7 +128,8 @@ def subtract_intervals(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.nd
     """The pieces of time inside the first interval set and outside the second, as disjoint intervals."""
     if not len(s1):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    bounds = sorted_distinct(np.concatenate([s1, e1, s2, e2]).astype(np.int64))
+    # the edges sorted where they were gathered: on the replay's 2.1 M issues, 70 MB less than two copies
+    bounds = sorted_distinct(np.concatenate([s1, e1, s2, e2]).astype(np.int64, copy=False), overwrite=True)
     keep = coverage(bounds, s1, e1) & ~coverage(bounds, s2, e2)
     # kept pieces that touch are one interval (the replay's issue times tile the host: millions of pieces
     # otherwise, each carried into its merges)

@@ -297,9 +297,7 @@ class Replay:
             q[g] = np.minimum(q[g], change.residual_gap_ns)
         if change.host_removed is not None and len(change.host_removed[0]):
             removed_host.append(change.host_removed)
-        base = _Shift(*(np.concatenate([h[0] for h in removed_host]),
-                        np.concatenate([h[1] for h in removed_host]))
-                      if removed_host else (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        base = _Shift(*_joined(removed_host))
         extra = np.zeros(len(self.syncs[0]), np.int64)
         new_e = self.e
         host = base
@@ -390,6 +388,18 @@ def _stream_recurrence(floor: np.ndarray, q: np.ndarray, d: np.ndarray, first: n
         np.maximum.accumulate(part, out=part)
         part += run
     return key
+
+
+def _joined(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Pieces of time as one (starts, ends) pair, ``pieces`` emptied as they are joined: their arrays go
+    before the union's sort (a lone piece, already in order, is neither copied nor sorted)."""
+    if len(pieces) == 1:
+        return pieces.pop()
+    if not pieces:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    starts, ends = np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
+    pieces.clear()
+    return starts, ends
 
 
 class _Shift:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from pypto_core.intervals import (
     intersect_intervals,
     outermost,
+    sorted_distinct,
     subtract_intervals,
     union_intervals,
     union_length,
@@ -60,3 +61,22 @@ def test_window_index_finds_the_step_holding_each_time() -> None:
     times = np.array([5, 10, 19, 20, 25, 30, 39, 40], np.int64)
     assert window_index(starts, ends, times).tolist() == [-1, 0, 0, -1, -1, 1, 1, -1]
     assert window_index(starts[:0], ends[:0], times).tolist() == [-1] * len(times)
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans)
+def test_pieces_already_in_order_merge_as_any_others_and_stay_untouched(pairs) -> None:
+    s, e = _arrays(sorted(pairs))
+    kept = (s.copy(), e.copy())
+    us, ue = union_intervals(s, e)  # in start order: merged without a sort
+    assert _points(us, ue) == _points(*kept)
+    assert (us[1:] > ue[:-1]).all() and (ue > us).all()  # sorted, disjoint, none touching
+    assert s.tolist() == kept[0].tolist() and e.tolist() == kept[1].tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-5, 30), max_size=40))
+def test_edges_sorted_in_place_are_the_distinct_values(values) -> None:
+    scratch = np.array(values, np.int64)
+    assert sorted_distinct(scratch, overwrite=True).tolist() == sorted(set(values))
+    assert sorted_distinct(np.array(values, np.int64)).tolist() == sorted(set(values))
