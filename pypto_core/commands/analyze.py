@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     group = open_profiles(args.path, columns=diagnose_columns())  # only what the analysis reads
     try:
         what_if = [r.strip() for r in args.what_if.split(",") if r.strip()] if args.what_if else None
-        report = diagnose_group(group, config, args.sku, what_if=what_if)
+        # the report is all that is wanted of the rows: they go before the replay's runs (keep_rows)
+        report = diagnose_group(group, config, args.sku, what_if=what_if, keep_rows=False)
     except ValueError as exc:
         raise PyptoError(str(exc)) from exc
     # the group's own warnings (a rank that could not be read) first, each text beside its own message

@@ -16,6 +16,7 @@ from pypto_core.profile import (
     SUMMARY_COLUMNS,
     TABLE_NAMES,
     TABLE_SCHEMAS,
+    ColumnSet,
     Profile,
     ProfileGroup,
     merge_columns,
@@ -140,11 +141,13 @@ def combined_speedup(graph: OperatorCallGraph, coverage: list[Coverage], total_n
 def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None,
              sku: str | SkuSpec | None = None, *, sku_overrides: dict[str, float] | None = None,
              group: ProfileGroup | None = None, what_if: list[str] | None = None,
-             graph: OperatorCallGraph | None = None) -> Report:
+             graph: OperatorCallGraph | None = None, keep_rows: bool = True) -> Report:
     """Findings for one profile. ``sku`` overrides what the profile says; ``config`` overrides thresholds;
     ``what_if`` lists rule ids whose findings are replayed together into ``report.what_if``; ``graph``: the
     profile's call graph, built by the caller for the same ``sku`` to share it with the page data and the
-    timeline index (the worker's diagnose step: one attribution, not three)."""
+    timeline index (the worker's diagnose step: one attribution, not three). ``keep_rows=False``: the caller
+    is done with the profile's (and the group's) rows, which are let go once the replay has read them
+    (``pypto analyze``)."""
     started = time.perf_counter()
     cfg = as_config(config)
     spec, _ = resolve_sku(profile, sku, sku_overrides)
@@ -186,14 +189,19 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
     summary["peer_wait"] = (ctx.peer_wait.to_dict(ctx.total_ns, summary["ranks"])
                             if ctx.peer_wait is not None else None)
     summary["combined_speedup_source"] = "interval_model"
-    # The rules and the summary are done with the shapes and chains (140 MB on a 5 GB simulated folder): the
-    # combined saving's and the replay's arrays never sit beside them. The combined saving beside them was
-    # the analysis's peak there.
-    graph.drop_shapes()
-    graph.drop_chains()
+    # The rules and the summary are done with the shapes, chains and gaps (180 MB on a 5 GB simulated
+    # folder): the combined saving's and the replay's arrays never sit beside them. The combined saving
+    # beside them was the analysis's peak there.
+    graph.drop_rule_caches()
     release_freed_memory()
     combined = combined_speedup(graph, ctx.coverage, ctx.total_ns)
+    if not keep_rows:
+        _release_rows(profile, graph, group, keep=REPLAY_COLUMNS)  # the replay is built from these alone
     replay = _replayable(profile, graph, asked=what_if is not None)
+    if not keep_rows:
+        # the replay holds what its runs need: they never stack on the tables (400 MB on a 5 GB simulated
+        # folder, where the runs were the analysis's peak)
+        _release_rows(profile, graph, group)
     if replay is not None:
         replayed = _replay_findings(ctx, replay)
         if replay.linked_share >= REPLAY_MIN_LINKED:
@@ -208,6 +216,18 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
         report.what_if = _what_if(ctx, replay, graph, what_if)
     report.profile["analysis_s"] = round(time.perf_counter() - started, 3)
     return report
+
+
+def _release_rows(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | None,
+                  keep: ColumnSet | None = None) -> None:
+    """For a caller done with the rows (``diagnose(keep_rows=False)``): the other ranks' rows go, and the
+    profile's but for ``keep``; the call graph reads the kernels left."""
+    for other in group.profiles if group is not None else []:
+        if other is not profile:
+            other.release_rows()
+    profile.release_rows(keep)
+    graph.kernels = profile.kernels
+    release_freed_memory()
 
 
 # The replay re-times what the profile links: where most tasks have no recorded launch (a kernel table
@@ -296,9 +316,10 @@ def _ranked(findings: list[Finding], graph: OperatorCallGraph) -> list[Finding]:
 
 
 def diagnose_group(group: ProfileGroup, config: RuleConfig | dict[str, Any] | None = None,
-                   sku: str | SkuSpec | None = None, what_if: list[str] | None = None) -> Report:
+                   sku: str | SkuSpec | None = None, what_if: list[str] | None = None,
+                   keep_rows: bool = True) -> Report:
     """Findings for the primary rank plus the cross-rank rules (slow ranks) over the whole group."""
-    return diagnose(group.primary(), config, sku, group=group, what_if=what_if)
+    return diagnose(group.primary(), config, sku, group=group, what_if=what_if, keep_rows=keep_rows)
 
 
 def findings_for(report: Report, rule_id: str) -> list[Finding]:

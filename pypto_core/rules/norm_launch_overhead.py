@@ -42,26 +42,32 @@ SAVING_MODEL = msg("Each unfused chain becomes one npu_rms_norm / npu_add_rms_no
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
     cfg = ctx.thresholds
-    saving = np.zeros(g.n)
+    # savings are kept for the kernels they name (chain members, then waiting fused norms), never as an
+    # array over every kernel
     chain_ids = g.chain_id("rms_norm")
     members = chain_ids >= 0
     chains = 0
+    member_idx, member_saving = np.zeros(0, np.int64), np.zeros(0)
     if members.any():
-        idx = np.nonzero(members)[0]
-        saving[idx], chains = chain_savings(g, idx, chain_ids[idx], cfg["fused_norm_us"] * 1e3,
-                                            cfg["fused_launch_gap_us"] * 1e3)
+        member_idx = np.nonzero(members)[0]
+        member_saving, chains = chain_savings(g, member_idx, chain_ids[member_idx],
+                                              cfg["fused_norm_us"] * 1e3, cfg["fused_launch_gap_us"] * 1e3)
+    del chain_ids
     if chains / ctx.tokens < cfg["min_chains_per_token"]:
-        chains, members, saving[:] = 0, np.zeros(g.n, bool), 0.0
+        chains, members, member_idx, member_saving = 0, np.zeros(g.n, bool), member_idx[:0], member_saving[:0]
     fused = g.is_role("norm")
     residual = ctx.config.get("host_bound_gaps", "residual_gap_us") * 1e3
     waiting = fused & (g.gap_before_ns > cfg["gap_over_compute"] * g.dur)
     if share(g.gap_before_ns[waiting].sum(), ctx.total_ns) < cfg["fused_gap_min_share"]:
         waiting = np.zeros(g.n, bool)
-    saving[waiting] = np.maximum(g.gap_before_ns[waiting] - residual, 0.0)
     flagged = members | waiting
     if not flagged.any():
         return
     idx = np.nonzero(flagged)[0]
+    saving = np.zeros(len(idx))
+    saving[np.searchsorted(idx, member_idx)] = member_saving
+    waiting_idx = np.nonzero(waiting)[0]  # a waiting norm's saving holds where it is a chain member too
+    saving[np.searchsorted(idx, waiting_idx)] = np.maximum(g.gap_before_ns[waiting_idx] - residual, 0.0)
     covered = float(g.slot_ns(idx).sum())
     if share(covered, ctx.total_ns) < cfg["min_time_share"]:
         return
@@ -93,7 +99,7 @@ def match(ctx: RuleContext) -> None:
             "host_waiting_fused_norms": int(waiting.sum()),
             "fused_norm_us_assumed": cfg["fused_norm_us"],
         },
-        kernels=idx, saving_ns=saving[idx], covered_ns=covered, saving_model=SAVING_MODEL,
+        kernels=idx, saving_ns=saving, covered_ns=covered, saving_model=SAVING_MODEL,
         details={"op_types": list(ops), "op_time": ops, "norm_type": "rms_norm", "layers": st.get("layers"),
                  "model": st.get("model_hint"), "hidden": st.get("hidden"),
                  "fused_api": "torch_npu.npu_rms_norm / torch_npu.npu_add_rms_norm",

@@ -1,7 +1,9 @@
 """Diagnosis on a profile loaded with only the columns it declares (``Profile.load(path,
 columns=diagnose_columns())``: every rule's ``needs``, the call graph's, the replay's, text kept as
 dictionaries) gives the same report as on the whole profile, to the last number: on the dashboard demo and
-on every real sample. A rule reading a column nobody declared fails here (the column is absent, not null).
+on every real sample, and so does ``pypto analyze``'s way of letting the rows go once the replay has read
+them (``keep_rows=False``). A rule reading a column nobody declared fails here (the column is absent, not
+null).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pytest
 
 from pypto_core import formats
 from pypto_core.i18n import msg
-from pypto_core.profile import Profile, ProfileGroup
+from pypto_core.profile import TABLE_NAMES, Profile, ProfileGroup
 from pypto_core.rules import diagnose_columns, diagnose_group
 from pypto_core.rules.registry import discover, rule
 from pypto_core.synth import demo_pair
@@ -22,19 +24,30 @@ from tests.core.rules.test_real_samples import UNREADABLE, _samples
 from tests.paths import SAMPLES, sample_cases
 
 
-def _report(group: ProfileGroup) -> dict[str, Any]:
-    doc = diagnose_group(group).to_dict()
+def _report(group: ProfileGroup, keep_rows: bool = True) -> dict[str, Any]:
+    doc = diagnose_group(group, keep_rows=keep_rows).to_dict()
     doc["profile"].pop("analysis_s")  # the one figure that is a timing
     return doc
 
 
 def _both(source: Path, tmp: Path) -> tuple[dict[str, Any], dict[str, Any], ProfileGroup]:
+    """The reports of the whole and the projected load; the projected one is also diagnosed as ``pypto
+    analyze`` does, letting the rows go on the way (``keep_rows=False``), which must not move a number."""
     saved = formats.write_profiles(source, tmp)
     ranks = [tmp / name for name, _ in saved.ranks]
+
+    def projected() -> ProfileGroup:
+        return ProfileGroup(profiles=[Profile.load(r, columns=diagnose_columns()) for r in ranks],
+                            warnings=saved.warnings)
+
     whole = ProfileGroup(profiles=[Profile.load(r) for r in ranks], warnings=saved.warnings)
-    projected = ProfileGroup(profiles=[Profile.load(r, columns=diagnose_columns()) for r in ranks],
-                             warnings=saved.warnings)
-    return _report(whole), _report(projected), projected
+    let_go = projected()
+    released = _report(let_go, keep_rows=False)
+    assert all(p.table(name).num_rows == 0 for p in let_go.profiles for name in TABLE_NAMES)
+    kept = projected()
+    report = _report(kept)
+    assert report == released
+    return _report(whole), report, kept
 
 
 def test_the_demo_reports_the_same_from_the_declared_columns(tmp_path) -> None:
