@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from pypto_core.attribution import attribute
-from pypto_core.graph import GRAPH_COLUMNS, OperatorCallGraph
+from pypto_core.graph import DIAGNOSIS_GRAPH_COLUMNS, OperatorCallGraph
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import Message, msg, render
 from pypto_core.memory import release_freed_memory
@@ -43,10 +43,11 @@ GROUP_TABLES: tuple[str, ...] = ("kernels", "steps")
 
 def diagnose_columns() -> dict[str, frozenset[str] | None]:
     """The columns ``diagnose`` reads, for ``Profile.load(path, columns=...)``: the call graph's (with the
-    attribution, framework ops and workload), the replay's, the summary's, what ``emit`` lists of flagged
-    kernels and every rule's ``needs``. The memory table is never read; on a 1 GB simulated profile the
-    PipeUtilization counters other than MTE2, host op categories and API levels are left on disk."""
-    return merge_columns(GRAPH_COLUMNS, REPLAY_COLUMNS, SUMMARY_COLUMNS, FLAGGED_OPS_COLUMNS,
+    attribution and workload; not the framework ops, which no rule reads), the replay's, the summary's, what
+    ``emit`` lists of flagged kernels and every rule's ``needs``. The memory table is never read; on a 1 GB
+    simulated profile the PipeUtilization counters other than MTE2, host op categories, API levels and the
+    host calls' thread ids are left on disk."""
+    return merge_columns(DIAGNOSIS_GRAPH_COLUMNS, REPLAY_COLUMNS, SUMMARY_COLUMNS, FLAGGED_OPS_COLUMNS,
                          *(r.columns() for r in discover().values()))
 
 
