@@ -11,7 +11,7 @@ import numpy as np
 
 from pypto_core.attribution import SYNC_CALL, matching_calls
 from pypto_core.i18n import msg
-from pypto_core.intervals import overlap_ns
+from pypto_core.intervals import outermost, overlap_ns
 from pypto_core.replay import Change
 from pypto_core.rules._bucket_rule import HOST_CALL_NEEDS, bucket_share, emit_bucket, host_calls
 from pypto_core.rules._util import us
@@ -42,7 +42,7 @@ def sync_calls(ctx: RuleContext) -> dict[str, dict[str, float]]:
     s, e = a.intervals("sync_wait") if a is not None else (np.zeros(0), np.zeros(0))
     out: dict[str, dict[str, float]] = {}
     start, end, names = matching_calls(ctx.profile, SYNC_CALL)
-    outer = _outermost(start, end)
+    outer = outermost(start, end)
     start, end, names = start[outer], end[outer], [names[i] for i in np.flatnonzero(outer)]
     for name, ns in zip(names, overlap_ns(s, e, start, end).tolist()):
         if ns <= 0:
@@ -51,18 +51,6 @@ def sync_calls(ctx: RuleContext) -> dict[str, dict[str, float]]:
         row["count"] += 1
         row["stall_us"] = round(row["stall_us"] + ns / 1e3, 3)
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["stall_us"])[:10])
-
-
-def _outermost(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Per call: no other call encloses it (calls of different threads rarely overlap in a sync)."""
-    order = np.lexsort((-end, start))  # by start, the longest first: an enclosing call comes before
-    ends = end[order]
-    reach = np.maximum.accumulate(ends)  # the furthest end of the calls started so far
-    enclosed = np.zeros(len(order), bool)
-    enclosed[1:] = ends[1:] <= reach[:-1]
-    out = np.ones(len(start), bool)
-    out[order[enclosed]] = False
-    return out
 
 
 @rule("sync_stall", title=msg("Device idle while the host synchronises"), saving_model=SAVING_MODEL,
