@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.grouping import map_code_tuples, text_codes
+from pypto_core.grouping import int32_if_fits, map_code_tuples, text_codes
 from pypto_core.i18n import Message, msg
 from pypto_core.intervals import coverage, sorted_distinct, union_intervals, window_index
 from pypto_core.memory import release_freed_memory
@@ -150,8 +150,9 @@ class TimeAttribution:
     source: str  # timeline | step_trace_time
     device_id: int | None = None
     streams: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # (start, end, code) of the merged segments inside the windows that are not compute (communication,
-    # copies, idle time by kind), for rules and the replay; ``intervals`` reads them
+    # (start, length, code) of the merged segments inside the windows that are not compute (communication,
+    # copies, idle time by kind), for rules and the replay; ``intervals`` reads them. Lengths in 4 bytes
+    # where they fit: 5.8 M segments of a 5 GB simulated folder held 94 MB with their ends in 8
     segments: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     note: Message | None = None  # why the attribution is not the timeline's, when it is not
 
@@ -171,10 +172,11 @@ class TimeAttribution:
         """(starts, ends) of the pieces of time in these buckets (any but ``compute``, which is not kept)."""
         if self.segments is None:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        s, e, code = self.segments
+        s, length, code = self.segments
         wanted = [c for c in range(N_CODES) if CODE_BUCKET[c] in buckets]
         sel = np.isin(code, wanted)
-        return s[sel], e[sel]
+        starts = s[sel]
+        return starts, starts + length[sel]
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "note": self.note.render() if self.note else None,
@@ -379,7 +381,10 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
               for lo, hi in _time_ranges(tasks.start, w_start[0], w_end[-1])]
     del host
     release_freed_memory()
-    segments = _joined(pieces)
+    seg_start, seg_end, seg_code = _joined(pieces)
+    seg_end -= seg_start  # in place: the lengths
+    segments = (seg_start, int32_if_fits(seg_end), seg_code)
+    del seg_end
     steps: list[StepBreakdown] = []
     run = Breakdown()
     for i in range(len(w_start)):

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from pypto_core.attribution import ATTRIBUTION_COLUMNS, TimeAttribution, attribute, kernel_codes
 from pypto_core.framework_ops import FRAMEWORK_OPS_COLUMNS, FrameworkOps, framework_ops
-from pypto_core.grouping import group_rows, text_codes
+from pypto_core.grouping import group_rows, int32_if_fits, text_codes
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg, render
 from pypto_core.intervals import window_index
@@ -142,14 +142,6 @@ class Tokens:
     step_ids: list[int | None] = field(default_factory=list)
 
 
-def int32_if_fits(values: np.ndarray) -> np.ndarray:
-    """Integers as int32 where every value fits (4 bytes a kernel, not 8), else int64. For ids and row
-    positions (the replay's too), which are only compared, sorted and indexed with, and tensor dims; whoever
-    multiplies them widens first (or works in float)."""
-    small = not len(values) or (int(values.min()) >= -2**31 and int(values.max()) < 2**31)
-    return values.astype(np.int32 if small else np.int64)
-
-
 def _ids(column: pa.ChunkedArray) -> np.ndarray:
     """A device or stream id column as numbers (0 for a null), int32 where they fit (every profile seen)."""
     return int32_if_fits(pc.fill_null(column, 0).to_numpy(zero_copy_only=False))
@@ -224,12 +216,12 @@ class OperatorCallGraph:
 
     def drop_rule_caches(self) -> None:
         """Once the rules are done: forget the shapes, the chains and the per-kernel figures only rules read
-        (the gaps before kernels, the move fractions, the op-type codes: 40 MB on a 5 GB simulated folder),
-        so that the replay's arrays do not stack on them; each is rebuilt if asked for again (cheaply: the
-        tokens and the attribution, which are not, stay)."""
+        (the gaps before kernels and the op-type codes: 25 MB on a 5 GB simulated folder), so that the
+        replay's arrays do not stack on them; each is rebuilt if asked for again (cheaply: the tokens and the
+        attribution, which are not, stay)."""
         self.drop_shapes()
         self.drop_chains()
-        for name in ("gap_before_ns", "move_fraction", "op_codes"):
+        for name in ("gap_before_ns", "op_codes"):
             self.__dict__.pop(name, None)
 
     # -- ordering and gaps --------------------------------------------------------------------------
@@ -470,10 +462,10 @@ class OperatorCallGraph:
         out = pc.fill_null(arr, np.nan).to_numpy(zero_copy_only=False)
         return None if np.all(np.isnan(out)) else out
 
-    @cached_property
     def move_fraction(self) -> np.ndarray | None:
         """Data-movement (MTE2) share of each kernel's cycles: max(aic_mte2_ratio, aiv_mte2_ratio)
-        (docs/domain.md §6 #1)."""
+        (docs/domain.md §6 #1). Worked out on each call, not kept: one rule and the metrics read it, and
+        kept it held 16 MB of a 5 GB simulated folder through every later rule."""
         aic, aiv = self.pipe_ratio("aic_mte2_ratio"), self.pipe_ratio("aiv_mte2_ratio")
         if aic is None and aiv is None:
             return None
@@ -632,9 +624,11 @@ class OperatorCallGraph:
             return empty
         kcorr = self.kernels["correlation_id"]
         if kcorr.null_count < len(kcorr) and host["correlation_id"].null_count < host.num_rows:
+            # both sides as int64: a projected load keeps each table's ids in 4 bytes only where they fit
             h = pa.table({"host_index": pa.array(np.arange(host.num_rows)),
-                          "correlation_id": host["correlation_id"]})
-            kt = pa.table({"kernel_index": pa.array(np.arange(self.n)), "correlation_id": kcorr})
+                          "correlation_id": host["correlation_id"].cast(pa.int64())})
+            kt = pa.table({"kernel_index": pa.array(np.arange(self.n)),
+                           "correlation_id": kcorr.cast(pa.int64())})
             joined = kt.join(h, "correlation_id", join_type="inner")
             if joined.num_rows:
                 return pa.table({"host_index": joined["host_index"], "kernel_index": joined["kernel_index"],
@@ -713,7 +707,7 @@ class OperatorCallGraph:
             out["ai_core_utilization"] = _interval_union_ns(self.start[busy_mask], self.end[busy_mask]) / span
         device_time = float(np.sum(self.dur, where=busy_mask)) or 1.0
         att = w & self.attention_mask
-        mf = self.move_fraction
+        mf = self.move_fraction()
         # without the MTE2 counters (a GPU, an NPU run without PipeUtilization) attention counts as
         # memory-bound only where it is by nature, in decode (the KV cache read once a token); a prefill's
         # flash attention is compute-bound, and its share would read as memory-bound time

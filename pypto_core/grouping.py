@@ -11,12 +11,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
+def int32_if_fits(values: np.ndarray) -> np.ndarray:
+    """Integers as int32 where every value fits (4 bytes a kernel, not 8), else int64. For ids and row
+    positions (the replay's too), which are only compared, sorted and indexed with, tensor dims and lengths
+    of time that are added to int64 times; whoever multiplies them widens first (or works in float)."""
+    small = not len(values) or (int(values.min()) >= -2**31 and int(values.max()) < 2**31)
+    return values.astype(np.int32 if small else np.int64)
+
+
 def group_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first row of each group, group index per row) for rows keyed by equal-length int arrays; groups in
     the order of their keys (the first key most significant), as ``np.unique(..., axis=0)`` gives them.
 
-    The keys are codes: they are packed into one int64 per row and grouped with a 1-D sort (``axis=0``
-    unique sorts rows as structured values, ten times slower on 400 k kernels)."""
+    The keys are codes: they are packed into one integer per row. Where every combination fits a table of
+    ``DENSE_SPAN`` entries (op type, shape, dtype and format codes of flagged kernels), the groups are marked
+    in it (``unique_codes``): no sort, and the group of each row in 4 bytes. Otherwise they are grouped with a
+    1-D sort (``axis=0`` unique sorts rows as structured values, ten times slower on 400 k kernels)."""
     cols = [np.asarray(k) for k in keys]  # as given (int32 codes stay 4 bytes a row): packed one at a time
     if not cols or not len(cols[0]):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -31,13 +41,26 @@ def group_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return first, inverse.reshape(-1)
         ranges.append((low, width))
         span *= width
-    packed = np.zeros(len(cols[0]), np.int64)
+    packed: np.ndarray[Any, np.dtype[np.signedinteger[Any]]] = np.zeros(
+        len(cols[0]), np.int32 if span <= DENSE_SPAN else np.int64)
     for col, (low, width) in zip(cols, ranges):
         packed *= width
-        np.add(packed, col, out=packed, casting="unsafe")  # any integer codes, widened as they are added
-        packed -= low
+        packed += (col - low).astype(packed.dtype, copy=False)  # in [0, width): any integer codes
+    if span <= DENSE_SPAN:
+        present, inverse = unique_codes(packed, span)
+        return first_rows(inverse, len(present)), inverse
     _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
+
+
+def first_rows(inverse: np.ndarray, groups: int) -> np.ndarray:
+    """The first row of each of ``groups`` groups, given every row's group (``np.unique``'s
+    ``return_index``), a slice of rows at a time: no sort and no index array over every row."""
+    first = np.full(groups, len(inverse), np.int64)
+    for at in range(0, len(inverse), _SLICE):
+        part = inverse[at:at + _SLICE]
+        np.minimum.at(first, part, np.arange(at, at + len(part), dtype=np.int64))
+    return first
 
 
 def text_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
@@ -118,7 +141,8 @@ def _raw_codes(column: pa.ChunkedArray | pa.Array, convert: Callable[[pa.Array],
                ) -> tuple[np.ndarray, list[Any]]:
     """Per row, a code into ``texts`` (``convert`` applied to each chunk's distinct values; None for a null).
     A dictionary column converts its dictionary only: no row's text is built (on 1 M flagged kernels of a
-    5 GB folder, eight columns of per-row text had been 180 MB at the rules' peak)."""
+    5 GB folder, eight columns of per-row text had been 180 MB at the rules' peak). Codes in 4 bytes a row
+    where the texts are fewer than 2**31."""
     texts: list[Any] = []
     parts = []
     for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
@@ -126,37 +150,46 @@ def _raw_codes(column: pa.ChunkedArray | pa.Array, convert: Callable[[pa.Array],
         coded = chunk if pa.types.is_dictionary(chunk.type) else convert(chunk).dictionary_encode()
         values = (convert(coded.dictionary) if coded is chunk else coded.dictionary).to_pylist()
         null = len(values)
-        parts.append(pc.fill_null(coded.indices, null).to_numpy(zero_copy_only=False).astype(np.int64)
-                     + len(texts))
+        parts.append((pc.fill_null(coded.indices, null).to_numpy(zero_copy_only=False), len(texts)))
         texts += [*values, None]
-    return (np.concatenate(parts) if parts else np.zeros(0, np.int64)), texts
+    dtype = np.int32 if len(texts) < 2**31 else np.int64
+    if len(parts) == 1:
+        codes, offset = parts[0]
+        return np.add(codes, offset, dtype=dtype), texts
+    return np.concatenate([np.add(c, o, dtype=dtype) for c, o in parts] or [np.zeros(0, dtype)]), texts
 
 
 def _first_seen(raw: np.ndarray, texts: list[Any], null: Any) -> tuple[np.ndarray, list[Any]]:
     """Codes into the distinct texts (a None reads ``null``), numbered in the order the rows first show them,
-    as ``dictionary_encode`` of the rows' text numbers them: what is ordered or tied by code stays so."""
+    as ``dictionary_encode`` of the rows' text numbers them: what is ordered or tied by code stays so. The
+    distinct texts are few beside the rows: each row's text code is marked in a table of them, no sort."""
     ids: dict[Any, int] = {}
-    lut = np.array([ids.setdefault(null if t is None else t, len(ids)) for t in texts], np.int64)
+    lut = np.array([ids.setdefault(null if t is None else t, len(ids)) for t in texts], np.int32)
     distinct = list(ids)
     if not len(raw):
         return raw.astype(np.int32), []
-    uniq, first, inverse = np.unique(lut[raw], return_index=True, return_inverse=True)
-    appear = np.argsort(first, kind="stable")
-    rank = np.empty(len(uniq), np.int32)  # 4 bytes a row: a million flagged kernels is common
-    rank[appear] = np.arange(len(uniq), dtype=np.int32)
-    return rank[inverse.reshape(-1)], [distinct[u] for u in uniq[appear].tolist()]
+    present, inverse = unique_codes(lut[raw], len(distinct))
+    appear = np.argsort(first_rows(inverse, len(present)), kind="stable")
+    rank = np.empty(len(present), np.int32)  # 4 bytes a row: a million flagged kernels is common
+    rank[appear] = np.arange(len(present), dtype=np.int32)
+    return rank[inverse], [distinct[u] for u in present[appear].tolist()]
+
+
+def _indices(rows: np.ndarray) -> pa.Array:
+    """Row positions for ``take``, in 4 bytes where they fit."""
+    return pa.array(int32_if_fits(np.asarray(rows)))
 
 
 def row_codes(column: pa.ChunkedArray, rows: np.ndarray, convert: Callable[[pa.Array], pa.Array] = as_text,
               null: Any = "") -> tuple[np.ndarray, list[Any]]:
     """(code per listed row, distinct values) of ``column``'s ``rows`` as text (``convert``ed; a null reads
     ``null``), the codes numbered in the order the rows first show a value."""
-    return _first_seen(*_raw_codes(column.take(pa.array(np.asarray(rows, np.int64))), convert), null)
+    return _first_seen(*_raw_codes(column.take(_indices(rows)), convert), null)
 
 
 def op_type_codes_of(kernels: pa.Table, rows: np.ndarray, null: Any = "") -> tuple[np.ndarray, list[Any]]:
     """``row_codes`` of the kernels' op type, a kernel without one taking its name (``coalesce``)."""
-    take = pa.array(np.asarray(rows, np.int64))
+    take = _indices(rows)
     names, name_texts = _raw_codes(kernels["name"].take(take), as_text)
     if "op_type" not in kernels.column_names:
         return _first_seen(names, name_texts, null)

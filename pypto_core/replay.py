@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.attribution import HOST_SLICE_ROWS, TimeAttribution, host_unions
-from pypto_core.graph import int32_if_fits
+from pypto_core.grouping import int32_if_fits
 from pypto_core.intervals import overlap_ns, subtract_intervals, union_intervals, window_index
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +70,11 @@ class Change:
     # per kernel; > dur removes it
     saving_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     host_removed: tuple[np.ndarray, np.ndarray] | None = None  # host time that disappears (starts, ends)
+    # host time that disappears: the attribution's pieces in these buckets, read when the replay runs (a
+    # graph-mode finding's copy of them was 32 MB on a 5 GB simulated folder, held through every later rule)
+    host_removed_buckets: tuple[str, ...] = ()
     graph_kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # launched from a graph
+    all_from_graph: bool = False  # every task launched from a graph (as ``graph_kernels`` listing them all)
     # gap before -> residual
     gap_cut_kernels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     residual_gap_ns: int = 1_000
@@ -85,8 +89,11 @@ class Change:
                       host_removed=(np.concatenate([h[0] for h in host]),
                                     np.concatenate([h[1] for h in host]))
                       if host else None,
+                      host_removed_buckets=tuple(sorted({b for c in changes
+                                                         for b in c.host_removed_buckets})),
                       # index sets: a row named twice is changed once (``run`` assigns, never adds)
                       graph_kernels=int32_if_fits(np.concatenate([c.graph_kernels for c in changes])),
+                      all_from_graph=any(c.all_from_graph for c in changes),
                       gap_cut_kernels=int32_if_fits(np.concatenate([c.gap_cut_kernels for c in changes])),
                       residual_gap_ns=min(c.residual_gap_ns for c in changes))
 
@@ -115,6 +122,7 @@ class Replay:
         # flags, plus an int32 position per kernel row: about 75 bytes; while it is built, four int64 arrays
         # more (the kernel columns are read one at a time). 2.1 M tasks of a 5 GB simulated folder: 160 MB.
         k = profile.kernels
+        self.attribution = attribution  # what a change's ``host_removed_buckets`` name
         self.windows = attribution.windows()
         main = attribution.device_id if attribution.device_id is not None else 0
         lo, hi = (self.windows[0, 0], self.windows[-1, 1]) if len(self.windows) else (0, 0)
@@ -280,9 +288,9 @@ class Replay:
                 removed_host.append(subtract_intervals(self.issue_start[issued], self.h[issued],
                                                        *self.syncs))
             linked = linked & ~gone
-        if len(change.graph_kernels):
+        if change.all_from_graph or len(change.graph_kernels):
             # launched from a captured graph: no per-op issue on the host, so its issuing work goes too
-            g = self.pos_of_row[change.graph_kernels]
+            g = self.pos_of_row if change.all_from_graph else self.pos_of_row[change.graph_kernels]
             g = g[g >= 0]
             issued = g[linked[g]]
             if len(issued):
@@ -297,6 +305,8 @@ class Replay:
             q[g] = np.minimum(q[g], change.residual_gap_ns)
         if change.host_removed is not None and len(change.host_removed[0]):
             removed_host.append(change.host_removed)
+        if change.host_removed_buckets:
+            removed_host.append(self.attribution.intervals(*change.host_removed_buckets))
         base = _Shift(*_joined(removed_host))
         extra = np.zeros(len(self.syncs[0]), np.int64)
         new_e = self.e

@@ -32,7 +32,7 @@ t3 = time.perf_counter()
 same = replay.run()
 t4 = time.perf_counter()
 n = prof.kernels.num_rows
-graph = replay.run(Change(graph_kernels=np.arange(n), gap_cut_kernels=np.arange(n)))
+graph = replay.run(Change(all_from_graph=True, gap_cut_kernels=np.arange(n)))
 t5 = time.perf_counter()
 print(json.dumps({"load_s": round(t1 - t0, 3), "attribution_s": round(t2 - t1, 3),
                   "replay_build_s": round(t3 - t2, 3), "replay_identity_s": round(t4 - t3, 3),

@@ -68,7 +68,7 @@ def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_
     ``shared_names`` (names that unflagged kernels carry too: tuning by them would touch other shapes),
     ``count``, ``total_us``, ``avg_us``.
     """
-    idx = np.asarray(kernels, np.int64)
+    idx = np.asarray(kernels)  # as given (emit's are int32 where they fit): no copy
     out: dict[str, Any] = {"groups": [], "group_count": 0, "kernel_count": int(len(idx))}
     if not len(idx):
         return out
@@ -105,12 +105,11 @@ def flagged_ops(graph: OperatorCallGraph, kernels: np.ndarray, limit: int = MAX_
     out_shapes, out_dtypes, out_formats = (cells(name, convert, shown) for name, convert in (
         ("output_shapes", _shapes_text), ("output_dtypes", _joined), ("output_formats", _joined)))
     # names per group, most time first: one pass over (group, name) pairs
-    pair = inv * max(len(nm_v), 1) + nm_c
-    pu, pinv = np.unique(pair, return_inverse=True)
-    ptime = np.bincount(pinv.reshape(-1), weights=dur, minlength=len(pu))
+    pair_first, pair = group_rows(inv, nm_c)
+    ptime = np.bincount(pair, weights=dur, minlength=len(pair_first))
+    del pair
     by_group: dict[int, list[tuple[float, str]]] = {}
-    for p, t in zip(pu.tolist(), ptime.tolist()):
-        g, n = divmod(p, max(len(nm_v), 1))
+    for g, n, t in zip(inv[pair_first].tolist(), nm_c[pair_first].tolist(), ptime.tolist()):
         if nm_v[n]:
             by_group.setdefault(g, []).append((-t, nm_v[n]))
     for i, g in enumerate(order.tolist()):

@@ -19,11 +19,12 @@ def min_time_share(value: float) -> Threshold:
                             "effort, and the finding would be noise beside the others")
 
 
-def column_strings(graph: OperatorCallGraph, column: str, mask: np.ndarray, limit: int = 50) -> list[str]:
-    """Distinct values of a string column over the masked kernels, most time first, at most ``limit``."""
-    if not mask.any() or column not in graph.kernels.column_names:
+def column_strings(graph: OperatorCallGraph, column: str, kernels: np.ndarray, limit: int = 50) -> list[str]:
+    """Distinct values of a string column over some kernels (a mask over every kernel, or their row indices
+    in order), most time first, at most ``limit``."""
+    idx = np.flatnonzero(kernels) if kernels.dtype == bool else kernels
+    if not len(idx) or column not in graph.kernels.column_names:
         return []
-    idx = np.nonzero(mask)[0]
     # the codes of these rows in their order (a dictionary column's own would list every value of the
     # profile), with no text built per row
     codes, names = row_codes(graph.kernels[column], idx)

@@ -84,7 +84,7 @@ def match(ctx: RuleContext) -> None:
         decode_chains = int(in_decode.sum())
     # 2) fused decode kernels, MTE2-bound and slower than the bandwidth model
     fused = g.is_role("attention") & g.decode_kernel_mask
-    mf = g.move_fraction
+    mf = g.move_fraction()
     mfv = mf if mf is not None else np.full(g.n, -1.0)
     model_ns = overhead_ns + g.bytes_moved / (bw * cfg["fused_bandwidth_efficiency"]) * 1e9
     slow_fused = fused & (mfv > cfg["mte2_share_above"]) & (g.dur > model_ns)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from pypto_core.attribution import TimeAttribution
-from pypto_core.graph import int32_if_fits
+from pypto_core.grouping import int32_if_fits
 from pypto_core.i18n import Message, msg
 from pypto_core.intervals import overlap_ns, window_index
 from pypto_core.replay import Change
@@ -105,10 +105,13 @@ def match(ctx: RuleContext) -> None:
     hs, he = a.intervals("host_launch_bound")
     # per kernel, the host-bound part of the gap before it (ns, whole numbers: their sums are exact)
     host_part = overlap_ns(hs, he, g.start - g.gap_before_ns, g.start)
-    idx = np.nonzero(host_part > cfg["min_gap_us"] * 1e3)[0]
+    del hs, he
+    idx = int32_if_fits(np.flatnonzero(host_part > cfg["min_gap_us"] * 1e3))
     saving = np.maximum(host_part[idx] - cfg["residual_gap_us"] * 1e3, 0.0)
     # time before the step's first task (or after its last) is host-bound too, but no kernel slot holds it
     edge = max(bound - float(host_part.sum()), 0.0)
+    longest = us(host_part.max()) if len(host_part) else 0.0
+    del host_part  # over every kernel: gone before the finding is built
     graph_share = g.launches.share(g.window)
     captured = graph_share >= CAPTURED_SHARE
     decode = msg(" This dominates eager-mode decode, where kernels are short.") if ctx.workload in (
@@ -123,6 +126,9 @@ def match(ctx: RuleContext) -> None:
     launched = _launched(graph_share, g.launches.graph_calls)
     advice = _captured_advice(ctx.workload) if captured else _advice(ctx.vendor, ctx.workload)
     model = SAVING_MODEL_CAPTURED if captured else SAVING_MODEL
+    ends = g.start[idx]
+    closed = (ends - saving.astype(np.int64), ends)  # the part of each gap graph mode closes
+    del saving
     ctx.emit(
         title=msg("The device is idle {pct:.0f}% of the run while the host issues "
                   "work", pct=100 * bound / total),
@@ -132,17 +138,17 @@ def match(ctx: RuleContext) -> None:
         ops=[],
         evidence={"host_launch_bound_us": us(bound), "host_launch_bound_share": share(bound, total),
                   "threshold_share": cfg["free_share_above"], "gaps_over_min": int(len(idx)),
-                  "longest_gap_us": us(host_part.max()) if len(host_part) else 0.0,
+                  "longest_gap_us": longest,
                   "outside_kernel_gaps_us": us(edge), "before_first_kernel_us": us(preparing),
                   "graph_launched_share": round(graph_share, 4), "graph_launches": g.launches.graph_calls,
                   "vendor": ctx.vendor},
         # the closed pieces are wall time, not kernel time: they go in the combined union as intervals
         kernels=idx, saving_ns=np.zeros(len(idx)), covered_ns=bound, saving_model=model,
-        intervals=(g.start[idx] - saving.astype(np.int64), g.start[idx]),
+        intervals=closed,
         # graph mode: every task is issued by the graph, so the host's issuing time (framework ops and the
         # Python between them, host_launch_bound and idle_other) goes and every such gap shrinks to the
         # residual
-        change=_graph_mode(g.n, (hs, he), idx, int(cfg["residual_gap_us"] * 1e3)),
+        change=_graph_mode(idx, int(cfg["residual_gap_us"] * 1e3)),
         details={"env": {"TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2"}, "graph_mode": not captured}
         if ctx.vendor == "ascend" and not captured else {"graph_mode": not captured},
     )
@@ -173,11 +179,9 @@ def _before_first_task(start: np.ndarray, a: TimeAttribution) -> float:
     return float(overlap_ns(hs, he, w[:, 0], first).sum())
 
 
-def _graph_mode(n: int, launching: tuple[np.ndarray, np.ndarray], long_gaps: np.ndarray,
-                residual_ns: int) -> Change:
-    """Graph mode's change: all ``n`` kernels issued by the graph, the host's launching time (``launching``,
-    as the saving model counts it: not its idle time) removed, and the gaps over the rule's minimum
-    (``long_gaps``, the kernels the finding names) cut to the residual."""
-    rows = int32_if_fits(np.arange(n))  # every kernel: 4 bytes a row where they fit
-    return Change(graph_kernels=rows, gap_cut_kernels=int32_if_fits(long_gaps), host_removed=launching,
-                  residual_gap_ns=residual_ns)
+def _graph_mode(long_gaps: np.ndarray, residual_ns: int) -> Change:
+    """Graph mode's change: every kernel issued by the graph, the host's launching time (the attribution's
+    ``host_launch_bound`` pieces, as the saving model counts it: not its idle time) removed, and the gaps
+    over the rule's minimum (``long_gaps``, the kernels the finding names) cut to the residual."""
+    return Change(all_from_graph=True, gap_cut_kernels=int32_if_fits(long_gaps),
+                  host_removed_buckets=("host_launch_bound",), residual_gap_ns=residual_ns)

@@ -43,52 +43,65 @@ def match(ctx: RuleContext) -> None:
     mm = g.is_role("matmul") & (g.flops > 0) & (g.dur > 0) & ~g.attention_mask
     if not mm.any():
         return
-    eb = g.element_bytes
-    eff = np.divide(g.bound_ns, g.dur, out=np.zeros(g.n), where=g.dur > 0)
+    # the figures of the MatMuls only (``rows``), never arrays over every kernel: on a 5 GB simulated folder
+    # five of those (80 MB) were alive while the finding listed its kernels, the rules' peak
+    rows = np.flatnonzero(mm)
+    del mm
+    dur, bound = g.dur[rows], g.bound_ns[rows]
+    eff = bound / dur  # every MatMul here ran for some time
     cfg = ctx.thresholds
     inner = int(cfg["inner_axis_elements"])
-    k_not_256 = (k % inner) != 0
-    n_not_256 = (n % inner) != 0
-    k_not_512b = (k * eb) % int(cfg["inner_axis_bytes"]) != 0
-    not_fractal = ((k % int(cfg["fractal"])) != 0) | ((n % int(cfg["fractal"])) != 0)
-    mix = g.core_is("MIX_AIC")
+    kr, nr = k[rows], n[rows]
+    k_not_256 = (kr % inner) != 0
+    n_not_256 = (nr % inner) != 0
+    k_not_512b = (kr * g.element_bytes[rows]) % int(cfg["inner_axis_bytes"]) != 0
+    not_fractal = ((kr % int(cfg["fractal"])) != 0) | ((nr % int(cfg["fractal"])) != 0)
+    del kr, nr
+    mix = g.core_is("MIX_AIC")[rows]
     misaligned = k_not_256 | n_not_256 | k_not_512b | not_fractal | mix
-    flagged = mm & misaligned & (eff < cfg["efficiency_below"])
+    flagged = misaligned & (eff < cfg["efficiency_below"])
     if not flagged.any():
         return
-    flops_per_byte = np.divide(g.flops, g.bytes_moved, out=np.zeros(g.n), where=g.bytes_moved > 0)
+    moved = g.bytes_moved[rows]
+    flops_per_byte = np.divide(g.flops[rows], moved, out=np.zeros(len(rows)), where=moved > 0)
     compute_bound = flops_per_byte >= g.sku.ridge_flop_per_byte
+    del moved, flops_per_byte
     # The target: what aligned, healthy MatMuls of the same regime achieve in this very profile.
     targets = {}
     for regime in (True, False):
-        peers = mm & ~misaligned & (compute_bound == regime) & (eff >= cfg["efficiency_below"])
-        targets[regime] = (float(np.average(eff[peers], weights=g.dur[peers])) if peers.any()
+        peers = ~misaligned & (compute_bound == regime) & (eff >= cfg["efficiency_below"])
+        targets[regime] = (float(np.average(eff[peers], weights=dur[peers])) if peers.any()
                            else cfg["target_efficiency"])
     target = np.where(compute_bound, targets[True], targets[False])
-    saving = np.maximum(g.dur - g.bound_ns / np.maximum(target, 1e-6), 0.0)
-    idx = np.nonzero(flagged)[0]
+    saving = np.maximum(dur - bound / np.maximum(target, 1e-6), 0.0)
+    del eff, target, dur, bound
+    sel = np.flatnonzero(flagged)  # the flagged MatMuls among ``rows``
+    idx = rows[sel]
     flagged_time = float(g.dur[idx].sum())
     if share(flagged_time, ctx.total_ns) < cfg["min_time_share"]:
         return
+    saving = saving[sel]
     op_codes, vocab = g.op_codes
-    first, inverse = group_rows(op_codes[idx], batch[idx], m[idx], k[idx], n[idx], mix[idx])
+    first, inverse = group_rows(op_codes[idx], batch[idx], m[idx], k[idx], n[idx], mix[sel])
     group_time = np.bincount(inverse, weights=g.dur[idx].astype(np.float64))
     group_count = np.bincount(inverse)
     group_bound = np.bincount(inverse, weights=g.bound_ns[idx])
-    group_saving = np.bincount(inverse, weights=saving[idx])
+    group_saving = np.bincount(inverse, weights=saving)
     shapes = []
     raw = shape_strings(g, idx[first])
+    eb = g.element_bytes
     for gi in np.argsort(-group_time)[:20]:
-        row = idx[first[gi]]
+        at = sel[first[gi]]  # its place among ``rows``
+        row = rows[at]
         kk, nn = int(k[row]), int(n[row])
         reasons = []
-        if k_not_256[row] or n_not_256[row]:
+        if k_not_256[at] or n_not_256[at]:
             reasons.append(f"inner axis not a multiple of {inner} elements")
-        if k_not_512b[row]:
+        if k_not_512b[at]:
             reasons.append("K row not 512-byte aligned")
-        if not_fractal[row]:
+        if not_fractal[at]:
             reasons.append("K or N not a multiple of 16")
-        if mix[row]:
+        if mix[at]:
             reasons.append("runs as MIX_AIC (the op_summary signature of an unaligned inner axis)")
         shapes.append({
             "op_type": str(g.kernels["op_type"][int(row)].as_py() or vocab[op_codes[row]]),
@@ -96,7 +109,7 @@ def match(ctx: RuleContext) -> None:
             "batch": int(batch[row]), "m": int(m[row]), "k": kk, "n": nn, "dtype_bytes": int(eb[row]),
             "count": int(group_count[gi]), "total_us": us(group_time[gi]),
             "roofline_efficiency_pct": round(100 * group_bound[gi] / max(group_time[gi], 1), 2),
-            "regime": "compute-bound" if compute_bound[row] else "memory-bound",
+            "regime": "compute-bound" if compute_bound[at] else "memory-bound",
             "task_type": str(g.kernels["core_type"][int(row)].as_py() or ""), "misalignment": reasons,
             "padded_k": int(-(-kk // inner) * inner), "padded_n": int(-(-nn // inner) * inner),
             "estimated_saving_us": us(group_saving[gi]),
@@ -127,10 +140,10 @@ def match(ctx: RuleContext) -> None:
             "peak_bandwidth_gbps": g.sku.hbm_gbps.value,
             "target_efficiency_compute_pct": round(100 * targets[True], 1),
             "target_efficiency_memory_pct": round(100 * targets[False], 1),
-            "mix_aic_kernels": int((mix & flagged).sum()),
+            "mix_aic_kernels": int(mix[sel].sum()),
         },
-        kernels=idx, saving_ns=saving[idx], saving_model=SAVING_MODEL,
-        details={"op_names": column_strings(g, "name", flagged),
+        kernels=idx, saving_ns=saving, saving_model=SAVING_MODEL,
+        details={"op_names": column_strings(g, "name", idx),
                  "op_types": sorted({s["op_type"] for s in shapes}),
                  "shapes": shapes, "sku": g.sku.name, "model": g.structure().get("model_hint")},
     )

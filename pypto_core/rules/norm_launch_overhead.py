@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.grouping import int32_if_fits
 from pypto_core.i18n import msg
 from pypto_core.rules._fusion import FUSED_LAUNCH_GAP, chain_savings
 from pypto_core.rules._util import min_time_share, op_type_time, share, us
@@ -49,7 +50,7 @@ def match(ctx: RuleContext) -> None:
     chains = 0
     member_idx, member_saving = np.zeros(0, np.int64), np.zeros(0)
     if members.any():
-        member_idx = np.nonzero(members)[0]
+        member_idx = int32_if_fits(np.flatnonzero(members))
         member_saving, chains = chain_savings(g, member_idx, chain_ids[member_idx],
                                               cfg["fused_norm_us"] * 1e3, cfg["fused_launch_gap_us"] * 1e3)
     del chain_ids
@@ -63,7 +64,7 @@ def match(ctx: RuleContext) -> None:
     flagged = members | waiting
     if not flagged.any():
         return
-    idx = np.nonzero(flagged)[0]
+    idx = int32_if_fits(np.flatnonzero(flagged))
     saving = np.zeros(len(idx))
     saving[np.searchsorted(idx, member_idx)] = member_saving
     waiting_idx = np.nonzero(waiting)[0]  # a waiting norm's saving holds where it is a chain member too

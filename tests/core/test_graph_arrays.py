@@ -69,10 +69,12 @@ def test_mte2_share_is_the_larger_known_ratio_and_minus_one_where_neither_is() -
     aic = pa.array([0.2, nan, nan, 0.9, None], pa.float64())
     aiv = pa.array([0.5, 0.3, nan, 0.1, None], pa.float64())
     g = _graph([0, 10, 20, 30, 40], [5] * 5, [0] * 5, aic_mte2_ratio=aic, aiv_mte2_ratio=aiv)
-    assert g.move_fraction is not None and g.move_fraction.tolist() == [0.5, 0.3, -1.0, 0.9, -1.0]
+    mf = g.move_fraction()
+    assert mf is not None and mf.tolist() == [0.5, 0.3, -1.0, 0.9, -1.0]
     # one column only, read straight from Arrow's buffer (read-only): worked on in a copy of its own
     only = _graph([0, 10], [5, 5], [0, 0], aic_mte2_ratio=pa.array([0.4, 0.6], pa.float64()))
-    assert only.move_fraction is not None and only.move_fraction.tolist() == [0.4, 0.6]
+    only_mf = only.move_fraction()
+    assert only_mf is not None and only_mf.tolist() == [0.4, 0.6]
 
 
 def test_ids_and_dims_narrow_only_where_they_fit() -> None:

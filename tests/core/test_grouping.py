@@ -26,6 +26,30 @@ def test_groups_match_unique_rows(rows: list[tuple[int, ...]]) -> None:
     assert inverse.tolist() == ref_inverse.tolist()
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3)), min_size=1, max_size=40),
+       st.sampled_from([0, 2**40, -2**35, 2**31 - 3]), st.sampled_from([np.int8, np.int32, np.int64]))
+def test_narrow_keys_far_from_zero_group_in_the_table(rows: list[tuple[int, int]], offset: int,
+                                                      dtype: type) -> None:
+    """Keys of few distinct values far from zero (tensor dims, ids) are packed from their lowest value, so
+    their combinations fit the table (``DENSE_SPAN``) and the 4-byte packed key never overflows."""
+    small = np.array([r[1] for r in rows], dtype)
+    wide = np.array([r[0] + offset for r in rows], np.int64)
+    first, inverse = group_rows(wide, small)
+    ref_first, ref_inverse = _reference(wide, small.astype(np.int64))
+    assert first.tolist() == ref_first.tolist() and inverse.tolist() == ref_inverse.tolist()
+
+
+def test_sparse_keys_past_the_table_group_by_sorting() -> None:
+    """Combinations beyond ``DENSE_SPAN`` (a dim of 2**20 beside one of 2**10) take the sort: same groups."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 2**20, 5000)
+    b = rng.integers(0, 2**10, 5000)
+    first, inverse = group_rows(a, b)
+    ref_first, ref_inverse = _reference(a, b)
+    assert first.tolist() == ref_first.tolist() and inverse.tolist() == ref_inverse.tolist()
+
+
 def test_keys_too_wide_to_pack_fall_back_to_rows() -> None:
     big = np.array([2**40, 0, 2**40, 5], np.int64)
     other = np.array([2**30, 1, 2**30, 1], np.int64)
