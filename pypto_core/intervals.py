@@ -38,9 +38,29 @@ def coverage(bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nda
 
 
 def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Total length covered by intervals [start, end) (overlaps counted once)."""
-    s, e = union_intervals(starts, ends)
-    return int((e - s).sum())
+    """Total length covered by intervals [start, end) (overlaps counted once): the span from the first start
+    to the last end, less the gaps between the merged pieces, which are never built. Two arrays as long as
+    the intervals at once (three while they are sorted); the union's merged pieces took five (a finding's
+    1.6 M closed gaps on a 5 GB simulated folder: 63 MB, the rules' peak)."""
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    ok = ends > starts
+    if not ok.all():
+        starts, ends = starts[ok], ends[ok]  # an empty or reversed interval covers nothing
+    del ok
+    if not len(starts):
+        return 0
+    if bool((starts[1:] >= starts[:-1]).all()):
+        s, e = starts, ends.copy()  # already in start order: ``starts`` is only read
+    else:
+        order = np.argsort(starts, kind="stable")
+        s, e = starts[order], ends[order]
+        del order
+    np.maximum.accumulate(e, out=e)  # each piece's running end
+    span = int(e[-1]) - int(s[0])
+    gap = e[:-1]  # worked in place: the room between a piece and the running end before it, where positive
+    np.subtract(s[1:], gap, out=gap)
+    np.maximum(gap, 0, out=gap)
+    return span - int(gap.sum())
 
 
 def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -21,10 +21,14 @@ POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 # pressure, so they stay in the resident set (and VmHWM) of the next phase. Handed back at once instead
 # (muzzy decay 0): the same CPU, ~10 MB less at the peak of pypto analyze on a 1 GB folder, and no
 # "LazyFree" memory left in the process after the read.
-JEMALLOC_VARIABLE, JEMALLOC_CONF = "JE_ARROW_MALLOC_CONF", "muzzy_decay_ms:0"
-# dirty_decay_ms:0 as well was measured on a 5 GB simulated folder: after the read 180 MB fewer pages stay
-# resident (``release_unused`` does not purge them), but analyze peaked only 23 MB lower, as diagnosis reuses
-# them, and took 35% longer (84 s, was 62 s; 32 s of it in the kernel, handing pages back). Not taken.
+# Dirty pages (freed, not yet handed back) wait 100 ms, not jemalloc's 1 s: a table let go of (the load's
+# decoding buffers, the rows diagnosis is done with) would otherwise stay resident through the next second
+# of numpy work, which allocates from glibc and never reuses them. pyarrow 26's ``release_unused`` cannot
+# purge them: it asks jemalloc for "arena.MALLCTL_ARENAS_ALL.purge", a name whose macro was never expanded.
+# Measured back to back on 2026-12-05, ``pypto analyze`` of simulated folders: 1 GB 382-397 MB against
+# 424-451 MB, 5 GB 969-987 MiB against 1,013-1,016 MiB, at the same wall and CPU time. dirty_decay_ms:0
+# (every free handed back at once) took 35% longer on a 5 GB folder (84 s, was 62 s), in the kernel.
+JEMALLOC_VARIABLE, JEMALLOC_CONF = "JE_ARROW_MALLOC_CONF", "muzzy_decay_ms:0,dirty_decay_ms:100"
 
 
 def choose_pool_before_pyarrow() -> None:
@@ -55,7 +59,7 @@ def release_freed_memory() -> None:
     """
     import pyarrow as pa
 
-    pa.default_memory_pool().release_unused()
+    pa.default_memory_pool().release_unused()  # mimalloc's and the system pool's; jemalloc's: see above
     try:
         libc = ctypes.CDLL(None)
         trim = libc.malloc_trim

@@ -392,6 +392,12 @@ class Profile:
                 setattr(self, name, table.select([c for c in table.column_names if c in columns])
                         if columns else table.schema.empty_table())
 
+    def drop_columns(self, columns: dict[str, tuple[str, ...]]) -> None:
+        """Let go of these columns of these tables (the rest stays)."""
+        for name, drop in columns.items():
+            table = self.table(name)
+            setattr(self, name, table.drop_columns([c for c in drop if c in table.column_names]))
+
     def time_span_ns(self) -> tuple[int, int] | None:
         """Earliest start and latest end over kernels and host ops, or None for an empty profile."""
         return _time_span([self.table(name) for name in ("kernels", "host_ops", "api_calls")])

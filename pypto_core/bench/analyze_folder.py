@@ -77,6 +77,7 @@ def timed_stages() -> dict[str, dict[str, float]]:
 
 
 TARGET_MB_PER_S = 200.0  # issue 20, at 1 GB
+SPEED_TARGET_SIZE_MB = 1000
 TARGET_RSS_MB = {1000: 512.0, 5000: 1024.0}
 ONCE_FROM_MB = 5000  # folders this large are analysed once (minutes each, on a shared machine)
 
@@ -108,7 +109,9 @@ def run(sizes_mb: list[float], workdir: str | os.PathLike[str]) -> dict[str, Any
         results.append({
             "size_mb": size, "input_mb": round(input_mb, 1), "synth_s": round(synth_s, 1), **measured,
             "seconds": round(seconds, 2), "mb_per_s": round(input_mb / seconds, 1),
-            "meets_target": None if target is None else (input_mb / seconds >= TARGET_MB_PER_S
+            # issue 20: the speed target is at 1 GB, the memory target at each size that has one
+            "meets_target": None if target is None else ((size != SPEED_TARGET_SIZE_MB
+                                                          or input_mb / seconds >= TARGET_MB_PER_S)
                                                          and measured["peak_rss_mb"] <= target),
             "load_avg": load_avg()})
         shutil.rmtree(synth_dir, ignore_errors=True)

@@ -128,19 +128,22 @@ class RuleContext:
         # row indices in 4 bytes where they fit: a finding on every kernel of a 2.1 M-kernel run held 17 MB
         kernels = np.asarray(kernels)
         kernels = int32_if_fits(kernels if kernels.dtype.kind in "iu" else kernels.astype(np.int64))
-        dur = g.dur[kernels].astype(np.float64)
-        if np.isscalar(saving_ns) or np.ndim(saving_ns) == 0:
+        spread = np.ndim(saving_ns) == 0  # one total, spread over the kernels by their run time
+        # the kernels' durations only where they are read (a spread saving, the time they cover by default)
+        dur = g.dur[kernels].astype(np.float64) if spread or covered_ns is None else np.zeros(0)
+        if spread:
             total = float(saving_ns)
             weights = dur / dur.sum() if dur.sum() > 0 else np.full(len(kernels), 1.0 / max(len(kernels), 1))
             per = weights * total
             del weights
+            np.maximum(per, 0.0, out=per)
         else:
-            per = np.asarray(saving_ns, np.float64)
-        per = np.maximum(per, 0.0)
+            per = np.maximum(np.asarray(saving_ns, np.float64), 0.0)  # the caller's array is left as it is
         total_ns = max(self.total_ns, 1)
         closed = union_length(*intervals) if intervals is not None else 0
         saving = float(per.sum() + extra_saving_ns + closed)
         covered = float(dur.sum() if covered_ns is None else covered_ns)
+        del dur
         time_share = min(covered / total_ns, 1.0)
         saving = min(saving, 0.999 * total_ns)
         speedup = total_ns / (total_ns - saving)

@@ -11,6 +11,7 @@ from pypto_core.attribution import attribute
 from pypto_core.graph import DIAGNOSIS_GRAPH_COLUMNS, OperatorCallGraph
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import Message, msg, render
+from pypto_core.launches import unread_correlation_ids
 from pypto_core.memory import release_freed_memory
 from pypto_core.profile import (
     SUMMARY_COLUMNS,
@@ -152,6 +153,8 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
     started = time.perf_counter()
     cfg = as_config(config)
     spec, _ = resolve_sku(profile, sku, sku_overrides)
+    if not keep_rows:
+        profile.drop_columns(unread_correlation_ids(profile))
     if graph is None or graph.profile is not profile or graph.sku.name != spec.name:
         graph = OperatorCallGraph(profile, spec)
     # The attribution first, while the call graph holds no shapes: its temporaries are the largest, and they

@@ -74,6 +74,17 @@ def test_pieces_already_in_order_merge_as_any_others_and_stay_untouched(pairs) -
     assert s.tolist() == kept[0].tolist() and e.tolist() == kept[1].tolist()
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(-20, 60), st.integers(-10, 20)), max_size=30), st.booleans())
+def test_union_length_counts_each_instant_once_and_leaves_its_input(pairs, in_order) -> None:
+    """Empty and reversed intervals cover nothing; overlapping, touching and nested ones count once, in start
+    order (no sort) or not; the caller's arrays are left as they were."""
+    s, e = _arrays(sorted(pairs) if in_order else pairs)
+    kept = (s.copy(), e.copy())
+    assert union_length(s, e) == len(_points(s, e))
+    assert s.tolist() == kept[0].tolist() and e.tolist() == kept[1].tolist()
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(-5, 30), max_size=40))
 def test_edges_sorted_in_place_are_the_distinct_values(values) -> None:
