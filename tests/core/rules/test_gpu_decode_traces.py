@@ -62,7 +62,8 @@ def test_prefill_is_prefill_and_compute_bound() -> None:
     p = report("prefill").profile
     assert p["workload"] == "llm_prefill"
     assert p["time_breakdown"]["compute"] / p["time_breakdown"]["wall_ns"] > 0.9
-    assert not report("prefill").findings  # nothing to fix in a prefill that keeps the GPU busy
+    # the GPU is kept busy: what is left to fix is on the device, eager's unfused elementwise chains
+    assert [f.rule for f in report("prefill").findings] == ["unfused_elementwise"]
     # torch's profiler opens a step after the last one it records (41 µs, no kernels): not a step
     graph = OperatorCallGraph(open_profile(trace("prefill")))
     assert len(p["steps"]) == 2 and len(graph.step_walls_ns()) == 2
