@@ -45,7 +45,8 @@ def group_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         len(cols[0]), np.int32 if span <= DENSE_SPAN else np.int64)
     for col, (low, width) in zip(cols, ranges):
         packed *= width
-        packed += (col - low).astype(packed.dtype, copy=False)  # in [0, width): any integer codes
+        # in [0, width), worked out in 8 bytes: a code's own type may not hold it (int8 codes 127 - -1)
+        packed += np.subtract(col, low, dtype=np.int64).astype(packed.dtype, copy=False)
     if span <= DENSE_SPAN:
         present, inverse = unique_codes(packed, span)
         return first_rows(inverse, len(present)), inverse

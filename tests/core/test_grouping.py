@@ -40,6 +40,15 @@ def test_narrow_keys_far_from_zero_group_in_the_table(rows: list[tuple[int, int]
     assert first.tolist() == ref_first.tolist() and inverse.tolist() == ref_inverse.tolist()
 
 
+def test_one_byte_codes_spanning_their_whole_type_pack_without_wrapping() -> None:
+    """int8 codes from -1 (a null) to 127: their width, 129, does not fit their own type."""
+    codes = np.array([127, -1, 5, 127, -1, 0], np.int8)
+    other = np.array([1, 1, 0, 1, 2, 0], np.int16)
+    first, inverse = group_rows(codes, other)
+    ref_first, ref_inverse = _reference(codes.astype(np.int64), other.astype(np.int64))
+    assert first.tolist() == ref_first.tolist() and inverse.tolist() == ref_inverse.tolist()
+
+
 def test_sparse_keys_past_the_table_group_by_sorting() -> None:
     """Combinations beyond ``DENSE_SPAN`` (a dim of 2**20 beside one of 2**10) take the sort: same groups."""
     rng = np.random.default_rng(3)
