@@ -25,7 +25,7 @@ from pypto_core.profile import (
 from pypto_core.replay import REPLAY_COLUMNS, Change, Replay, records_launches
 from pypto_core.rules._flagged_ops import FLAGGED_OPS_COLUMNS
 from pypto_core.rules.config import RuleConfig, as_config
-from pypto_core.rules.context import Coverage, RuleContext, combined_saving_ns
+from pypto_core.rules.context import Coverage, RuleContext, combined_saving_ns, severity_for
 from pypto_core.rules.finding import Finding, Report
 from pypto_core.rules.registry import discover
 
@@ -268,10 +268,13 @@ def _replay_findings(ctx: RuleContext, replay: Replay) -> float:
                 # removes the untraced Python between ops, filed as other idle): said, never hidden
                 f.details["replayed_beyond_bucket_us"] = round(beyond, 3)
             if f.saving_bound == "upper_bound" and alone > f.estimated_saving_us:
-                # an upper bound bounds both models: the replay of the fix found more than the saving model
+                # an upper bound bounds both models: the replay of the fix found more than the saving model;
+                # the severity follows the saving shown (sync_stall on the H200 CUDA-graph run: 25% of the
+                # run replayed, "medium" from its model's share)
                 f.details["saving_model_us"] = f.estimated_saving_us
                 f.estimated_saving_us = alone
                 f.estimated_speedup = round(total_ns / max(total_ns - alone * 1e3, 1), 4)
+                f.severity = severity_for(max(alone, f.peer_wait_us) * 1e3 / total_ns, f.time_share)
     changes = [c.change for c in ctx.coverage if c.change is not None]
     if not changes:
         return 1.0
