@@ -61,7 +61,7 @@ def _fmt_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, (list, dict)):
-        return json.dumps(value, default=str)
+        return json.dumps(value, default=str, ensure_ascii=False)  # a chain's "→", a name's 中文 as they are
     return str(value)
 
 
@@ -238,10 +238,15 @@ def _replayed(f: Any, language: str = DEFAULT_LANGUAGE) -> str:
         return ""
     beyond = f.details.get("replayed_beyond_bucket_us")
     if beyond:
-        return msg(" (replayed alone: {us:.1f} µs, {beyond:.1f} µs of it beyond the time this finding "
+        text = msg(" (replayed alone: {us:.1f} µs, {beyond:.1f} µs of it beyond the time this finding "
                    "explains: the fix also closes idle time filed under other causes)", us=alone,
                    beyond=beyond).render(language)
-    return msg(" (replayed alone: {us:.1f} µs)", us=alone).render(language)
+    else:
+        text = msg(" (replayed alone: {us:.1f} µs)", us=alone).render(language)
+    model = f.details.get("saving_model_us")
+    if model is not None:  # the replay raised the estimate: the saving model's own figure beside it
+        text += msg(" (by the saving model: {us:.1f} µs)", us=model).render(language)
+    return text
 
 
 def _h(text: Any) -> str:

@@ -96,21 +96,20 @@ def match(ctx: RuleContext) -> None:
         description=msg(
             "Eager PyTorch runs every elementwise op as its own kernel that reads and writes the whole "
             "tensor. Here {kernels} such kernels run back to back in {chains} chains, {ms:.1f} ms "
-            "({pct:.0f}% of the run); the most costly pattern is {pattern}. RMSNorm (casts, pow, mean, add, "
+            "({pct:.1f}% of the run); the most costly pattern is {pattern}. RMSNorm (casts, pow, mean, add, "
             "rsqrt, multiplies), rotary embeddings (neg, cat, multiplies, add) and residual adds are such "
             "chains. torch.compile (Inductor) fuses each chain into one Triton kernel; hand-fused kernels "
             "(a fused RMSNorm, rotary embedding or SiLU-and-mul, as vLLM, FlashInfer and Liger ship them) do "
             "the same."
             "{captured}",
             kernels=len(rows), chains=chains, ms=float(dur.sum()) / 1e6,
-            pct=100 * share(float(dur.sum()), ctx.total_ns), pattern=patterns[0]["pattern"],
+            pct=100 * share(float(dur.sum()), ctx.total_ns), pattern=next(iter(patterns)),
             captured=_captured_note() if captured else ""),
         ops=[],
         evidence={"chains": chains, "chains_per_step": round(chains / steps, 2),
                   "chain_kernels": int(len(rows)), "chain_time_us": us(dur.sum()),
-                  "fused_time_bound_us": us(longest.sum()), "vendor": ctx.vendor},
+                  "fused_time_bound_us": us(longest.sum()), "chain_patterns": patterns, "vendor": ctx.vendor},
         kernels=int32_if_fits(rows), saving_ns=saving, saving_model=SAVING_MODEL,
-        details={"patterns": patterns},
     )
 
 
@@ -140,9 +139,9 @@ def _label(name: str) -> str:
 
 
 def _patterns(codes: np.ndarray, starts: np.ndarray, dur: np.ndarray, names: list[str]
-              ) -> list[dict[str, object]]:
-    """The chains grouped by their kernels in order, most time first: each group's pattern (its kernels'
-    labels), chain count and time. Grouped on the name codes' bytes: text is built for the listed ones."""
+              ) -> dict[str, dict[str, float]]:
+    """The chains grouped by their kernels in order, most time first: {pattern (its kernels' labels):
+    {"count": chains, "time_us"}}. Grouped on the name codes' bytes: text is built for the listed ones."""
     time: dict[bytes, float] = {}
     count: dict[bytes, int] = {}
     first: dict[bytes, tuple[int, int]] = {}
@@ -153,9 +152,13 @@ def _patterns(codes: np.ndarray, starts: np.ndarray, dur: np.ndarray, names: lis
         time[key] = time.get(key, 0.0) + float(chain_time[i])
         count[key] = count.get(key, 0) + 1
         first.setdefault(key, (lo, hi))
-    top = sorted(time, key=lambda k: -time[k])[:MAX_PATTERNS]
-    return [{"pattern": _pattern([_label(names[c]) for c in codes[slice(*first[k])].tolist()]),
-             "chains": count[k], "total_us": us(time[k])} for k in top]
+    out: dict[str, dict[str, float]] = {}
+    for k in sorted(time, key=lambda k: -time[k])[:MAX_PATTERNS]:
+        pattern = _pattern([_label(names[c]) for c in codes[slice(*first[k])].tolist()])
+        row = out.setdefault(pattern, {"count": 0, "time_us": 0.0})  # two codes may share their labels
+        row["count"] += count[k]
+        row["time_us"] = round(row["time_us"] + us(time[k]), 3)
+    return out
 
 
 def _pattern(labels: list[str]) -> str:

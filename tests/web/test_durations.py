@@ -80,6 +80,22 @@ def test_structured_evidence_reads_as_words_not_a_python_dict() -> None:
     assert not any("{" in str(v) for v in by_key.values())
 
 
+def test_chain_patterns_read_with_their_counts_and_times() -> None:
+    """unfused_elementwise's chain_patterns on the H200 eager decode: each pattern with its chain count and
+    time, the label without the "(µs)" of fused_time_bound_us beside it."""
+    from frontend.templatetags.durations import shown_evidence
+    from pypto_core.rules.evidence_labels import evidence_rows
+
+    rows = {r["key"]: r for r in shown_evidence(evidence_rows({
+        "chain_patterns": {"add → copy → pow → mean": {"count": 128, "time_us": 1500.98},
+                           "fill → fill → where": {"count": 64, "time_us": 269.311}},
+        "fused_time_bound_us": 628.734}, "zh-Hans"))}
+    assert rows["chain_patterns"]["value"] == (f"add → copy → pow → mean (128×, 1.5{NB}ms) · "
+                                               f"fill → fill → where (64×, 269{NB}µs)")
+    assert rows["fused_time_bound_us"]["value"] == f"629{NB}µs"
+    assert "µs" not in rows["fused_time_bound_us"]["label"]
+
+
 def test_evidence_shares_read_as_percents_and_every_time_as_a_duration() -> None:
     from frontend.templatetags.durations import shown_evidence
     from pypto_core.rules.evidence_labels import evidence_rows

@@ -15,6 +15,7 @@ import pytest
 from pypto_core.formats import open_profile
 from pypto_core.graph import OperatorCallGraph
 from pypto_core.profile import Profile, ProfileMeta
+from pypto_core.report_render import render_markdown
 from pypto_core.rules import diagnose
 from pypto_core.rules.finding import Finding, Report
 from pypto_core.rules.registry import discover
@@ -42,7 +43,8 @@ def device_ms_per_step(name: str) -> float:
 def test_eager_kernels_chain_as_rmsnorm_and_rotary_embeddings(name: str) -> None:
     f = found(name)
     assert f is not None
-    patterns = [p["pattern"] for p in f.details["patterns"]]
+    patterns = list(f.evidence["chain_patterns"])  # most time first: {pattern: {count, time_us}}
+    assert all(row["count"] >= 1 and row["time_us"] > 0 for row in f.evidence["chain_patterns"].values())
     assert any("pow → mean → add → rsqrt → mul" in p for p in patterns), patterns  # RMSNorm
     assert any("neg → cat → mul" in p for p in patterns), patterns  # rotary embedding (rotate_half)
     ev = f.evidence
@@ -112,3 +114,7 @@ def test_the_severity_follows_the_replayed_saving() -> None:
     total_us = f.estimated_saving_us / (1 - 1 / f.estimated_speedup)
     assert model_us / total_us < 0.03 and f.estimated_saving_us / total_us > 0.10
     assert f.severity == "high"
+    # both figures are shown: the replayed saving, and the saving model's beside it
+    md = render_markdown(report("eager"))
+    assert f"(by the saving model: {model_us:.1f} µs)" in md
+    assert f"replayed alone: {f.estimated_saving_us:.1f}" in md
