@@ -9,7 +9,7 @@ this rule reads ATen's own kernel names (``at::native::…elementwise_kernel``, 
 ``CatArrayBatchedCopy``): compiled (``triton_…``), cuBLAS and attention kernels never match.
 
 Checked on the H200 decode traces (tests/data/h200_decode): the eager decode's chains bound the saving at
-0.67 ms of device time a token; compiling the same step (static weights) measured 0.49 ms less device time
+0.56 ms of device time a token; compiling the same step (static weights) measured 0.49 ms less device time
 a token, all of it in these kernels (tests/core/rules/test_unfused_elementwise.py).
 """
 
