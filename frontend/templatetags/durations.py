@@ -102,7 +102,7 @@ def _evidence_text(key: str, value: Any) -> str:
 
     if isinstance(value, dict):
         parts = []
-        for name, v in value.items():
+        for name, v in _most_time_first(value):
             if isinstance(v, dict):
                 inner = ", ".join(inner_item(k, x) for k, x in v.items())
                 parts.append(f"{name} ({inner})")
@@ -113,6 +113,20 @@ def _evidence_text(key: str, value: Any) -> str:
         return ", ".join(_evidence_text(key, v) if isinstance(v, (dict, list, tuple)) else scalar(key, v)
                          for v in value)
     return scalar(key, value)
+
+
+def _most_time_first(value: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A dict of named figures, the one with the most time first where each holds a time (sync calls by
+    their stall, chain patterns by their time): PostgreSQL's jsonb keeps an object's keys in its own order
+    (shortest first), not the engine's."""
+    items = list(value.items())
+    times = [next((float(x) for k, x in v.items() if _is_time_key(k) and _is_number(x)), None)
+             if isinstance(v, dict) else None for _, v in items]
+    known = [t for t in times if t is not None]
+    if not items or len(known) < len(items):
+        return items
+    order = sorted(range(len(items)), key=lambda i: -known[i])
+    return [items[i] for i in order]
 
 
 def shown_evidence(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -96,6 +96,21 @@ def test_chain_patterns_read_with_their_counts_and_times() -> None:
     assert "µs" not in rows["fused_time_bound_us"]["label"]
 
 
+def test_named_figures_read_most_time_first_whatever_order_they_are_stored_in() -> None:
+    """PostgreSQL's jsonb keeps an object's keys shortest first: the page orders them by their time."""
+    from frontend.templatetags.durations import shown_evidence
+    from pypto_core.rules.evidence_labels import evidence_rows
+
+    stored = {"fill → where": {"count": 64, "time_us": 269.3},
+              "add → copy → pow → mean": {"count": 128, "time_us": 1500.98}}
+    value = shown_evidence(evidence_rows({"chain_patterns": stored}, "en"))[0]["value"]
+    assert value.startswith("add → copy → pow → mean (128×") and value.endswith(f"(64×, 269{NB}µs)")
+    calls = {"aten::item": {"count": 4, "stall_us": 50.0},
+             "cudaStreamSynchronize": {"count": 2, "stall_us": 900.0}}
+    shown = shown_evidence(evidence_rows({"sync_calls": calls}, "en"))[0]["value"]
+    assert shown.startswith("cudaStreamSynchronize")
+
+
 def test_evidence_shares_read_as_percents_and_every_time_as_a_duration() -> None:
     from frontend.templatetags.durations import shown_evidence
     from pypto_core.rules.evidence_labels import evidence_rows
