@@ -25,8 +25,8 @@ POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 # decoding buffers, the rows diagnosis is done with) would otherwise stay resident through the next second
 # of numpy work, which allocates from glibc and never reuses them. pyarrow 26's ``release_unused`` cannot
 # purge them: it asks jemalloc for "arena.MALLCTL_ARENAS_ALL.purge", a name whose macro was never expanded.
-# Measured back to back on 2026-12-05, ``pypto analyze`` of simulated folders: 1 GB 382-397 MB against
-# 424-451 MB, 5 GB 969-987 MiB against 1,013-1,016 MiB, at the same wall and CPU time. dirty_decay_ms:0
+# Measured back to back on 2026-12-05, ``pypto analyze`` of simulated folders: 1 GB 373-388 MiB against
+# 414-440 MiB, 5 GB 969-987 MiB against 1,013-1,016 MiB, at the same wall and CPU time. dirty_decay_ms:0
 # (every free handed back at once) took 35% longer on a 5 GB folder (84 s, was 62 s), in the kernel.
 JEMALLOC_VARIABLE, JEMALLOC_CONF = "JE_ARROW_MALLOC_CONF", "muzzy_decay_ms:0,dirty_decay_ms:100"
 
