@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from pypto_core.attribution import ATTRIBUTION_COLUMNS, TimeAttribution, attribute, kernel_codes
 from pypto_core.framework_ops import FRAMEWORK_OPS_COLUMNS, FrameworkOps, framework_ops
-from pypto_core.grouping import group_rows, int32_if_fits, text_codes
+from pypto_core.grouping import group_rows, int32_if_fits, text_codes, value_flags
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg, render
 from pypto_core.intervals import window_index
@@ -325,8 +325,7 @@ class OperatorCallGraph:
         if "core_type" not in self.kernels.column_names:
             return np.zeros(self.n, bool)
         codes, values = text_codes(self.kernels["core_type"])
-        hit = np.array([v in core_types for v in values] + [False], bool)
-        return np.asarray(hit[codes])  # a null's code (-1) reads the last entry
+        return np.asarray(value_flags(values, core_types.__contains__)[codes])
 
     # -- shapes, FLOPs, bytes, roofline -------------------------------------------------------------
     @cached_property

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.attribution import HOST_SLICE_ROWS
-from pypto_core.grouping import text_codes
+from pypto_core.grouping import text_codes, value_flags
 from pypto_core.profile import Profile
 
 # Eager launch calls issue one task each: cudaLaunchKernel, cudaMemcpyAsync and torch_npu's Node@launch do
@@ -169,5 +169,4 @@ def _correlation_links(kernel_ids: pa.ChunkedArray,
 def _named_graph_calls(api: pa.Table) -> np.ndarray:
     """Per runtime call: its name is a graph launch (worked out once per distinct name)."""
     codes, values = text_codes(api["name"])
-    hit = np.array([bool(GRAPH_LAUNCH_NAMES.search(v)) for v in values] + [False], bool)
-    return np.asarray(hit[codes])
+    return np.asarray(value_flags(values, GRAPH_LAUNCH_NAMES.search)[codes])

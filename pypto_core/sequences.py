@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pypto_core.grouping import value_flags
+
 
 @dataclass(frozen=True)
 class ChainPattern:
@@ -68,7 +70,7 @@ class ChainMatch:
 
 def _lut(regex: str, vocab: list[str]) -> np.ndarray:
     pat = re.compile(regex)
-    return np.array([bool(pat.search(v or "")) for v in vocab] + [False], dtype=bool)
+    return value_flags(vocab, lambda v: pat.search(v or ""))
 
 
 def match_chains(codes: np.ndarray, vocab: list[str], same_run: np.ndarray,

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.grouping import text_codes
+from pypto_core.grouping import text_codes, value_flags
 
 if TYPE_CHECKING:  # pragma: no cover
     from pypto_core.graph import OperatorCallGraph
@@ -163,7 +163,7 @@ def _count_matching(column: pa.ChunkedArray, fallback: pa.ChunkedArray, pattern:
     row (300 MB at 2.1 M kernels, measured)."""
     codes, values = text_codes(column)
     fallback_codes, fallback_values = text_codes(fallback)
-    hits = np.array([bool(pattern.search(v)) for v in values] + [False], bool)  # code -1 (null) reads last
-    fallback_hits = np.array([bool(pattern.search(v)) for v in fallback_values] + [False], bool)
+    hits = value_flags(values, pattern.search)
+    fallback_hits = value_flags(fallback_values, pattern.search)
     own = codes >= 0
     return int(hits[codes[own]].sum() + fallback_hits[fallback_codes[~own]].sum())

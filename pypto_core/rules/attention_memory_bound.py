@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pypto_core.grouping import value_flags
 from pypto_core.i18n import msg
 from pypto_core.rules._fusion import FUSED_LAUNCH_GAP, chain_savings
 from pypto_core.rules._util import min_time_share, op_type_time, shape_strings, share, us
@@ -59,10 +60,8 @@ def match(ctx: RuleContext) -> None:
         uniq, inv = np.unique(ids[idx], return_inverse=True)
         side = g.chain_side("attention")[idx]
         is_mm = g.is_role("matmul")[idx]
-        bcast = np.array([False] * len(idx))
         codes, vocab = g.op_codes
-        bvocab = np.array([v.startswith(("broadcastto", "expand", "tile")) for v in vocab] + [False])
-        bcast = bvocab[codes[idx]]
+        bcast = value_flags(vocab, lambda v: v.startswith(("broadcastto", "expand", "tile")))[codes[idx]]
         n_chains = len(uniq)
         q = np.bincount(inv, weights=np.where(is_mm & (side < 0), g.slot_bytes(0)[idx], 0.0),
                         minlength=n_chains)

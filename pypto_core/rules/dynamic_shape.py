@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.attribution import IDLE_BUCKETS
-from pypto_core.grouping import text_codes
+from pypto_core.grouping import text_codes, value_flags
 from pypto_core.i18n import Message, msg
 from pypto_core.intervals import intersect_intervals, outermost
 from pypto_core.replay import Change
@@ -70,8 +70,7 @@ def match(ctx: RuleContext) -> None:
     if api.num_rows:
         # the names matched once each, not per call (4.3 M calls' text was 110 MB on a 5 GB folder)
         codes, names = text_codes(api["name"])
-        compiling = np.array([bool(_COMPILE.search(n)) for n in names] + [False], bool)
-        is_compile = pa.array(compiling[codes])  # a null's code (-1) reads the last entry
+        is_compile = pa.array(value_flags(names, _COMPILE.search)[codes])
         cs = (pc.filter(pc.fill_null(api["start_ns"], 0), is_compile).to_numpy(zero_copy_only=False)
               .astype(np.int64))
         cd = (pc.filter(pc.fill_null(api["dur_ns"], 0), is_compile).to_numpy(zero_copy_only=False)

@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from pypto_core.graph import OperatorCallGraph
-from pypto_core.grouping import int32_if_fits, text_codes
+from pypto_core.grouping import int32_if_fits, text_codes, value_flags
 from pypto_core.i18n import Message, msg
 from pypto_core.rules._util import share, us
 from pypto_core.rules.context import RuleContext
@@ -70,8 +70,8 @@ def match(ctx: RuleContext) -> None:
     if not g.n or "name" not in g.kernels.column_names:
         return
     codes, names = text_codes(g.kernels["name"])
-    fusible = np.array([bool(ATEN_ELEMENTWISE.search(n)) for n in names] + [False])  # [-1]: no name
-    rows, chain = _chains(g, fusible[codes], int(cfg["min_chain_kernels"]))
+    fusible = value_flags(names, ATEN_ELEMENTWISE.search)[codes]
+    rows, chain = _chains(g, fusible, int(cfg["min_chain_kernels"]))
     if not len(rows):
         return
     dur = g.dur[rows].astype(np.float64)
