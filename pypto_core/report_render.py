@@ -13,7 +13,7 @@ from typing import Any
 from pypto_core.attribution import BUCKETS
 from pypto_core.collective_wait import P2P_WAIT_SHARE
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg
-from pypto_core.rules.evidence_labels import evidence_rows
+from pypto_core.rules.evidence_labels import shown_evidence_rows
 from pypto_core.rules.finding import Report
 
 FORMATS = ("json", "md", "html")
@@ -58,11 +58,9 @@ def md_cell(text: Any, limit: int = 200) -> str:
 
 
 def _fmt_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, default=str, ensure_ascii=False)  # a chain's "→", a name's 中文 as they are
-    return str(value)
+    """An evidence value as ``shown_evidence_rows`` leaves it (times, shares and structured values already in
+    words, as the page prints them): a float to four digits, the rest as it is."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _headline(report: Report, language: str = DEFAULT_LANGUAGE) -> list[tuple[str, str]]:
@@ -207,7 +205,7 @@ def render_markdown(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
             out.append("- " + t(msg("remedies: {files}", files=", ".join(_md(r) for r in f.remedies))))
         out += ["", f"| {t(msg('evidence'))} | {t(msg('value'))} |", "|---|---|"]
         out += [f"| {_md(_evidence_key(r))} | {_md(_fmt_value(r['value']))} |"
-                for r in evidence_rows(f.evidence, language)] + [""]
+                for r in shown_evidence_rows(f.evidence, language)] + [""]
     if report.warnings:
         out += ["## " + t(msg("Warnings")), ""] + [f"- {_md(w)}" for w in report.warnings] + [""]
     return "\n".join(out)
@@ -286,7 +284,7 @@ def render_html(report: Report, language: str = DEFAULT_LANGUAGE) -> str:
                      f"<table><tr><th>{_h(t(msg('evidence')))}</th><th>{_h(t(msg('value')))}</th></tr>"
                      + "".join(f"<tr><td>{_h(_evidence_key(r))}</td>"
                                f"<td>{_h(_fmt_value(r['value']))}</td></tr>"
-                               for r in evidence_rows(f.evidence, language))
+                               for r in shown_evidence_rows(f.evidence, language))
                      + "</table></section>")
     if report.warnings:
         parts.append(f"<h2>{_h(t(msg('Warnings')))}</h2><ul>"

@@ -25,12 +25,12 @@ from analysis.texts import localized_list
 from frontend import charts
 from frontend import selectors as frontend_selectors
 from frontend.taglines import profile_tagline
-from frontend.templatetags.durations import unit_of
 from frontend.views.profile_pages import workload_label
 from profiles import selectors, services
 from profiles.models import Profile, ProfileStatus
 from profiles.selectors import signed_in
 from pypto_core.compare import block_label
+from pypto_core.durations import unit_of
 from pypto_core.graph import metric_label
 from pypto_core.i18n import normalize_language
 from pypto_core.kernel_names import readable

@@ -24,14 +24,14 @@ from analysis.summary import ProfileSummary, summary_of
 from captures.verification import verify_targets
 from frontend import charts
 from frontend.taglines import profile_tagline
-from frontend.templatetags.durations import format_duration, shown_evidence
 from profiles import selectors
 from profiles.models import Profile, ProfileStatus
 from pypto_core.collective_wait import P2P_WAIT_SHARE
 from pypto_core.compare import block_label
+from pypto_core.durations import format_duration
 from pypto_core.graph import metric_label
 from pypto_core.i18n import normalize_language
-from pypto_core.rules.evidence_labels import evidence_rows
+from pypto_core.rules.evidence_labels import shown_evidence, shown_evidence_rows
 from pypto_core.workload import GRAPH_REPLAY_MIN_SHARE
 
 
@@ -179,7 +179,7 @@ def profile_analysis_context(profile: Profile) -> dict[str, Any]:
     # a saving is over the whole recorded run: per step too, beside the step time it comes off
     rows = [{"finding": f, "data": f.data,
              "saving_per_step_us": (f.data.get("estimated_saving_us") or 0) / steps if steps else None,
-             "evidence": shown_evidence(evidence_rows(f.data.get("evidence") or {}, language)),
+             "evidence": shown_evidence_rows(f.data.get("evidence") or {}, language),
              "parameters": sorted(((f.data.get("details") or {}).get("parameters") or {}).items()),
              "artifacts": by_finding.get(f.pk, [])} for f in findings]
     out: dict[str, Any] = {

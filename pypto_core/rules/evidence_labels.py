@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pypto_core.durations import format_duration
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg, render
 from pypto_core.rules.kv_cache_layout import PROXY
 from pypto_core.rules.slow_rank import RANK_TIME_KINDS
@@ -190,3 +191,89 @@ def evidence_rows(evidence: dict[str, Any], language: str = DEFAULT_LANGUAGE) ->
     evidence."""
     return [{"key": k, "label": evidence_label(k, language), "value": evidence_value(v, language)}
             for k, v in sorted(evidence.items())]
+
+
+_US_SUFFIXES = (" (µs)", "（µs）")
+_US_KEY = re.compile(r"_us(_|$)")  # stall_us_total, flagged_time_us: a time in µs
+
+
+def _is_time_key(key: str) -> bool:
+    return bool(_US_KEY.search(key))
+
+
+def _is_share_key(key: str) -> bool:
+    """A fraction of a whole, shown as a percent: ``time_share``, ``share_of_step``."""
+    return key.endswith("_share") or key.startswith("share_of_")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _evidence_text(key: str, value: Any) -> str:
+    """A structured evidence value in words: ``{"d2d": 4096.9, "h2d": 2.8}`` under a key in µs reads
+    "d2d 4.10 ms · h2d 2.8 µs"; ``{"aten::item": {"count": 4, "stall_us": 557.0}}`` reads
+    "aten::item (4×, 557 µs)"; a list reads its items joined. Never a Python dict's repr."""
+    def scalar(k: str, v: Any) -> str:
+        if _is_number(v) and _is_time_key(k):
+            return format_duration(v, "us")
+        if _is_number(v) and _is_share_key(k) and 0 <= v <= 1:
+            return f"{100 * v:.1f}%"
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    def inner_item(k: str, x: Any) -> str:
+        # a count reads "4×", a time its duration: words in no language, so no language is left out
+        if k == "count" and _is_number(x):
+            return f"{x}×"
+        return scalar(k, x) if _is_time_key(k) else f"{k} {scalar(k, x)}"
+
+    if isinstance(value, dict):
+        parts = []
+        for name, v in _most_time_first(value):
+            if isinstance(v, dict):
+                inner = ", ".join(inner_item(k, x) for k, x in v.items())
+                parts.append(f"{name} ({inner})")
+            else:
+                parts.append(f"{name} {scalar(key, v)}")
+        return " · ".join(parts)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_evidence_text(key, v) if isinstance(v, (dict, list, tuple)) else scalar(key, v)
+                         for v in value)
+    return scalar(key, value)
+
+
+def _most_time_first(value: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A dict of named figures, the one with the most time first where each holds a time (sync calls by
+    their stall, chain patterns by their time): PostgreSQL's jsonb keeps an object's keys in its own order
+    (shortest first), not the engine's."""
+    items = list(value.items())
+    times = [next((float(x) for k, x in v.items() if _is_time_key(k) and _is_number(x)), None)
+             if isinstance(v, dict) else None for _, v in items]
+    known = [t for t in times if t is not None]
+    if not items or len(known) < len(items):
+        return items
+    order = sorted(range(len(items)), key=lambda i: -known[i])
+    return [items[i] for i in order]
+
+
+def shown_evidence(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A finding's evidence rows (``evidence_rows``) as the pages and the Markdown/HTML reports print them: a
+    time in µs (its key ends in ``_us`` or holds ``_us_``) as "92.1 ms", its label without the "(µs)" the
+    engine's labels carry; a share (``_share``, ``share_of_``) as a percent; structured values in words
+    (``_evidence_text``); other values as they are."""
+    out = []
+    for row in rows:
+        key, value, label = str(row.get("key", "")), row.get("value"), str(row.get("label", ""))
+        if _is_time_key(key) and (_is_number(value) or isinstance(value, dict)):
+            for suffix in _US_SUFFIXES:
+                label = label.removesuffix(suffix)
+        share = _is_share_key(key) and _is_number(value)
+        if (_is_time_key(key) and _is_number(value)) or share or isinstance(value, (dict, list, tuple)):
+            row = {**row, "label": label, "value": _evidence_text(key, value)}
+        out.append(row)
+    return out
+
+
+def shown_evidence_rows(evidence: dict[str, Any], language: str = DEFAULT_LANGUAGE) -> list[dict[str, Any]]:
+    """A finding's evidence as the page and the reports print it: ``shown_evidence(evidence_rows(...))``."""
+    return shown_evidence(evidence_rows(evidence, language))

@@ -71,8 +71,8 @@ def test_the_comparison_chart_reads_in_the_unit_of_the_tables_beside_it() -> Non
     from django.utils import translation
 
     from frontend.charts import op_diff_chart
-    from frontend.templatetags.durations import format_duration
     from frontend.views.compare_pages import AXIS_UNIT, chart_unit
+    from pypto_core.durations import format_duration
 
     ops = [{"op_type": "hcom_allReduce_", "base_us": 100_230.0, "new_us": 0.0},
            {"op_type": "MatMulV2", "base_us": 938.0, "new_us": 1_520.0}]

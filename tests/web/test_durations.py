@@ -1,12 +1,12 @@
-"""``{{ value|duration:"us" }}`` (frontend/templatetags/durations.py): the one way the pages print a time, its
-unit chosen by the size (a finding's saving in µs and a table's step time in ms read alike)."""
+"""``{{ value|duration:"us" }}`` (pypto_core/durations.py): the one way the pages and reports print a
+time, its unit chosen by the size (a finding's saving in µs and a table's step time in ms read alike)."""
 
 from __future__ import annotations
 
 import pytest
 from django.template import Context, Template
 
-from frontend.templatetags.durations import format_duration
+from pypto_core.durations import format_duration
 
 NB = "\u00a0"
 
@@ -46,8 +46,7 @@ def test_the_filter_is_the_helper() -> None:
 
 
 def test_evidence_times_read_as_durations_without_the_engine_unit() -> None:
-    from frontend.templatetags.durations import shown_evidence
-    from pypto_core.rules.evidence_labels import evidence_rows
+    from pypto_core.rules.evidence_labels import evidence_rows, shown_evidence
 
     rows = shown_evidence(evidence_rows({"rank_0_free_us": 158558.0, "kind": "free", "threshold": 0.05,
                                          "communication_not_overlapped_us": 95962.016}, "en"))
@@ -63,8 +62,7 @@ def test_evidence_times_read_as_durations_without_the_engine_unit() -> None:
 def test_structured_evidence_reads_as_words_not_a_python_dict() -> None:
     """sync_stall's sync_calls and memcpy_bound's memcpy_split_us (real samples hold both) are dicts: the
     page shows names with their figures, times as durations, never ``{'aten::item': {...}}``."""
-    from frontend.templatetags.durations import shown_evidence
-    from pypto_core.rules.evidence_labels import evidence_rows
+    from pypto_core.rules.evidence_labels import evidence_rows, shown_evidence
 
     rows = shown_evidence(evidence_rows({
         "sync_calls": {"aten::item": {"count": 45, "stall_us": 1767.952},
@@ -83,8 +81,7 @@ def test_structured_evidence_reads_as_words_not_a_python_dict() -> None:
 def test_chain_patterns_read_with_their_counts_and_times() -> None:
     """unfused_elementwise's chain_patterns on the H200 eager decode: each pattern with its chain count and
     time, the label without the "(µs)" of fused_time_bound_us beside it."""
-    from frontend.templatetags.durations import shown_evidence
-    from pypto_core.rules.evidence_labels import evidence_rows
+    from pypto_core.rules.evidence_labels import evidence_rows, shown_evidence
 
     rows = {r["key"]: r for r in shown_evidence(evidence_rows({
         "chain_patterns": {"add → copy → pow → mean": {"count": 128, "time_us": 1500.98},
@@ -98,8 +95,7 @@ def test_chain_patterns_read_with_their_counts_and_times() -> None:
 
 def test_named_figures_read_most_time_first_whatever_order_they_are_stored_in() -> None:
     """PostgreSQL's jsonb keeps an object's keys shortest first: the page orders them by their time."""
-    from frontend.templatetags.durations import shown_evidence
-    from pypto_core.rules.evidence_labels import evidence_rows
+    from pypto_core.rules.evidence_labels import evidence_rows, shown_evidence
 
     stored = {"fill → where": {"count": 64, "time_us": 269.3},
               "add → copy → pow → mean": {"count": 128, "time_us": 1500.98}}
@@ -112,12 +108,12 @@ def test_named_figures_read_most_time_first_whatever_order_they_are_stored_in() 
 
 
 def test_evidence_shares_read_as_percents_and_every_time_as_a_duration() -> None:
-    from frontend.templatetags.durations import shown_evidence
-    from pypto_core.rules.evidence_labels import evidence_rows
+    from pypto_core.rules.evidence_labels import evidence_rows, shown_evidence
 
     rows = {r["key"]: r["value"] for r in shown_evidence(evidence_rows(
-        {"host_launch_bound_share": 0.770118, "stall_us_total": 596.721, "graph_launches": 0}, "en"))}
-    assert rows["host_launch_bound_share"] == "77.0%"
+        {"host_launch_bound_share": 0.770118, "share_of_step": 0.6537, "stall_us_total": 596.721,
+         "graph_launches": 0}, "en"))}
+    assert rows["host_launch_bound_share"] == "77.0%" and rows["share_of_step"] == "65.4%"
     assert rows["stall_us_total"] == f"597{NB}µs"
     assert rows["graph_launches"] == 0
 

@@ -4,7 +4,7 @@ for real samples (an Ascend CNN training rank and an A100 Kineto trace), taken t
 The page's numbers row, its "Where the time goes" table, each finding's time share / saving / speedup /
 replayed saving, and the metrics table are parsed from the HTML and compared with
 ``GET /api/profiles/{id}/findings/`` at the precision the page prints (times through the one duration filter,
-frontend/templatetags/durations.py)."""
+pypto_core/durations.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import re
 import pytest
 from django.template.defaultfilters import floatformat
 
-from frontend.templatetags.durations import format_duration
+from pypto_core.durations import format_duration
 from tests.paths import HAVE_SAMPLES, MISSING_SAMPLES, REPO, SAMPLES
 from tests.web.helpers import project_with
 from tests.web.test_pages import analysed_profile

@@ -14,7 +14,7 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
-from frontend.templatetags.durations import format_duration
+from pypto_core.durations import format_duration
 from tests.core.rules.builders import decoder_profile
 from tests.web.helpers import project_with
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from frontend.templatetags.durations import format_duration
+from pypto_core.durations import format_duration
 from tests.core.rules.builders import decoder_profile
 from tests.web.helpers import project_with
 from tests.web.test_pages import _json_scripts, analysed_profile
