@@ -713,15 +713,21 @@ class OperatorCallGraph:
         if wl.is_llm() and (mf is not None or wl.has_decode()):
             move = np.ones(int(att.sum())) if mf is None else np.where(mf[att] >= 0, mf[att], 1.0)
             out["attention_hbm_time_share"] = float((self.dur[att] * move).sum() / device_time)
+        # Norm chains and layout copies are told by their op types (Pow, ReduceMean, TensorMove...), which a
+        # GPU trace does not record (its kernels carry C++ symbols; an eager RMSNorm is five elementwise
+        # kernels): there, none found means not known, never 0 (unfused_elementwise covers those chains)
+        named_ops = self.vendor == "ascend"
         if wl.is_llm():
             norm = w & (self.is_role("norm") | self.chain_mask("rms_norm"))
-            out["norm_launch_overhead_share"] = float((self.dur[norm]
-                                                       + self.gap_before_ns[norm]).sum() / span)
+            if named_ops or norm.any():
+                out["norm_launch_overhead_share"] = float((self.dur[norm]
+                                                           + self.gap_before_ns[norm]).sum() / span)
         if wl.has_decode():
             layout = w & self.kv_layout_mask
             lay_t = float(self.dur[layout].sum())
             att_t = float(self.dur[att].sum())
-            out["kv_cache_noncontiguous_share"] = lay_t / (lay_t + att_t) if (lay_t + att_t) > 0 else 0.0
+            if named_ops or lay_t > 0:
+                out["kv_cache_noncontiguous_share"] = lay_t / (lay_t + att_t) if (lay_t + att_t) > 0 else 0.0
         if self.sku.known:
             mm = w & self.is_role("matmul") & (self.flops > 0)
             if mm.any():
