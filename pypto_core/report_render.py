@@ -244,6 +244,10 @@ def _replayed(f: Any, language: str = DEFAULT_LANGUAGE) -> str:
     model = f.details.get("saving_model_us")
     if model is not None:  # the replay raised the estimate: the saving model's own figure beside it
         text += msg(" (by the saving model: {us:.1f} µs)", us=model).render(language)
+    after = f.details.get("replayed_after_others_us")
+    if after is not None:  # alone it waits on another bottleneck (diagnose._replay_after_the_others)
+        text += msg(" ({us:.1f} µs once the other findings are fixed: alone, this fix waits on them)",
+                    us=after).render(language)
     return text
 
 

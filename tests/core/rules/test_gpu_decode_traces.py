@@ -23,6 +23,7 @@ from pypto_core.formats.launch_shapes import parse_dims
 from pypto_core.graph import OperatorCallGraph
 from pypto_core.pagedata import profile_page_data
 from pypto_core.profile import Profile
+from pypto_core.report_render import render_markdown as to_markdown_report
 from pypto_core.rules import diagnose
 from pypto_core.rules.finding import Report
 from tests.paths import HAVE_SAMPLES, MISSING_SAMPLES, SAMPLES
@@ -348,3 +349,20 @@ def test_shares_told_by_ascend_op_types_are_not_known_on_a_gpu(name: str) -> Non
     assert metrics["norm_launch_overhead_share"] is None
     assert metrics["kv_cache_noncontiguous_share"] is None
     assert metrics["attention_hbm_time_share"] is not None or name == "prefill"  # vendor-neutral: still given
+
+
+def test_a_fix_that_waits_on_the_host_says_what_it_buys_once_the_host_is_fixed() -> None:
+    """On the graph-replayed decode the device waits for each replay's launch: fusing the elementwise chains
+    frees device time that alone shortens no step (replayed alone: 0). The finding says what it adds once
+    the other findings (the host gaps) are fixed, which is the order to fix them in; a fix that pays alone
+    says nothing more."""
+    r = report("cuda_graph")
+    chains = next(f for f in r.findings if f.rule == "unfused_elementwise")
+    assert chains.details["replayed_alone_us"] < 0.5 * chains.estimated_saving_us
+    after = chains.details["replayed_after_others_us"]
+    assert after > 1000 and after > chains.details["replayed_alone_us"]
+    gaps = next(f for f in r.findings if f.rule == "host_bound_gaps")
+    assert "replayed_after_others_us" not in gaps.details  # it pays alone
+    assert all("replayed_after_others_us" not in f.details for f in report("eager").findings)
+    md = to_markdown_report(r)
+    assert f"({after:.1f} µs once the other findings are fixed: alone, this fix waits on them)" in md
