@@ -104,8 +104,11 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
     peak = float(roof.get("peak_flops_per_s") or 0) / 1e12
     bw = float(roof.get("hbm_bytes_per_s") or 0) / 1e12
     xs = [p["intensity"] for p in points if p.get("intensity")]
+    ridge_given = float(roof.get("ridge_flop_per_byte") or 0)
+    # an unknown device has no ridge (older page data stored it as NaN): the axis spans the points
+    ridge_x = ridge_given if math.isfinite(ridge_given) and ridge_given > 0 else 100.0
     lo = _pow10_floor(min(xs + [0.1]) / 4)
-    hi = _pow10_ceil(max(xs + [roof.get("ridge_flop_per_byte") or 100]) * 4)
+    hi = _pow10_ceil(max(xs + [ridge_x]) * 4)
     roof_line: list[list[float]] = []
     if peak and bw:
         ridge = peak / bw

@@ -75,8 +75,10 @@ class SkuSpec:
 
     @property
     def ridge_flop_per_byte(self) -> float:
-        """Arithmetic intensity where compute and memory bounds meet (docs/domain.md §2.2 ridge points)."""
-        return self.peak_flops_per_s() / self.hbm_bytes_per_s if self.hbm_bytes_per_s else float("nan")
+        """Arithmetic intensity where compute and memory bounds meet (docs/domain.md §2.2 ridge points); 0 for
+        a device whose figures are not known (as they are: never NaN, which JSON cannot carry and a page's
+        axis cannot place)."""
+        return self.peak_flops_per_s() / self.hbm_bytes_per_s if self.hbm_bytes_per_s else 0.0
 
     @property
     def known(self) -> bool:

@@ -51,7 +51,10 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("embedding", re.compile(r"embedding|^gather(v2|v3)?d?$|indexselect|\bvectorized_gather_kernel", re.I)),
     ("sampling", re.compile(r"argmax|topk|sort|multinomial", re.I)),
 )
-_COMM = re.compile(r"^hcom_|hccl|nccl|allreduce|allgather|reducescatter|alltoall|broadcast", re.I)
+# "broadcast" as a word of its own (c10d's broadcast_, a NCCL Broadcast kernel): Ascend's BroadcastTo is a
+# vector-core copy, which read as a collective and its time as communication
+_COMM = re.compile(r"^hcom_|hccl|nccl|allreduce|allgather|reducescatter|alltoall|"
+                   r"(?<![a-z])broadcast(?![a-z])", re.I)
 
 
 def classify_op_type(op_type: str | None, core_type: str | None = None) -> str:

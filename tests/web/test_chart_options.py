@@ -87,3 +87,19 @@ def test_the_comparison_chart_reads_in_the_unit_of_the_tables_beside_it() -> Non
     assert [d if not isinstance(d, dict) else d["value"] for d in base["data"]] == [0.938, 100.2]
     with translation.override("zh-hans"):
         assert str(AXIS_UNIT["per_step"]) % {"unit": "ms"} == "每个迭代的 ms"
+
+
+def test_a_device_without_known_peaks_draws_its_points_without_a_roof() -> None:
+    """An MI250 (no figures known) stored its ridge as NaN, and the profile page answered 500: the chart
+    spans the points, draws no roof, and the engine gives 0 for the ridge, never NaN."""
+    from pypto_core.hardware import resolve_sku
+    from pypto_core.profile import Profile, ProfileMeta
+
+    sku, source = resolve_sku(Profile(meta=ProfileMeta(format="kineto", device="AMD Instinct MI250X")), None)
+    assert not sku.known and sku.ridge_flop_per_byte == 0.0, (sku.name, source)
+    for stored in (float("nan"), 0.0):
+        roof = {**_roof(), "peak_flops_per_s": 0.0, "hbm_bytes_per_s": 0.0, "ridge_flop_per_byte": stored}
+        opt = roofline_chart(roof)
+        x = opt["xAxis"]
+        assert _is_pow10(x["min"]) and _is_pow10(x["max"]) and x["max"] >= 184.3
+        assert opt["series"][0]["data"] == []  # no roof without its figures
