@@ -10,6 +10,7 @@ from django.utils import translation
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from pypto_core.durations import format_duration
 from pypto_core.i18n import normalize_language
 from pypto_core.rules.finding import localize_finding
 
@@ -34,6 +35,23 @@ def share_percent(share: Any) -> str:
         return f"{100 * float(share):.1f}%"
     except (TypeError, ValueError):
         return ""
+
+
+@register.filter
+def metric_value(value: Any, unit: str) -> str:
+    """A comparison metric as the rest of the pages print its unit: a time as a duration (``92.1 ms``), a
+    share as a percent (``64.5%``), a rate to one decimal with thousands grouped (``243,739.7``); "—"
+    when missing. The exports keep every digit."""
+    if value is None or value == "":
+        return "—"
+    if unit == "ms":
+        return format_duration(value, "ms")
+    if unit == "share":
+        return share_percent(value)
+    try:
+        return f"{float(value):,.1f}"
+    except (TypeError, ValueError):
+        return str(value)
 
 
 _CODE = re.compile(r"`([^`\n]+)`")

@@ -251,6 +251,15 @@ def test_comparison_page_and_exports(client, world) -> None:
     # a share's change in percentage points, a time's in percent
     idle_row = re.search(r'data-metric="device_idle_share".*?</tr>', html, re.S)
     assert idle_row and re.search(r'<td class="num">[+-]?\d+\.\d pp</td>', idle_row.group(0))
+    # each value in its unit as the other pages print it: a share as a percent, a time as a duration (the
+    # table printed 0.0390 and 27.2142); the exact figure in its cell's title
+    result = client.get(f"/api/comparisons/{cid}/").json()["result"]
+    metric = {m["name"]: m for m in result["metrics"]}
+    idle = metric["device_idle_share"]
+    assert f'<td class="num" title="{idle["base"]}">{100 * idle["base"]:.1f}%</td>' in idle_row.group(0)
+    latency = metric["per_token_latency_ms"]
+    latency_row = re.search(r'data-metric="per_token_latency_ms".*?</tr>', html, re.S).group(0)
+    assert f'>{format_duration(latency["new"], "ms")}</td>' in latency_row
     # the noise test per metric (issue 22): a column, and the per-step medians behind the latency verdict
     assert 'id="noise-col"' in html and "medians of 4 / 4 steps" in html
     assert 'id="aligned-table"' in html and 'id="summary-table"' in html
