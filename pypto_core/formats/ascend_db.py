@@ -1093,10 +1093,14 @@ def write_counters(conn: sqlite3.Connection, dest: Path) -> int:
                                                          pc.cast(raw["d"], pa.string()), ""),
                     "ts_ns": raw["ts"].cast(pa.int64()), "value": raw["v"].cast(pa.float64())}))
         if "HBM" in tables:
-            sql = ("select deviceId as d, hbmId as h, type as t, timestampNs as ts, bandwidth as v from HBM "
-                   f"order by {_rowid(conn, 'HBM', 'HBM')}")
+            # the direction (read / write) is a STRING_IDS id: named, as the timeline's lanes are read
+            named = "STRING_IDS" in tables
+            kind = "coalesce(s.value, cast(HBM.type as text))" if named else "HBM.type"
+            join = "left join STRING_IDS s on s.id = HBM.type" if named else ""
+            sql = (f"select HBM.deviceId as d, HBM.hbmId as h, {kind} as t, HBM.timestampNs as ts, "
+                   f"HBM.bandwidth as v from HBM {join} order by {_rowid(conn, 'HBM', 'HBM')}")
             for raw in blocks(conn, sql):
-                track = pc.binary_join_element_wise("HBM ", pc.cast(raw["h"], pa.string()), " type ",
+                track = pc.binary_join_element_wise("HBM ", pc.cast(raw["h"], pa.string()), " ",
                                                     pc.cast(raw["t"], pa.string()), " (bytes/s) dev ",
                                                     pc.cast(raw["d"], pa.string()), "")
                 yield conform("counters", pa.table({"track": track, "ts_ns": raw["ts"].cast(pa.int64()),

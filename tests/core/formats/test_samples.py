@@ -176,6 +176,8 @@ def test_msprof_db():
     assert first["start_ns"] == 1698220811392354694 and first["dur_ns"] == 612092
     assert first["input_shapes"] == [[1676480000]] and first["block_dim"] == 48
     assert p.api_calls.num_rows == 4
+    # HBM's direction is a STRING_IDS id (1399 is "read"): the lane says read, never "type 1399"
+    assert set(p.counters["track"].to_pylist()) == {f"HBM {h} read (bytes/s) dev 2" for h in range(4)}
 
 
 def test_msprof_op_summary_fixture():
