@@ -23,7 +23,7 @@ from analysis.texts import error_fields, stored_text
 from profiles.models import Profile, ProfileStatus
 from pypto_core.errors import InputError
 from pypto_core.formats import detect_format
-from pypto_core.i18n import Message, Text, join_texts, loaded_texts, msg, stored_texts
+from pypto_core.i18n import Message, Text, join_texts, loaded_texts, msg, render, stored_texts
 
 _HASH_BLOCK = 1024 * 1024
 ARCHIVE_KINDS = ("zip", "tar", "tar.gz")
@@ -114,8 +114,7 @@ def rank_finished(group_id: int) -> None:
         return
     failed = [r for r in ranks if r.status == ProfileStatus.FAILED]
     if not read:
-        reasons = join_texts([Message("{name}: {reason}", {"name": r.name, "reason": _reason(r)})
-                              for r in failed])
+        reasons = join_texts([_named_reason(r) for r in failed])
         reason = msg(gettext_noop("no rank could be read ({reasons})"), reasons=reasons)
         upload.transition(ProfileStatus.FAILED, among=(ProfileStatus.PARSING,), lease_until=None,
                           **error_fields(reason))
@@ -155,3 +154,13 @@ def rank_finished(group_id: int) -> None:
 def _reason(rank: Profile) -> Text:
     """Why a rank failed, as its message where one was kept."""
     return stored_text(rank.error, rank.error_message)
+
+
+def _named_reason(rank: Profile) -> Text:
+    """A failed rank's reason under its name; alone where the reason already starts with the rank's folder
+    (the readers name the input they could not read), which read "normal: normal: no readable ..."."""
+    reason = _reason(rank)
+    folder = rank.name.rsplit(" · ", 1)[-1]
+    if render(reason).startswith(f"{folder}: "):
+        return reason
+    return Message("{name}: {reason}", {"name": rank.name, "reason": reason})

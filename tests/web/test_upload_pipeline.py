@@ -223,3 +223,25 @@ def test_a_profile_without_a_name_takes_its_files_name_without_the_suffix(filena
 
     assert default_profile_name(filename) == expected
     assert default_profile_name(".zip") == ".zip"  # nothing left: the name as it was
+
+
+@pytest.mark.skipif(not (SAMPLES / "SOURCES.md").is_file(), reason="needs the real samples")
+def test_an_upload_whose_ranks_are_all_unreadable_fails_naming_each_once(worker, make_user, api_for, client,
+                                                                         tmp_path) -> None:
+    """msprof's zero-byte placeholders in two folders: both ranks fail, and the upload fails with each
+    folder's reason named once (it read "slice: slice: no readable ..."); its page shows no progress
+    percentage beside "Failed" (it showed 47%)."""
+    owner = make_user("pia")
+    project = project_with(owner)
+    archive = zip_folder(SAMPLES / "msprof" / "file_naming_placeholders", tmp_path / "placeholders.zip")
+    res = _upload(api_for(owner), project.pk, archive, name="placeholders")
+    assert res.status_code == 201, res.content
+    profile = wait_finished(res.json()["id"], worker)
+    assert profile.status == "failed" and profile.error.startswith("no rank could be read ("), profile.error
+    for folder in ("normal", "slice"):
+        assert profile.error.count(f"{folder}: no readable profiler output") == 1, profile.error
+        assert f"{folder}: file_naming_placeholders/{folder}:" not in profile.error
+    client.force_login(owner)
+    page = client.get(f"/profiles/{profile.pk}/").content.decode()
+    status = page.split('id="profile-status"')[1].split("</section>")[0]
+    assert 'id="progress"' not in status and 'class="progress"' not in status and "Failed" in status

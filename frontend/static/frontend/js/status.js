@@ -6,7 +6,7 @@
   var data = document.getElementById("summary-data");
   if (pre && data) { pre.textContent = JSON.stringify(JSON.parse(data.textContent), null, 2); }
   var initial = document.getElementById("bar");  // the width comes from data (CSP: no style attribute)
-  if (initial) { initial.style.width = Math.max(0, Math.min(100, +initial.dataset.progress || 0)) + "%"; }
+  if (initial) { initial.style.width = Math.max(0, Math.min(100, +initial.dataset.width || 0)) + "%"; }
   if (!root || root.dataset.finished === "1") { return; }
   var statusEl = document.getElementById("status");
   var bar = document.getElementById("bar");
