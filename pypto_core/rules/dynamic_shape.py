@@ -39,6 +39,28 @@ def _shape_advice(workload: Workload) -> Message:
     return msg("keep the input shapes to a few fixed sizes (pad or bucket whatever varies between steps).")
 
 
+def _description(calls: int, compile_ns: int, host_calls_recorded: bool, shapes: Message) -> Message:
+    """What was seen, then the advice that follows from it: compilations on the host (what they cost is the
+    saving); none, though the host's API calls were recorded (the dynamic kernels are prebuilt binaries, and
+    compiling cost nothing here); or none recorded at all (not known)."""
+    if calls:
+        return msg("The host compiled {calls} operators while the model ran ({ms:.1f} ms). Online "
+                   "compilation stalls the device. Call torch_npu.npu.set_compile_mode(jit_compile=False) "
+                   "to use the prebuilt binary kernels (the default on A2/A3 in recent torch_npu), keep "
+                   "ACL_OP_COMPILER_CACHE_MODE=enable, and {shapes}", calls=calls, ms=compile_ns / 1e6,
+                   shapes=shapes)
+    if host_calls_recorded:
+        return msg("Every operator ran as a dynamic-shape kernel, and the host compiled none while the model "
+                   "ran: these are the prebuilt binary kernels (jit_compile=False), so compiling cost this "
+                   "run no time. Dynamic kernels skip shape-specialised tiling; to keep the shapes the "
+                   "kernels see few, {shapes}", shapes=shapes)
+    return msg("Every operator ran as a dynamic-shape kernel. This profile records no host API calls "
+               "(AscendCL, from profiler_level Level1 up), so whether the host compiled operators while the "
+               "model ran is not known. If it did, call torch_npu.npu.set_compile_mode(jit_compile=False) "
+               "to use the prebuilt binary kernels, keep ACL_OP_COMPILER_CACHE_MODE=enable, and {shapes}",
+               shapes=shapes)
+
+
 _COMPILE = re.compile(r"(?i)compile")
 
 
@@ -93,13 +115,7 @@ def match(ctx: RuleContext) -> None:
         # advice turns to are the dynamic-shape ones, so the title never calls static ones precompiled
         title=(msg("No operator runs as a static-shape kernel (OP State is dynamic for all)") if all_dynamic
                else msg("{calls} operator compilations during the run", calls=compile_calls)),
-        description=msg("Every operator in this profile was dispatched as a dynamic-shape op, and/or the "
-                        "host compiled operators while the model ran. Online compilation stalls the device "
-                        "and dynamic kernels skip shape-specialised tiling. Call "
-                        "torch_npu.npu.set_compile_mode(jit_compile=False) to use the prebuilt binary "
-                        "kernels (the default on A2/A3 in recent torch_npu), keep "
-                        "ACL_OP_COMPILER_CACHE_MODE=enable, and {shapes}",
-                        shapes=_shape_advice(ctx.graph.workload)),
+        description=_description(compile_calls, compile_ns, api.num_rows > 0, _shape_advice(g.workload)),
         ops=[],
         evidence={"dynamic_op_share": round(dynamic_share, 4) if dynamic_share is not None else None,
                   "compile_api_calls": compile_calls, "compile_time_us": us(compile_ns),
