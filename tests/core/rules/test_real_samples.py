@@ -380,3 +380,21 @@ def test_sync_calls_list_each_stall_once(sample: str) -> None:
     assert sum(c["stall_us"] for c in calls.values()) == pytest.approx(stall.evidence["stall_us_total"],
                                                                        abs=0.01 * len(calls))
     assert all(c["stall_us"] > 0 for c in calls.values())
+
+
+@pytest.mark.parametrize(("sample", "cause"), sample_cases([
+    ("ascend_pt/qwen3_0.6b_train_4npu_level2", "the pipeline bubble"),
+    ("ascend_pt/cnn_8npu_text_level1", "The cause is on the other ranks"),
+]))
+def test_a_collective_wait_names_the_cause_the_headline_names(sample: str, cause: str) -> None:
+    """The Qwen ranks wait in sends and receives (a pipeline's bubble: the headline says fix the schedule);
+    their communication_wait finding said "the cause is on the other ranks", and the cluster page found no
+    slow rank. The CNN rank waits in all-reduces for late ranks, as the finding says."""
+    report = diagnose_group(formats.open_profiles(SAMPLES / sample))
+    pw = report.profile["peer_wait"]
+    wait = next((f for f in report.findings if f.rule == "communication_wait"), None)
+    pipeline = pw["fix_on"] == "pipeline_schedule"
+    assert pipeline == (cause == "the pipeline bubble")
+    assert wait is not None or not pipeline  # the Qwen ranks' wait is a finding of its own
+    if wait is not None:
+        assert cause in wait.description
