@@ -155,6 +155,9 @@ class TimeAttribution:
     # where they fit: 5.8 M segments of a 5 GB simulated folder held 94 MB with their ends in 8
     segments: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     note: Message | None = None  # why the attribution is not the timeline's, when it is not
+    # whether the profile records host calls: without them (a kernel table, an export without trace_view or
+    # the AscendCL layer) the idle time is not split by what the host did, and all of it is idle_other
+    host_recorded: bool = True
 
     def profiler_steps(self) -> list[StepBreakdown] | None:
         """The profile's own steps (ProfilerStep#N windows, the profiler's empty tail left out by
@@ -375,6 +378,7 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
     tasks = _Tasks(start, end, kinds, pageable, *_lanes(stream))
     del start, end, kinds, pageable, stream
     host = host_unions(profile)
+    host_recorded = any(len(starts) for starts, _ in host)
     release_freed_memory()  # the host calls' slices, before the sweep's edges take their place
     totals = _Totals.zeros(len(w_start), tasks.busiest_lanes())
     pieces = [_sweep(lo, hi, tasks, host, w_start, w_end, totals)
@@ -393,7 +397,7 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
         steps.append(StepBreakdown(ids[i], int(w_start[i]), int(w_end[i]), b))
         run.add(b)
     timeline = TimeAttribution(run=run, steps=steps, source="timeline", device_id=main,
-                               streams=tasks.streams(totals), segments=segments)
+                               streams=tasks.streams(totals), segments=segments, host_recorded=host_recorded)
     return _unless_incomplete(timeline, profile)
 
 

@@ -116,6 +116,8 @@ def _time_breakdown(report_profile: dict[str, Any]) -> dict[str, Any] | None:
     out: dict[str, Any] = {
         "rows": rows, "wall_ns": wall,  # the steps' windows, which the buckets split
         "overlapped_ns": int(tb.get("communication_overlapped") or 0),
+        # the host's buckets read 0 where the profile records no host call: said under the table
+        "host_not_recorded": report_profile.get("host_calls_recorded") is False,
         "dominant": labels.get(report_profile.get("dominant_bucket") or ""),
         "step_total": len(steps), "steps_shown": len(picked), "sampled": len(picked) < len(steps),
         "chart_steps": charts.time_breakdown_chart(

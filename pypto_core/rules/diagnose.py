@@ -96,6 +96,8 @@ def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | N
         "structure": graph.structure(),
         "time_breakdown": a.run.to_dict() if a else None,
         "attribution_source": a.source if a else None,
+        # False: no host call recorded, so sync wait, data loading and host launch bound are not measured
+        "host_calls_recorded": a.host_recorded if a else None,
         "attribution_note": a.note.render() if a and a.note else None,
         "dominant_bucket": a.run.dominant() if a else None,
         "steps": [st.to_dict() for st in a.steps[:MAX_REPORT_STEPS]] if a else [],

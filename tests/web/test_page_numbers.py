@@ -105,6 +105,10 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
     tb = prof["time_breakdown"]
     for b in BUCKETS:
         assert table[b][0] == tb[b] and table[b][1] == format_duration(tb[b])
+    # a rank without host calls (the Qwen export has no trace_view.json) does not measure the host's buckets:
+    # their 0 is said to be unmeasured under the table
+    assert prof["host_calls_recorded"] == (case != "qwen3_ascend_training"), case
+    assert ('id="time-no-host"' in page) == (not prof["host_calls_recorded"])
 
     shown = re.findall(r'<article class="finding" data-rule="([a-z_]+)"[^>]*>.*?<p class="hint">([^<]*)</p>',
                        page, re.S)
