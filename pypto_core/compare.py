@@ -384,6 +384,13 @@ class ProfileComparer:
             warnings.append(msg("different devices: {base} vs {new}; shares and utilisations are each "
                                 "relative to their own device's peaks", base=b.sku.name,
                                 new=n.sku.name))
+        kinds = (b.workload.kind, n.workload.kind)
+        if "unknown" not in kinds and kinds[0] != kinds[1]:
+            # a training step against a decode token is two programs: the times differ by what runs, not by a
+            # fix (an Ascend CNN training rank read "82.6% better" against an H200 decode)
+            warnings.append(msg("different workloads: {base} vs {new}; the two runs do different work, so "
+                                "their times and findings are not a before and after of one change",
+                                base=kinds[0], new=kinds[1]))
         ranks = (b.meta.rank, n.meta.rank)
         if None not in ranks and ranks[0] != ranks[1]:
             # ranks of one job differ by design (their pipeline stage, their share of the data): a change
