@@ -164,6 +164,9 @@ def roofline_chart(roof: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+HISTORY_LOG_SPAN = 100  # the largest time over the smallest above which the history's time axis is log
+
+
 def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-token latency (ms) and tokens/s of the project's ready profiles, oldest first, and the step time of
     those that count no tokens.
@@ -177,6 +180,11 @@ def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
            if r.get("tokens_per_s") is not None]
     steps = [[label, r["step_time_ms"], r["name"]] for label, r in zip(labels, rows)
              if r.get("step_time_ms") is not None]
+    # a project's runs can be a 3 ms decode token and a 13 s Triton step: on a linear scale every other point
+    # sat on 0, so times spanning more than HISTORY_LOG_SPAN read on a log scale
+    times = [p[1] for p in lat + steps if p[1] and p[1] > 0]
+    log_scale = bool(times) and max(times) / min(times) > HISTORY_LOG_SPAN
+    left: dict[str, Any] = {"type": "log", "logBase": 10} if log_scale else {"type": "value", "scale": True}
     return {
         "animation": False,
         "legend": {"top": 0},
@@ -186,7 +194,7 @@ def history_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "xAxis": {"type": "category", "data": labels, "boundaryGap": False,
                   "name": _("Profile (#id name), oldest first"), "nameLocation": "middle", "nameGap": 36,
                   "axisLabel": {"width": 110, "overflow": "truncate", "hideOverlap": True}},
-        "yAxis": [{"type": "value", "name": _("Per-token latency or step time (ms)"), "scale": True,
+        "yAxis": [{**left, "name": _("Per-token latency or step time (ms)"),
                    "nameTextStyle": {"align": "left"}},
                   {"type": "value", "name": _("Tokens/s"), "scale": True,
                    "nameTextStyle": {"align": "right"}}],

@@ -103,3 +103,15 @@ def test_a_device_without_known_peaks_draws_its_points_without_a_roof() -> None:
         x = opt["xAxis"]
         assert _is_pow10(x["min"]) and _is_pow10(x["max"]) and x["max"] >= 184.3
         assert opt["series"][0]["data"] == []  # no roof without its figures
+
+
+def test_project_history_reads_runs_of_very_different_lengths_on_a_log_scale() -> None:
+    """A 13.3 s Triton step beside 3-150 ms runs set a linear axis to 15,000 ms and every other point on 0."""
+    from frontend.charts import history_chart
+
+    rows = [{"id": 1, "name": "cnn", "step_time_ms": 156.0}, {"id": 2, "name": "eager", "per_token_ms": 27.2},
+            {"id": 3, "name": "triton", "step_time_ms": 13_300.0}, {"id": 4, "name": "graph",
+                                                                     "step_time_ms": 3.5}]
+    assert history_chart(rows)["yAxis"][0]["type"] == "log"
+    close = [r for r in rows if r["id"] != 3]  # 3.5 to 156 ms: within the span, linear
+    assert history_chart(close)["yAxis"][0]["type"] == "value"
