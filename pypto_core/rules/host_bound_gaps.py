@@ -66,6 +66,14 @@ PREPARING_SHARE = 0.2
 def _advice(vendor: str, workload: str) -> Message:
     """The remedy for this vendor and workload, the one place it is chosen: vLLM-Ascend's ACL graph serves LLM
     inference only, so a training step on torch_npu is told TorchAir graph mode and fused ops instead."""
+    if vendor != "ascend" and workload == "training" and vendor in _GPU_ADVICE:
+        # a training step launches forward, backward and optimizer kernels: more work per launch first (HTA's
+        # advice for host-bound training), then fewer launches
+        return msg("Give each launch more work: raise the per-device batch size where memory allows, use the "
+                   "fused optimizer (torch.optim.AdamW(fused=True) or foreach), and compile the step "
+                   "(torch.compile fuses small ops; mode=\"reduce-overhead\" also captures {graphs}); cut "
+                   "the host work per step (Python logic, logging, per-step .item() calls).",
+                   graphs="CUDA graphs" if vendor == "nvidia" else "HIP graphs")
     if vendor != "ascend":
         return _GPU_ADVICE.get(vendor, _GENERIC)
     if workload in LLM_WORKLOADS:

@@ -54,3 +54,14 @@ def test_llm_decode_keeps_llm_advice(tmp_path: Path) -> None:
     assert "eager-mode decode" in advice["host_bound_gaps"]
     assert "sequence lengths to a few buckets" in advice["dynamic_shape"]
     assert "images" not in advice["dynamic_shape"]
+
+
+@pytest.mark.skipif(not HAVE_SAMPLES, reason=MISSING_SAMPLES)
+def test_gpu_training_is_told_to_give_each_launch_more_work() -> None:
+    """The A100 DDP training rank is host-bound (76% idle): a training step is told a larger batch, the fused
+    optimizer and a compiled step, not only the inference advice to capture CUDA graphs."""
+    report = diagnose_group(formats.open_profiles(SAMPLES / "kineto" / "a100_nccl_2rank"))
+    assert report.profile["workload"] == "training"
+    host = _advice(report)["host_bound_gaps"]
+    assert "batch size" in host and "fused=True" in host and "CUDA graphs" in host
+    assert not LLM_ONLY.search(host) and "TASK_QUEUE_ENABLE" not in host
