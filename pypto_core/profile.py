@@ -311,7 +311,21 @@ def read_table(path: str | os.PathLike[str], name: str, columns: Collection[str]
     if dictionary_text:
         table = _narrow_codes(table)
     table = conform(name, table, only=columns, keep_dictionary=dictionary_text)
-    return _narrow_ids(table) if dictionary_text else table
+    return _one_chunk(_narrow_ids(table), SINGLE_CHUNK_COLUMNS) if dictionary_text else table
+
+
+# Numeric columns a projected load gives as one chunk: the call graph reads them as numpy without a copy
+# (``graph.column_values``), where a column of row groups had to be concatenated beside itself.
+SINGLE_CHUNK_COLUMNS = frozenset({"start_ns", "dur_ns", "device_id", "stream_id"})
+
+
+def _one_chunk(table: pa.Table, names: Collection[str]) -> pa.Table:
+    """``names`` of ``table`` combined into one chunk each (one column's copy at a time)."""
+    for i, fld in enumerate(table.schema):
+        col = table.column(i)
+        if fld.name in names and col.num_chunks > 1:
+            table = table.set_column(i, fld.name, pa.chunked_array([col.combine_chunks()]))
+    return table
 
 
 _PARALLEL_ROWS = 100_000  # below this, a thread costs more than it saves

@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pypto_core.grouping import int32_if_fits
+
 # Bytes per element, keyed by the dtype spellings kernel_details / op_summary / Kineto use (docs/formats.md
 # §0.3).
 DTYPE_BYTES: dict[str, int] = {
@@ -215,15 +217,24 @@ def _aligned(shapes: Shapes,
     per distinct (shape list, dtype list) pair the kernels have, so each pair is computed once."""
     if shapes.codes is not None and shapes.values is not None and is_coded(dtypes):
         dtype_values, dtype_codes = distinct_values(dtypes)
-        pair = shapes.codes.astype(np.int64) * len(dtype_values) + dtype_codes
-        if len(shapes.values) * len(dtype_values) <= 4 * len(pair) + 1024:  # a table of every pair: O(n)
-            seen = np.zeros(len(shapes.values) * len(dtype_values), np.int64)
+        # the pair code worked in place, and each kernel's row in 4 bytes: 12 bytes a kernel at once, where
+        # the pair's expression and an int64 row took 32 (110 MB on a 3.1 M-kernel table's bytes moved)
+        pair = shapes.codes.astype(np.int64)
+        pair *= len(dtype_values)
+        pair += dtype_codes
+        del dtype_codes
+        size = len(shapes.values) * len(dtype_values)
+        if size <= 4 * len(pair) + 1024:  # a table of every pair: O(n)
+            seen = np.zeros(size, np.int32 if size < 2**31 else np.int64)
             seen[pair] = 1
             distinct = np.flatnonzero(seen)
             seen[distinct] = np.arange(len(distinct))
             inverse = seen[pair]
+            del seen
         else:
             distinct, inverse = np.unique(pair, return_inverse=True)
+            inverse = int32_if_fits(inverse)
+        del pair
         rows = Shapes.from_column(shapes.values.take(pa.array(distinct // len(dtype_values))))
         return rows, dtype_values.take(pa.array(distinct % len(dtype_values))), inverse.reshape(-1)
     if shapes.codes is not None and shapes.values is not None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pypto_core.graph import OperatorCallGraph, _interval_union_ns
+from pypto_core.graph import OperatorCallGraph
 from pypto_core.profile import Profile, ProfileMeta
 from pypto_core.rules.context import Coverage, combined_saving_ns
 
@@ -53,15 +53,6 @@ def test_gap_before_each_kernel_is_the_plain_formula(rows: list[tuple[int, int, 
     assert g.gap_before_ns.dtype == np.int64
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 50)), min_size=1, max_size=40))
-def test_busy_union_counts_overlaps_once_in_any_order(rows: list[tuple[int, int]]) -> None:
-    start = np.array([s for s, _ in rows], np.int64)
-    end = start + np.array([d for _, d in rows], np.int64)
-    covered = set()
-    for s, e in zip(start.tolist(), end.tolist()):
-        covered.update(range(s, e))
-    assert _interval_union_ns(start, end) == len(covered)
 
 
 def test_mte2_share_is_the_larger_known_ratio_and_minus_one_where_neither_is() -> None:
