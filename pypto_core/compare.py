@@ -776,6 +776,10 @@ class ProfileComparer:
 REDUCED_SHARE = 0.5
 
 
+def _or_dash(value: Any) -> str:
+    return "—" if value is None else str(value)
+
+
 def _explained_bucket(rule_id: str) -> str | None:
     """The time bucket a rule's finding explains, where it is one of the attribution's idle or copy buckets
     (compute is measured on the rule's blocks instead)."""
@@ -1078,8 +1082,9 @@ def _summary_markdown(summary: dict[str, Any]) -> list[str]:
     lines = ["", "**Where each step's time goes** (mean per step)", "", "| | Before | After |",
              "|---|---|---|",
              f"| device | {_md_cell(device(base))} | {_md_cell(device(new))} |",
-             f"| rank / steps | {base.get('rank')} / {base.get('step_count', 0)} "
-             f"| {new.get('rank')} / {new.get('step_count', 0)} |",
+             # a trace that names no rank (one process) reads "—", never Python's None
+             f"| rank / steps | {_or_dash(base.get('rank'))} / {base.get('step_count', 0)} "
+             f"| {_or_dash(new.get('rank'))} / {new.get('step_count', 0)} |",
              f"| workload | {base.get('workload')} | {new.get('workload')} |"]
     for key in ("wall", "compute", "communication_not_overlapped", "memcpy", "idle"):
         lines.append(f"| {key} | {cell(base, key)} | {cell(new, key)} |")

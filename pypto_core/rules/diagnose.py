@@ -274,15 +274,27 @@ def _replay_findings(ctx: RuleContext, replay: Replay) -> float:
                 # the severity follows the saving shown (sync_stall on the H200 CUDA-graph run: 25% of the
                 # run replayed, "medium" from its model's share)
                 f.details["saving_model_us"] = f.estimated_saving_us
-                f.estimated_saving_us = alone
-                f.estimated_speedup = run_speedup(total_ns, alone * 1e3)
-                f.severity = severity_for(max(alone, f.peer_wait_us) * 1e3 / total_ns, f.time_share)
+                _raise_saving(f, alone, total_ns)
     changed = [(f, c.change) for f, c in zip(ctx.findings, ctx.coverage) if c.change is not None]
     if not changed:
         return 1.0
     every_ns = replay.run(Change.merge([change for _, change in changed])).saving_ns
     _replay_after_the_others(changed, replay, every_ns)
+    for f, _ in changed:
+        after = f.details.get("replayed_after_others_us")
+        if after is not None and f.saving_bound == "upper_bound" and after > f.estimated_saving_us:
+            # "at most" bounds every figure shown beside it: the unfused chains of the H200 graph-replayed
+            # decode read "at most 2.4 ms" beside "3.15 ms once the other findings are fixed"
+            f.details.setdefault("saving_model_us", f.estimated_saving_us)
+            _raise_saving(f, after, total_ns)
     return run_speedup(total_ns, every_ns)
+
+
+def _raise_saving(f: Finding, saving_us: float, total_ns: float) -> None:
+    """A finding's saving raised to a replayed figure, its speedup and severity following it."""
+    f.estimated_saving_us = saving_us
+    f.estimated_speedup = run_speedup(total_ns, saving_us * 1e3)
+    f.severity = severity_for(max(saving_us, f.peer_wait_us) * 1e3 / total_ns, f.time_share)
 
 
 def run_speedup(total_ns: float, saving_ns: float) -> float:

@@ -227,5 +227,7 @@ def test_runs_of_two_workloads_say_so() -> None:
     decode = REPO / "tests" / "data" / "h200_decode" / "eager.pt.trace.json.gz"
     result = ProfileComparer(open_profile(NPU), open_profile(decode)).compare()
     assert "different workloads: training vs llm_decode" in " ".join(result.warnings)
+    # the H200 trace names no rank: the export says "—", never Python's None
+    assert "| rank / steps | 0 / 1 | — / 4 |" in to_markdown(result) and "None" not in to_markdown(result)
     same_kind = ProfileComparer(open_profile(NPU), open_profile(GPU)).compare()
     assert not any("different workloads" in w for w in same_kind.warnings)
