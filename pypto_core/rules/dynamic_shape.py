@@ -55,7 +55,8 @@ def _description(calls: int, compile_ns: int, host_calls_recorded: bool, shapes:
                    "run no time. Dynamic kernels skip shape-specialised tiling; to keep the shapes the "
                    "kernels see few, {shapes}", shapes=shapes)
     return msg("Every operator ran as a dynamic-shape kernel. This profile records no host API calls "
-               "(AscendCL, from profiler_level Level1 up), so whether the host compiled operators while the "
+               "(AscendCL: torch_npu records them from profiler_level Level1 up, in trace_view.json or the "
+               "db export; this upload holds neither), so whether the host compiled operators while the "
                "model ran is not known. If it did, call torch_npu.npu.set_compile_mode(jit_compile=False) "
                "to use the prebuilt binary kernels, keep ACL_OP_COMPILER_CACHE_MODE=enable, and {shapes}",
                shapes=shapes)
