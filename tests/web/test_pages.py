@@ -297,6 +297,20 @@ def test_comparison_page_and_exports(client, world) -> None:
     per_step = format_duration(mm["per_unit"]["estimated_saving_us"], "us")
     assert f'<span class="hint per-unit">({per_step} a step)</span>' in status_table.group(0)
     assert "in brackets, per profiler step" in status_table.group(1)
+    # a new finding whose time a step did not grow says the step got shorter (compare._threshold_only), and a
+    # persisting one whose time fell by half its estimate says it was reduced
+    stored.result["findings"] += [
+        {"rule": "sync_stall", "status": "new", "title": "t", "estimated_saving_us": 600.0,
+         "measured_saving_us": None, "threshold_only": True,
+         "time_per_step_us": {"base": 153.5, "new": 149.2}},
+        {"rule": "host_bound_gaps", "status": "persisting", "reduced": True, "title": "t",
+         "estimated_saving_us": 99_000.0, "measured_saving_us": 78_800.0}]
+    stored.save(update_fields=["result"])
+    html = client.get(f"/comparisons/{cid}/").content.decode()
+    before, after = format_duration(153.5, "us"), format_duration(149.2, "us")
+    assert (f"its time a step did not grow ({before} → {after}): the step got shorter, so its share crossed "
+            "the threshold") in html
+    assert "persisting, reduced: its time fell by at least half the estimate" in html
     assert HOSTILE[1] in _json_scripts(html)["chart-ops"]["yAxis"][0]["data"]
     assert "&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;" in html  # op-type table cell, escaped
     md = client.get(f"/api/comparisons/{cid}/export/?format=md")
