@@ -131,11 +131,13 @@ def peer_wait_headline(report: Report, language: str = DEFAULT_LANGUAGE) -> tupl
             "the collectives' time in notify Wait ({wait:.1f} ms of their {elapse:.1f} ms).", **numbers)]
     if recorded and pw.get("idle_us"):
         # Idle is not a notify wait: say what it is and how much of the figure it makes (collective_wait)
-        how.append(msg("Of the wait, {notify:.1f} ms is notify Wait on the collectives' main stream and "
-                       "{idle:.1f} ms their Idle, where that stream neither moves data nor waits on a "
-                       "notify: msprof reads Wait on the main stream only, so Idle holds the other streams' "
-                       "waits for peers (and the gaps between the collective's tasks).",
-                       notify=(pw.get("notify_wait_us") or 0) / 1e3, idle=pw["idle_us"] / 1e3))
+        how.append(msg("Of the {total:.1f} ms this rank waits, {notify:.1f} ms is notify Wait on the "
+                       "collectives' main stream and {idle:.1f} ms their Idle, where that stream neither "
+                       "moves data nor waits on a notify: msprof reads Wait on the main stream only, so Idle "
+                       "holds the other streams' waits for peers (and the gaps between the collective's "
+                       "tasks).",
+                       total=wait_us / 1e3, notify=(pw.get("notify_wait_us") or 0) / 1e3,
+                       idle=pw["idle_us"] / 1e3))
     ranks = int(pw.get("ranks_in_profile") or report.profile.get("ranks") or 1)
     nxt = (msg("This profile holds {ranks} ranks: the cluster view (the dashboard's cluster page) compares "
                "them and shows which rank is late.", ranks=ranks) if ranks > 1 else

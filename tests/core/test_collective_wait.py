@@ -133,9 +133,11 @@ def test_idle_is_the_other_streams_waiting_for_peers(sample: str) -> None:
     # the headline names both parts, and what Idle is, in English and Chinese
     md = render(report, "md")
     notify, idle = pw["notify_wait_us"] / 1e3, pw["idle_us"] / 1e3
-    assert (f"Of the wait, {notify:.1f} ms is notify Wait on the collectives' main stream and {idle:.1f} ms "
-            "their Idle") in md
-    assert f"其中 {notify:.1f} ms 是集合通信主流上的通知等待" in render(report, "md", "zh-Hans")
+    total = pw["wait_us"] / 1e3  # the split names the figure it splits (it read "Of the wait")
+    assert (f"Of the {total:.1f} ms this rank waits, {notify:.1f} ms is notify Wait on the collectives' main "
+            f"stream and {idle:.1f} ms their Idle") in md
+    assert (f"本 Rank 等待的 {total:.1f} ms 中，{notify:.1f} ms 是集合通信主流上的通知等待"
+            in render(report, "md", "zh-Hans"))
 
 
 def test_without_transfer_figures_the_whole_wait_is_notify_wait() -> None:

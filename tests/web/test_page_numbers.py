@@ -219,7 +219,8 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
         # stream's only
         idle = re.search(r'id="peer-wait-idle">([^<]*)', page)
         assert idle and idle.group(1).startswith(
-            f"Of the wait, {floatformat(pw['notify_wait_us'] / 1e3, 1)} ms is notify Wait on the "
+            f"Of the {floatformat(pw['wait_us'] / 1e3, 1)} ms this rank waits, "
+            f"{floatformat(pw['notify_wait_us'] / 1e3, 1)} ms is notify Wait on the "
             f"collectives' main stream and {floatformat(pw['idle_us'] / 1e3, 1)} ms their Idle"), (
                 idle and idle.group(1))
     # a trace without input shapes (the A100's: profiled without record_shapes) says how to get a roofline,
