@@ -47,7 +47,7 @@ from pypto_core.profile import Profile, ProfileMeta, merge_columns
 from pypto_core.report_render import md_cell
 from pypto_core.rules.finding import Report
 from pypto_core.rules.registry import discover, rule_blocks
-from pypto_core.workload import Workload
+from pypto_core.workload import WORKLOAD_WORDS, Workload
 
 COMPARE_SCHEMA_VERSION = 1
 # The tables a comparison reads (through OperatorCallGraph): a saved profile can be loaded with only these
@@ -393,7 +393,7 @@ class ProfileComparer:
             # fix (an Ascend CNN training rank read "82.6% better" against an H200 decode)
             warnings.append(msg("different workloads: {base} vs {new}; the two runs do different work, so "
                                 "their times and findings are not a before and after of one change",
-                                base=kinds[0], new=kinds[1]))
+                                base=WORKLOAD_WORDS[kinds[0]], new=WORKLOAD_WORDS[kinds[1]]))
         ranks = (b.meta.rank, n.meta.rank)
         if None not in ranks and ranks[0] != ranks[1]:
             # ranks of one job differ by design (their pipeline stage, their share of the data): a change

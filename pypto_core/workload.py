@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.grouping import text_codes, value_flags
+from pypto_core.i18n import Message, msg
 
 if TYPE_CHECKING:  # pragma: no cover
     from pypto_core.graph import OperatorCallGraph
@@ -27,6 +28,11 @@ WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_prefill", "llm_serving", "train
                               "unknown")
 LLM_WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_prefill", "llm_serving")
 DECODE_WORKLOADS: tuple[str, ...] = ("llm_decode", "llm_serving")
+# Each workload in words (the ids stay in the JSON and the API): the pages, the comparison's warnings.
+WORKLOAD_WORDS: dict[str, Message] = {
+    "llm_decode": msg("LLM decode"), "llm_prefill": msg("LLM prefill"), "llm_serving": msg("LLM serving"),
+    "training": msg("Training"), "inference_other": msg("Inference (not an LLM)"), "unknown": msg("Unknown"),
+}
 
 # What ``device_vendor`` and ``detect_workload`` read besides the call graph (a ``profile.ColumnSet``).
 WORKLOAD_COLUMNS: dict[str, tuple[str, ...] | None] = {

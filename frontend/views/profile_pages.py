@@ -31,8 +31,9 @@ from pypto_core.compare import block_label
 from pypto_core.durations import format_duration
 from pypto_core.graph import metric_label
 from pypto_core.i18n import normalize_language
+from pypto_core.i18n import render as render_text
 from pypto_core.rules.evidence_labels import shown_evidence, shown_evidence_rows
-from pypto_core.workload import GRAPH_REPLAY_MIN_SHARE
+from pypto_core.workload import GRAPH_REPLAY_MIN_SHARE, WORKLOAD_WORDS
 
 
 def _step_count(report_profile: dict[str, Any], summary: ProfileSummary) -> int | None:
@@ -57,7 +58,7 @@ def _facts(profile: Profile, data: dict[str, Any] | None, language: str) -> dict
         "duration_ns": s.duration_ns or None,  # the whole recording, first event to last
         "sku": (data or {}).get("sku") or report_profile.get("device") or profile.sku or s.device,
         "sku_source": report_profile.get("sku_source") or (data or {}).get("sku_source"),
-        "workload": _label(WORKLOAD_LABELS, report_profile.get("workload")),
+        "workload": workload_label(report_profile.get("workload")),
         "vendor": _label(VENDOR_LABELS, report_profile.get("device_vendor")),
         "simulated": s.is_simulated,
         "per_token_ms": s.per_token_ms,
@@ -76,17 +77,17 @@ def _facts(profile: Profile, data: dict[str, Any] | None, language: str) -> dict
 
 
 # What the engine detected (pypto_core.workload), in the user's words; the ids stay in the API.
-WORKLOAD_LABELS = {"llm_decode": gettext_lazy("LLM decode"), "llm_prefill": gettext_lazy("LLM prefill"),
-                   "llm_serving": gettext_lazy("LLM serving"), "training": gettext_lazy("Training"),
-                   "inference_other": gettext_lazy("Inference (not an LLM)"),
-                   "unknown": gettext_lazy("Unknown")}
 VENDOR_LABELS = {"ascend": gettext_lazy("Ascend (Huawei)"), "nvidia": "NVIDIA", "amd": "AMD",
                  "cpu": gettext_lazy("CPU only"), "unknown": gettext_lazy("Unknown")}
 
 
 def workload_label(workload: str | None) -> str | None:
-    """A workload id (pypto_core.workload) in the page's words."""
-    return _label(WORKLOAD_LABELS, workload)
+    """A workload id in the page's language (``pypto_core.workload.WORKLOAD_WORDS``, the engine's words)."""
+    if not workload:
+        return None
+    words = WORKLOAD_WORDS.get(workload)
+    language = normalize_language(translation.get_language()) or "en"
+    return render_text(words, language) if words is not None else workload
 
 
 def _label(labels: dict[str, Any], key: str | None) -> str | None:

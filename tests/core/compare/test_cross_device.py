@@ -226,7 +226,11 @@ def test_runs_of_two_workloads_say_so() -> None:
         pytest.skip("needs the real samples")
     decode = REPO / "tests" / "data" / "h200_decode" / "eager.pt.trace.json.gz"
     result = ProfileComparer(open_profile(NPU), open_profile(decode)).compare()
-    assert "different workloads: training vs llm_decode" in " ".join(result.warnings)
+    assert "different workloads: Training vs LLM decode" in " ".join(result.warnings)
+    from pypto_core.i18n import loaded_texts, render
+
+    zh = [render(t, "zh-Hans") for t in loaded_texts(result.warnings, result.warning_messages)]
+    assert any("训练 对比 LLM Decode 阶段" in w for w in zh), zh  # the workloads in words, never their ids
     # the H200 trace names no rank: the export says "—", never Python's None
     assert "| rank / steps | 0 / 1 | — / 4 |" in to_markdown(result) and "None" not in to_markdown(result)
     same_kind = ProfileComparer(open_profile(NPU), open_profile(GPU)).compare()
