@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.grouping import int32_if_fits, map_code_tuples, text_codes
+from pypto_core.grouping import column_values, int32_if_fits, map_code_tuples, text_codes
 from pypto_core.i18n import Message, msg
 from pypto_core.intervals import coverage, sorted_distinct, union_intervals, window_index
 from pypto_core.memory import release_freed_memory
@@ -358,10 +358,11 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
     k = profile.kernels
     if not k.num_rows:
         return _from_step_trace(profile)
-    start = pc.fill_null(k["start_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    dur = np.maximum(pc.fill_null(k["dur_ns"], 0).to_numpy(zero_copy_only=False).astype(np.int64), 0)
-    device = pc.fill_null(k["device_id"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    stream = pc.fill_null(k["stream_id"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    # read, never written: the loaded columns themselves where they are one chunk (``column_values``)
+    start = column_values(k["start_ns"]).astype(np.int64, copy=False)
+    dur = np.maximum(column_values(k["dur_ns"]).astype(np.int64, copy=False), 0)
+    device = column_values(k["device_id"]).astype(np.int64, copy=False)
+    stream = column_values(k["stream_id"], -1).astype(np.int64, copy=False)
     kinds, pageable = codes if codes is not None else kernel_codes(k)
     # One device per rank: where a file holds several, the busiest is the rank's (the others are listed
     # under their own streams only).

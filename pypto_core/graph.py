@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from pypto_core.attribution import ATTRIBUTION_COLUMNS, TimeAttribution, attribute, kernel_codes
 from pypto_core.framework_ops import FRAMEWORK_OPS_COLUMNS, FrameworkOps, framework_ops
-from pypto_core.grouping import group_rows, int32_if_fits, text_codes, value_flags
+from pypto_core.grouping import column_values, group_rows, int32_if_fits, text_codes, value_flags
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg, render
 from pypto_core.intervals import union_length, window_index
@@ -126,16 +126,6 @@ class Tokens:
     source: str  # steps | lm_head | span
     # per step index, the profiler's own step number (ProfilerStep#N) where the steps came from the profile
     step_ids: list[int | None] = field(default_factory=list)
-
-
-def column_values(column: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
-    """A numeric column as numpy, a null as ``fill``: the column's own buffer, read-only and not copied, where
-    it is one chunk without nulls (a projected load gives the kernels' times and lanes so), else a copy. On a
-    15.7 M-kernel table the call graph's times and lanes held 375 MB beside the same columns in the table."""
-    if column.null_count:
-        column = pc.fill_null(column, fill)
-    values: np.ndarray = column.to_numpy(zero_copy_only=False)
-    return values
 
 
 def _ids(column: pa.ChunkedArray) -> np.ndarray:

@@ -19,6 +19,16 @@ def int32_if_fits(values: np.ndarray) -> np.ndarray:
     return values.astype(np.int32 if small else np.int64)
 
 
+def column_values(column: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
+    """A numeric column as numpy, a null as ``fill``: the column's own buffer, read-only and not copied, where
+    it is one chunk without nulls (a projected load gives the kernels' times and lanes so), else a copy. On a
+    15.7 M-kernel table the call graph's times and lanes held 375 MB beside the same columns in the table."""
+    if column.null_count:
+        column = pc.fill_null(column, fill)
+    values: np.ndarray = column.to_numpy(zero_copy_only=False)
+    return values
+
+
 def group_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first row of each group, group index per row) for rows keyed by equal-length int arrays; groups in
     the order of their keys (the first key most significant), as ``np.unique(..., axis=0)`` gives them.

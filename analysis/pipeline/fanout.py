@@ -27,6 +27,7 @@ from pypto_core.i18n import Message, Text, join_texts, loaded_texts, msg, render
 
 _HASH_BLOCK = 1024 * 1024
 ARCHIVE_KINDS = ("zip", "tar", "tar.gz")
+RANK_NAME_SEP = " · "  # a rank's name: the upload's, then its folder in the archive
 
 
 def rank_paths(profile: Profile, unpacked: Path) -> list[Path]:
@@ -72,7 +73,8 @@ def fan_out(step: ProfileStep, unpacked: Path, workdir: Path) -> bool:
                 digest.update(block)
             fh.seek(0)
             child = child or Profile(
-                project_id=profile.project_id, group=profile, rank=i, name=f"{profile.name} · {rel}"[:200],
+                project_id=profile.project_id, group=profile, rank=i,
+                name=f"{profile.name}{RANK_NAME_SEP}{rel}"[:200],
                 sku=profile.sku, tags=profile.tags, original_filename=filename, upload_kind="tar",
                 created_by_id=profile.created_by_id, status=ProfileStatus.QUEUED,
             )
@@ -160,7 +162,7 @@ def _named_reason(rank: Profile) -> Text:
     """A failed rank's reason under its name; alone where the reason already starts with the rank's folder
     (the readers name the input they could not read), which read "normal: normal: no readable ..."."""
     reason = _reason(rank)
-    folder = rank.name.rsplit(" · ", 1)[-1]
+    folder = rank.name.rsplit(RANK_NAME_SEP, 1)[-1]
     if render(reason).startswith(f"{folder}: "):
         return reason
     return Message("{name}: {reason}", {"name": rank.name, "reason": reason})
