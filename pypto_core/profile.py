@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pypto_core.compact_read import read_compact
 from pypto_core.errors import InputError
 from pypto_core.i18n import Text, loaded_texts, msg, stored_texts
 
@@ -204,8 +204,9 @@ def conform(name: str, table: pa.Table, *, only: Collection[str] | None = None,
 
     Extra columns (counters under their real names) are kept after the canonical ones. ``only``: the
     canonical columns to give (a projected load); the others are left out, so that reading one that was
-    not asked for fails loudly instead of reading nulls. ``keep_dictionary``: text columns that are
-    dictionary-encoded stay so (a repeated name costs its 4-byte code, not its bytes).
+    not asked for fails loudly instead of reading nulls. ``keep_dictionary`` (a projected load's form): text
+    columns that are dictionary-encoded stay so (a repeated name costs its code, not its bytes), and so do
+    ids narrowed to 4 bytes (``NARROW_ID_COLUMNS``).
     """
     schema = TABLE_SCHEMAS[name]
     columns: list[pa.Array | pa.ChunkedArray] = []
@@ -221,6 +222,8 @@ def conform(name: str, table: pa.Table, *, only: Collection[str] | None = None,
                 pass
             elif pa.types.is_dictionary(col.type) and col.type.value_type == fld.type:  # coded lists
                 col = col if keep_dictionary else _decoded(col)
+            elif keep_dictionary and fld.name in NARROW_ID_COLUMNS and pa.types.is_int32(col.type):
+                pass  # an id a projected load keeps in 4 bytes
             elif col.type != fld.type:
                 col = col.cast(fld.type)
         else:
@@ -286,92 +289,51 @@ def read_table(path: str | os.PathLike[str], name: str, columns: Collection[str]
     wanted = None if columns is None else [c for c in file_schema.names if c in columns]
     text = [f.name for f in TABLE_SCHEMAS[name] if pa.types.is_string(f.type)]
     if dictionary_text:  # the extra text columns too (op_state): as canonical text is
-        text += [f.name for f in file_schema if pa.types.is_string(f.type) and f.name not in text]
+        text += [f.name for f in file_schema if _is_text(f.type) and f.name not in text]
     as_dictionary = [c for c in text if c in present and (wanted is None or c in wanted)]
-    table = pq.read_table(path, columns=wanted, read_dictionary=as_dictionary)
     if dictionary_text:
-        # row groups each bring their own dictionary: one per column, so that a code means one value
-        table = table.unify_dictionaries()
+        return _read_projected(path, name, columns, file_schema.names if wanted is None else wanted,
+                               as_dictionary)
+    table = pq.read_table(path, columns=wanted, read_dictionary=as_dictionary)
     stored_as_text = [f for f in TABLE_SCHEMAS[name] if pa.types.is_list(f.type)
                       and f.name in table.column_names and _is_text(table.schema.field(f.name).type)]
-    if dictionary_text:
-        # kept coded: the distinct cells parsed into lists, 4 bytes a row (on a 3.1 M-kernel table the six
-        # list columns hold 72 MB instead of 460 MB)
-        from pypto_core.formats.shapes import coded_from_cell_text
-
-        for f in stored_as_text:
-            table = table.set_column(table.schema.get_field_index(f.name), f.name,
-                                     coded_from_cell_text(table[f.name], f.type))
-    elif len(stored_as_text) > 1 and table.num_rows >= _PARALLEL_ROWS:
+    if len(stored_as_text) > 1 and table.num_rows >= _PARALLEL_ROWS:
         # expanding the lists is mostly Arrow's take, which releases the GIL: both cores share the columns
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="pypto-load") as pool:
             lists = list(pool.map(lambda f: _lists_from_cell_text(table[f.name], f.type), stored_as_text))
         for f, col in zip(stored_as_text, lists):
             table = table.set_column(table.schema.get_field_index(f.name), f.name, col)
-    if dictionary_text:
-        table = _narrow_codes(table)
-    table = conform(name, table, only=columns, keep_dictionary=dictionary_text)
-    return _one_chunk(_narrow_ids(table), SINGLE_CHUNK_COLUMNS) if dictionary_text else table
+    return conform(name, table, only=columns)
 
 
-# Numeric columns a projected load gives as one chunk: the call graph reads them as numpy without a copy
-# (``graph.column_values``), where a column of row groups had to be concatenated beside itself.
-SINGLE_CHUNK_COLUMNS = frozenset({"start_ns", "dur_ns", "device_id", "stream_id"})
+def _read_projected(path: str | os.PathLike[str], name: str, columns: Collection[str] | None,
+                    wanted: list[str], text: list[str]) -> pa.Table:
+    """A projected load's table (``read_table(dictionary_text=True)``): read a row group at a time into
+    compact single-chunk columns (``compact_read``), text as codes, ids in 4 bytes where they fit. Lists
+    stored as cell text stay coded: only the distinct cells are parsed into lists (on a 3.1 M-kernel table
+    the six list columns hold 72 MB instead of 460 MB)."""
+    from pypto_core.formats.shapes import coded_from_cell_text  # the cell grammar lives with the readers
 
-
-def _one_chunk(table: pa.Table, names: Collection[str]) -> pa.Table:
-    """``names`` of ``table`` combined into one chunk each (one column's copy at a time)."""
-    for i, fld in enumerate(table.schema):
-        col = table.column(i)
-        if fld.name in names and col.num_chunks > 1:
-            table = table.set_column(i, fld.name, pa.chunked_array([col.combine_chunks()]))
-    return table
+    # the counters under their own names (PipeUtilization ratios) as codes: read as floats by a cast
+    # (``OperatorCallGraph.pipe_ratio``); the canonical columns keep their types
+    counters = [c for c in wanted if c not in TABLE_SCHEMAS[name].names]
+    table = read_compact(path, wanted, text=text, narrow=NARROW_ID_COLUMNS, coded_floats=counters)
+    for f in TABLE_SCHEMAS[name]:
+        i = table.schema.get_field_index(f.name)
+        if pa.types.is_list(f.type) and i >= 0 and _is_text(table.schema.field(i).type):
+            table = table.set_column(i, f.name, coded_from_cell_text(table.column(i).chunk(0), f.type))
+    return conform(name, table, only=columns, keep_dictionary=True)
 
 
 _PARALLEL_ROWS = 100_000  # below this, a thread costs more than it saves
 
 
-def _narrow_codes(table: pa.Table) -> pa.Table:
-    """Dictionary columns with 1- or 2-byte codes where their dictionary is that small: a core type's few
-    values take a byte a row, a name's thousands two, instead of four (on a 3.1 M-kernel table, 12 MB a
-    column becomes 3 or 6). One code is left free below the type's top, for the null code that
-    ``shapes.distinct_values`` appends."""
-    for i, fld in enumerate(table.schema):
-        if not pa.types.is_dictionary(fld.type) or fld.type.index_type.bit_width <= 8:
-            continue
-        col = table.column(i)
-        size = max((len(chunk.dictionary) for chunk in col.chunks), default=0)
-        index = pa.int8() if size < 2**7 - 1 else pa.int16() if size < 2**15 - 1 else None
-        if index is None or index.bit_width >= fld.type.index_type.bit_width:
-            continue
-        chunks = [pa.DictionaryArray.from_arrays(chunk.indices.cast(index), chunk.dictionary)
-                  for chunk in col.chunks]
-        narrow = pa.chunked_array(chunks, pa.dictionary(index, fld.type.value_type))
-        table = table.set_column(i, fld.name, narrow)
-    return table
-
-
 # Integer columns that name a row, a thread, a lane or a launch, never summed or multiplied: kept in 4 bytes
 # by a projected load where every value fits (their readers take them as indices, or as int64 first). A
-# table's correlation ids may fit where another's do not: whoever joins two tables by them widens both.
+# table's correlation ids may fit where another's do not: whoever joins two tables by them widens both. A
+# 5 GB simulated folder's 4.3 M flows hold 52 MB less so, its 8.5 M host and API calls 68 MB less.
 NARROW_ID_COLUMNS = frozenset({"kernel_index", "host_index", "api_index", "pid", "tid", "device_id",
                                "stream_id", "correlation_id", "block_dim"})
-
-
-def _narrow_ids(table: pa.Table) -> pa.Table:
-    """``NARROW_ID_COLUMNS`` as int32 where every value fits: a 5 GB simulated folder's 4.3 M flows hold
-    52 MB less, its 8.5 M host and API calls 68 MB less (its API calls' correlation ids 16 MB less again), its
-    2.1 M kernels' devices, streams and block counts 24 MB less."""
-    for i, fld in enumerate(table.schema):
-        if not (fld.name in NARROW_ID_COLUMNS and pa.types.is_int64(fld.type)):
-            continue
-        col = table.column(i)
-        if col.null_count == len(col):
-            continue  # an all-null column takes no memory as it is (``null_column``)
-        low, high = pc.min_max(col).values()
-        if low.as_py() >= -(2**31) and high.as_py() < 2**31:
-            table = table.set_column(i, fld.name, col.cast(pa.int32()))
-    return table
 
 
 @dataclass

@@ -183,4 +183,4 @@ def coded_from_cell_text(arr: pa.Array | pa.ChunkedArray,
     if not pa.types.is_dictionary(arr.type):
         arr = pc.dictionary_encode(arr.cast(pa.string()))
     lists = from_cell_text(arr.dictionary, list_type)
-    return pa.DictionaryArray.from_arrays(arr.indices.cast(pa.int32()), lists)
+    return pa.DictionaryArray.from_arrays(arr.indices, lists)  # codes in the width they came in
