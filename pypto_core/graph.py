@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from pypto_core.attribution import ATTRIBUTION_COLUMNS, TimeAttribution, attribute, kernel_codes
 from pypto_core.framework_ops import FRAMEWORK_OPS_COLUMNS, FrameworkOps, framework_ops
-from pypto_core.grouping import column_values, group_rows, int32_if_fits, text_codes, value_flags
+from pypto_core.grouping import column_values, int32_if_fits, text_codes, value_flags
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg, render
 from pypto_core.intervals import union_length, window_index
@@ -26,7 +26,8 @@ from pypto_core.launches import LAUNCH_COLUMNS, Launches, launches
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
 from pypto_core.profile import Profile, merge_columns
 from pypto_core.sequences import PATTERNS, ChainMatch, match_chains
-from pypto_core.shapes import Shapes, first_dtype_bytes, slot_bytes, tensor_bytes
+from pypto_core.shape_figures import ShapeFigures, shape_figures
+from pypto_core.shapes import Shapes, slot_bytes
 from pypto_core.workload import WORKLOAD_COLUMNS, Workload, detect_workload, device_vendor
 
 # Each metric: unit, and whether a higher value is better (the comparison's "better" column).
@@ -128,6 +129,22 @@ class Tokens:
     step_ids: list[int | None] = field(default_factory=list)
 
 
+def _has_number(column: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether a column holds a number (not null, not NaN) in any row, read a slice at a time (a ratio
+    column over millions of kernels is seldom empty: the first slice answers)."""
+    for at in range(0, len(column), _NUMBER_SLICE):
+        try:
+            part = pc.cast(column.slice(at, _NUMBER_SLICE), pa.float64(), safe=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+        if not np.isnan(pc.fill_null(part, np.nan).to_numpy(zero_copy_only=False)).all():
+            return True
+    return False
+
+
+_NUMBER_SLICE = 1 << 20
+
+
 def _ids(column: pa.ChunkedArray) -> np.ndarray:
     """A device or stream id column as numbers (0 for a null), int32 where they fit (every profile seen)."""
     values = column_values(column)
@@ -176,8 +193,7 @@ class OperatorCallGraph:
         """The time attribution every finding and page number stands on (pypto_core.attribution)."""
         return attribute(self.profile, self.task_codes)
 
-    _SHAPE_CACHES = ("input_shapes", "output_shapes", "bytes_moved", "element_bytes", "mkn", "flops",
-                     "bound_ns")
+    _SHAPE_CACHES = ("input_shapes", "output_shapes", "shape_figures")
 
     def drop_shapes(self) -> None:
         """Forget the per-kernel shape arrays (the largest caches); they are rebuilt if asked for again."""
@@ -253,11 +269,13 @@ class OperatorCallGraph:
         del run_end, s
         np.maximum(gap, 0, out=gap)
         gap[firsts] = 0  # a device's first kernel waits for nothing before it
-        if order is None:
-            return gap
-        out = np.empty_like(gap)
-        out[order] = gap  # back to the kernels' own order
-        return out
+        if order is not None:
+            out = np.empty_like(gap)
+            out[order] = gap  # back to the kernels' own order
+            gap = out
+        # in 4 bytes where every gap is under 2.1 s: kept through the rules (and by a comparison's side),
+        # 60 MB less on a 15.7 M-kernel table; summed in 8 bytes
+        return int32_if_fits(gap)
 
     def slot_ns(self, kernels: np.ndarray) -> np.ndarray:
         """The listed kernels' slots (float ns): each one's run time plus the idle gap before it, what
@@ -326,145 +344,68 @@ class OperatorCallGraph:
         return Shapes.from_column(self.kernels["output_shapes"])
 
     @cached_property
+    def shape_figures(self) -> ShapeFigures:
+        """MatMul dims, FLOPs, bytes moved, element size and roofline bound of the kernels, once per distinct
+        (shapes, dtypes, role) where those are coded (``pypto_core.shape_figures``)."""
+        return shape_figures(self.input_shapes, self.output_shapes, self.kernels["input_dtypes"],
+                             self.kernels["output_dtypes"], self.role, self.sku)
+
+    def figure(self, name: str, kernels: np.ndarray | None = None) -> np.ndarray:
+        """A shape figure (``shape_figures.FIGURES``) of every kernel, or of ``kernels`` (indices or a mask)
+        only: asking for the kernels a rule reads builds no array over every kernel."""
+        figures = self.shape_figures
+        return figures.per_kernel(name) if kernels is None else figures.at(name, kernels)
+
+    # The figures of every kernel, each a new array a call (the figures are kept per group): a rule that
+    # reads some kernels asks ``figure(name, kernels)``.
+    @property
     def bytes_moved(self) -> np.ndarray:
         """Ideal bytes per kernel: every input read once plus every output written once
         (docs/domain.md §6 #2)."""
-        if not self.n:
-            return np.zeros(0)
-        written = tensor_bytes(self.output_shapes, self.kernels["output_dtypes"])
-        moved: np.ndarray = tensor_bytes(self.input_shapes, self.kernels["input_dtypes"])
-        moved += written  # in place: one float array a kernel fewer at once
-        lookup = self.is_role("embedding")
-        if lookup.any():
-            # A lookup touches the rows its indices name, not its whole table: GatherV2 reads of a [151936,
-            # 1024] vocabulary the 4096 rows it writes, and the embedding's gradient (EmbeddingDenseGradV2)
-            # adds its 4096 rows into a table a MemSet zeroed before. Counted whole, the Qwen3 sample's
-            # lookup moved 320 MB in 49 µs (6.5 TB/s on a 1.6 TB/s device), its gradient 639 MB in 130 µs.
-            rows_in = self.slot_bytes(0)
-            gather = lookup & (rows_in > written) & (written > 0)
-            moved[gather] += written[gather] - rows_in[gather]
-            scatter = lookup & (written > rows_in) & (rows_in > 0)
-            moved[scatter] += rows_in[scatter] - written[scatter]
-            unknown = lookup & (written == 0) & (rows_in > 0)
-            if unknown.any():
-                # a Kineto kernel carries its launching op's inputs only: aten::embedding(weight, indices)
-                # names its rows in its second input, index_select(self, dim, index) and gather(self, dim,
-                # index) in their third; what they name is read once and written once (an H200 decode's
-                # token: 4 KB of a 131 MB table). An index of the table's own rank (torch.gather, which the
-                # prefill's embedding ran as) names elements, a lower one rows.
-                sh = self.input_shapes
-                third = sh.slot_count() >= 3
-                indices = np.where(third, sh.elements(2), sh.elements(1)).astype(np.float64)
-                index_rank = np.where(third, sh.rank(2), sh.rank(1))
-                vocab = sh.dim(0, 0).astype(np.float64)
-                table_elements = sh.elements(0).astype(np.float64)
-                per_index = np.where(index_rank >= sh.rank(0), table_elements, vocab)
-                item = np.divide(rows_in, per_index, out=np.zeros(self.n), where=per_index > 0)
-                touched = np.minimum(indices * item, rows_in)
-                fix = unknown & (touched > 0)
-                moved[fix] += 2 * touched[fix] - rows_in[fix]
-        return moved
+        return self.figure("bytes_moved")
 
     def slot_bytes(self, slot: int, outputs: bool = False) -> np.ndarray:
         """Bytes of input (or output) tensor ``slot`` of every kernel; 0 where the kernel has no such slot."""
         shapes = self.output_shapes if outputs else self.input_shapes
         return slot_bytes(shapes, self.kernels["output_dtypes" if outputs else "input_dtypes"], slot)
 
-    @cached_property
+    @property
     def element_bytes(self) -> np.ndarray:
-        return first_dtype_bytes(self.input_shapes, self.kernels["input_dtypes"])
+        return self.figure("element_bytes")
 
-    @cached_property
+    @property
     def mkn(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(batch, M, K, N) of every MatMul-like kernel from its first two inputs; zeros elsewhere.
+        """(batch, M, K, N) of every MatMul-like kernel from its first two inputs; zeros elsewhere."""
+        return self.figure("batch"), self.figure("m"), self.figure("k"), self.figure("n")
 
-        K is the dim the two inputs share (handles transposed weights); where the inputs disagree, M and N
-        come from the output and K from A's inner axis.
-        """
-        sh, out = self.input_shapes, self.output_shapes
-        pair = None
-        if sh.codes is not None and out.codes is not None:
-            # coded shapes: worked out once per distinct (inputs, outputs) pair, then given to each kernel
-            # (on 3.1 M kernels, 480 MB of per-kernel temporaries otherwise)
-            first, pair = group_rows(sh.codes, out.codes)
-            sh, out = sh.at(first), out.at(first)
-        a1, a2 = sh.dim(0, -1), sh.dim(0, -2)
-        b1, b2 = sh.dim(1, -1), sh.dim(1, -2)
-        a_rank, b_rank = sh.rank(0), sh.rank(1)
-        a2 = np.where(a_rank >= 2, a2, 1)  # a 1-D A is a single row
-        # Cases (m, k, n): A[M,K] B[K,N]; A[M,K] B[N,K] (transposed weight); A[K,M] B[K,N] (transposed A, a
-        # weight gradient); A[K,M] B[N,K]. Two inputs of one shape fit two cases (X[32,4096] with
-        # dY[32,4096]: X·dYᵀ is 32x32, Xᵀ·dY is 4096x4096): the output's shape tells which ran, and only
-        # where it matches none do the cases go in this order.
-        cases = (((a1 == b2) & (a1 > 0) & (b_rank >= 2), a2, a1, b1),
-                 ((a1 == b1) & (a1 > 0), a2, a1, b2),
-                 ((a2 == b2) & (a2 > 0) & (a_rank >= 2) & (b_rank >= 2), a1, a2, b1),
-                 ((a2 == b1) & (a2 > 0) & (a_rank >= 2), a1, a2, b2))
-        out_n, out_m, out_rank = out.dim(0, -1), out.dim(0, -2), out.rank(0)
-        chosen = np.full(len(a1), -1, np.int64)
-        for i, (fits, cm, _ck, cn) in enumerate(cases):
-            agrees = (out_n > 0) & (cn == out_n) & ((out_rank < 2) | (cm == out_m))
-            chosen[(chosen < 0) & fits & agrees] = i
-        for i, (fits, *_dims) in enumerate(cases[:3]):
-            chosen[(chosen < 0) & fits] = i
-        m, k, n = (np.select([chosen == i for i in range(len(cases))], [c[axis] for c in cases], default=0)
-                   for axis in (1, 2, 3))
-        fallback = (m == 0) & (out_n > 0)
-        m = np.where(fallback, np.maximum(out_m, 1), m)
-        n = np.where(fallback, out_n, n)
-        k = np.where(fallback, a1, k)
-        batch = np.where(a_rank > 2, sh.leading(0, 2), 1)
-        is_mm = self.is_role("matmul")
-        dims = []
-        for values in (batch, m, k, n):
-            values = int32_if_fits(values)  # dims fit int32 in any real model: 16 MB a dim on 3.1 M kernels
-            per_kernel = values[pair] if pair is not None else values
-            dims.append(np.where(is_mm, per_kernel, 0))
-        return dims[0], dims[1], dims[2], dims[3]
-
-    @cached_property
+    @property
     def flops(self) -> np.ndarray:
-        batch, m, k, n = self.mkn
-        # in place, in the expression's own order (2.0 * batch * m * k * n): one float array a kernel, where
-        # the expression held two at once (125 MB more on a 15.7 M-kernel table)
-        flops: np.ndarray = np.multiply(batch, 2.0)
-        for dim in (m, k, n):
-            np.multiply(flops, dim, out=flops)
-        return flops
+        return self.figure("flops")
 
-    @cached_property
+    @property
     def bound_ns(self) -> np.ndarray:
         """Roofline lower bound per kernel: max(FLOPs / peak, bytes / HBM bandwidth), ns."""
-        if not self.sku.known:
-            return np.zeros(self.n)
-        peak = self.sku.peak_flops_per_s()
-        # worked in place, each step as the plain expression takes it: two float arrays a kernel at once,
-        # where max(flops / rate, bytes / bandwidth) * 1e9 held four
-        bound: np.ndarray = np.where(self.element_bytes == 1, peak * 2, peak)
-        np.divide(self.flops, bound, out=bound)
-        memory = self.bytes_moved / self.sku.hbm_bytes_per_s
-        np.maximum(bound, memory, out=bound)
-        del memory
-        bound *= 1e9
-        return bound
+        return self.figure("bound_ns")
 
-    def pipe_ratio(self, column: str) -> np.ndarray | None:
-        """A PipeUtilization ratio column as float (NaN where missing), or None if the profile has none."""
-        if column not in self.kernels.column_names:
+    def pipe_ratio(self, column: str, kernels: np.ndarray | None = None) -> np.ndarray | None:
+        """A PipeUtilization ratio column as float (NaN where missing), of every kernel or of ``kernels``
+        (indices or a mask) only; None if the profile has none (no value in any row)."""
+        if column not in self.kernels.column_names or not _has_number(self.kernels[column]):
             return None
         col = self.kernels[column]
-        try:
-            arr = pc.cast(col, pa.float64(), safe=False)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return None
-        out = pc.fill_null(arr, np.nan).to_numpy(zero_copy_only=False)
-        return None if np.all(np.isnan(out)) else out
+        if kernels is not None:
+            rows = np.flatnonzero(kernels) if kernels.dtype == bool else kernels
+            col = col.take(pa.array(rows))
+        arr = pc.cast(col, pa.float64(), safe=False)  # a coded column (``compact_read``) decoded
+        out: np.ndarray = pc.fill_null(arr, np.nan).to_numpy(zero_copy_only=False)
+        return out
 
-    def move_fraction(self) -> np.ndarray | None:
+    def move_fraction(self, kernels: np.ndarray | None = None) -> np.ndarray | None:
         """Data-movement (MTE2) share of each kernel's cycles: max(aic_mte2_ratio, aiv_mte2_ratio)
-        (docs/domain.md §6 #1). Worked out on each call, not kept: one rule and the metrics read it, and
-        kept it held 16 MB of a 5 GB simulated folder through every later rule."""
-        aic, aiv = self.pipe_ratio("aic_mte2_ratio"), self.pipe_ratio("aiv_mte2_ratio")
+        (docs/domain.md §6 #1), of every kernel or of ``kernels`` only. Worked out on each call, not kept:
+        one rule and the metrics read it, and kept it held 16 MB of a 5 GB simulated folder through every
+        later rule."""
+        aic, aiv = self.pipe_ratio("aic_mte2_ratio", kernels), self.pipe_ratio("aiv_mte2_ratio", kernels)
         if aic is None and aiv is None:
             return None
         if aic is None or aiv is None:
@@ -479,7 +420,7 @@ class OperatorCallGraph:
     @cached_property
     def lm_head_mask(self) -> np.ndarray:
         """MatMuls whose output width is the vocabulary (the widest N above ``VOCAB_MIN``)."""
-        _, _, _, n = self.mkn
+        n = self.figure("n")
         if not self.n or n.max(initial=0) < VOCAB_MIN:
             return np.zeros(self.n, bool)
         widest: np.ndarray = n == n.max()
@@ -507,7 +448,7 @@ class OperatorCallGraph:
             ids = steps["step_id"].to_pylist()
             step_ids = [ids[i] for i in order]
             if self.n:
-                step = window_index(st, en, self.start).astype(np.int32)
+                step = window_index(st, en, self.start)
             bounds = list(zip(st.tolist(), en.tolist()))
             source = "steps"
         lm = np.nonzero(self.lm_head_mask)[0]
@@ -523,23 +464,30 @@ class OperatorCallGraph:
             bounds = [(int(self.start.min()), int(self.end.max()))]
             step = np.zeros(self.n, np.int32)
         nsteps = len(bounds)
-        _, m, k, _ = self.mkn
-        m = np.where(k >= TOKEN_ROWS_MIN_K, m, 0)
+        f = self.shape_figures
+        m = f.spread(np.where(f.rows["k"] >= TOKEN_ROWS_MIN_K, f.rows["m"], 0))  # worked out per group
         rows = np.zeros(nsteps, np.int64)
         busy = np.zeros(nsteps, np.int64)
         has_kernels = np.zeros(nsteps, bool)
         if self.n and nsteps:
             ok = step >= 0
-            np.maximum.at(rows, step[ok], m[ok])
-            has_kernels[np.unique(step[ok])] = True
-            # One union per step, over its kernels in their original order: group by a stable sort once
-            # (a mask per step is steps x kernels: 850 x 400k on a 1 GB trace).
-            order = np.argsort(step, kind="stable")
-            sorted_step = step[order]
-            for i in np.nonzero(has_kernels)[0]:
-                lo, hi = np.searchsorted(sorted_step, [i, i + 1])
-                sel = order[lo:hi]
-                busy[i] = union_length(self.start[sel], self.end[sel], ends_scratch=True)
+            in_steps, m_in = (step, m) if ok.all() else (step[ok], m[ok])
+            del m
+            np.maximum.at(rows, in_steps, m_in)
+            has_kernels = np.bincount(in_steps, minlength=nsteps) > 0
+            del in_steps, m_in
+            with_kernels = np.flatnonzero(has_kernels)
+            if len(with_kernels) == 1 and ok.all():  # one step holds every kernel (a kernel table alone)
+                busy[with_kernels[0]] = union_length(self.start, self.end)
+            else:
+                # One union per step, over its kernels in their original order: group by a stable sort once
+                # (a mask per step is steps x kernels: 850 x 400k on a 1 GB trace).
+                order = np.argsort(step, kind="stable")
+                sorted_step = step[order]
+                for i in with_kernels:
+                    lo, hi = np.searchsorted(sorted_step, [i, i + 1])
+                    sel = order[lo:hi]
+                    busy[i] = union_length(self.start[sel], self.end[sel], ends_scratch=True)
         latency = np.array([b - a for a, b in bounds], np.int64) if bounds else np.zeros(0, np.int64)
         with_rows = rows[has_kernels & (rows > 0)]
         base = int(with_rows.min()) if len(with_rows) else 0
@@ -570,16 +518,16 @@ class OperatorCallGraph:
 
     @cached_property
     def _structure(self) -> dict[str, Any]:
-        _, m, k, n = self.mkn
         out: dict[str, Any] = {"layers": None, "hidden": None, "vocab": None, "head_dim": None,
                                "model_hint": None}
         mm = self.is_role("matmul") & ~self.lm_head_mask
         if mm.any():
-            vals, counts = np.unique(k[mm & (k > 0)], return_counts=True)
+            k = self.figure("k", mm)
+            vals, counts = np.unique(k[k > 0], return_counts=True)
             if len(vals):
                 out["hidden"] = int(vals[np.argmax(counts)])
         if self.lm_head_mask.any():
-            out["vocab"] = int(n[self.lm_head_mask][0])
+            out["vocab"] = int(self.figure("n", self.lm_head_mask)[0])
         att = self.attention_mask & self.is_role("attention", "softmax")
         t = self.tokens
         if att.any():
@@ -707,12 +655,12 @@ class OperatorCallGraph:
                                                       ends_scratch=True) / span
         device_time = float(np.sum(self.dur, where=busy_mask)) or 1.0
         att = w & self.attention_mask
-        mf = self.move_fraction()
+        mf = self.move_fraction(att)  # of the attention kernels only
         # without the MTE2 counters (a GPU, an NPU run without PipeUtilization) attention counts as
         # memory-bound only where it is by nature, in decode (the KV cache read once a token); a prefill's
         # flash attention is compute-bound, and its share would read as memory-bound time
         if wl.is_llm() and (mf is not None or wl.has_decode()):
-            move = np.ones(int(att.sum())) if mf is None else np.where(mf[att] >= 0, mf[att], 1.0)
+            move = np.ones(int(att.sum())) if mf is None else np.where(mf >= 0, mf, 1.0)
             out["attention_hbm_time_share"] = float((self.dur[att] * move).sum() / device_time)
         # Norm chains and layout copies are told by their op types (Pow, ReduceMean, TensorMove...), which a
         # GPU trace does not record (its kernels carry C++ symbols; an eager RMSNorm is five elementwise
@@ -730,11 +678,12 @@ class OperatorCallGraph:
             if named_ops or lay_t > 0:
                 out["kv_cache_noncontiguous_share"] = lay_t / (lay_t + att_t) if (lay_t + att_t) > 0 else 0.0
         if self.sku.known:
-            mm = w & self.is_role("matmul") & (self.flops > 0)
+            mm = w & self.is_role("matmul")
+            mm[mm] = self.figure("flops", mm) > 0
             if mm.any():
-                bound_share = self.bound_ns[mm].sum() / max(self.dur[mm].sum(), 1)
+                bound_share = self.figure("bound_ns", mm).sum() / max(self.dur[mm].sum(), 1)
                 out["matmul_ai_core_utilization"] = float(min(bound_share, 1.0))
-            moved = float(self.bytes_moved[busy_mask].sum())
+            moved = float(self.figure("bytes_moved", busy_mask).sum())
             shaped = busy_mask & (self.input_shapes.slot_count() > 0)
             # most of the device time without tensor shapes (Kineto without record_shapes, kernels replayed
             # from a CUDA graph): the profile cannot say, and a few shaped copies would read as idle HBM
@@ -753,8 +702,8 @@ class OperatorCallGraph:
         in fused kernels is left out: a lower bound of the model's FLOPs utilisation. A decode's is near
         zero by nature (its bound is HBM bandwidth), so it is not given there."""
         peak = self.sku.peak_flops_per_s()
-        rate = np.where(self.element_bytes[matmuls] == 1, 2 * peak, peak)
-        peak_seconds = float((self.flops[matmuls] / rate).sum())
+        rate = np.where(self.figure("element_bytes", matmuls) == 1, 2 * peak, peak)
+        peak_seconds = float((self.figure("flops", matmuls) / rate).sum())
         return min(peak_seconds / (span_ns / 1e9), 1.0)
 
     @cached_property
@@ -786,7 +735,7 @@ class OperatorCallGraph:
         # fused attention's query, or the first BatchMatMul (q @ k^T) of an unfused chain
         att = self.is_role("attention") | (self.chain_mask("attention") & self.is_role("matmul")
                                            & (self.chain_side("attention") < 0))
-        hd = self.input_shapes.dim(0, -1)[att]
+        hd = self.input_shapes.at(np.flatnonzero(att)).dim(0, -1)  # of those kernels only
         hd = hd[hd > 0]
         if not len(hd):
             return None

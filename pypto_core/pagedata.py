@@ -192,12 +192,10 @@ def profile_page_data(profile: Profile, sku: str | None = None, *,
     g_cnt = np.bincount(ginv, minlength=n_groups)
     g_max = np.zeros(n_groups)
     np.maximum.at(g_max, ginv, dur)
-    flops = np.asarray(g.flops, dtype=np.float64)  # the call graph's own arrays, not copies
-    bytes_moved = np.asarray(g.bytes_moved, dtype=np.float64)
-    bound = np.asarray(g.bound_ns, dtype=np.float64)
-    g_flops = np.bincount(ginv, weights=flops, minlength=n_groups)
-    g_bytes = np.bincount(ginv, weights=bytes_moved, minlength=n_groups)
-    g_bound = np.bincount(ginv, weights=bound, minlength=n_groups)
+    # each figure over every kernel one at a time (``OperatorCallGraph.figure``)
+    g_flops = np.bincount(ginv, weights=g.figure("flops"), minlength=n_groups)
+    g_bytes = np.bincount(ginv, weights=g.figure("bytes_moved"), minlength=n_groups)
+    g_bound = np.bincount(ginv, weights=g.figure("bound_ns"), minlength=n_groups)
     g_order = np.argsort(-g_sum, kind="stable")
     top: list[dict[str, Any]] = []
     points: list[dict[str, Any]] = []

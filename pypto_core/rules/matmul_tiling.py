@@ -39,31 +39,31 @@ SAVING_MODEL = msg("Each flagged MatMul is retuned to the roofline efficiency th
       needs=("kernels.core_type", "kernels.op_type", "kernels.input_shapes"), vendors=("ascend",))
 def match(ctx: RuleContext) -> None:
     g = ctx.graph
-    batch, m, k, n = g.mkn
-    mm = g.is_role("matmul") & (g.flops > 0) & (g.dur > 0) & ~g.attention_mask
+    mm = g.is_role("matmul") & (g.dur > 0) & ~g.attention_mask
+    mm[mm] = g.figure("flops", mm) > 0
     if not mm.any():
         return
     # the figures of the MatMuls only (``rows``), never arrays over every kernel: on a 5 GB simulated folder
     # five of those (80 MB) were alive while the finding listed its kernels, the rules' peak
     rows = np.flatnonzero(mm)
     del mm
-    dur, bound = g.dur[rows], g.bound_ns[rows]
+    batch, m, k, n = (g.figure(dim, rows) for dim in ("batch", "m", "k", "n"))  # per row of ``rows``
+    dur, bound = g.dur[rows], g.figure("bound_ns", rows)
     eff = bound / dur  # every MatMul here ran for some time
     cfg = ctx.thresholds
     inner = int(cfg["inner_axis_elements"])
-    kr, nr = k[rows], n[rows]
-    k_not_256 = (kr % inner) != 0
-    n_not_256 = (nr % inner) != 0
-    k_not_512b = (kr * g.element_bytes[rows]) % int(cfg["inner_axis_bytes"]) != 0
-    not_fractal = ((kr % int(cfg["fractal"])) != 0) | ((nr % int(cfg["fractal"])) != 0)
-    del kr, nr
+    element_bytes = g.figure("element_bytes", rows)
+    k_not_256 = (k % inner) != 0
+    n_not_256 = (n % inner) != 0
+    k_not_512b = (k * element_bytes) % int(cfg["inner_axis_bytes"]) != 0
+    not_fractal = ((k % int(cfg["fractal"])) != 0) | ((n % int(cfg["fractal"])) != 0)
     mix = g.core_is("MIX_AIC")[rows]
     misaligned = k_not_256 | n_not_256 | k_not_512b | not_fractal | mix
     flagged = misaligned & (eff < cfg["efficiency_below"])
     if not flagged.any():
         return
-    moved = g.bytes_moved[rows]
-    flops_per_byte = np.divide(g.flops[rows], moved, out=np.zeros(len(rows)), where=moved > 0)
+    moved = g.figure("bytes_moved", rows)
+    flops_per_byte = np.divide(g.figure("flops", rows), moved, out=np.zeros(len(rows)), where=moved > 0)
     compute_bound = flops_per_byte >= g.sku.ridge_flop_per_byte
     del moved, flops_per_byte
     # The target: what aligned, healthy MatMuls of the same regime achieve in this very profile.
@@ -82,18 +82,17 @@ def match(ctx: RuleContext) -> None:
         return
     saving = saving[sel]
     op_codes, vocab = g.op_codes
-    first, inverse = group_rows(op_codes[idx], batch[idx], m[idx], k[idx], n[idx], mix[sel])
+    first, inverse = group_rows(op_codes[idx], batch[sel], m[sel], k[sel], n[sel], mix[sel])
     group_time = np.bincount(inverse, weights=g.dur[idx].astype(np.float64))
     group_count = np.bincount(inverse)
-    group_bound = np.bincount(inverse, weights=g.bound_ns[idx])
+    group_bound = np.bincount(inverse, weights=g.figure("bound_ns", idx))
     group_saving = np.bincount(inverse, weights=saving)
     shapes = []
     raw = shape_strings(g, idx[first])
-    eb = g.element_bytes
     for gi in np.argsort(-group_time)[:20]:
         at = sel[first[gi]]  # its place among ``rows``
         row = rows[at]
-        kk, nn = int(k[row]), int(n[row])
+        kk, nn = int(k[at]), int(n[at])
         reasons = []
         if k_not_256[at] or n_not_256[at]:
             reasons.append(f"inner axis not a multiple of {inner} elements")
@@ -106,7 +105,7 @@ def match(ctx: RuleContext) -> None:
         shapes.append({
             "op_type": str(g.kernels["op_type"][int(row)].as_py() or vocab[op_codes[row]]),
             "input_shapes": raw[gi],
-            "batch": int(batch[row]), "m": int(m[row]), "k": kk, "n": nn, "dtype_bytes": int(eb[row]),
+            "batch": int(batch[at]), "m": int(m[at]), "k": kk, "n": nn, "dtype_bytes": int(element_bytes[at]),
             "count": int(group_count[gi]), "total_us": us(group_time[gi]),
             "roofline_efficiency_pct": round(100 * group_bound[gi] / max(group_time[gi], 1), 2),
             "regime": "compute-bound" if compute_bound[at] else "memory-bound",
@@ -115,9 +114,9 @@ def match(ctx: RuleContext) -> None:
             "estimated_saving_us": us(group_saving[gi]),
         })
     dur_s = g.dur[idx].sum() / 1e9
-    achieved_tflops = g.flops[idx].sum() / dur_s / 1e12 if dur_s else 0.0
-    achieved_gbps = g.bytes_moved[idx].sum() / dur_s / 1e9 if dur_s else 0.0
-    mean_eff = float(g.bound_ns[idx].sum() / max(flagged_time, 1))
+    achieved_tflops = g.figure("flops", idx).sum() / dur_s / 1e12 if dur_s else 0.0
+    achieved_gbps = g.figure("bytes_moved", idx).sum() / dur_s / 1e9 if dur_s else 0.0
+    mean_eff = float(g.figure("bound_ns", idx).sum() / max(flagged_time, 1))
     top = shapes[0]
     ctx.emit(
         title=msg("{shapes} MatMul shape(s) run at {pct:.0f}% of their roofline bound", shapes=len(shapes),
