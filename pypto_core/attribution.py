@@ -152,7 +152,10 @@ class TimeAttribution:
     streams: dict[str, dict[str, Any]] = field(default_factory=dict)
     # (start, length, code) of the merged segments inside the windows that are not compute (communication,
     # copies, idle time by kind), for rules and the replay; ``intervals`` reads them. Lengths in 4 bytes
-    # where they fit: 5.8 M segments of a 5 GB simulated folder held 94 MB with their ends in 8
+    # where they fit: 5.8 M segments of a 5 GB simulated folder held 94 MB with their ends in 8. Where no
+    # host call is recorded, idle_other's are not kept: every idle moment is idle_other there, and what asks
+    # for it (compilations stalling the device, ``dynamic_shape``) comes from host calls (a 15.7 M-kernel
+    # table's gaps held 180 MB)
     segments: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     note: Message | None = None  # why the attribution is not the timeline's, when it is not
     # whether the profile records host calls: without them (a kernel table, an export without trace_view or
@@ -361,8 +364,9 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
     # read, never written: the loaded columns themselves where they are one chunk (``column_values``)
     start = column_values(k["start_ns"]).astype(np.int64, copy=False)
     dur = np.maximum(column_values(k["dur_ns"]).astype(np.int64, copy=False), 0)
-    device = column_values(k["device_id"]).astype(np.int64, copy=False)
-    stream = column_values(k["stream_id"], -1).astype(np.int64, copy=False)
+    # ids in their loaded width (4 bytes where they fit): 250 MB less on a 15.7 M-kernel table
+    device = column_values(k["device_id"])
+    stream = column_values(k["stream_id"], -1)
     kinds, pageable = codes if codes is not None else kernel_codes(k)
     # One device per rank: where a file holds several, the busiest is the rank's (the others are listed
     # under their own streams only).
@@ -371,7 +375,11 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
     del device_lane
     on = (device == main) & (start > 0)
     del device
-    start, end, kinds, pageable, stream = start[on], start[on] + dur[on], kinds[on], pageable[on], stream[on]
+    if on.all():  # one device, every task timed: the tasks as loaded, no copy
+        end = start + dur
+    else:
+        start, end, kinds, pageable, stream = (start[on], start[on] + dur[on], kinds[on], pageable[on],
+                                               stream[on])
     del dur, on
     w_start, w_end, ids = step_windows(profile, start, end)
     if not len(w_start):
@@ -382,7 +390,7 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
     host_recorded = any(len(starts) for starts, _ in host)
     release_freed_memory()  # the host calls' slices, before the sweep's edges take their place
     totals = _Totals.zeros(len(w_start), tasks.busiest_lanes())
-    pieces = [_sweep(lo, hi, tasks, host, w_start, w_end, totals)
+    pieces = [_sweep(lo, hi, tasks, host, w_start, w_end, totals, keep_idle_other=host_recorded)
               for lo, hi in _time_ranges(tasks.start, w_start[0], w_end[-1])]
     del host
     release_freed_memory()
@@ -411,9 +419,9 @@ def _lanes(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     span = int(stream.max()) - low + 1 if len(stream) else 0
     if span > 1 << 20:  # ids too sparse for a table of them
         ids, lane = np.unique(stream, return_inverse=True)
-        return ids, lane.reshape(-1)
+        return ids, lane.reshape(-1).astype(np.int32)
     present = np.bincount(stream - low, minlength=span) > 0
-    index = np.cumsum(present) - 1
+    index = (np.cumsum(present) - 1).astype(np.int32)  # a lane in 4 bytes a task
     return np.flatnonzero(present) + low, index[stream - low]
 
 
@@ -493,9 +501,11 @@ def _within(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray,
 
 
 def _sweep(lo: int, hi: int, tasks: _Tasks, host: list[tuple[np.ndarray, np.ndarray]], w_start: np.ndarray,
-           w_end: np.ndarray, totals: _Totals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           w_end: np.ndarray, totals: _Totals, keep_idle_other: bool = True
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The time range [lo, hi): each window's time by code, its overlapped and pageable time and the listed
-    lanes' busy time added to ``totals``; returns the range's merged segments inside the windows."""
+    lanes' busy time added to ``totals``; returns the range's merged segments inside the windows (but
+    idle_other's unless ``keep_idle_other``)."""
     rows = np.flatnonzero((tasks.start < hi) & (tasks.end > lo))
     s, e = np.clip(tasks.start[rows], lo, hi), np.clip(tasks.end[rows], lo, hi)
     k, pg, lane = tasks.kinds[rows], tasks.pageable[rows], tasks.lane[rows]
@@ -545,6 +555,8 @@ def _sweep(lo: int, hi: int, tasks: _Tasks, host: list[tuple[np.ndarray, np.ndar
     # only the time that is not compute is kept: no rule or replay asks where the compute ran (``intervals``
     # of the other buckets), and a busy device's segments are half compute
     kept = codes >= _COMM
+    if not keep_idle_other:
+        kept &= codes != _IDLE
     return starts[kept], ends[kept], codes[kept]
 
 

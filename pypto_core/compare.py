@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 from pypto_core.attribution import BUCKETS, TimeAttribution, step_windows
 from pypto_core.framework_ops import FrameworkOps
 from pypto_core.graph import GRAPH_COLUMNS, METRICS, OperatorCallGraph
+from pypto_core.grouping import group_rows
 from pypto_core.hardware import SkuSpec
 from pypto_core.i18n import Message, msg, stored_texts
 from pypto_core.intervals import window_index
@@ -239,12 +240,18 @@ def _encode(values: np.ndarray | pa.Array | pa.ChunkedArray) -> _Codes:
         arr = arr.combine_chunks()
     if pa.types.is_dictionary(arr.type) and not arr.null_count:
         # already coded (a projected load): its codes renumbered in order of first appearance, as encoding
-        # the text would number them, without expanding one string a row (1.7 GB on a 5 GB kernel table)
+        # the text would number them, without expanding one string a row (1.7 GB on a 5 GB kernel table);
+        # values of one text (a shape list and an empty one both "") made one code first
         labels = arr.dictionary.to_pylist()
-        if len(set(labels)) == len(labels):
-            seen = arr.indices.dictionary_encode()
+        if None not in labels:
+            distinct: dict[str, int] = {}
+            merged = np.array([distinct.setdefault(v, len(distinct)) for v in labels], np.int32)
+            codes = arr.indices if len(distinct) == len(labels) else \
+                pa.array(merged[arr.indices.to_numpy(zero_copy_only=False)])
+            seen = codes.dictionary_encode()
+            values = list(distinct)
             return (seen.indices.to_numpy(zero_copy_only=False).astype(np.int32),
-                    [labels[i] for i in seen.dictionary.to_pylist()])
+                    [values[i] for i in seen.dictionary.to_pylist()])
     if not pa.types.is_string(arr.type) and not pa.types.is_large_string(arr.type):
         arr = arr.cast(pa.string())
     enc = arr.dictionary_encode()
@@ -265,11 +272,9 @@ def _shape_codes(k: pa.Table, op_types: _Codes) -> _Codes:
     if not k.num_rows:
         return ops, op_labels
     shapes, shape_labels = _encode(_shape_cells(k["input_shapes"]))
-    width = max(1, len(shape_labels))
-    pair = ops.astype(np.int64) * width + shapes
-    uniq, codes = np.unique(pair, return_inverse=True)
-    labels = [op_labels[int(u) // width] + " " + shape_labels[int(u) % width] for u in uniq]
-    return codes.reshape(-1).astype(np.int32), labels
+    first, codes = group_rows(ops, shapes)  # pairs in (op, shape) order, with no sort where they are few
+    labels = [op_labels[ops[r]] + " " + shape_labels[shapes[r]] for r in first]
+    return codes.astype(np.int32, copy=False), labels
 
 
 def _alignment_codes(k: pa.Table, fw: FrameworkOps) -> _AlignmentKeys:
@@ -282,10 +287,9 @@ def _alignment_codes(k: pa.Table, fw: FrameworkOps) -> _AlignmentKeys:
               else np.zeros(n, bool))
     # a kernel's label: its op type where the profile has one (Ascend numbers its kernels: Conv2D1,
     # trans_TransData_12), else its readable name (CUDA kernels)
-    width = max(len(raw_names), 1)
-    pair, pair_inv = np.unique(op_codes.astype(np.int64) * width + raw_codes, return_inverse=True)
+    first, pair_inv = group_rows(op_codes, raw_codes)  # (op type, name) pairs, in their codes' order
+    pair_label = [op_labels[op_codes[r]] or readable(raw_names[raw_codes[r]]) for r in first]
     del raw_codes
-    pair_label = [op_labels[int(p) // width] or readable(raw_names[int(p) % width]) for p in pair]
     names = sorted(set(pair_label))
     index = {v: i for i, v in enumerate(names)}
     name_codes = np.array([index[v] for v in pair_label], np.int32)[pair_inv.reshape(-1)] if n \
@@ -303,8 +307,12 @@ def _shape_cells(shapes: pa.ChunkedArray) -> pa.Array:
     """Each kernel's input shapes as text ("" for none); coded shapes stay coded (the text of each distinct
     cell, not of each row)."""
     arr = shapes.combine_chunks()
-    if pa.types.is_dictionary(arr.type) and not arr.null_count:
-        return pa.DictionaryArray.from_arrays(arr.indices, pc.fill_null(shapes_text(arr.dictionary), ""))
+    if pa.types.is_dictionary(arr.type):
+        text, indices = pc.fill_null(shapes_text(arr.dictionary), ""), arr.indices
+        if arr.null_count:  # a kernel without shapes: a code of its own, for "" (a load leaves one free)
+            text = pa.concat_arrays([text, pa.array([""], text.type)])
+            indices = pc.fill_null(indices, len(text) - 1)
+        return pa.DictionaryArray.from_arrays(indices, text)
     return pc.fill_null(shapes_text(arr), "")
 
 

@@ -45,11 +45,15 @@ def unread_correlation_ids(profile: Profile) -> dict[str, tuple[str, ...]]:
     """The correlation-id columns no link of this profile reads: where flows link tasks to host ops, the
     call graph takes them (``OperatorCallGraph.links``), not the host ops' ids; where they also link tasks to
     runtime calls (``api_index``), the launches and the replay's issue times take them, not the tasks' or
-    the calls' ids. A diagnosis done with the rows lets them go: 8 bytes a task, host op and call where the
-    profile fills them (a 5 GB simulated folder fills only its calls': 17 MB)."""
+    the calls' ids; where there is no host call at all, nothing reads the tasks' ids. A diagnosis done with
+    the rows lets them go: 8 bytes a task, host op and call where the profile fills them (a 5 GB simulated
+    folder fills only its calls': 17 MB)."""
     flows = profile.flows
     if not flows.num_rows:
-        return {}
+        # no host call to link a task to (a kernel table alone): the tasks' ids are read by nothing (a
+        # 15.7 M-kernel table's held 120 MB)
+        alone = not profile.host_ops.num_rows and not profile.api_calls.num_rows
+        return {"kernels": ("correlation_id",)} if alone else {}
     unread: dict[str, tuple[str, ...]] = {"host_ops": ("correlation_id",)}
     if "api_index" in flows.column_names:
         unread.update({"kernels": ("correlation_id",), "api_calls": ("correlation_id",)})

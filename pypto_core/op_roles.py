@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.grouping import map_code_tuples, text_codes
+from pypto_core.grouping import first_rows, map_code_tuples, text_codes
 
 # Role codes: small ints so that a role column is one int8 array.
 ROLES: tuple[str, ...] = (
@@ -109,8 +109,7 @@ def op_type_codes(kernels: pa.Table) -> tuple[np.ndarray, list[str]]:
     raw = np.where(op_codes >= 0, op_codes, np.where(name_codes >= 0, len(ops) + name_codes, neither))
     ids = value_id[raw]
     # numbered in the order rows first use them (as ``dictionary_encode`` of the text numbers them)
-    first = np.full(len(distinct), len(ids), np.int64)
-    np.minimum.at(first, ids, np.arange(len(ids)))
+    first = first_rows(ids, len(distinct))  # a slice at a time: no index array over every row
     used = np.nonzero(first < len(ids))[0]
     used = used[np.argsort(first[used])]
     renumber = np.full(len(distinct), -1, np.int32)

@@ -208,3 +208,30 @@ def test_device_and_stream_ids_far_apart_are_lanes_not_table_sizes() -> None:
     a = attribute(Profile(kernels=kernels))
     assert a is not None and a.device_id == 2**40
     assert a.streams[str(2**41)]["tasks"] == 2 and a.streams[str(2**41)]["busy_ns"] == 1_700
+
+
+def test_idle_other_pieces_are_kept_only_where_host_calls_are_recorded() -> None:
+    """A kernel table alone (no host call recorded): every idle moment is idle_other, which nothing asks the
+    pieces of (compilations stalling the device come from host calls), so only the breakdown counts it;
+    with host calls the idle pieces are kept, by what the host did."""
+    import pyarrow as pa
+
+    from pypto_core.attribution import attribute
+    from pypto_core.profile import Profile
+
+    kernels = pa.table({"name": ["MatMul", "Add", "MatMul"], "op_type": ["MatMul", "Add", "MatMul"],
+                        "core_type": ["AI_CORE", "AI_VECTOR_CORE", "AI_CORE"],
+                        "start_ns": pa.array([1_000, 3_000, 9_000], pa.int64()),
+                        "dur_ns": pa.array([1_000, 1_000, 1_000], pa.int64()),
+                        "device_id": pa.array([0, 0, 0], pa.int64()),
+                        "stream_id": pa.array([1, 1, 1], pa.int64())})
+    alone = attribute(Profile(kernels=kernels))
+    assert alone is not None and not alone.host_recorded
+    assert alone.run.buckets["idle_other"] == 6_000
+    assert len(alone.intervals("idle_other")[0]) == 0
+    host = pa.table({"name": ["aten::matmul"], "start_ns": pa.array([4_500], pa.int64()),
+                     "dur_ns": pa.array([1_000], pa.int64())})
+    recorded = attribute(Profile(kernels=kernels, host_ops=host))
+    assert recorded is not None and recorded.host_recorded
+    starts, ends = recorded.intervals("idle_other")
+    assert (ends - starts).sum() == recorded.run.buckets["idle_other"] > 0

@@ -50,7 +50,14 @@ def test_gap_before_each_kernel_is_the_plain_formula(rows: list[tuple[int, int, 
     g = _graph(start, dur, device)
     expected = _gaps_reference(np.array(start), np.array(start) + np.array(dur), np.array(device))
     np.testing.assert_array_equal(g.gap_before_ns, expected)
-    assert g.gap_before_ns.dtype == np.int64
+    assert g.gap_before_ns.dtype == np.int32  # every gap here is under 2.1 s
+
+
+def test_a_gap_past_int32_keeps_eight_bytes() -> None:
+    """Gaps are kept in 4 bytes only where every one fits: an idle device for 3 s (data loading between
+    steps) keeps them all in 8."""
+    g = _graph([0, 10, 3_000_000_010], [5, 5, 5], [0, 0, 0])
+    assert g.gap_before_ns.dtype == np.int64 and g.gap_before_ns.tolist() == [0, 5, 2_999_999_995]
 
 
 
@@ -62,6 +69,10 @@ def test_mte2_share_is_the_larger_known_ratio_and_minus_one_where_neither_is() -
     g = _graph([0, 10, 20, 30, 40], [5] * 5, [0] * 5, aic_mte2_ratio=aic, aiv_mte2_ratio=aiv)
     mf = g.move_fraction()
     assert mf is not None and mf.tolist() == [0.5, 0.3, -1.0, 0.9, -1.0]
+    # of some kernels only: theirs, and "known" stays the profile's (these two have none of their own)
+    some = g.move_fraction(np.array([False, False, True, False, True]))
+    assert some is not None and some.tolist() == [-1.0, -1.0]
+    assert g.move_fraction(np.array([3, 1])).tolist() == [0.9, 0.3]  # type: ignore[union-attr]
     # one column only, read straight from Arrow's buffer (read-only): worked on in a copy of its own
     only = _graph([0, 10], [5, 5], [0, 0], aic_mte2_ratio=pa.array([0.4, 0.6], pa.float64()))
     only_mf = only.move_fraction()

@@ -49,13 +49,29 @@ def test_one_byte_codes_spanning_their_whole_type_pack_without_wrapping() -> Non
     assert first.tolist() == ref_first.tolist() and inverse.tolist() == ref_inverse.tolist()
 
 
-def test_sparse_keys_past_the_table_group_by_sorting() -> None:
-    """Combinations beyond ``DENSE_SPAN`` (a dim of 2**20 beside one of 2**10) take the sort: same groups."""
+def test_keys_past_the_table_group_by_the_ranks_of_the_keys_before() -> None:
+    """Combinations beyond ``DENSE_SPAN`` (a dim of 2**20 beside one of 2**10) where the first key's groups
+    are few: it is replaced by their ranks before the second is packed, and the groups and their order are
+    the sort's (the table, no sort; each row's group in 4 bytes)."""
     rng = np.random.default_rng(3)
     a = rng.integers(0, 2**20, 5000)
     b = rng.integers(0, 2**10, 5000)
+    c = rng.integers(-5, 2**11, 5000).astype(np.int16)
+    first, inverse = group_rows(a, b, c)
+    ref_first, ref_inverse = _reference(a, b, c.astype(np.int64))
+    assert inverse.dtype == np.int32
+    assert first.tolist() == ref_first.tolist() and inverse.tolist() == ref_inverse.tolist()
+
+
+def test_sparse_keys_past_the_table_even_as_ranks_group_by_sorting() -> None:
+    """5000 distinct values of a wide key beside a key of 2**13 values: past the table even as ranks, so
+    they take the sort; same groups."""
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 2**20, 5000)
+    b = rng.integers(0, 2**13, 5000)
     first, inverse = group_rows(a, b)
     ref_first, ref_inverse = _reference(a, b)
+    assert inverse.dtype == np.int64
     assert first.tolist() == ref_first.tolist() and inverse.tolist() == ref_inverse.tolist()
 
 
