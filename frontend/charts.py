@@ -12,9 +12,12 @@ import math
 from typing import Any
 
 from django.utils.translation import gettext as _
-from django.utils.translation import pgettext
 from pyecharts import options as opts
 from pyecharts.charts import Bar, Line
+
+from analysis.texts import page_language
+from pypto_core.attribution import BUCKET_WORDS
+from pypto_core.i18n import render
 
 _INIT = opts.InitOpts(animation_opts=opts.AnimationOpts(animation=False))
 
@@ -256,16 +259,10 @@ MAX_TIME_BARS = 200  # steps drawn; longer runs are sampled evenly (the page say
 
 
 def bucket_labels() -> dict[str, str]:
-    """The buckets' names in the active language (CANN / msprof-analyze terms in Chinese)."""
-    return {
-        "compute": pgettext("time bucket", "Compute"),
-        "communication_not_overlapped": pgettext("time bucket", "Communication (not overlapped)"),
-        "memcpy": pgettext("time bucket", "Memory copy"),
-        "sync_wait": pgettext("time bucket", "Sync wait"),
-        "data_loading": pgettext("time bucket", "Data loading"),
-        "host_launch_bound": pgettext("time bucket", "Host launch bound"),
-        "idle_other": pgettext("time bucket", "Other idle"),
-    }
+    """The buckets' names in the active language (``pypto_core.attribution.BUCKET_WORDS``, the engine's
+    words: CANN / msprof-analyze terms in Chinese)."""
+    language = page_language()
+    return {b: render(BUCKET_WORDS[b], language) for b in TIME_BUCKETS}
 
 
 def sample_evenly(n: int, limit: int = MAX_TIME_BARS) -> list[int]:

@@ -48,6 +48,13 @@ if TYPE_CHECKING:  # pragma: no cover
 BUCKETS: tuple[str, ...] = ("compute", "communication_not_overlapped", "memcpy", "sync_wait", "data_loading",
                             "host_launch_bound", "idle_other")
 IDLE_BUCKETS: tuple[str, ...] = ("sync_wait", "data_loading", "host_launch_bound", "idle_other")
+# Each bucket in words, the one home of them (CANN's and msprof-analyze's terms in Chinese): the pages' time
+# breakdown and the report's warnings name the buckets so.
+BUCKET_WORDS: dict[str, Message] = {
+    "compute": msg("Compute"), "communication_not_overlapped": msg("Communication (not overlapped)"),
+    "memcpy": msg("Memory copy"), "sync_wait": msg("Sync wait"), "data_loading": msg("Data loading"),
+    "host_launch_bound": msg("Host launch bound"), "idle_other": msg("Other idle"),
+}
 COMPUTE_KINDS: tuple[str, ...] = ("cube", "mixed", "vector", "aicpu", "gpu", "other")
 MEMCPY_KINDS: tuple[str, ...] = ("h2d", "d2h", "d2d", "memset", "other")
 

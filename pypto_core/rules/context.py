@@ -57,6 +57,13 @@ class RuleContext:
     group: Any = None  # the ProfileGroup, for group-scope rules (slow ranks)
     findings: list[Finding] = field(default_factory=list)
     coverage: list[Coverage] = field(default_factory=list)
+    # rule id -> why it could not judge this profile though its bucket is large (too few kernels): what the
+    # report says where that bucket is the run's largest and no finding explains it
+    cannot_judge: dict[str, Message] = field(default_factory=dict)
+
+    def could_not_judge(self, reason: Message) -> None:
+        """The running rule could not judge this profile: ``reason`` says why, in words for the user."""
+        self.cannot_judge[self.rule_id] = reason
 
     @property
     def rule_id(self) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from pypto_core.attribution import attribute
+from pypto_core.attribution import BUCKET_WORDS, attribute
 from pypto_core.graph import DIAGNOSIS_GRAPH_COLUMNS, OperatorCallGraph
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import Message, msg, render
@@ -126,6 +126,37 @@ def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | N
     return out
 
 
+# The run's largest bucket, when it is not compute and holds at least this share of the run with no finding
+# to explain it, is named in a warning that says why (a report of "no findings" on a run 93% host launch
+# bound, the MI250 trace's 16 kernels, said nothing) [INFERRED: a quarter of the run is worth a word]
+UNEXPLAINED_MIN_SHARE = 0.25
+
+
+def _unexplained_bucket(ctx: RuleContext) -> Message | None:
+    """Where the run's largest bucket is not compute, holds ``UNEXPLAINED_MIN_SHARE`` of it or more, and no
+    finding explains it: why. A rule that explains it could not judge the profile (its reason), the profile
+    records no host call to tell what the device waited for (idle time), or no rule knows what to fix."""
+    a = ctx.graph.attribution
+    dominant = a.run.dominant() if a is not None else None
+    if a is None or dominant in (None, "compute") or a.run.share(str(dominant)) < UNEXPLAINED_MIN_SHARE:
+        return None
+    assert dominant is not None
+    rules = discover()
+    if any(f.rule in rules and rules[f.rule].explains == dominant for f in ctx.findings):
+        return None
+    bucket, pct = BUCKET_WORDS[dominant], 100 * a.run.share(dominant)
+    for rule_id, reason in sorted(ctx.cannot_judge.items()):
+        if rules[rule_id].explains == dominant:
+            return msg("{bucket} is {pct:.0f}% of this run, its largest share, but {rule} could not judge "
+                       "it: {reason}", bucket=bucket, pct=pct, rule=rule_id, reason=reason)
+    if dominant == "idle_other" and not a.host_recorded:
+        return msg("{bucket} is {pct:.0f}% of this run, its largest share: the profile records no host call, "
+                   "so what the device waited for is not known (profile the host side too: torch_npu's "
+                   "trace_view.json, or a Kineto trace with CPU activities)", bucket=bucket, pct=pct)
+    return msg("{bucket} is {pct:.0f}% of this run, its largest share, and no rule found what to fix in it: "
+               "the time breakdown and the timeline show where it goes", bucket=bucket, pct=pct)
+
+
 def combined_speedup(graph: OperatorCallGraph, coverage: list[Coverage], total_ns: int) -> float:
     """Every finding fixed at once: savings counted once each (``combined_saving_ns``), and never more than
     the attribution allows: the compute no finding shortens stays, so the run cannot drop below it."""
@@ -189,6 +220,9 @@ def diagnose(profile: Profile, config: RuleConfig | dict[str, Any] | None = None
     _run_rules(ctx, "profile", warnings)
     if group is not None and group.ranks > 1:
         _run_rules(ctx, "group", warnings)
+    unexplained = _unexplained_bucket(ctx)
+    if unexplained is not None:
+        warnings.append(unexplained)
     summary = _summary(profile, graph, group)
     # the run's wait for other ranks, the figure the findings that report one carry (RuleContext.peer_wait):
     # the headline of a rank whose step waits for its peers, which no saving counts

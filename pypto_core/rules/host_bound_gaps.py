@@ -108,7 +108,12 @@ def match(ctx: RuleContext) -> None:
     cfg = ctx.thresholds
     total = ctx.total_ns
     bound = float(ctx.bucket_ns("host_launch_bound"))
-    if a is None or g.n < cfg["min_kernels"] or share(bound, total) < cfg["free_share_above"]:
+    if a is None or share(bound, total) < cfg["free_share_above"]:
+        return
+    if g.n < cfg["min_kernels"]:
+        ctx.could_not_judge(msg("the profile holds {kernels} kernels, fewer than the {least} it takes to "
+                                "tell the host's launch gaps from a pause (profile more steps)", kernels=g.n,
+                                least=int(cfg["min_kernels"])))
         return
     hs, he = a.intervals("host_launch_bound")
     # per kernel, the host-bound part of the gap before it (ns, whole numbers: their sums are exact)
