@@ -13,7 +13,8 @@ decoded, put into its final place and let go before the next one:
 * every other number keeps its own type.
 
 Each column ends as one chunk over preallocated memory (the call graph views it as numpy without a copy,
-``grouping.column_values``). What the read needs beyond the result: one row group's decoded columns.
+``grouping.column_values``). What the read needs beyond the result: one row group's decoded columns, and a
+byte a row for each column with nulls (its validity, packed into bits at the end).
 """
 
 from __future__ import annotations
