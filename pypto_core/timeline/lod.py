@@ -159,8 +159,13 @@ def running_end(row: np.ndarray, end: np.ndarray) -> np.ndarray:
     if len(end) == 0:
         return end.copy()
     span = int(end.max()) + 1
-    offset = row.astype(np.int64) * span
-    return np.maximum.accumulate(offset + end) - offset
+    # worked in place: two arrays as long as the events, not four (a lane of 15.7 M kernels: 240 MB less)
+    offset = row.astype(np.int64)
+    offset *= span
+    out = offset + end
+    np.maximum.accumulate(out, out=out)
+    out -= offset
+    return out
 
 
 def merge(bars: Bars, pixel_ns: int) -> Bars:
@@ -176,10 +181,13 @@ def merge(bars: Bars, pixel_ns: int) -> Bars:
     prev_end = running_end(bars.row, bars.end)[:-1]
     new[1:] = ((bars.row[1:] != bars.row[:-1]) | wide[1:] | wide[:-1]
                | ((bars.start[1:] - prev_end) >= pixel_ns))
+    del prev_end, wide  # not held beside the merged bars (a lane of 15.7 M kernels: 250 MB)
     first = np.flatnonzero(new)
     if len(first) == n:
         return bars
-    group = np.cumsum(new) - 1
+    group = np.cumsum(new, dtype=np.int32 if n < 2**31 else np.int64)
+    group -= 1
+    del new
     start = bars.start[first]
     end = np.maximum.reduceat(bars.end, first)
     longest_dur = np.maximum.reduceat(bars.longest_dur, first)

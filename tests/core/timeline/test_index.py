@@ -359,3 +359,19 @@ def test_device_lanes_come_first_and_a_gpu_trace_names_its_gpu_and_nccl(tmp_path
     assert gpu[:3] == [("steps", "Profiler steps"), ("kernels", "GPU 0"), ("communication",
                                                                           "Communication (NCCL)")], gpu
     assert not any("NPU" in g or "HCCL" in g for _t, g in gpu)
+
+
+def test_bar_breaks_worked_a_slice_at_a_time_are_the_whole_lanes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The histogram of the pixel sizes that separate events adds up over slices of a lane: slices of 7
+    events (rows starting inside and across them) give the whole lane's histogram."""
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        n = int(rng.integers(2, 80))
+        start = np.sort(rng.integers(0, 10**6, n)).astype(np.int64)
+        end = start + rng.integers(0, 10**4, n)
+        endmax = np.maximum.accumulate(end)
+        row_first = np.unique(np.r_[0, rng.integers(1, n, int(rng.integers(1, 5)))])
+        whole = index_mod._break_sizes(start, end, endmax, row_first)
+        monkeypatch.setattr(index_mod, "_BREAK_SLICE", 7)
+        assert index_mod._break_sizes(start, end, endmax, row_first).tolist() == whole.tolist()
+        monkeypatch.undo()
