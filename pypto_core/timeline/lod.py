@@ -162,7 +162,7 @@ def running_end(row: np.ndarray, end: np.ndarray) -> np.ndarray:
     # worked in place: two arrays as long as the events, not four (a lane of 15.7 M kernels: 240 MB less)
     offset = row.astype(np.int64)
     offset *= span
-    out = offset + end
+    out: np.ndarray = offset + end
     np.maximum.accumulate(out, out=out)
     out -= offset
     return out
@@ -185,8 +185,8 @@ def merge(bars: Bars, pixel_ns: int) -> Bars:
     first = np.flatnonzero(new)
     if len(first) == n:
         return bars
-    group = np.cumsum(new, dtype=np.int32 if n < 2**31 else np.int64)
-    group -= 1
+    group: np.ndarray = np.cumsum(new, dtype=np.int32 if n < 2**31 else np.int64)
+    np.subtract(group, 1, out=group)
     del new
     start = bars.start[first]
     end = np.maximum.reduceat(bars.end, first)
