@@ -28,6 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pypto_core.grouping import fits
+
 # Dictionary sizes each code width holds: one code left free below the top (see above)
 _CODE_WIDTHS = ((np.int8, 2**7 - 2), (np.int16, 2**15 - 2), (np.int32, 2**31 - 2))
 FLOAT_CODES_LIMIT = 2**15 - 2  # distinct values a coded float column holds (2-byte codes at most)
@@ -119,8 +121,7 @@ class _Numbers:
         if chunk.null_count == len(chunk):  # left unwritten (see finish)
             return
         values = (pc.fill_null(chunk, 0) if chunk.null_count else chunk).to_numpy(zero_copy_only=False)
-        if self.type == pa.int32() and values.dtype != np.int32 and len(values) and not (
-                -(2**31) <= values.min() and values.max() < 2**31):
+        if self.type == pa.int32() and values.dtype != np.int32 and not fits(values, np.int32):
             self.type = pa.int64()
             self.values = self.values.astype(np.int64)
         self.values[at:at + len(chunk)] = values

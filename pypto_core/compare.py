@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from pypto_core.attribution import BUCKETS, TimeAttribution, step_windows
 from pypto_core.framework_ops import FrameworkOps
 from pypto_core.graph import GRAPH_COLUMNS, METRICS, OperatorCallGraph
-from pypto_core.grouping import group_rows
+from pypto_core.grouping import group_rows, int16_if_fits
 from pypto_core.hardware import SkuSpec
 from pypto_core.i18n import Message, msg, stored_texts
 from pypto_core.intervals import window_index
@@ -96,7 +96,8 @@ ProfileSource = Profile | Callable[[], Profile]
 @dataclass
 class _Side:
     """What the comparison needs from one profile, computed once (``of``): its figures, and per kernel its
-    times and compact codes (op type, shape, alignment key, block; 2 bytes each where they fit). Neither the
+    times and compact codes (op type, shape, alignment key, block; 2 bytes each where they fit, a side holding
+    seven a kernel: 220 MB less for a 15.7 M-kernel table; widened wherever they are multiplied). Neither the
     profile's tables nor its call graph are held, so the other side is loaded and built in their place: a
     side holds about 30 bytes a kernel (the times 12, seven codes 14, three flags) instead of the 150 its
     table and graph take."""
@@ -159,11 +160,12 @@ class _Side:
                    tokens=int(len(t.latency_ns)), token_latency_ms=latency,
                    step_walls_ns=graph.step_walls_ns(), dur=graph.dur, gap_ns=graph.gap_before_ns,
                    block=block, decode=decode, in_steps=in_steps,
-                   op_types=(_narrow(op_types[0]), op_types[1]),
-                   shape_keys=(_narrow(shape_keys[0]), shape_keys[1]),
-                   alignment=(_narrow(keys), labels, _narrow(name_codes), names, _narrow(plain)),
-                   scope=_narrow(fw.scope), scope_names=fw.scope_names,
-                   full_names=(_narrow(full_names[0]), full_names[1]))
+                   op_types=(int16_if_fits(op_types[0]), op_types[1]),
+                   shape_keys=(int16_if_fits(shape_keys[0]), shape_keys[1]),
+                   alignment=(int16_if_fits(keys), labels, int16_if_fits(name_codes), names,
+                              int16_if_fits(plain)),
+                   scope=int16_if_fits(fw.scope), scope_names=fw.scope_names,
+                   full_names=(int16_if_fits(full_names[0]), full_names[1]))
 
 
 # The model blocks ``kernel_blocks`` sorts kernels into; a rule's measured saving comes from the blocks it
@@ -233,13 +235,6 @@ def kernel_blocks(graph: OperatorCallGraph) -> np.ndarray:
 
 
 _Codes = tuple[np.ndarray, list[str]]  # an integer code per kernel, and the text of each code
-
-
-def _narrow(codes: np.ndarray) -> np.ndarray:
-    """A side's codes in 2 bytes where every one fits, else 4: a side holds seven a kernel (220 MB less for
-    a 15.7 M-kernel table); whoever does arithmetic on them widens first."""
-    fits = not len(codes) or (int(codes.min()) >= -(2**15) and int(codes.max()) < 2**15)
-    return codes.astype(np.int16 if fits else np.int32, copy=False)
 # per kernel: a key code into (aligned_by, key) labels, those labels, a readable-name code, the names
 # (key code per kernel, (aligned_by, key) labels, readable-name code per kernel, readable names, key code
 # per kernel without the framework op level)

@@ -356,36 +356,10 @@ class OperatorCallGraph:
         figures = self.shape_figures
         return figures.per_kernel(name) if kernels is None else figures.at(name, kernels)
 
-    # The figures of every kernel, each a new array a call (the figures are kept per group): a rule that
-    # reads some kernels asks ``figure(name, kernels)``.
-    @property
-    def bytes_moved(self) -> np.ndarray:
-        """Ideal bytes per kernel: every input read once plus every output written once
-        (docs/domain.md §6 #2)."""
-        return self.figure("bytes_moved")
-
     def slot_bytes(self, slot: int, outputs: bool = False) -> np.ndarray:
         """Bytes of input (or output) tensor ``slot`` of every kernel; 0 where the kernel has no such slot."""
         shapes = self.output_shapes if outputs else self.input_shapes
         return slot_bytes(shapes, self.kernels["output_dtypes" if outputs else "input_dtypes"], slot)
-
-    @property
-    def element_bytes(self) -> np.ndarray:
-        return self.figure("element_bytes")
-
-    @property
-    def mkn(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(batch, M, K, N) of every MatMul-like kernel from its first two inputs; zeros elsewhere."""
-        return self.figure("batch"), self.figure("m"), self.figure("k"), self.figure("n")
-
-    @property
-    def flops(self) -> np.ndarray:
-        return self.figure("flops")
-
-    @property
-    def bound_ns(self) -> np.ndarray:
-        """Roofline lower bound per kernel: max(FLOPs / peak, bytes / HBM bandwidth), ns."""
-        return self.figure("bound_ns")
 
     def pipe_ratio(self, column: str, kernels: np.ndarray | None = None) -> np.ndarray | None:
         """A PipeUtilization ratio column as float (NaN where missing), of every kernel or of ``kernels``

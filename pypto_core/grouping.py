@@ -11,12 +11,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
+def fits(values: np.ndarray, dtype: type[np.signedinteger[Any]]) -> bool:
+    """Whether every integer in ``values`` fits the signed integer type ``dtype`` (no value: it does)."""
+    info = np.iinfo(dtype)
+    return not len(values) or (int(values.min()) >= info.min and int(values.max()) <= info.max)
+
+
 def int32_if_fits(values: np.ndarray) -> np.ndarray:
     """Integers as int32 where every value fits (4 bytes a kernel, not 8), else int64. For ids and row
     positions (the replay's too), which are only compared, sorted and indexed with, tensor dims and lengths
     of time that are added to int64 times; whoever multiplies them widens first (or works in float)."""
-    small = not len(values) or (int(values.min()) >= -2**31 and int(values.max()) < 2**31)
-    return values.astype(np.int32 if small else np.int64)
+    return values.astype(np.int32 if fits(values, np.int32) else np.int64)
+
+
+def int16_if_fits(codes: np.ndarray) -> np.ndarray:
+    """Codes in 2 bytes where every one fits, else as ``int32_if_fits`` gives them (not copied where they
+    already have that type)."""
+    if fits(codes, np.int16):
+        return codes.astype(np.int16, copy=False)
+    return codes if codes.dtype == np.int32 else int32_if_fits(codes)
 
 
 def column_values(column: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:

@@ -73,7 +73,7 @@ def match(ctx: RuleContext) -> None:
                         minlength=n_chains)
         kv_bcast = np.bincount(inv, weights=np.where(bcast, g.slot_bytes(0)[idx], 0.0), minlength=n_chains)
         kv = np.where(kv_bcast > 0, kv_bcast, k + v)
-        flops = np.bincount(inv, weights=np.where(is_mm, g.flops[idx], 0.0), minlength=n_chains)
+        flops = np.bincount(inv, weights=np.where(is_mm, g.figure("flops", idx), 0.0), minlength=n_chains)
         in_decode = np.bincount(inv, weights=g.decode_kernel_mask[idx].astype(float), minlength=n_chains) > 0
         flops = np.where(in_decode, flops, 0.5 * flops)  # FIA skips the masked half of causal prefill
         fused_ns = overhead_ns + np.maximum(
@@ -85,7 +85,7 @@ def match(ctx: RuleContext) -> None:
     fused = g.is_role("attention") & g.decode_kernel_mask
     mf = g.move_fraction()
     mfv = mf if mf is not None else np.full(g.n, -1.0)
-    model_ns = overhead_ns + g.bytes_moved / (bw * cfg["fused_bandwidth_efficiency"]) * 1e9
+    model_ns = overhead_ns + g.figure("bytes_moved") / (bw * cfg["fused_bandwidth_efficiency"]) * 1e9
     slow_fused = fused & (mfv > cfg["mte2_share_above"]) & (g.dur > model_ns)
     saving[slow_fused] = g.dur[slow_fused] - model_ns[slow_fused]
     flagged = members | slow_fused
@@ -128,8 +128,8 @@ def match(ctx: RuleContext) -> None:
             "mte2_share": move, "mte2_threshold": cfg["mte2_share_above"],
             "attention_time_us": us(g.dur[idx].sum()),
             "attention_launch_gap_us": us(g.gap_before_ns[idx].sum()),
-            "achieved_bandwidth_gbps": (round(float(g.bytes_moved[idx].sum() / dur_s / 1e9), 1) if dur_s
-                                        else 0.0),
+            "achieved_bandwidth_gbps": (round(float(g.figure("bytes_moved", idx).sum() / dur_s / 1e9), 1)
+                                        if dur_s else 0.0),
             "peak_bandwidth_gbps": g.sku.hbm_gbps.value,
             "fused_bandwidth_efficiency_pct": round(100 * cfg["fused_bandwidth_efficiency"], 1),
         },

@@ -137,10 +137,11 @@ def _unexplained_bucket(ctx: RuleContext) -> Message | None:
     finding explains it: why. A rule that explains it could not judge the profile (its reason), the profile
     records no host call to tell what the device waited for (idle time), or no rule knows what to fix."""
     a = ctx.graph.attribution
-    dominant = a.run.dominant() if a is not None else None
-    if a is None or dominant in (None, "compute") or a.run.share(str(dominant)) < UNEXPLAINED_MIN_SHARE:
+    if a is None:
         return None
-    assert dominant is not None
+    dominant = a.run.dominant()
+    if dominant is None or dominant == "compute" or a.run.share(dominant) < UNEXPLAINED_MIN_SHARE:
+        return None
     rules = discover()
     if any(f.rule in rules and rules[f.rule].explains == dominant for f in ctx.findings):
         return None

@@ -349,12 +349,12 @@ def test_a_kernel_takes_its_launching_ops_dtypes(tmp_path: Path) -> None:
     assert by_name["Memset (Device)"]["input_dtypes"] is None
     graph = OperatorCallGraph(prof, "H100")
     i = [k["name"] for k in prof.kernels.to_pylist()].index(gemm["name"])
-    assert graph.element_bytes[i] == 1
+    assert graph.figure("element_bytes", i) == 1
     flops = 2 * 4096 * 8192 * 8192
-    assert graph.flops[i] == flops
-    assert graph.bound_ns[i] == pytest.approx(
+    assert graph.figure("flops", i) == flops
+    assert graph.figure("bound_ns", i) == pytest.approx(
         max(flops / (2 * graph.sku.peak_flops_per_s()),
-            graph.bytes_moved[i] / graph.sku.hbm_bytes_per_s) * 1e9)
+            graph.figure("bytes_moved", i) / graph.sku.hbm_bytes_per_s) * 1e9)
     # through a saved folder (how large traces are read) the same
     from pypto_core.formats import write_profiles
     from pypto_core.profile import Profile

@@ -92,7 +92,7 @@ def test_prefill_mfu_counts_the_matmuls_the_model_runs() -> None:
     tokens = 8 * 1024
     model_flops = 2 * tokens * layers * layer_weights + 2 * 8 * h * shape["vocab"]
     mm = graph.window & graph.is_role("matmul")
-    per_step = graph.flops[mm].sum() / len(graph.step_walls_ns())
+    per_step = graph.figure("flops", mm).sum() / len(graph.step_walls_ns())
     assert per_step == pytest.approx(model_flops, rel=0.01)
     peak = graph.sku.peak_flops_per_s()
     span_s = graph.step_walls_ns().sum() / 1e9
@@ -135,7 +135,7 @@ def test_cublas_split_k_reduce_is_no_matmul() -> None:
     reduce = np.array(["splitKreduce" in n for n in names])
     gemm = np.array([n.startswith("nvjet_") for n in names])
     assert reduce.sum() == 4 * 16 and not graph.is_role("matmul")[reduce].any()  # one a layer a token
-    assert graph.is_role("matmul")[gemm].all() and (graph.flops[reduce] == 0).all()
+    assert graph.is_role("matmul")[gemm].all() and (graph.figure("flops", reduce) == 0).all()
 
 
 def test_a_saved_folder_carries_the_same_launch_shapes(tmp_path: Path) -> None:
@@ -336,7 +336,7 @@ def test_a_decode_token_looks_up_one_row_of_the_vocabulary() -> None:
     assert lookups
     row = 2048 * 2
     for i in lookups:
-        assert 2 * row <= graph.bytes_moved[i] < 3 * row
+        assert 2 * row <= graph.figure("bytes_moved", i) < 3 * row
 
 
 @pytest.mark.parametrize("name", ["eager", "compiled", "prefill"])
