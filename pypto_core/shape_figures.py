@@ -15,12 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pypto_core.grouping import group_rows, int32_if_fits
 from pypto_core.hardware import SkuSpec
 from pypto_core.op_roles import ROLE
-from pypto_core.shapes import Shapes, first_dtype_bytes, is_coded, slot_bytes, tensor_bytes
+from pypto_core.shapes import Shapes, distinct_values, first_dtype_bytes, is_coded, slot_bytes, tensor_bytes
 
 FIGURES = ("batch", "m", "k", "n", "flops", "bytes_moved", "element_bytes", "bound_ns")
 
@@ -56,19 +55,15 @@ def shape_figures(input_shapes: Shapes, output_shapes: Shapes, input_dtypes: pa.
         every = _figures(input_shapes, output_shapes, input_dtypes, output_dtypes, role, sku)
         return ShapeFigures(None, every)
     assert input_shapes.codes is not None and output_shapes.codes is not None
-    keys = (input_shapes.codes, output_shapes.codes, _codes(input_dtypes), _codes(output_dtypes), role)
+    # the dtype lists' codes as the shapes' are read (a null row's code one past the dictionary)
+    keys = (input_shapes.codes, output_shapes.codes, distinct_values(input_dtypes)[1],
+            distinct_values(output_dtypes)[1], role)
     first, group = group_rows(*keys)
     del keys
     take = pa.array(first)
     rows = _figures(input_shapes.at(first), output_shapes.at(first), input_dtypes.take(take),
                     output_dtypes.take(take), role[first], sku)
     return ShapeFigures(int32_if_fits(group), rows)
-
-
-def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """A dictionary column's codes, -1 for a null."""
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    return np.asarray(pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False))
 
 
 def _figures(sh: Shapes, out: Shapes, in_dtypes: pa.ChunkedArray | pa.Array,
