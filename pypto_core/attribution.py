@@ -206,8 +206,8 @@ def kernel_codes(kernels: pa.Table, roles: np.ndarray | None = None) -> tuple[np
     if not n:
         return np.zeros(0, np.int8), np.zeros(0, bool)
     roles = role_codes(kernels) if roles is None else roles
-    core, core_v = text_codes(kernels["core_type"])
-    name, name_v = text_codes(kernels["name"])
+    core, core_v = text_codes(kernels["core_type"], narrow=True)
+    name, name_v = text_codes(kernels["name"], narrow=True)
 
     def classified(c: int, n: int) -> int:  # code and pageable flag in one number
         code, pageable = _classify_task((core_v[c] if c >= 0 else "").upper(), name_v[n] if n >= 0 else "")
@@ -370,16 +370,16 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
         return _from_step_trace(profile)
     # read, never written: the loaded columns themselves where they are one chunk (``column_values``)
     start = column_values(k["start_ns"]).astype(np.int64, copy=False)
-    dur = np.maximum(column_values(k["dur_ns"]).astype(np.int64, copy=False), 0)
+    dur = column_values(k["dur_ns"]).astype(np.int64, copy=False)
+    if int(dur.min()) < 0:  # a copy only where a length is negative (125 MB of a 15.7 M-kernel table)
+        dur = np.maximum(dur, 0)
     # ids in their loaded width (4 bytes where they fit): 250 MB less on a 15.7 M-kernel table
     device = column_values(k["device_id"])
     stream = column_values(k["stream_id"], -1)
     kinds, pageable = codes if codes is not None else kernel_codes(k)
     # One device per rank: where a file holds several, the busiest is the rank's (the others are listed
     # under their own streams only).
-    device_ids, device_lane = _lanes(device)  # ids are file contents: a sparse one must not size a table
-    main = int(device_ids[np.argmax(np.bincount(device_lane, weights=dur.astype(np.float64)))])
-    del device_lane
+    main = _busiest_device(device, dur)
     on = (device == main) & (start > 0)
     del device
     if on.all():  # one device, every task timed: the tasks as loaded, no copy
@@ -420,6 +420,15 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
 STREAMS_LISTED = 32  # the busiest streams a report lists
 
 
+def _busiest_device(device: np.ndarray, dur: np.ndarray) -> int:
+    """The device id whose tasks take the most time (the lowest id of a tie); a rank's file holds one, which
+    is read off without a lane per task (250 MB of temporaries on a 15.7 M-kernel table)."""
+    if int(device.min()) == int(device.max()):
+        return int(device[0])
+    device_ids, device_lane = _lanes(device)  # ids are file contents: a sparse one must not size a table
+    return int(device_ids[np.argmax(np.bincount(device_lane, weights=dur.astype(np.float64)))])
+
+
 def _lanes(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct stream ids, sorted; per task, the index of its stream among them)."""
     low = int(stream.min()) if len(stream) else 0
@@ -427,9 +436,16 @@ def _lanes(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if span > 1 << 20:  # ids too sparse for a table of them
         ids, lane = np.unique(stream, return_inverse=True)
         return ids, lane.reshape(-1).astype(np.int32)
-    present = np.bincount(stream - low, minlength=span) > 0
+    # worked into the lanes in place, a slice at a time: one array a task (a count or a lookup over every
+    # task at once widens its indices to 8 bytes first: 125 MB of a 15.7 M-kernel table)
+    lane = (stream - low).astype(np.int32, copy=False)
+    present = np.zeros(span, bool)
+    for at in range(0, len(lane), _LANE_SLICE):
+        present[lane[at:at + _LANE_SLICE]] = True
     index = (np.cumsum(present) - 1).astype(np.int32)  # a lane in 4 bytes a task
-    return np.flatnonzero(present) + low, index[stream - low]
+    for at in range(0, len(lane), _LANE_SLICE):
+        lane[at:at + _LANE_SLICE] = index[lane[at:at + _LANE_SLICE]]
+    return np.flatnonzero(present) + low, lane
 
 
 @dataclass
@@ -444,23 +460,39 @@ class _Tasks:
     lane: np.ndarray  # per task
 
     def busiest_lanes(self) -> np.ndarray:
-        total = np.bincount(self.lane, weights=(self.end - self.start).astype(np.float64),
-                            minlength=len(self.lane_ids))
-        return np.argsort(-total)[:STREAMS_LISTED]
+        return np.argsort(-self._lane_time(by_kind=False)[:, 0])[:STREAMS_LISTED]
+
+    def _lane_time(self, by_kind: bool) -> np.ndarray:
+        """The tasks' time per lane (and kind: lanes x codes), a slice of tasks at a time (their lengths as
+        floats took 250 MB of a 15.7 M-kernel table at once). Float sums of integer ns: exact in any order
+        below 2**53 ns (104 days)."""
+        width = N_CODES if by_kind else 1
+        total = np.zeros(len(self.lane_ids) * width)
+        for at in range(0, len(self.lane), _LANE_SLICE):
+            part = slice(at, at + _LANE_SLICE)
+            key = self.lane[part].astype(np.int64)
+            if by_kind:
+                key = key * N_CODES + self.kinds[part]
+            total += np.bincount(key, weights=(self.end[part] - self.start[part]).astype(np.float64),
+                                 minlength=len(total))
+        return total.reshape(-1, width)
 
     def streams(self, totals: _Totals) -> dict[str, dict[str, Any]]:
         """Busy time (union of its tasks, inside the steps) of the busiest streams, and what they mostly
         run."""
-        dur = (self.end - self.start).astype(np.float64)
-        by_kind = np.bincount(self.lane.astype(np.int64) * N_CODES + self.kinds, weights=dur,
-                              minlength=len(self.lane_ids) * N_CODES).reshape(-1, N_CODES)
-        count = np.bincount(self.lane, minlength=len(self.lane_ids))
+        by_kind = self._lane_time(by_kind=True)
+        count = np.zeros(len(self.lane_ids), np.int64)
+        for at in range(0, len(self.lane), _LANE_SLICE):
+            count += np.bincount(self.lane[at:at + _LANE_SLICE], minlength=len(count))
         out: dict[str, dict[str, Any]] = {}
         for j, busy in zip(totals.lanes, totals.lane_busy):
             main = int(np.argmax(by_kind[j]))
             kind = "communication" if main == _COMM else ("memcpy" if _MEMCPY0 <= main < _SYNC else "compute")
             out[str(int(self.lane_ids[j]))] = {"busy_ns": int(busy), "tasks": int(count[j]), "kind": kind}
         return out
+
+
+_LANE_SLICE = 1 << 20  # tasks whose lanes' time is summed at once
 
 
 @dataclass

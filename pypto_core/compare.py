@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from pypto_core.attribution import BUCKETS, TimeAttribution, step_windows
 from pypto_core.framework_ops import FrameworkOps
 from pypto_core.graph import GRAPH_COLUMNS, METRICS, OperatorCallGraph
-from pypto_core.grouping import group_rows, int16_if_fits
+from pypto_core.grouping import code_totals, group_rows, int16_if_fits
 from pypto_core.hardware import SkuSpec
 from pypto_core.i18n import Message, msg, stored_texts
 from pypto_core.intervals import window_index
@@ -306,9 +306,10 @@ def _alignment_codes(k: pa.Table, fw: FrameworkOps) -> _AlignmentKeys:
     labels = ([("framework_op", v) for v in fw.op_names] + [("op_type", v) for v in op_labels]
               + [("name", v) for v in names])
     nf, no = len(fw.op_names), len(op_labels)
-    plain = np.where(has_op, nf + op_codes, nf + no + name_codes).astype(np.int32)
-    keys = np.where(fw.op >= 0, fw.op, plain)
-    return keys.astype(np.int32), labels, name_codes, names, plain
+    plain = np.where(has_op, nf + op_codes, nf + no + name_codes).astype(np.int32, copy=False)
+    # a kernel's framework op where one is known (none without host ops: the plain keys themselves)
+    keys = np.where(fw.op >= 0, fw.op, plain).astype(np.int32, copy=False) if nf else plain
+    return keys, labels, name_codes, names, plain
 
 
 def _shape_cells(shapes: pa.ChunkedArray) -> pa.Array:
@@ -542,10 +543,7 @@ class ProfileComparer:
         if not mask.any():
             return {}
         codes, labels = keys if isinstance(keys, tuple) else _encode(keys)
-        k = codes[mask]
-        dur = side.dur[mask].astype(np.float64)
-        total = np.bincount(k, weights=dur, minlength=len(labels))
-        count = np.bincount(k, minlength=len(labels))
+        count, total = code_totals(codes, len(labels), side.dur, mask)
         return {labels[i]: (float(total[i]) / per / 1000.0, int(count[i])) for i in np.flatnonzero(count)}
 
     def _diff_rows(self, key_name: str, base: dict[Any, tuple[float, int]],
@@ -622,22 +620,26 @@ class ProfileComparer:
         keys, labels, name_codes, names, plain = side.alignment
         if not by_framework:
             keys = plain
-        dur = side.dur.astype(np.float64)
         out: dict[tuple[str, str], dict[str, Any]] = {}
         if not scope.any():
             return out
-        sel = np.flatnonzero(scope)
-        k, d = keys[sel].astype(np.int64), dur[sel]
-        total = np.bincount(k, weights=d, minlength=len(labels))
-        count = np.bincount(k, minlength=len(labels))
+        # the scope's rows, a copy only where it leaves some out (every array here over all of them took
+        # 1 GB of two 15.7 M-kernel tables' comparison)
+        sel = None if scope.all() else np.flatnonzero(scope)
+
+        def scoped(values: np.ndarray) -> np.ndarray:
+            return values if sel is None else values[sel]
+
+        count, total = code_totals(keys, len(labels), side.dur, scope)
         width = max(len(names), 1)
-        pair, inverse = np.unique(k * width + name_codes[sel], return_inverse=True)
-        pair_t = np.bincount(inverse.reshape(-1), weights=d, minlength=len(pair))
-        pair_c = np.bincount(inverse.reshape(-1), minlength=len(pair))
+        # (label, readable name) pairs in their codes' order; a readable name's full name: its first kernel's
+        first, inverse = group_rows(scoped(keys), scoped(name_codes))
+        pair = scoped(keys)[first].astype(np.int64) * width + scoped(name_codes)[first]
+        pair_c, pair_t = code_totals(inverse, len(first), scoped(side.dur))
+        del inverse
         full_codes, full_names = side.full_names
-        example = np.full(len(pair), -1, np.int64)  # one full name per readable name: its first kernel
-        example[inverse.reshape(-1)[::-1]] = sel[::-1]
-        scopes = side.scope[sel]
+        example = first if sel is None else sel[first]
+        scopes = scoped(side.scope)
         for code in np.flatnonzero(count):
             out[labels[code]] = {"us": float(total[code]) / per / 1000.0, "count": int(count[code]),
                                  "kernels": [], "more": 0, "module": None}
@@ -655,8 +657,10 @@ class ProfileComparer:
         has_scope = scopes >= 0
         if has_scope.any():
             sw = max(len(side.scope_names), 1)
-            sp, sinv = np.unique(k[has_scope] * sw + scopes[has_scope], return_inverse=True)
-            st = np.bincount(sinv.reshape(-1), weights=d[has_scope], minlength=len(sp))
+            k = scoped(keys)[has_scope].astype(np.int64)
+            sp, sinv = np.unique(k * sw + scopes[has_scope], return_inverse=True)
+            st = np.bincount(sinv.reshape(-1), weights=scoped(side.dur)[has_scope].astype(np.float64),
+                             minlength=len(sp))
             for j in np.argsort(st, kind="stable"):  # largest last, so it wins
                 label_code, sc = divmod(int(sp[j]), sw)
                 out[labels[label_code]]["module"] = side.scope_names[sc]

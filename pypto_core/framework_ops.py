@@ -149,9 +149,10 @@ def framework_ops(profile: Profile, links: pa.Table, collective: np.ndarray,
     (``OperatorCallGraph.links``); ``collective``: bool per kernel, a collective task; ``k_start``: ns."""
     n = len(k_start)
     host = profile.host_ops
-    none = FrameworkOps(np.full(n, -1, np.int64), [], np.full(n, -1, np.int64), [], np.zeros(n, np.int8))
     if not n or not host.num_rows:
-        return none
+        # no host op to tell: -1 for every kernel, in a byte a kernel (in 8, a kernel table's comparison
+        # held 250 MB of them at its peak)
+        return FrameworkOps(np.full(n, -1, np.int8), [], np.full(n, -1, np.int8), [], np.zeros(n, np.int8))
     enc = pc.fill_null(host["name"], "").combine_chunks().dictionary_encode()
     names: list[str] = enc.dictionary.to_pylist()
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)

@@ -18,10 +18,10 @@ import pyarrow.compute as pc
 
 from pypto_core.attribution import ATTRIBUTION_COLUMNS, TimeAttribution, attribute, kernel_codes
 from pypto_core.framework_ops import FRAMEWORK_OPS_COLUMNS, FrameworkOps, framework_ops
-from pypto_core.grouping import column_values, int32_if_fits, text_codes, value_flags
+from pypto_core.grouping import column_values, fits, int16_if_fits, int32_if_fits, text_codes, value_flags
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg, render
-from pypto_core.intervals import union_length, window_index
+from pypto_core.intervals import union_length, union_length_of, window_index
 from pypto_core.launches import LAUNCH_COLUMNS, Launches, launches
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
 from pypto_core.profile import Profile, merge_columns
@@ -143,6 +143,7 @@ def _has_number(column: pa.ChunkedArray | pa.Array) -> bool:
 
 
 _NUMBER_SLICE = 1 << 20
+_END_SLICE = 1 << 20  # kernels whose ends are worked out at once (8 MB)
 
 
 def _ids(column: pa.ChunkedArray) -> np.ndarray:
@@ -164,7 +165,6 @@ class OperatorCallGraph:
         dur = column_values(k["dur_ns"]).astype(np.int64, copy=False)
         self.dur = dur if not len(dur) or int(dur.min()) >= 0 else np.maximum(dur, 0)
         del dur
-        self.end = self.start + self.dur
         self.device = _ids(k["device_id"])
         self.stream = _ids(k["stream_id"])
         self.role = role_codes(k)
@@ -229,7 +229,38 @@ class OperatorCallGraph:
         for name in ("gap_before_ns", "op_codes"):
             self.__dict__.pop(name, None)
 
-    # -- ordering and gaps --------------------------------------------------------------------------
+    # -- ends, ordering and gaps ---------------------------------------------------------------------
+    @property
+    def end(self) -> np.ndarray:
+        """Each kernel's end, ns: a new array on each call, which the caller may write (held, it took 125 MB
+        of a 15.7 M-kernel table through every rule; those who read it are few)."""
+        end: np.ndarray = self.start + self.dur
+        return end
+
+    def ends_of(self, kernels: np.ndarray) -> np.ndarray:
+        """The listed kernels' ends (indices or a mask), worked out for those kernels only."""
+        end: np.ndarray = self.start[kernels] + self.dur[kernels]
+        return end
+
+    @cached_property
+    def last_end(self) -> int:
+        """The latest kernel end, ns (0 without kernels)."""
+        return self._last_end_of(None) if self.n else 0
+
+    def _last_end_of(self, kernels: np.ndarray | None) -> int:
+        """The latest end of the kernels of a mask (every kernel where None), a slice at a time."""
+        last = np.iinfo(np.int64).min
+        for at in range(0, self.n, _END_SLICE):
+            part = slice(at, at + _END_SLICE)
+            where = True if kernels is None else kernels[part]
+            last = max(last, int(np.max(self.start[part] + self.dur[part], where=where, initial=last)))
+        return last
+
+    def busy_ns(self, kernels: np.ndarray | None = None) -> int:
+        """Time the listed kernels (a mask; all where None) keep their device busy: the union of their
+        [start, end), overlaps counted once (``intervals.union_length_of``)."""
+        return union_length_of(self.start, self.dur, kernels)
+
     @cached_property
     def stream_order(self) -> np.ndarray:
         """Kernel indices sorted by device, stream, start: the order chains are matched in."""
@@ -249,17 +280,18 @@ class OperatorCallGraph:
         # One device whose kernels are stored in start order (a rank's file): worked on in place, with no
         # sorted copies (on 3.1 M kernels, 120 MB less at this step's peak).
         one_device = bool((self.device == self.device[0]).all())
-        in_order = one_device and bool((self.start[1:] >= self.start[:-1]).all())
-        order = None if in_order else np.lexsort((self.start, self.device))
-        s = self.start if order is None else self.start[order]
-        e = self.end if order is None else self.end[order]
+        if one_device and bool((self.start[1:] >= self.start[:-1]).all()):
+            return self._gaps_in_order()
+        order = np.lexsort((self.start, self.device))
+        s = self.start[order]
+        e = s + self.dur[order]  # worked into the running end in place
         if one_device:
             firsts = np.zeros(1, np.int64)
         else:
             d = self.device[order]
             firsts = np.concatenate([[0], np.flatnonzero(d[1:] != d[:-1]) + 1])
             del d
-        run_end = np.empty_like(e)
+        run_end = e
         for lo, hi in zip(firsts, [*firsts[1:], len(e)]):  # devices are few: one running max each
             np.maximum.accumulate(e[lo:hi], out=run_end[lo:hi])
         del e
@@ -269,13 +301,37 @@ class OperatorCallGraph:
         del run_end, s
         np.maximum(gap, 0, out=gap)
         gap[firsts] = 0  # a device's first kernel waits for nothing before it
-        if order is not None:
-            out = np.empty_like(gap)
-            out[order] = gap  # back to the kernels' own order
-            gap = out
+        out = np.empty_like(gap)
+        out[order] = gap  # back to the kernels' own order
         # in 4 bytes where every gap is under 2.1 s: kept through the rules (and by a comparison's side),
         # 60 MB less on a 15.7 M-kernel table; summed in 8 bytes
-        return int32_if_fits(gap)
+        return int32_if_fits(out)
+
+    def _gaps_in_order(self) -> np.ndarray:
+        """``gap_before_ns`` of one device's kernels stored in start order (a rank's file): a slice at a
+        time, the running end carried from one slice to the next, in 4 bytes while every gap fits. No array
+        over every kernel but the result (the whole-run running end and gaps took 250 MB of a 15.7 M-kernel
+        table)."""
+        gap = np.empty(self.n, np.int32)
+        run_end: int | None = None
+        for at in range(0, self.n, _END_SLICE):
+            part = slice(at, at + _END_SLICE)
+            s = self.start[part]
+            e = s + self.dur[part]
+            np.maximum.accumulate(e, out=e)
+            piece = np.empty(len(s), np.int64)
+            if run_end is None:
+                piece[0] = 0  # the first kernel waits for nothing before it
+            else:
+                np.maximum(e, run_end, out=e)
+                piece[0] = int(s[0]) - run_end
+            np.subtract(s[1:], e[:-1], out=piece[1:])  # the wait since every earlier kernel ended
+            np.maximum(piece, 0, out=piece)
+            if gap.dtype == np.int32 and not fits(piece, np.int32):
+                gap = gap.astype(np.int64)
+            gap[part] = piece
+            run_end = int(e[-1])
+        return gap
 
     def slot_ns(self, kernels: np.ndarray) -> np.ndarray:
         """The listed kernels' slots (float ns): each one's run time plus the idle gap before it, what
@@ -331,7 +387,7 @@ class OperatorCallGraph:
         numpy str array took 56 bytes a kernel)."""
         if "core_type" not in self.kernels.column_names:
             return np.zeros(self.n, bool)
-        codes, values = text_codes(self.kernels["core_type"])
+        codes, values = text_codes(self.kernels["core_type"], narrow=True)
         return np.asarray(value_flags(values, core_types.__contains__)[codes])
 
     # -- shapes, FLOPs, bytes, roofline -------------------------------------------------------------
@@ -427,7 +483,7 @@ class OperatorCallGraph:
             source = "steps"
         lm = np.nonzero(self.lm_head_mask)[0]
         if not bounds and len(lm) >= 2:
-            ends = np.sort(self.end[lm])
+            ends = np.sort(self.ends_of(lm))
             first = int(self.start.min())
             starts = np.concatenate([[first], ends[:-1]])
             idx = np.searchsorted(ends, self.start, side="left")
@@ -435,7 +491,7 @@ class OperatorCallGraph:
             bounds = list(zip(starts.tolist(), ends.tolist()))
             source = "lm_head"
         if not bounds and self.n:
-            bounds = [(int(self.start.min()), int(self.end.max()))]
+            bounds = [(int(self.start.min()), self.last_end)]
             step = np.zeros(self.n, np.int32)
         nsteps = len(bounds)
         f = self.shape_figures
@@ -452,7 +508,7 @@ class OperatorCallGraph:
             del in_steps, m_in
             with_kernels = np.flatnonzero(has_kernels)
             if len(with_kernels) == 1 and ok.all():  # one step holds every kernel (a kernel table alone)
-                busy[with_kernels[0]] = union_length(self.start, self.end)
+                busy[with_kernels[0]] = self.busy_ns()
             else:
                 # One union per step, over its kernels in their original order: group by a stable sort once
                 # (a mask per step is steps x kernels: 850 x 400k on a 1 GB trace).
@@ -461,7 +517,7 @@ class OperatorCallGraph:
                 for i in with_kernels:
                     lo, hi = np.searchsorted(sorted_step, [i, i + 1])
                     sel = order[lo:hi]
-                    busy[i] = union_length(self.start[sel], self.end[sel], ends_scratch=True)
+                    busy[i] = union_length(self.start[sel], self.ends_of(sel), ends_scratch=True)
         latency = np.array([b - a for a, b in bounds], np.int64) if bounds else np.zeros(0, np.int64)
         with_rows = rows[has_kernels & (rows > 0)]
         base = int(with_rows.min()) if len(with_rows) else 0
@@ -474,7 +530,8 @@ class OperatorCallGraph:
         return Tokens(latency_ns=latency[decode], busy_ns=busy[decode], batch=batch,
                       prefill_ns=int(np.median(latency[prefill])) if prefill.any() else 0,
                       prefill_tokens=int(np.median(rows[prefill])) if prefill.any() else 0,
-                      step_of_kernel=step, decode_step=decode, source=source, step_ids=step_ids)
+                      step_of_kernel=int16_if_fits(step), decode_step=decode, source=source,
+                      step_ids=step_ids)
 
     @cached_property
     def decode_kernel_mask(self) -> np.ndarray:
@@ -582,8 +639,10 @@ class OperatorCallGraph:
         t = self.tokens
         if self.decode_kernel_mask.any() and mask is self.window:
             return int(t.latency_ns.sum())
-        return int(np.max(self.end, where=mask, initial=np.iinfo(np.int64).min)
-                   - np.min(self.start, where=mask, initial=np.iinfo(np.int64).max))
+        first = int(np.min(self.start, where=mask, initial=np.iinfo(np.int64).max))
+        if mask.all():
+            return self.last_end - first
+        return self._last_end_of(mask) - first
 
     def step_walls_ns(self) -> np.ndarray:
         """Wall time of each profiler step the profile records (ProfilerStep#N, step_trace_time), ns; none
@@ -624,9 +683,7 @@ class OperatorCallGraph:
                 out["prefill_tokens_per_s"] = t.prefill_tokens / (t.prefill_ns / 1e9)
         busy_mask = w & self.compute_mask
         if self.vendor == "ascend":  # AI Core utilisation is an Ascend notion
-            # the busy ends are a copy of their own: worked in place (125 MB fewer on 15.7 M kernels)
-            out["ai_core_utilization"] = union_length(self.start[busy_mask], self.end[busy_mask],
-                                                      ends_scratch=True) / span
+            out["ai_core_utilization"] = self.busy_ns(busy_mask) / span
         device_time = float(np.sum(self.dur, where=busy_mask)) or 1.0
         att = w & self.attention_mask
         mf = self.move_fraction(att)  # of the attention kernels only
@@ -657,18 +714,28 @@ class OperatorCallGraph:
             if mm.any():
                 bound_share = self.figure("bound_ns", mm).sum() / max(self.dur[mm].sum(), 1)
                 out["matmul_ai_core_utilization"] = float(min(bound_share, 1.0))
-            moved = float(self.figure("bytes_moved", busy_mask).sum())
-            shaped = busy_mask & (self.input_shapes.slot_count() > 0)
+            moved = self.shape_figures.total("bytes_moved", busy_mask)
             # most of the device time without tensor shapes (Kineto without record_shapes, kernels replayed
             # from a CUDA graph): the profile cannot say, and a few shaped copies would read as idle HBM
             # (or as idle cubes)
-            shapes_known = self.dur[shaped].sum() >= SHAPED_TIME_MIN_SHARE * device_time
+            shapes_known = self._shaped_time_ns(busy_mask) >= SHAPED_TIME_MIN_SHARE * device_time
             if moved > 0 and shapes_known:
                 bytes_per_s = moved / (span / 1e9)
                 out["hbm_bandwidth_utilization"] = float(min(bytes_per_s / self.sku.hbm_bytes_per_s, 1.0))
             if mm.any() and shapes_known and wl.is_sequence_model() and not wl.has_decode():
                 out["mfu"] = self._mfu(mm, span)
         return out
+
+    def _shaped_time_ns(self, kernels: np.ndarray) -> int:
+        """Device time of the kernels of a mask that record a tensor shape, a slice at a time."""
+        sh = self.input_shapes
+        has_shape = np.diff(sh.slot_offsets) > 0  # per distinct shape list where they are coded
+        total = 0
+        for at in range(0, self.n, _END_SLICE):
+            part = slice(at, at + _END_SLICE)
+            shaped = has_shape[part] if sh.codes is None else has_shape[sh.codes[part]]
+            total += int(self.dur[part][kernels[part] & shaped].sum())
+        return total
 
     def _mfu(self, matmuls: np.ndarray, span_ns: float) -> float:
         """The MatMuls' FLOPs over the run's time against the device's dense peak (int8 at its own rate):

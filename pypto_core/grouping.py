@@ -94,16 +94,49 @@ def first_rows(inverse: np.ndarray, groups: int) -> np.ndarray:
     return first
 
 
-def text_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
+def text_codes(column: pa.ChunkedArray | pa.Array, *, narrow: bool = False) -> tuple[np.ndarray, list[str]]:
     """(code per row, distinct values) of a text column, -1 for a null; a dictionary column (how
     ``Profile.load`` keeps text) gives its own codes, so no row's text is built. Its values may include
-    some no row uses."""
+    some no row uses. The codes are int32, or with ``narrow`` in the column's own signed width (1 or 2 bytes
+    a row, the column's own buffer where it has no null: 250 MB fewer for three columns of 15.7 M kernels),
+    for callers that only compare them and index with them, never add to them."""
     col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if not pa.types.is_dictionary(col.type):
         col = col.dictionary_encode()
     values = [v if v is not None else "" for v in col.dictionary.to_pylist()]
-    codes = pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False).astype(np.int32)
-    return codes, values
+    codes = pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False)
+    keep = narrow and codes.dtype.kind == "i" and codes.dtype.itemsize <= 4
+    return (codes if keep else codes.astype(np.int32)), values
+
+
+def coalesced_codes(first: np.ndarray, first_values: int, second: np.ndarray, none: int) -> np.ndarray:
+    """Per row: ``first``'s code, else (where it is -1, a null) ``second``'s after the ``first_values``
+    values of ``first``, else ``none``: one int32 code over both value lists (a kernel's op type, else its
+    name), a slice of rows at a time (over 15.7 M kernels at once its temporaries took 250 MB)."""
+    out = np.empty(len(first), np.int32)
+    for at in range(0, len(first), _SLICE):
+        a = first[at:at + _SLICE].astype(np.int32)
+        b = second[at:at + _SLICE].astype(np.int32)
+        out[at:at + len(a)] = np.where(a >= 0, a, np.where(b >= 0, first_values + b, none))
+    return out
+
+
+def code_totals(codes: np.ndarray, length: int, weights: np.ndarray,
+                rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, summed weights) per code in ``[0, length)`` over the rows of a mask (every row where None), a
+    slice of rows at a time: ``np.bincount`` over every row at once widens the codes to 8 bytes and the
+    weights to floats first (250 MB for 15.7 M kernels). The sums are floats; of whole numbers (ns) below
+    2**53 they are exact, so the same as one bincount's."""
+    count = np.zeros(length, np.int64)
+    total = np.zeros(length, np.float64)
+    for at in range(0, len(codes), _SLICE):
+        part = slice(at, at + _SLICE)
+        c, w = codes[part], weights[part]
+        if rows is not None:
+            c, w = c[rows[part]], w[rows[part]]
+        count += np.bincount(c, minlength=length)
+        total += np.bincount(c, weights=w, minlength=length)
+    return count, total
 
 
 def value_flags(values: list[str], test: Callable[[str], Any]) -> np.ndarray:
@@ -151,7 +184,8 @@ def map_code_tuples(fn: Callable[..., int], *codes: np.ndarray, dtype: type = np
         out = np.zeros(min(_SLICE, n - at), np.int64)
         for c, lo, w in zip(codes, lows, widths):
             out *= w
-            out += c[at:at + _SLICE] - lo
+            # in 8 bytes: a narrow code less its low may not fit its own type
+            out += c[at:at + _SLICE].astype(np.int64) - lo
         return out
 
     present = np.zeros(span, bool)

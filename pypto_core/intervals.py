@@ -53,6 +53,48 @@ def union_length(starts: np.ndarray, ends: np.ndarray, *, ends_scratch: bool = F
     return span - int(gap.sum())
 
 
+def union_length_of(starts: np.ndarray, durs: np.ndarray, rows: np.ndarray | None = None) -> int:
+    """``union_length`` of [start, start + dur) over the ``rows`` of a mask (every row where None): worked a
+    slice at a time where the starts are in order (a rank's kernels as stored), with no array as long as
+    the rows (copies of both took 250 MB on a 15.7 M-kernel table); else on copies of those rows. The same
+    integers either way: the span from the first start to the last running end, less the gaps."""
+    if not _in_order(starts):
+        sel = slice(None) if rows is None else rows
+        chosen = starts[sel]
+        return union_length(chosen, chosen + durs[sel], ends_scratch=True)
+    first: int | None = None
+    run_end = 0
+    gaps = 0
+    for at in range(0, len(starts), _UNION_SLICE_ROWS):
+        part = slice(at, at + _UNION_SLICE_ROWS)
+        s = np.asarray(starts[part], np.int64)
+        e = s + durs[part]
+        keep = e > s
+        if rows is not None:
+            keep &= rows[part]
+        if not keep.all():
+            s, e = s[keep], e[keep]
+        if not len(s):
+            continue
+        np.maximum.accumulate(e, out=e)
+        if first is None:
+            first = int(s[0])
+        else:
+            np.maximum(e, run_end, out=e)
+            gaps += max(int(s[0]) - run_end, 0)
+        gap = np.subtract(s[1:], e[:-1])
+        gaps += int(np.maximum(gap, 0, out=gap).sum())
+        run_end = int(e[-1])
+    return 0 if first is None else run_end - first - gaps
+
+
+_UNION_SLICE_ROWS = 1 << 20
+
+
+def _in_order(starts: np.ndarray) -> bool:
+    return bool((starts[1:] >= starts[:-1]).all())
+
+
 def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Intervals [start, end) merged into sorted, disjoint ones."""
     pieces = _running_ends(starts, ends)
@@ -82,7 +124,7 @@ def _running_ends(starts: np.ndarray, ends: np.ndarray,
     if not ok.all():  # the intervals that cover something, as copies of their own
         starts, ends, ends_scratch = starts[ok], ends[ok], True
     del ok
-    if bool((starts[1:] >= starts[:-1]).all()):
+    if _in_order(starts):
         # already in start order (pieces that ``subtract_intervals`` made, a rank's kernels): no sort
         s, e = starts, (ends if ends_scratch and ends.dtype == np.int64 else ends.copy())
     else:

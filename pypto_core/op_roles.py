@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.grouping import first_rows, map_code_tuples, text_codes
+from pypto_core.grouping import coalesced_codes, first_rows, int16_if_fits, map_code_tuples, text_codes
 
 # Role codes: small ints so that a role column is one int8 array.
 ROLES: tuple[str, ...] = (
@@ -76,11 +76,11 @@ def role_codes(kernels: pa.Table) -> np.ndarray:
     once per distinct (core type, op type, name) of codes, never from each row's text."""
     if kernels.num_rows == 0:
         return np.zeros(0, np.int8)
-    core, core_v = text_codes(kernels["core_type"])
-    op, op_v = text_codes(kernels["op_type"])
-    name, name_v = text_codes(kernels["name"])
+    core, core_v = text_codes(kernels["core_type"], narrow=True)
+    op, op_v = text_codes(kernels["op_type"], narrow=True)
+    name, name_v = text_codes(kernels["name"], narrow=True)
     # the op type, or the name where there is none: one code over both lists of values
-    text = np.where(op >= 0, op, np.where(name >= 0, len(op_v) + name, -1))
+    text = coalesced_codes(op, len(op_v), name, -1)
     del op, name
     texts = op_v + name_v
 
@@ -96,18 +96,19 @@ def op_type_codes(kernels: pa.Table) -> tuple[np.ndarray, list[str]]:
     lower-cased text of every row took about 400 MB on 15.7 M kernels."""
     if kernels.num_rows == 0:
         return np.zeros(0, np.int32), []
-    name_codes, names = text_codes(kernels["name"])
+    name_codes, names = text_codes(kernels["name"], narrow=True)
     if "op_type" in kernels.column_names:
-        op_codes, ops = text_codes(kernels["op_type"])
+        op_codes, ops = text_codes(kernels["op_type"], narrow=True)
     else:
-        op_codes, ops = np.full(kernels.num_rows, -1, np.int32), []
+        op_codes, ops = np.full(kernels.num_rows, -1, np.int8), []
     # one value list: op types, then names, then "" (neither given)
     lowered = pc.utf8_lower(pa.array(ops + names + [""], pa.string())).to_pylist()
     distinct: dict[str, int] = {}
     value_id = np.array([distinct.setdefault(v, len(distinct)) for v in lowered], np.int32)
     neither = len(lowered) - 1
-    raw = np.where(op_codes >= 0, op_codes, np.where(name_codes >= 0, len(ops) + name_codes, neither))
-    ids = value_id[raw]
+    ids = coalesced_codes(op_codes, len(ops), name_codes, neither)
+    del op_codes, name_codes
+    np.take(value_id, ids, out=ids)  # in place: one array over every row
     # numbered in the order rows first use them (as ``dictionary_encode`` of the text numbers them)
     first = first_rows(ids, len(distinct))  # a slice at a time: no index array over every row
     used = np.nonzero(first < len(ids))[0]
@@ -115,4 +116,6 @@ def op_type_codes(kernels: pa.Table) -> tuple[np.ndarray, list[str]]:
     renumber = np.full(len(distinct), -1, np.int32)
     renumber[used] = np.arange(len(used), dtype=np.int32)
     values = list(distinct)
-    return renumber[ids], [values[u] for u in used]
+    np.take(renumber, ids, out=ids)
+    # held through the rules: 2 bytes a kernel where the op types are fewer than 32767 (every profile seen)
+    return int16_if_fits(ids), [values[u] for u in used]

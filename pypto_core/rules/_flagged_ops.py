@@ -52,7 +52,8 @@ def _names_outside(graph: OperatorCallGraph, idx: np.ndarray) -> set[str]:
     """Kernel names that also appear on kernels outside ``idx``."""
     if "name" not in graph.kernels.column_names:
         return set()
-    codes, names = text_codes(graph.kernels["name"])  # a dictionary column's own codes: no text per row
+    # a dictionary column's own codes: no text per row
+    codes, names = text_codes(graph.kernels["name"], narrow=True)
     outside = np.ones(len(codes), bool)
     outside[idx] = False
     outside &= codes >= 0

@@ -86,7 +86,7 @@ class RuleContext:
         a = g.attribution
         if a is not None and a.run.wall_ns:
             return int(a.run.wall_ns)
-        return int(g.end.max() - g.start.min()) if g.n else 0
+        return g.last_end - int(g.start.min()) if g.n else 0
 
     @property
     def vendor(self) -> str:

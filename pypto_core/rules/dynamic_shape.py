@@ -80,7 +80,7 @@ def match(ctx: RuleContext) -> None:
     dynamic_share = None
     if "op_state" in g.kernels.column_names:
         # counted on codes: a handful of states, no text per kernel
-        codes, states = text_codes(g.kernels["op_state"])
+        codes, states = text_codes(g.kernels["op_state"], narrow=True)
         per_state = np.bincount(codes[codes >= 0], minlength=len(states))
         known = int(sum(n for s, n in zip(states, per_state.tolist()) if s != ""))
         if known:

@@ -69,7 +69,7 @@ def match(ctx: RuleContext) -> None:
     cfg = ctx.thresholds
     if not g.n or "name" not in g.kernels.column_names:
         return
-    codes, names = text_codes(g.kernels["name"])
+    codes, names = text_codes(g.kernels["name"], narrow=True)
     fusible = value_flags(names, ATEN_ELEMENTWISE.search)[codes]
     rows, chain = _chains(g, fusible, int(cfg["min_chain_kernels"]))
     if not len(rows):

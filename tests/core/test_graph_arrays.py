@@ -51,6 +51,16 @@ def test_gap_before_each_kernel_is_the_plain_formula(rows: list[tuple[int, int, 
     expected = _gaps_reference(np.array(start), np.array(start) + np.array(dur), np.array(device))
     np.testing.assert_array_equal(g.gap_before_ns, expected)
     assert g.gap_before_ns.dtype == np.int32  # every gap here is under 2.1 s
+    import pypto_core.graph as graph_module
+
+    kept = graph_module._END_SLICE
+    graph_module._END_SLICE = 3  # slices of three kernels: the running end carried across their edges
+    try:
+        sliced = _graph(start, dur, device)
+        np.testing.assert_array_equal(sliced.gap_before_ns, expected)
+        assert sliced.last_end == max(s + d for s, d in zip(start, dur))
+    finally:
+        graph_module._END_SLICE = kept
 
 
 def test_a_gap_past_int32_keeps_eight_bytes() -> None:
@@ -58,6 +68,15 @@ def test_a_gap_past_int32_keeps_eight_bytes() -> None:
     steps) keeps them all in 8."""
     g = _graph([0, 10, 3_000_000_010], [5, 5, 5], [0, 0, 0])
     assert g.gap_before_ns.dtype == np.int64 and g.gap_before_ns.tolist() == [0, 5, 2_999_999_995]
+    import pypto_core.graph as graph_module
+
+    kept = graph_module._END_SLICE
+    graph_module._END_SLICE = 2  # the wide gap in the second slice: the first slice's were kept in 4 bytes
+    try:
+        g = _graph([0, 10, 3_000_000_010], [5, 5, 5], [0, 0, 0])
+        assert g.gap_before_ns.dtype == np.int64 and g.gap_before_ns.tolist() == [0, 5, 2_999_999_995]
+    finally:
+        graph_module._END_SLICE = kept
 
 
 
@@ -84,7 +103,8 @@ def test_ids_and_dims_narrow_only_where_they_fit() -> None:
     assert g.device.dtype == np.int32
     assert g.stream.dtype == np.int64 and g.stream[2] == 2**40  # a stream id past int32 stays exact
     assert g.stream_order.dtype == np.int32
-    assert g.tokens.step_of_kernel.dtype == np.int32
+    # what the rules hold per kernel in 2 bytes while the steps and op types are fewer than 32767
+    assert g.tokens.step_of_kernel.dtype == np.int16 and g.op_codes[0].dtype == np.int16
 
 
 def _combined_reference(g: OperatorCallGraph, coverage: list[Coverage]) -> float:

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pypto_core.grouping import group_rows, unique_codes
+from pypto_core.grouping import code_totals, group_rows, unique_codes
 
 
 def _reference(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -151,3 +151,26 @@ def test_narrow_keys_group_as_wide_ones(rows: list[tuple[int, int]]) -> None:
     first, inverse = group_rows(*narrow)
     ref_first, ref_inverse = group_rows(*wide)
     assert first.tolist() == ref_first.tolist() and inverse.tolist() == ref_inverse.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 10**12), st.booleans()), max_size=40),
+       st.booleans())
+def test_code_totals_a_slice_at_a_time_are_one_bincounts(rows, masked) -> None:
+    """Counts and summed ns per code over a mask's rows, three rows a slice (codes in 2 bytes, as a comparison
+    holds them): the figures of one bincount over the chosen rows."""
+    import pypto_core.grouping as grouping
+
+    codes = np.array([c for c, _, _ in rows], np.int16)
+    ns = np.array([w for _, w, _ in rows], np.int64)
+    mask = np.array([m for _, _, m in rows], bool) if masked else None
+    chosen = mask if mask is not None else np.ones(len(codes), bool)
+    kept = grouping._SLICE
+    grouping._SLICE = 3
+    try:
+        count, total = code_totals(codes, 8, ns, mask)
+    finally:
+        grouping._SLICE = kept
+    assert count.tolist() == np.bincount(codes[chosen], minlength=8).tolist()
+    expected = np.bincount(codes[chosen], weights=ns[chosen].astype(np.float64), minlength=8)
+    assert total.tolist() == expected.tolist()

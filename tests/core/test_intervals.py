@@ -13,6 +13,7 @@ from pypto_core.intervals import (
     subtract_intervals,
     union_intervals,
     union_length,
+    union_length_of,
 )
 
 spans = st.lists(st.tuples(st.integers(0, 60), st.integers(1, 20)), max_size=25)
@@ -83,6 +84,30 @@ def test_union_length_counts_each_instant_once_and_leaves_its_input(pairs, in_or
     kept = (s.copy(), e.copy())
     assert union_length(s, e) == len(_points(s, e))
     assert s.tolist() == kept[0].tolist() and e.tolist() == kept[1].tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(-20, 60), st.integers(-10, 20), st.booleans()), max_size=30),
+       st.booleans(), st.booleans())
+def test_union_length_of_masked_rows_is_the_union_of_those_rows_a_slice_at_a_time(rows, in_order,
+                                                                                  masked) -> None:
+    """The sliced union (starts in order, three rows a slice here: pieces cross the slices' edges) and the
+    copying one (starts out of order) count the instants the chosen rows cover, once each."""
+    import pypto_core.intervals as intervals
+
+    rows = sorted(rows) if in_order else rows
+    s = np.array([a for a, _, _ in rows], np.int64)
+    d = np.array([b for _, b, _ in rows], np.int64)
+    mask = np.array([m for _, _, m in rows], bool) if masked else None
+    chosen = mask if mask is not None else np.ones(len(s), bool)
+    expected = len(_points(s[chosen], s[chosen] + d[chosen]))
+    kept = intervals._UNION_SLICE_ROWS
+    intervals._UNION_SLICE_ROWS = 3
+    try:
+        assert union_length_of(s, d, mask) == expected
+    finally:
+        intervals._UNION_SLICE_ROWS = kept
+    assert union_length_of(s, d, mask) == expected  # one slice
 
 
 @settings(max_examples=100, deadline=None)
