@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.grouping import column_values, int32_if_fits, map_code_tuples, text_codes
+from pypto_core.grouping import code_totals, column_values, int32_if_fits, map_code_tuples, text_codes
 from pypto_core.i18n import Message, msg
 from pypto_core.intervals import coverage, sorted_distinct, union_intervals, window_index
 from pypto_core.memory import release_freed_memory
@@ -481,9 +481,7 @@ class _Tasks:
         """Busy time (union of its tasks, inside the steps) of the busiest streams, and what they mostly
         run."""
         by_kind = self._lane_time(by_kind=True)
-        count = np.zeros(len(self.lane_ids), np.int64)
-        for at in range(0, len(self.lane), _LANE_SLICE):
-            count += np.bincount(self.lane[at:at + _LANE_SLICE], minlength=len(count))
+        count, _ = code_totals(self.lane, len(self.lane_ids))
         out: dict[str, dict[str, Any]] = {}
         for j, busy in zip(totals.lanes, totals.lane_busy):
             main = int(np.argmax(by_kind[j]))

@@ -633,10 +633,11 @@ class ProfileComparer:
         count, total = code_totals(keys, len(labels), side.dur, scope)
         width = max(len(names), 1)
         # (label, readable name) pairs in their codes' order; a readable name's full name: its first kernel's
-        first, inverse = group_rows(scoped(keys), scoped(name_codes))
-        pair = scoped(keys)[first].astype(np.int64) * width + scoped(name_codes)[first]
-        pair_c, pair_t = code_totals(inverse, len(first), scoped(side.dur))
-        del inverse
+        keys_in, names_in, dur_in = scoped(keys), scoped(name_codes), scoped(side.dur)
+        first, inverse = group_rows(keys_in, names_in)
+        pair = keys_in[first].astype(np.int64) * width + names_in[first]
+        pair_c, pair_t = code_totals(inverse, len(first), dur_in)
+        del inverse, names_in
         full_codes, full_names = side.full_names
         example = first if sel is None else sel[first]
         scopes = scoped(side.scope)
@@ -657,9 +658,9 @@ class ProfileComparer:
         has_scope = scopes >= 0
         if has_scope.any():
             sw = max(len(side.scope_names), 1)
-            k = scoped(keys)[has_scope].astype(np.int64)
+            k = keys_in[has_scope].astype(np.int64)
             sp, sinv = np.unique(k * sw + scopes[has_scope], return_inverse=True)
-            st = np.bincount(sinv.reshape(-1), weights=scoped(side.dur)[has_scope].astype(np.float64),
+            st = np.bincount(sinv.reshape(-1), weights=dur_in[has_scope].astype(np.float64),
                              minlength=len(sp))
             for j in np.argsort(st, kind="stable"):  # largest last, so it wins
                 label_code, sc = divmod(int(sp[j]), sw)

@@ -121,21 +121,21 @@ def coalesced_codes(first: np.ndarray, first_values: int, second: np.ndarray, no
     return out
 
 
-def code_totals(codes: np.ndarray, length: int, weights: np.ndarray,
+def code_totals(codes: np.ndarray, length: int, weights: np.ndarray | None = None,
                 rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(rows, summed weights) per code in ``[0, length)`` over the rows of a mask (every row where None), a
     slice of rows at a time: ``np.bincount`` over every row at once widens the codes to 8 bytes and the
-    weights to floats first (250 MB for 15.7 M kernels). The sums are floats; of whole numbers (ns) below
-    2**53 they are exact, so the same as one bincount's."""
+    weights to floats first (250 MB for 15.7 M kernels). The sums are floats (zeros without ``weights``); of
+    whole numbers (ns) below 2**53 they are exact, so the same as one bincount's."""
     count = np.zeros(length, np.int64)
     total = np.zeros(length, np.float64)
     for at in range(0, len(codes), _SLICE):
         part = slice(at, at + _SLICE)
-        c, w = codes[part], weights[part]
-        if rows is not None:
-            c, w = c[rows[part]], w[rows[part]]
+        c = codes[part] if rows is None else codes[part][rows[part]]
         count += np.bincount(c, minlength=length)
-        total += np.bincount(c, weights=w, minlength=length)
+        if weights is not None:
+            w = weights[part] if rows is None else weights[part][rows[part]]
+            total += np.bincount(c, weights=w, minlength=length)
     return count, total
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pypto_core.grouping import group_rows, int16_if_fits, int32_if_fits
+from pypto_core.grouping import code_totals, group_rows, int16_if_fits, int32_if_fits
 from pypto_core.hardware import SkuSpec
 from pypto_core.op_roles import ROLE
 from pypto_core.shapes import Shapes, distinct_values, first_dtype_bytes, is_coded, slot_bytes, tensor_bytes
@@ -46,10 +46,7 @@ class ShapeFigures:
         values = self.rows[name]
         if self.group is None:
             return float(values[kernels].sum())
-        counts = np.zeros(len(values), np.int64)
-        for at in range(0, len(kernels), _COUNT_SLICE):
-            part = slice(at, at + _COUNT_SLICE)
-            counts += np.bincount(self.group[part][kernels[part]], minlength=len(values))
+        counts, _ = code_totals(self.group, len(values), rows=kernels)
         return float((counts * values).sum())
 
     def at(self, name: str, kernels: np.ndarray) -> np.ndarray:
@@ -57,9 +54,6 @@ class ShapeFigures:
         values = self.rows[name]
         picked: np.ndarray = values[kernels] if self.group is None else values[self.group[kernels]]
         return picked
-
-
-_COUNT_SLICE = 1 << 20  # kernels counted into their groups at once
 
 
 def shape_figures(input_shapes: Shapes, output_shapes: Shapes, input_dtypes: pa.ChunkedArray | pa.Array,
