@@ -93,14 +93,33 @@ MD_CELL_MAX = 200  # characters of one Markdown table cell
 ProfileSource = Profile | Callable[[], Profile]
 
 
+# The units op times are compared in (``ProfileComparer._aligned_unit``): decode tokens, profiler steps, the
+# whole run. A side sums its kernels for each before the other side loads.
+UNITS: tuple[str, ...] = ("per_token", "per_step", "whole_run")
+
+
+@dataclass
+class _Sums:
+    """One side's kernels in one unit's scope, summed per code: what the op, block, shape and aligned rows
+    read (kilobytes, whatever the profile's size). Times are ns, not yet divided by the unit's count."""
+
+    ops: tuple[np.ndarray, np.ndarray]  # (kernels, ns) per op-type code
+    shapes: tuple[np.ndarray, np.ndarray]  # per "op shape" code
+    blocks: tuple[np.ndarray, np.ndarray]  # per index into ``BLOCKS``
+    block_ops: dict[int, np.ndarray]  # per block present: its kernels per op-type code
+    framework_share: float  # of the scope's device time, in kernels that reach a framework op
+    # by framework op or not: each aligned row's ns and kernels, and its named kernels' (name, full name,
+    # kernels, ns), the largest first
+    aligned: dict[bool, dict[tuple[str, str], dict[str, Any]]]
+
+
 @dataclass
 class _Side:
-    """What the comparison needs from one profile, computed once (``of``): its figures, and per kernel its
-    times and compact codes (op type, shape, alignment key, block; 2 bytes each where they fit, a side holding
-    seven a kernel: 220 MB less for a 15.7 M-kernel table; widened wherever they are multiplied). Neither the
-    profile's tables nor its call graph are held, so the other side is loaded and built in their place: a
-    side holds about 30 bytes a kernel (the times 12, seven codes 14, three flags) instead of the 150 its
-    table and graph take."""
+    """What the comparison needs from one profile, computed once (``of``): its figures, and its kernels
+    summed per code in each unit's scope (``_Sums``) and per block (what a fix's measured saving reads).
+    Neither the profile's tables, its call graph nor any array a kernel is held, so the other side is loaded
+    and built in their place: a side holds kilobytes (it held about 40 bytes a kernel, 610 MB of a 15.7
+    M-kernel table beside the other side's build)."""
 
     meta: ProfileMeta
     sku: SkuSpec
@@ -112,21 +131,14 @@ class _Side:
     tokens: int  # decode steps used for per-token normalisation (0: whole-run comparison)
     token_latency_ms: np.ndarray  # per decode step, for the noise test
     step_walls_ns: np.ndarray  # per profiler step
-    dur: np.ndarray  # per kernel, ns
-    gap_ns: np.ndarray  # per kernel, the device's idle gap before it
-    block: np.ndarray  # per kernel the index of its model block in ``BLOCKS``
-    decode: np.ndarray  # per kernel: in a decode step
-    in_steps: tuple[np.ndarray, float]  # per kernel: inside a profiler step; how many steps
-    op_types: _Codes  # op type, else kernel name
-    shape_keys: _Codes  # "op shape"
-    alignment: _AlignmentKeys
-    scope: np.ndarray  # per kernel the framework scope it was called from (-1: none)
-    scope_names: list[str]
-    full_names: _Codes  # the kernel's own name (codes into the distinct names; "" for none)
-
-    @property
-    def n(self) -> int:
-        return len(self.dur)
+    n: int  # kernels
+    op_labels: list[str]  # op type, else kernel name
+    shape_labels: list[str]  # "op shape"
+    # per unit with kernels in its scope: their sums and what their times are divided by (tokens, steps, 1)
+    units: dict[str, tuple[_Sums, float]]
+    # per index into BLOCKS: the kernels' time plus the device idle gap each launch left before it, ns, of
+    # every kernel ("all") and of the decode steps' ("decode")
+    block_ns: dict[str, np.ndarray]
 
     @classmethod
     def of(cls, source: ProfileSource, sku: str | None) -> _Side:
@@ -148,24 +160,131 @@ class _Side:
         if graph.attribution is not None:
             graph.attribution.segments = None
         k = profile.kernels
-        op_types = _op_type_codes(k)
+        # each kernel's codes in 2 bytes where they fit, narrowed as each is made (the 4-byte ones beside
+        # their copies were the side's peak)
+        op_codes, op_labels = _narrowed(_op_type_codes(k))
         fw = graph.framework_ops
         w_start, w_end, _ = step_windows(profile, graph.start, graph.end)
         in_steps = (window_index(w_start, w_end, graph.start) >= 0, float(len(w_start)))
-        full_names = _encode(pc.fill_null(k["name"], "")) if graph.n else (np.zeros(0, np.int32), [])
-        shape_keys = _shape_codes(k, op_types)
+        full_codes, full_names = (_narrowed(_encode(pc.fill_null(k["name"], ""))) if graph.n
+                                  else (np.zeros(0, np.int16), []))
+        shape_codes, shape_labels = _narrowed(_shape_codes(k, (op_codes, op_labels)))
         keys, labels, name_codes, names, plain = _alignment_codes(k, fw)
+        codes = _KernelCodes(dur=graph.dur, block=block, op_types=op_codes, shapes=shape_codes, keys=keys,
+                             labels=labels, name_codes=name_codes, names=names, plain=plain,
+                             scope=int16_if_fits(fw.scope), scope_names=fw.scope_names, full_codes=full_codes,
+                             full_names=full_names)
+        del op_codes, shape_codes, keys, name_codes, plain, full_codes, fw
+        tokens = int(len(t.latency_ns))
+        scopes = {"per_token": (decode, float(tokens)), "per_step": in_steps,
+                  "whole_run": (np.ones(graph.n, bool), 1.0)}
+        units: dict[str, tuple[_Sums, float]] = {}
+        summed: list[tuple[np.ndarray, _Sums]] = []  # scopes of the same kernels are summed once
+        for unit, (mask, per) in scopes.items():
+            if not mask.any():
+                continue
+            same = next((sums for other, sums in summed if np.array_equal(other, mask)), None)
+            if same is None:
+                same = codes.sums(mask, len(op_labels), len(shape_labels))
+                summed.append((mask, same))
+            units[unit] = (same, per)
+        del summed, scopes
+        gap = graph.gap_before_ns
+        block_ns = {"all": _block_ns(block, graph.dur, gap, None)}
+        if decode.any():
+            block_ns["decode"] = _block_ns(block, graph.dur, gap, decode)
         return cls(meta=profile.meta, sku=graph.sku, sku_source=graph.sku_source, vendor=graph.vendor,
                    workload=graph.workload, attribution=graph.attribution, metrics=metrics,
-                   tokens=int(len(t.latency_ns)), token_latency_ms=latency,
-                   step_walls_ns=graph.step_walls_ns(), dur=graph.dur, gap_ns=graph.gap_before_ns,
-                   block=block, decode=decode, in_steps=in_steps,
-                   op_types=(int16_if_fits(op_types[0]), op_types[1]),
-                   shape_keys=(int16_if_fits(shape_keys[0]), shape_keys[1]),
-                   alignment=(int16_if_fits(keys), labels, int16_if_fits(name_codes), names,
-                              int16_if_fits(plain)),
-                   scope=int16_if_fits(fw.scope), scope_names=fw.scope_names,
-                   full_names=(int16_if_fits(full_names[0]), full_names[1]))
+                   tokens=tokens, token_latency_ms=latency, step_walls_ns=graph.step_walls_ns(), n=graph.n,
+                   op_labels=op_labels, shape_labels=shape_labels, units=units, block_ns=block_ns)
+
+
+def _block_ns(block: np.ndarray, dur: np.ndarray, gap: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    """Per index into BLOCKS: the time of its kernels (of a mask's rows) plus their gaps, whole ns (exact
+    float sums of whole ns, turned back into integers)."""
+    ns = code_totals(block, len(BLOCKS), dur, rows)[1] + code_totals(block, len(BLOCKS), gap, rows)[1]
+    whole: np.ndarray = np.rint(ns).astype(np.int64)
+    return whole
+
+
+@dataclass
+class _KernelCodes:
+    """A side's kernels while it is built: their times and codes, from which each unit's sums are made."""
+
+    dur: np.ndarray
+    block: np.ndarray
+    op_types: np.ndarray
+    shapes: np.ndarray
+    keys: np.ndarray  # alignment key: framework op where one is known, else plain
+    labels: list[tuple[str, str]]  # (aligned_by, key) of each alignment key
+    name_codes: np.ndarray  # readable kernel name
+    names: list[str]
+    plain: np.ndarray  # alignment key by op type, else readable name
+    scope: np.ndarray  # framework scope the kernel was called from (-1: none)
+    scope_names: list[str]
+    full_codes: np.ndarray  # the kernel's own name
+    full_names: list[str]
+
+    def sums(self, mask: np.ndarray, op_labels: int, shape_labels: int) -> _Sums:
+        blocks = code_totals(self.block, len(BLOCKS), self.dur, mask)
+        block_ops = {int(b): code_totals(self.op_types, op_labels, rows=mask & (self.block == b))[0]
+                     for b in np.flatnonzero(blocks[0])}
+        reach = code_totals((self.keys != self.plain).view(np.int8), 2, self.dur, mask)[1]
+        device_ns = reach[0] + reach[1]
+        framework_share = float(reach[1] / device_ns) if device_ns > 0 else 0.0
+        by_framework = self.aligned(mask, by_framework=True)
+        same = self.keys is self.plain  # no framework op known: the plain keys themselves
+        return _Sums(ops=code_totals(self.op_types, op_labels, self.dur, mask),
+                     shapes=code_totals(self.shapes, shape_labels, self.dur, mask), blocks=blocks,
+                     block_ops=block_ops, framework_share=framework_share,
+                     aligned={True: by_framework,
+                              False: by_framework if same else self.aligned(mask, by_framework=False)})
+
+    def aligned(self, scope: np.ndarray, by_framework: bool) -> dict[tuple[str, str], dict[str, Any]]:
+        """The aligned rows of the kernels in ``scope``, in ns (``ProfileComparer._aligned_side`` divides)."""
+        keys = self.keys if by_framework else self.plain
+        labels, names = self.labels, self.names
+        # the scope's rows, a copy only where it leaves some out (every array here over all of them took
+        # 1 GB of two 15.7 M-kernel tables' comparison)
+        sel = None if scope.all() else np.flatnonzero(scope)
+
+        def scoped(values: np.ndarray) -> np.ndarray:
+            return values if sel is None else values[sel]
+
+        count, total = code_totals(keys, len(labels), self.dur, scope)
+        width = max(len(names), 1)
+        # (label, readable name) pairs in their codes' order; a readable name's full name: its first kernel's
+        keys_in, names_in, dur_in = scoped(keys), scoped(self.name_codes), scoped(self.dur)
+        first, inverse = group_rows(keys_in, names_in)
+        pair = keys_in[first].astype(np.int64) * width + names_in[first]
+        pair_c, pair_t = code_totals(inverse, len(first), dur_in)
+        del inverse, names_in
+        example = first if sel is None else sel[first]
+        scopes = scoped(self.scope)
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        for code in np.flatnonzero(count):
+            out[labels[code]] = {"ns": float(total[code]), "count": int(count[code]), "kernels": [],
+                                 "more": 0, "module": None}
+        for j in np.argsort(-pair_t, kind="stable"):
+            row = out[labels[int(pair[j]) // width]]
+            if len(row["kernels"]) >= ALIGNED_KERNELS:
+                row["more"] += 1
+                continue
+            full = self.full_names[int(self.full_codes[int(example[j])])] or ""
+            label = names[int(pair[j]) % width]
+            row["kernels"].append((label, full if full != label else None, int(pair_c[j]), float(pair_t[j])))
+        # the module a row's kernels were called from: the scope holding most of its time
+        has_scope = scopes >= 0
+        if has_scope.any():
+            sw = max(len(self.scope_names), 1)
+            k = keys_in[has_scope].astype(np.int64)
+            sp, sinv = np.unique(k * sw + scopes[has_scope], return_inverse=True)
+            st = np.bincount(sinv.reshape(-1), weights=dur_in[has_scope].astype(np.float64),
+                             minlength=len(sp))
+            for j in np.argsort(st, kind="stable"):  # largest last, so it wins
+                label_code, sc = divmod(int(sp[j]), sw)
+                out[labels[label_code]]["module"] = self.scope_names[sc]
+        return out
 
 
 # The model blocks ``kernel_blocks`` sorts kernels into; a rule's measured saving comes from the blocks it
@@ -266,6 +385,10 @@ def _encode(values: np.ndarray | pa.Array | pa.ChunkedArray) -> _Codes:
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int32), enc.dictionary.to_pylist()
 
 
+def _narrowed(codes: _Codes) -> _Codes:
+    return int16_if_fits(codes[0]), codes[1]
+
+
 def _op_type_codes(k: pa.Table) -> _Codes:
     """Op type (else kernel name) per kernel."""
     if k.num_rows and not k["op_type"].null_count:  # every kernel has one: kept coded where it is
@@ -307,9 +430,12 @@ def _alignment_codes(k: pa.Table, fw: FrameworkOps) -> _AlignmentKeys:
               + [("name", v) for v in names])
     nf, no = len(fw.op_names), len(op_labels)
     plain = np.where(has_op, nf + op_codes, nf + no + name_codes).astype(np.int32, copy=False)
-    # a kernel's framework op where one is known (none without host ops: the plain keys themselves)
-    keys = np.where(fw.op >= 0, fw.op, plain).astype(np.int32, copy=False) if nf else plain
-    return keys, labels, name_codes, names, plain
+    del has_op, op_codes
+    # a kernel's framework op where one is known (none without host ops: the plain keys themselves); each
+    # in 2 bytes where they fit
+    keys = int16_if_fits(np.where(fw.op >= 0, fw.op, plain)) if nf else None
+    plain = int16_if_fits(plain)
+    return (plain if keys is None else keys), labels, int16_if_fits(name_codes), names, plain
 
 
 def _shape_cells(shapes: pa.ChunkedArray) -> pa.Array:
@@ -538,12 +664,14 @@ class ProfileComparer:
         return abs(nv - bv) > _single_value_tolerance(name, bv, nv), None
 
     # -- op-level diff ------------------------------------------------------------------------------
-    def _grouped(self, side: _Side, keys: np.ndarray | _Codes) -> dict[Any, tuple[float, int]]:
-        mask, per = self._aligned_scope(side, self._aligned_unit())  # the kernels counted, divided by per
-        if not mask.any():
+    def _grouped(self, side: _Side, which: str) -> dict[Any, tuple[float, int]]:
+        """The op-type ("ops"), shape ("shapes") or block ("blocks") rows of a side in the compared unit."""
+        got = side.units.get(self._aligned_unit())  # the kernels counted, their times divided by per
+        if got is None:
             return {}
-        codes, labels = keys if isinstance(keys, tuple) else _encode(keys)
-        count, total = code_totals(codes, len(labels), side.dur, mask)
+        sums, per = got
+        count, total = getattr(sums, which)
+        labels = {"ops": side.op_labels, "shapes": side.shape_labels, "blocks": list(BLOCKS)}[which]
         return {labels[i]: (float(total[i]) / per / 1000.0, int(count[i])) for i in np.flatnonzero(count)}
 
     def _diff_rows(self, key_name: str, base: dict[Any, tuple[float, int]],
@@ -560,33 +688,28 @@ class ProfileComparer:
         return rows
 
     def _ops(self) -> list[dict[str, Any]]:
-        return self._diff_rows("op_type", self._grouped(self.base, self.base.op_types),
-                               self._grouped(self.new, self.new.op_types))
+        return self._diff_rows("op_type", self._grouped(self.base, "ops"), self._grouped(self.new, "ops"))
 
     def _blocks(self) -> list[dict[str, Any]]:
-        rows = self._diff_rows("block", self._grouped(self.base, (self.base.block, list(BLOCKS))),
-                               self._grouped(self.new, (self.new.block, list(BLOCKS))))
+        rows = self._diff_rows("block", self._grouped(self.base, "blocks"), self._grouped(self.new, "blocks"))
         for row in rows:  # which op types served the block on each side: how a renamed kernel is matched
             row["base_op_types"] = self._block_ops(self.base, row["block"])
             row["new_op_types"] = self._block_ops(self.new, row["block"])
         return rows
 
     def _block_ops(self, side: _Side, block: str) -> list[str]:
-        block_codes, block_labels = side.block, list(BLOCKS)
-        if block not in block_labels:
+        got = side.units.get(self._aligned_unit())
+        counts = got[0].block_ops.get(BLOCKS.index(block)) if got is not None and block in BLOCKS else None
+        if counts is None:
             return []
-        mask = self._aligned_scope(side, self._aligned_unit())[0] & (block_codes == block_labels.index(block))
-        if not mask.any():
-            return []
-        codes, labels = side.op_types
-        counts = np.bincount(codes[mask], minlength=len(labels))
+        labels = side.op_labels
         present = sorted(np.flatnonzero(counts).tolist(), key=lambda i: labels[i])
         order = np.argsort(-counts[present], kind="stable")
         return [labels[present[i]] for i in order[:8]]
 
     def _shapes(self, top: int) -> list[dict[str, Any]]:
-        rows = self._diff_rows("op_shape", self._grouped(self.base, self.base.shape_keys),
-                               self._grouped(self.new, self.new.shape_keys))
+        rows = self._diff_rows("op_shape", self._grouped(self.base, "shapes"),
+                               self._grouped(self.new, "shapes"))
         return rows[:top]
 
     # -- alignment by what the model did -------------------------------------------------------------
@@ -599,73 +722,24 @@ class ProfileComparer:
             return "per_step"
         return "whole_run"
 
-    def _aligned_scope(self, side: _Side, unit: str) -> tuple[np.ndarray, float]:
-        """(kernels the aligned rows count, what their times are divided by)."""
-        if unit == "per_token":
-            return side.decode, float(side.tokens)
-        if unit == "per_step":
-            return side.in_steps
-        return np.ones(side.n, bool), 1.0
-
     def _framework_share(self, side: _Side, unit: str) -> float:
         """Share of the side's device time (in the compared scope) whose kernels reach a framework op."""
-        scope, _ = self._aligned_scope(side, unit)
-        keys, _, _, _, plain = side.alignment
-        d = side.dur[scope].astype(np.float64)
-        return float(d[keys[scope] != plain[scope]].sum() / d.sum()) if d.sum() > 0 else 0.0
+        got = side.units.get(unit)
+        return got[0].framework_share if got is not None else 0.0
 
     def _aligned_side(self, side: _Side, unit: str, by_framework: bool
                       ) -> dict[tuple[str, str], dict[str, Any]]:
-        scope, per = self._aligned_scope(side, unit)
-        keys, labels, name_codes, names, plain = side.alignment
-        if not by_framework:
-            keys = plain
-        out: dict[tuple[str, str], dict[str, Any]] = {}
-        if not scope.any():
-            return out
-        # the scope's rows, a copy only where it leaves some out (every array here over all of them took
-        # 1 GB of two 15.7 M-kernel tables' comparison)
-        sel = None if scope.all() else np.flatnonzero(scope)
-
-        def scoped(values: np.ndarray) -> np.ndarray:
-            return values if sel is None else values[sel]
-
-        count, total = code_totals(keys, len(labels), side.dur, scope)
-        width = max(len(names), 1)
-        # (label, readable name) pairs in their codes' order; a readable name's full name: its first kernel's
-        keys_in, names_in, dur_in = scoped(keys), scoped(name_codes), scoped(side.dur)
-        first, inverse = group_rows(keys_in, names_in)
-        pair = keys_in[first].astype(np.int64) * width + names_in[first]
-        pair_c, pair_t = code_totals(inverse, len(first), dur_in)
-        del inverse, names_in
-        full_codes, full_names = side.full_names
-        example = first if sel is None else sel[first]
-        scopes = scoped(side.scope)
-        for code in np.flatnonzero(count):
-            out[labels[code]] = {"us": float(total[code]) / per / 1000.0, "count": int(count[code]),
-                                 "kernels": [], "more": 0, "module": None}
-        for j in np.argsort(-pair_t, kind="stable"):
-            row = out[labels[int(pair[j]) // width]]
-            if len(row["kernels"]) >= ALIGNED_KERNELS:
-                row["more"] += 1
-                continue
-            full = full_names[int(full_codes[int(example[j])])] or ""
-            label = names[int(pair[j]) % width]
-            row["kernels"].append({"name": label, "full_name": full if full != label else None,
-                                   "count": int(pair_c[j]), "count_per_unit": round(int(pair_c[j]) / per, 2),
-                                   "us": float(pair_t[j]) / per / 1000.0})
-        # the module a row's kernels were called from: the scope holding most of its time
-        has_scope = scopes >= 0
-        if has_scope.any():
-            sw = max(len(side.scope_names), 1)
-            k = keys_in[has_scope].astype(np.int64)
-            sp, sinv = np.unique(k * sw + scopes[has_scope], return_inverse=True)
-            st = np.bincount(sinv.reshape(-1), weights=dur_in[has_scope].astype(np.float64),
-                             minlength=len(sp))
-            for j in np.argsort(st, kind="stable"):  # largest last, so it wins
-                label_code, sc = divmod(int(sp[j]), sw)
-                out[labels[label_code]]["module"] = side.scope_names[sc]
-        return out
+        """A side's aligned rows (summed as it was built: ``_KernelCodes.aligned``), per unit."""
+        got = side.units.get(unit)
+        if got is None:
+            return {}
+        sums, per = got
+        return {key: {"us": row["ns"] / per / 1000.0, "count": row["count"],
+                      "kernels": [{"name": name, "full_name": full, "count": count,
+                                   "count_per_unit": round(count / per, 2), "us": ns / per / 1000.0}
+                                  for name, full, count, ns in row["kernels"]],
+                      "more": row["more"], "module": row["module"]}
+                for key, row in sums.aligned[by_framework].items()}
 
     def _aligned(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         unit = self._aligned_unit()
@@ -703,11 +777,14 @@ class ProfileComparer:
         return rows, alignment
 
     # -- findings -----------------------------------------------------------------------------------
-    def _block_time_ns(self, side: _Side, blocks: tuple[str, ...], scope: np.ndarray) -> float:
-        """Kernel time of ``blocks`` within ``scope``, plus the device idle gap each launch left before it
-        (a removed kernel also removes that gap)."""
-        mask = scope & np.isin(side.block, [BLOCKS.index(b) for b in blocks if b in BLOCKS])
-        return float(side.dur[mask].sum() + side.gap_ns[mask].sum())
+    def _block_time_ns(self, side: _Side, blocks: tuple[str, ...], scope: str) -> float:
+        """Kernel time of ``blocks`` in ``scope`` (every kernel, "decode" or "not_decode"), plus the device
+        idle gap each launch left before it (a removed kernel also removes that gap)."""
+        chosen = [BLOCKS.index(b) for b in blocks if b in BLOCKS]
+        every = side.block_ns["all"]
+        decode = side.block_ns.get("decode", np.zeros_like(every))
+        ns = {"all": every, "decode": decode, "not_decode": every - decode}[scope]
+        return float(ns[chosen].sum())
 
     def _measured_saving_us(self, blocks: tuple[str, ...]) -> float:
         """What the fix saved, on the baseline's scale (the same scope as the rules' estimates: the whole
@@ -718,13 +795,10 @@ class ProfileComparer:
         """
         b, n = self.base, self.new
         if not self.per_token:
-            every_b, every_n = np.ones(b.n, bool), np.ones(n.n, bool)
-            return (self._block_time_ns(b, blocks, every_b)
-                    - self._block_time_ns(n, blocks, every_n)) / 1000.0
-        b_dec, n_dec = b.decode, n.decode
-        decode = (self._block_time_ns(b, blocks, b_dec) / b.tokens
-                  - self._block_time_ns(n, blocks, n_dec) / n.tokens) * b.tokens
-        rest = self._block_time_ns(b, blocks, ~b_dec) - self._block_time_ns(n, blocks, ~n_dec)
+            return (self._block_time_ns(b, blocks, "all") - self._block_time_ns(n, blocks, "all")) / 1000.0
+        decode = (self._block_time_ns(b, blocks, "decode") / b.tokens
+                  - self._block_time_ns(n, blocks, "decode") / n.tokens) * b.tokens
+        rest = self._block_time_ns(b, blocks, "not_decode") - self._block_time_ns(n, blocks, "not_decode")
         return (decode + rest) / 1000.0
 
     def _bucket_saving_us(self, bucket: str) -> float | None:
