@@ -93,11 +93,6 @@ MD_CELL_MAX = 200  # characters of one Markdown table cell
 ProfileSource = Profile | Callable[[], Profile]
 
 
-# The units op times are compared in (``ProfileComparer._aligned_unit``): decode tokens, profiler steps, the
-# whole run. A side sums its kernels for each before the other side loads.
-UNITS: tuple[str, ...] = ("per_token", "per_step", "whole_run")
-
-
 @dataclass
 class _Sums:
     """One side's kernels in one unit's scope, summed per code: what the op, block, shape and aligned rows
@@ -134,7 +129,8 @@ class _Side:
     n: int  # kernels
     op_labels: list[str]  # op type, else kernel name
     shape_labels: list[str]  # "op shape"
-    # per unit with kernels in its scope: their sums and what their times are divided by (tokens, steps, 1)
+    # per unit op times are compared in (``ProfileComparer._aligned_unit``: per_token, per_step, whole_run)
+    # with kernels in its scope: their sums and what their times are divided by (tokens, steps, 1)
     units: dict[str, tuple[_Sums, float]]
     # per index into BLOCKS: the kernels' time plus the device idle gap each launch left before it, ns, of
     # every kernel ("all") and of the decode steps' ("decode")
