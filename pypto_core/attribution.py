@@ -36,7 +36,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pypto_core.grouping import code_totals, column_values, int32_if_fits, map_code_tuples, text_codes
+from pypto_core.grouping import (
+    code_totals,
+    column_values,
+    int32_if_fits,
+    looked_up,
+    map_code_tuples,
+    text_codes,
+)
 from pypto_core.i18n import Message, msg
 from pypto_core.intervals import coverage, sorted_distinct, union_intervals, window_index
 from pypto_core.memory import release_freed_memory
@@ -370,7 +377,7 @@ def attribute(profile: Profile, codes: tuple[np.ndarray, np.ndarray] | None = No
         return _from_step_trace(profile)
     # read, never written: the loaded columns themselves where they are one chunk (``column_values``)
     start = column_values(k["start_ns"]).astype(np.int64, copy=False)
-    dur = column_values(k["dur_ns"]).astype(np.int64, copy=False)
+    dur = column_values(k["dur_ns"])  # 4 bytes where a projected load kept them so: added to int64 starts
     if int(dur.min()) < 0:  # a copy only where a length is negative (125 MB of a 15.7 M-kernel table)
         dur = np.maximum(dur, 0)
     # ids in their loaded width (4 bytes where they fit): 250 MB less on a 15.7 M-kernel table
@@ -438,14 +445,14 @@ def _lanes(stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return ids, lane.reshape(-1).astype(np.int32)
     # worked into the lanes in place, a slice at a time: one array a task (a count or a lookup over every
     # task at once widens its indices to 8 bytes first: 125 MB of a 15.7 M-kernel table)
-    lane = (stream - low).astype(np.int32, copy=False)
+    # worked out in 4 bytes (8 where the ids are): 1-byte ids would wrap (127 - -1)
+    lane = np.subtract(stream, low, dtype=np.int64 if stream.dtype.itemsize > 4 else np.int32)
+    lane = lane.astype(np.int32, copy=False)
     present = np.zeros(span, bool)
     for at in range(0, len(lane), _LANE_SLICE):
         present[lane[at:at + _LANE_SLICE]] = True
     index = (np.cumsum(present) - 1).astype(np.int32)  # a lane in 4 bytes a task
-    for at in range(0, len(lane), _LANE_SLICE):
-        lane[at:at + _LANE_SLICE] = index[lane[at:at + _LANE_SLICE]]
-    return np.flatnonzero(present) + low, lane
+    return np.flatnonzero(present) + low, looked_up(index, lane, out=lane)
 
 
 @dataclass

@@ -7,7 +7,8 @@ decoded, put into its final place and let go before the next one:
 
 * text is kept as codes into one dictionary per column, in 1, 2 or 4 bytes a row as the dictionary grows
   (one code is left free below the type's top, for the null code ``shapes.distinct_values`` appends);
-* integers named in ``narrow`` are kept in 4 bytes while every value fits, in 8 once one does not;
+* integers named in ``narrow`` are kept in the width it gives them (1 or 4 bytes) while every value fits,
+  widened (to 2, 4, 8 bytes) once one does not;
 * floats named in ``coded_floats`` are kept as codes too while they hold few distinct values (a kernel
   table's PMU ratios: their two MTE2 columns held 242 MB of a 15.7 M-kernel table as floats, 60 as codes);
 * every other number keeps its own type.
@@ -20,7 +21,7 @@ byte a row for each column with nulls (its validity, packed into bits at the end
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -106,12 +107,17 @@ class _Codes:
         return pa.DictionaryArray.from_arrays(indices, pa.array(self.values, self.value_type))
 
 
-class _Numbers:
-    """A number column in its own type, or in 4 bytes while its values fit where ``narrow`` says so."""
+_INT_WIDTHS = (np.int8, np.int16, np.int32, np.int64)
 
-    def __init__(self, rows: int, typ: pa.DataType, narrow: bool) -> None:
+
+class _Numbers:
+    """A number column in its own type, or, where ``narrow`` gives a narrower integer type, in that one while
+    its values fit, widened a step at a time once one does not."""
+
+    def __init__(self, rows: int, typ: pa.DataType,
+                 narrow: type[np.signedinteger[Any]] | None = None) -> None:
         self.file_type = typ
-        self.type = pa.int32() if narrow else typ
+        self.type = pa.from_numpy_dtype(narrow) if narrow is not None else typ
         # np.empty: pages a column of nulls never writes are never resident
         self.values = np.empty(rows, self.type.to_pandas_dtype())
         self.validity = _Validity(rows)
@@ -121,10 +127,16 @@ class _Numbers:
         if chunk.null_count == len(chunk):  # left unwritten (see finish)
             return
         values = (pc.fill_null(chunk, 0) if chunk.null_count else chunk).to_numpy(zero_copy_only=False)
-        if self.type == pa.int32() and values.dtype != np.int32 and not fits(values, np.int32):
-            self.type = pa.int64()
-            self.values = self.values.astype(np.int64)
+        if self.type != self.file_type and values.dtype.itemsize > self.values.dtype.itemsize:
+            self._widen_for(values)
         self.values[at:at + len(chunk)] = values
+
+    def _widen_for(self, values: np.ndarray) -> None:
+        """The narrowest integer type, from the present one up, that holds ``values`` too."""
+        width = next(w for w in _INT_WIDTHS[_INT_WIDTHS.index(self.values.dtype.type):] if fits(values, w))
+        if width != self.values.dtype.type:
+            self.values = self.values.astype(width)
+            self.type = pa.from_numpy_dtype(width)
 
     def finish(self) -> pa.Array:
         rows = len(self.values)
@@ -160,7 +172,7 @@ class _FloatCodes:
 
     def _decoded(self, coded: _Codes, rows: int) -> _Numbers:
         """The first ``rows`` rows of ``coded`` as floats (its nulls kept)."""
-        plain = _Numbers(self.rows, self.type, narrow=False)
+        plain = _Numbers(self.rows, self.type)
         plain.values[:rows] = np.asarray(coded.values, plain.values.dtype)[coded.codes[:rows]]
         plain.validity = coded.validity
         return plain
@@ -187,10 +199,11 @@ class _Chunks:
 
 
 def read_compact(path: str | os.PathLike[str], columns: list[str], text: Collection[str],
-                 narrow: Collection[str], coded_floats: Collection[str] = ()) -> pa.Table:
+                 narrow: Mapping[str, type[np.signedinteger[Any]]],
+                 coded_floats: Collection[str] = ()) -> pa.Table:
     """``columns`` of the Parquet file at ``path``, ``text`` ones as codes into one dictionary each,
-    ``narrow`` integers in 4 bytes where they fit and ``coded_floats`` as codes while their values are few,
-    one row group at a time (see the module's docstring)."""
+    ``narrow`` 8-byte integers in the narrower type it gives each while they fit and ``coded_floats`` as
+    codes while their values are few, one row group at a time (see the module's docstring)."""
     parquet = pq.ParquetFile(path, read_dictionary=[c for c in columns if c in text])
     rows = parquet.metadata.num_rows
     schema = parquet.schema_arrow
@@ -203,7 +216,7 @@ def read_compact(path: str | os.PathLike[str], columns: list[str], text: Collect
         elif name in coded_floats and pa.types.is_floating(typ):
             builders[name] = _FloatCodes(rows, typ)
         elif pa.types.is_integer(typ) or pa.types.is_floating(typ):
-            builders[name] = _Numbers(rows, typ, narrow=name in narrow and pa.types.is_int64(typ))
+            builders[name] = _Numbers(rows, typ, narrow.get(name) if pa.types.is_int64(typ) else None)
         else:
             builders[name] = _Chunks(typ)
     at = 0

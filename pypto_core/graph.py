@@ -8,7 +8,7 @@ All of it is columnar: numpy arrays aligned with the rows of ``profile.kernels``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -18,10 +18,18 @@ import pyarrow.compute as pc
 
 from pypto_core.attribution import ATTRIBUTION_COLUMNS, TimeAttribution, attribute, kernel_codes
 from pypto_core.framework_ops import FRAMEWORK_OPS_COLUMNS, FrameworkOps, framework_ops
-from pypto_core.grouping import column_values, fits, int16_if_fits, int32_if_fits, text_codes, value_flags
+from pypto_core.grouping import (
+    column_values,
+    fits,
+    int16_if_fits,
+    int32_if_fits,
+    pair_order,
+    text_codes,
+    value_flags,
+)
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg, render
-from pypto_core.intervals import union_length, union_length_of, window_index
+from pypto_core.intervals import in_order, union_length, union_length_of, window_index
 from pypto_core.launches import LAUNCH_COLUMNS, Launches, launches
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
 from pypto_core.profile import Profile, merge_columns
@@ -147,9 +155,11 @@ _END_SLICE = 1 << 20  # kernels whose ends are worked out at once (8 MB)
 
 
 def _ids(column: pa.ChunkedArray) -> np.ndarray:
-    """A device or stream id column as numbers (0 for a null), int32 where they fit (every profile seen)."""
+    """A device or stream id column as numbers (0 for a null), in its loaded width where that is 4 bytes or
+    less (a projected load keeps them in 1 where they fit: ``NARROW_COLUMNS``), else int32 where they fit
+    (every profile seen)."""
     values = column_values(column)
-    return values if values.dtype == np.int32 else int32_if_fits(values)
+    return values if values.dtype.itemsize <= 4 else int32_if_fits(values)
 
 
 class OperatorCallGraph:
@@ -162,7 +172,7 @@ class OperatorCallGraph:
         self.kernels = k
         self.n = k.num_rows
         self.start = column_values(k["start_ns"]).astype(np.int64, copy=False)
-        dur = column_values(k["dur_ns"]).astype(np.int64, copy=False)
+        dur = column_values(k["dur_ns"])  # 4 bytes where a projected load kept them so (NARROW_COLUMNS)
         self.dur = dur if not len(dur) or int(dur.min()) >= 0 else np.maximum(dur, 0)
         del dur
         self.device = _ids(k["device_id"])
@@ -264,9 +274,13 @@ class OperatorCallGraph:
     @cached_property
     def stream_order(self) -> np.ndarray:
         """Kernel indices sorted by device, stream, start: the order chains are matched in."""
-        # int32 positions (a profile holds fewer than 2**31 kernels): 4 bytes a kernel, not 8
-        return (np.lexsort((self.start, self.stream, self.device)).astype(np.int32) if self.n
-                else np.zeros(0, np.int32))
+        # int32 positions (a profile holds fewer than 2**31 kernels): 4 bytes a kernel, not 8. Kernels
+        # stored in start order (a rank's file) are put in it by their device and stream alone, a slice at
+        # a time: the same order as the lexsort, which took 235 MB beyond it on 15.7 M kernels
+        order = pair_order(self.device, self.stream) if in_order(self.start) else None
+        if order is None:
+            order = np.lexsort((self.start, self.stream, self.device)).astype(np.int32)
+        return order
 
     @cached_property
     def gap_before_ns(self) -> np.ndarray:
@@ -280,7 +294,7 @@ class OperatorCallGraph:
         # One device whose kernels are stored in start order (a rank's file): worked on in place, with no
         # sorted copies (on 3.1 M kernels, 120 MB less at this step's peak).
         one_device = bool((self.device == self.device[0]).all())
-        if one_device and bool((self.start[1:] >= self.start[:-1]).all()):
+        if one_device and in_order(self.start):
             return self._gaps_in_order()
         order = np.lexsort((self.start, self.device))
         s = self.start[order]
@@ -336,7 +350,9 @@ class OperatorCallGraph:
     def slot_ns(self, kernels: np.ndarray) -> np.ndarray:
         """The listed kernels' slots (float ns): each one's run time plus the idle gap before it, what
         removing the kernel (a fusion) frees in a launch-bound run. Worked out for those kernels only."""
-        slot: np.ndarray = (self.dur[kernels] + self.gap_before_ns[kernels]).astype(np.float64)
+        # in floats before they are added: both may be 4 bytes, and exact as floats (whole ns below 2**53)
+        slot: np.ndarray = self.dur[kernels].astype(np.float64)
+        slot += self.gap_before_ns[kernels]
         return slot
 
     @cached_property
@@ -345,7 +361,10 @@ class OperatorCallGraph:
 
     @cached_property
     def chains(self) -> dict[str, ChainMatch]:
-        """Unfused chains (rms_norm, rope, swiglu, attention) as masks over stream-ordered positions."""
+        """Unfused chains (rms_norm, rope, swiglu, attention): their members' stream-ordered positions and
+        kernel rows. The stream order they were matched in is let go once they are (rebuilt if asked for
+        again): the members' rows are all that is read of it after, and it held 60 MB of a 15.7 M-kernel
+        table through the rules."""
         codes, vocab = self.op_codes
         order = self.stream_order
         ordered_codes = codes[order] if self.n else codes
@@ -353,30 +372,30 @@ class OperatorCallGraph:
         if self.n > 1:
             d, s = self.device[order], self.stream[order]
             same[1:] = (d[1:] == d[:-1]) & (s[1:] == s[:-1])
-        return {p.name: match_chains(ordered_codes, vocab, same, p) for p in PATTERNS}
+            del d, s
+        matches = {p.name: match_chains(ordered_codes, vocab, same, p) for p in PATTERNS}
+        self.__dict__.pop("stream_order", None)
+        return {name: replace(m, rows=order[m.positions]) for name, m in matches.items()}
 
     def chain_mask(self, name: str) -> np.ndarray:
         """Bool per kernel row: member of an unfused chain ``name``."""
         mask = np.zeros(self.n, bool)
-        if self.n:
-            mask[self.stream_order[self.chains[name].positions]] = True
+        mask[self.chains[name].rows] = True
         return mask
 
     def chain_id(self, name: str) -> np.ndarray:
         """Per kernel row: an id shared by the members of one chain, -1 outside chains (a stream-ordered
         position: 4 bytes a kernel)."""
         ids = np.full(self.n, -1, np.int32)
-        if self.n:
-            chain = self.chains[name]
-            ids[self.stream_order[chain.positions]] = chain.anchor_of
+        chain = self.chains[name]
+        ids[chain.rows] = chain.anchor_of
         return ids
 
     def chain_side(self, name: str) -> np.ndarray:
         """Per kernel row: -1 before its chain's anchor, 0 the anchor (or outside chains), +1 after it."""
         side = np.zeros(self.n, np.int64)
-        if self.n:
-            chain = self.chains[name]
-            side[self.stream_order[chain.positions]] = np.sign(chain.positions - chain.anchor_of)
+        chain = self.chains[name]
+        side[chain.rows] = np.sign(chain.positions - chain.anchor_of)
         return side
 
     def is_role(self, *names: str) -> np.ndarray:
@@ -553,8 +572,8 @@ class OperatorCallGraph:
                                "model_hint": None}
         mm = self.is_role("matmul") & ~self.lm_head_mask
         if mm.any():
-            k = self.figure("k", mm)
-            vals, counts = np.unique(k[k > 0], return_counts=True)
+            vals, counts = self.shape_figures.value_counts("k", mm)
+            vals, counts = vals[vals > 0], counts[vals > 0]
             if len(vals):
                 out["hidden"] = int(vals[np.argmax(counts)])
         if self.lm_head_mask.any():
@@ -700,8 +719,7 @@ class OperatorCallGraph:
         if wl.is_llm():
             norm = w & (self.is_role("norm") | self.chain_mask("rms_norm"))
             if named_ops or norm.any():
-                out["norm_launch_overhead_share"] = float((self.dur[norm]
-                                                           + self.gap_before_ns[norm]).sum() / span)
+                out["norm_launch_overhead_share"] = float(self.slot_ns(norm).sum() / span)
         if wl.has_decode():
             layout = w & self.kv_layout_mask
             lay_t = float(self.dur[layout].sum())

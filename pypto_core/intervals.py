@@ -58,7 +58,7 @@ def union_length_of(starts: np.ndarray, durs: np.ndarray, rows: np.ndarray | Non
     slice at a time where the starts are in order (a rank's kernels as stored), with no array as long as
     the rows (copies of both took 250 MB on a 15.7 M-kernel table); else on copies of those rows. The same
     integers either way: the span from the first start to the last running end, less the gaps."""
-    if not _in_order(starts):
+    if not in_order(starts):
         sel = slice(None) if rows is None else rows
         chosen = starts[sel]
         return union_length(chosen, chosen + durs[sel], ends_scratch=True)
@@ -91,7 +91,8 @@ def union_length_of(starts: np.ndarray, durs: np.ndarray, rows: np.ndarray | Non
 _UNION_SLICE_ROWS = 1 << 20
 
 
-def _in_order(starts: np.ndarray) -> bool:
+def in_order(starts: np.ndarray) -> bool:
+    """Whether the starts never go back (a rank's tasks as stored)."""
     return bool((starts[1:] >= starts[:-1]).all())
 
 
@@ -124,7 +125,7 @@ def _running_ends(starts: np.ndarray, ends: np.ndarray,
     if not ok.all():  # the intervals that cover something, as copies of their own
         starts, ends, ends_scratch = starts[ok], ends[ok], True
     del ok
-    if _in_order(starts):
+    if in_order(starts):
         # already in start order (pieces that ``subtract_intervals`` made, a rank's kernels): no sort
         s, e = starts, (ends if ends_scratch and ends.dtype == np.int64 else ends.copy())
     else:

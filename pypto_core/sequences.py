@@ -11,7 +11,7 @@ x chain length), never a Python loop per kernel.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -62,6 +62,9 @@ class ChainMatch:
     positions: np.ndarray  # int64, sorted: ordered positions of the chains' members
     anchor_of: np.ndarray  # int64 per member: the ordered position of its chain's anchor
     anchors: np.ndarray  # ordered positions of the matched anchors
+    # per member: its kernel row (its position mapped back through the stream order), which whoever knows
+    # that order fills in (``OperatorCallGraph.chains``)
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
 
     @property
     def count(self) -> int:

@@ -49,6 +49,19 @@ class ShapeFigures:
         counts, _ = code_totals(self.group, len(values), rows=kernels)
         return float((counts * values).sum())
 
+    def value_counts(self, name: str, kernels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct values of figure ``name`` over the kernels of a mask, sorted, and how many kernels
+        hold each (``np.unique(..., return_counts=True)`` of their figures), counted per group: no array
+        over the kernels (a 15.7 M-kernel table's MatMul K dims and their sort took 110 MB)."""
+        values = self.rows[name]
+        if self.group is None:
+            return np.unique(values[kernels], return_counts=True)
+        counts, _ = code_totals(self.group, len(values), rows=kernels)
+        distinct, of_group = np.unique(values, return_inverse=True)
+        per_value = np.bincount(of_group.reshape(-1), weights=counts, minlength=len(distinct))
+        held = per_value > 0
+        return distinct[held], per_value[held].astype(np.int64)
+
     def at(self, name: str, kernels: np.ndarray) -> np.ndarray:
         """Figure ``name`` of the kernels ``kernels`` (indices or a mask) only."""
         values = self.rows[name]

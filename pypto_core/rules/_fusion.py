@@ -30,7 +30,7 @@ def chain_savings(graph: OperatorCallGraph, idx: np.ndarray, chain_of_idx: np.nd
         return np.zeros(0), 0
     _, inv = np.unique(chain_of_idx, return_inverse=True)
     chains = int(inv.max()) + 1
-    slot = (graph.dur[idx] + graph.gap_before_ns[idx]).astype(np.float64)
+    slot = graph.slot_ns(idx)
     chain_slot = np.bincount(inv, weights=slot, minlength=chains)
     chain_saving = np.maximum(chain_slot - np.asarray(fused_ns, np.float64) - fused_gap_ns, 0.0)
     return chain_saving[inv] * slot / np.maximum(chain_slot[inv], 1.0), chains

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pypto_core.attribution import IDLE_BUCKETS
-from pypto_core.grouping import text_codes, value_flags
+from pypto_core.grouping import code_totals, text_codes, value_flags
 from pypto_core.i18n import Message, msg
 from pypto_core.intervals import intersect_intervals, outermost
 from pypto_core.replay import Change
@@ -81,7 +81,7 @@ def match(ctx: RuleContext) -> None:
     if "op_state" in g.kernels.column_names:
         # counted on codes: a handful of states, no text per kernel
         codes, states = text_codes(g.kernels["op_state"], narrow=True)
-        per_state = np.bincount(codes[codes >= 0], minlength=len(states))
+        per_state, _ = code_totals(codes, len(states), rows=codes >= 0)  # a slice at a time: no 8-byte copy
         known = int(sum(n for s, n in zip(states, per_state.tolist()) if s != ""))
         if known:
             dyn = int(sum(n for s, n in zip(states, per_state.tolist()) if s.lower() == "dynamic"))

@@ -1,6 +1,7 @@
 """``compact_read``: a Parquet file read a row group at a time into single-chunk columns gives the values a
-whole read gives, with codes as narrow as the dictionary seen so far allows, ids in 4 bytes while they fit
-and float counters as codes while their values are few."""
+whole read gives, with codes as narrow as the dictionary seen so far allows, integers in the narrower type
+asked for while they fit (widened a step at a time once they do not) and float counters as codes while their
+values are few."""
 
 from __future__ import annotations
 
@@ -40,11 +41,17 @@ def test_each_column_as_a_whole_read_gives_it_in_one_chunk(tmp_path: Path) -> No
     small_ids = pa.array(at % 5)
     ratio = pa.array([None if i % 11 == 0 else (math.nan if i % 13 == 0 else round((i % 9) / 8, 3))
                       for i in at], pa.float64())
+    # 1 byte in the first row group, 2 from the second, 4 from the third
+    blocks = pa.array(np.where(at < 1000, at % 100, np.where(at < 2000, 300, 70_000)))
     nothing = pa.nulls(rows, pa.int64())
     path = _write(tmp_path, {"name": name_col, "stream_id": ids, "device_id": small_ids, "ratio": ratio,
-                             "correlation_id": nothing, "start_ns": pa.array(at * 10)})
-    table = read_compact(path, ["name", "stream_id", "device_id", "ratio", "correlation_id", "start_ns"],
-                         text={"name"}, narrow={"stream_id", "device_id", "correlation_id"},
+                             "correlation_id": nothing, "start_ns": pa.array(at * 10), "block_dim": blocks,
+                             "dur_ns": pa.array(at + 2**20)})
+    table = read_compact(path, ["name", "stream_id", "device_id", "ratio", "correlation_id", "start_ns",
+                                "block_dim", "dur_ns"],
+                         text={"name"}, narrow={"stream_id": np.int8, "device_id": np.int8,
+                                                "correlation_id": np.int32, "block_dim": np.int8,
+                                                "dur_ns": np.int32},
                          coded_floats={"ratio"})
     whole = pq.read_table(path)
     for column in table.column_names:
@@ -53,7 +60,10 @@ def test_each_column_as_a_whole_read_gives_it_in_one_chunk(tmp_path: Path) -> No
     assert table.schema.field("name").type == pa.dictionary(pa.int16(), pa.string())
     assert table["name"].null_count == name_col.null_count
     assert table.schema.field("stream_id").type == pa.int64()  # one value past int32
-    assert table.schema.field("device_id").type == pa.int32()
+    assert table.schema.field("device_id").type == pa.int8()
+    assert table.schema.field("block_dim").type == pa.int32()  # widened twice, its values kept
+    assert table.schema.field("dur_ns").type == pa.int32()
+    assert table.schema.field("start_ns").type == pa.int64()  # not asked to narrow
     assert table.schema.field("ratio").type == pa.dictionary(pa.int8(), pa.float64())
     assert len(table["ratio"].chunk(0).dictionary) == 10  # nine ratios and one NaN
     assert table.schema.field("correlation_id").type == pa.int64()  # no value: the file's type
@@ -64,7 +74,7 @@ def test_codes_widen_only_as_far_as_the_dictionary_needs(tmp_path: Path) -> None
     at = np.arange(2 * ROWS_PER_GROUP)
     path = _write(tmp_path, {"few": pa.array([f"k{i % 126}" for i in at]),
                              "more": pa.array([f"k{i % 127}" for i in at])})
-    table = read_compact(path, ["few", "more"], text={"few", "more"}, narrow=())
+    table = read_compact(path, ["few", "more"], text={"few", "more"}, narrow={})
     # one code is left free below the type's top, for the null code ``shapes.distinct_values`` appends
     assert table.schema.field("few").type.index_type == pa.int8()
     assert table.schema.field("more").type.index_type == pa.int16()
@@ -78,7 +88,7 @@ def test_a_float_column_of_many_values_is_read_as_floats(tmp_path: Path,
     # 20 values in the first row group, 40 from the second on: past the limit there
     values = pa.array([None if i == 5 else float(i % (20 if i < 1000 else 40)) / 3 for i in at])
     path = _write(tmp_path, {"x": values})
-    table = read_compact(path, ["x"], text=(), narrow=(), coded_floats={"x"})
+    table = read_compact(path, ["x"], text=(), narrow={}, coded_floats={"x"})
     assert table.schema.field("x").type == pa.float64() and table["x"].num_chunks == 1
     assert table["x"].to_pylist() == values.to_pylist()
     assert table["x"].null_count == 1
@@ -86,6 +96,6 @@ def test_a_float_column_of_many_values_is_read_as_floats(tmp_path: Path,
 
 def test_an_empty_file_reads_as_empty_columns(tmp_path: Path) -> None:
     path = _write(tmp_path, {"name": pa.array([], pa.string()), "stream_id": pa.array([], pa.int64())})
-    table = read_compact(path, ["name", "stream_id"], text={"name"}, narrow={"stream_id"})
+    table = read_compact(path, ["name", "stream_id"], text={"name"}, narrow={"stream_id": np.int8})
     assert table.num_rows == 0
     assert table.schema.field("stream_id").type == pa.int64()  # nothing to narrow: the file's type

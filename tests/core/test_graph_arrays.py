@@ -165,3 +165,80 @@ def test_a_projected_load_keeps_codes_as_narrow_as_their_dictionary(tmp_path, di
     assert table["name"].cast(pa.string()).to_pylist() == names
     values, codes = distinct_values(table["name"])  # the null code is one past the dictionary
     assert codes[-1] == len(values) - 1 and values[int(codes[-1])].as_py() is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.sampled_from([-128, -1, 0, 1, 126, 127]),
+                          st.sampled_from([-1, 0, 5, 127])), min_size=1, max_size=40))
+def test_the_stream_order_of_kernels_in_start_order_is_the_lexsort(rows) -> None:
+    """Kernels stored in start order (ties included) are put in stream order by their device and stream
+    alone, a slice of three rows at a time, with 1-byte ids at their limits: the lexsort's order. The chains
+    found in it then hold their members' rows, so the order can be let go."""
+    import pypto_core.grouping as grouping
+
+    start = np.cumsum([gap for gap, _, _ in rows]).astype(np.int64)
+    device = np.array([d for _, d, _ in rows], np.int8)
+    stream = np.array([s for _, _, s in rows], np.int8)
+    kept = grouping._SLICE
+    grouping._SLICE = 3
+    try:
+        order = grouping.pair_order(device, stream)
+    finally:
+        grouping._SLICE = kept
+    assert order is not None and order.dtype == np.int32
+    assert order.tolist() == np.lexsort((start, stream, device)).tolist()
+
+
+def test_sparse_pairs_are_left_to_the_lexsort_and_chains_keep_their_rows() -> None:
+    from pypto_core.grouping import pair_order
+
+    assert pair_order(np.array([0, 2**40]), np.array([0, 2**40])) is None
+    # a norm chain on stream 2 interleaved with another stream's kernels, stored in start order
+    ops = ["Pow", "MatMul", "ReduceMean", "MatMul", "Add", "Rsqrt", "Mul", "Mul"]
+    n = len(ops)
+    g = _graph(list(range(0, 10 * n, 10)), [5] * n, [0] * n, stream=[2, 5, 2, 5, 2, 2, 2, 2],
+               name=pa.array(ops), op_type=pa.array(ops))
+    order = np.lexsort((g.start, g.stream, g.device))
+    assert g.stream_order.tolist() == order.tolist()
+    chains = g.chains
+    assert "stream_order" not in g.__dict__  # let go once the chains hold their rows
+    for name, chain in chains.items():
+        assert chain.rows.tolist() == order[chain.positions].tolist(), name
+    members = g.chain_mask("rms_norm")
+    assert chains["rms_norm"].count == 1
+    assert np.flatnonzero(members).tolist() == [0, 2, 4, 5, 6, 7]  # the MatMuls of stream 5 are not in it
+
+
+def test_a_projected_load_keeps_lanes_in_a_byte_and_lengths_in_four(tmp_path) -> None:
+    """Devices, streams and launch blocks load in 1 byte while they fit (2 past 127), kernel lengths in 4
+    (8 once one is 2.1 s or longer); the call graph and the attribution read them in that width, and the
+    figures are those of the whole load's 8 bytes."""
+    from pypto_core.attribution import attribute
+    from pypto_core.rules import diagnose_columns
+
+    n = 300
+    start = np.arange(n, dtype=np.int64) * 1000
+    kernels = pa.table({"start_ns": pa.array(start), "dur_ns": pa.array(np.full(n, 900, np.int64)),
+                        "device_id": pa.array(np.zeros(n, np.int64)),
+                        "stream_id": pa.array(np.arange(n, dtype=np.int64) % 200),  # 2 bytes
+                        "block_dim": pa.array(np.full(n, 20, np.int64)),
+                        "name": pa.array(["k"] * n), "op_type": pa.array(["Add"] * n)})
+    profile = Profile(meta=ProfileMeta(format="ascend_pt", device="910B3"), kernels=kernels)
+    folder = profile.save(tmp_path / "saved")
+    loaded = Profile.load(folder, columns=diagnose_columns())
+    types = {name: loaded.kernels.schema.field(name).type for name in ("device_id", "stream_id", "block_dim",
+                                                                        "dur_ns", "start_ns")}
+    assert types == {"device_id": pa.int8(), "stream_id": pa.int16(), "block_dim": pa.int8(),
+                     "dur_ns": pa.int32(), "start_ns": pa.int64()}
+    g = OperatorCallGraph(loaded)
+    assert g.device.dtype == np.int8 and g.stream.dtype == np.int16 and g.dur.dtype == np.int32
+    whole = attribute(Profile.load(folder))
+    narrow = attribute(loaded)
+    assert whole is not None and narrow is not None
+    assert narrow.run.to_dict() == whole.run.to_dict() and narrow.streams == whole.streams
+    # one kernel of 3 s: the lengths widen to 8 bytes, the value exact
+    long = kernels.set_column(1, "dur_ns", pa.array([3 * 10**9] + [900] * (n - 1), pa.int64()))
+    folder = Profile(meta=profile.meta, kernels=long).save(tmp_path / "long")
+    loaded = Profile.load(folder, columns=diagnose_columns())
+    assert loaded.kernels.schema.field("dur_ns").type == pa.int64()
+    assert loaded.kernels["dur_ns"][0].as_py() == 3 * 10**9

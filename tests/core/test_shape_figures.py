@@ -36,6 +36,12 @@ def _same_figures(whole: OperatorCallGraph, coded: OperatorCallGraph) -> None:
         np.testing.assert_array_equal(coded.figure(name, some), every[some], err_msg=name)
         mask = every > 0
         np.testing.assert_array_equal(coded.figure(name, mask), every[mask], err_msg=name)
+        for kernels in (mask, np.arange(coded.n) % 7 == 3):  # counted per group: np.unique's counts
+            values, counts = coded.shape_figures.value_counts(name, kernels)
+            expected, expected_counts = np.unique(every[kernels], return_counts=True)
+            np.testing.assert_array_equal(values, expected, err_msg=name)
+            np.testing.assert_array_equal(counts, expected_counts, err_msg=name)
+            assert whole.shape_figures.value_counts(name, kernels)[1].tolist() == expected_counts.tolist()
     assert coded.figure("k").max() > 0  # the demo's and the sample's MatMuls have a K
 
 
