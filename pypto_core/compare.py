@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from pypto_core.attribution import BUCKETS, TimeAttribution, step_windows
 from pypto_core.framework_ops import FrameworkOps
 from pypto_core.graph import GRAPH_COLUMNS, METRICS, OperatorCallGraph
-from pypto_core.grouping import code_totals, group_rows, int16_if_fits
+from pypto_core.grouping import code_totals, group_rows, int16_if_fits, looked_up, pair_totals
 from pypto_core.hardware import SkuSpec
 from pypto_core.i18n import Message, msg, stored_texts
 from pypto_core.intervals import window_index
@@ -171,6 +171,11 @@ class _Side:
                              scope=int16_if_fits(fw.scope), scope_names=fw.scope_names, full_codes=full_codes,
                              full_names=full_names)
         del op_codes, shape_codes, keys, name_codes, plain, full_codes, fw
+        # the kernels' names, shapes and counters are coded: only their times and lanes are read after (the
+        # gaps), so the rest of the table goes before the sums (180 MB of a 15.7 M-kernel table)
+        workload = graph.workload
+        graph.kernels = profile.kernels = k.select([c for c in _GAP_COLUMNS if c in k.column_names])
+        del k
         tokens = int(len(t.latency_ns))
         scopes = {"per_token": (decode, float(tokens)), "per_step": in_steps,
                   "whole_run": (np.ones(graph.n, bool), 1.0)}
@@ -190,9 +195,12 @@ class _Side:
         if decode.any():
             block_ns["decode"] = _block_ns(block, graph.dur, gap, decode)
         return cls(meta=profile.meta, sku=graph.sku, sku_source=graph.sku_source, vendor=graph.vendor,
-                   workload=graph.workload, attribution=graph.attribution, metrics=metrics,
+                   workload=workload, attribution=graph.attribution, metrics=metrics,
                    tokens=tokens, token_latency_ms=latency, step_walls_ns=graph.step_walls_ns(), n=graph.n,
                    op_labels=op_labels, shape_labels=shape_labels, units=units, block_ns=block_ns)
+
+
+_GAP_COLUMNS = ("start_ns", "dur_ns", "device_id", "stream_id")  # what the gaps before kernels read
 
 
 def _block_ns(block: np.ndarray, dur: np.ndarray, gap: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
@@ -251,10 +259,9 @@ class _KernelCodes:
         width = max(len(names), 1)
         # (label, readable name) pairs in their codes' order; a readable name's full name: its first kernel's
         keys_in, names_in, dur_in = scoped(keys), scoped(self.name_codes), scoped(self.dur)
-        first, inverse = group_rows(keys_in, names_in)
+        first, pair_c, pair_t = pair_totals(keys_in, names_in, dur_in)
         pair = keys_in[first].astype(np.int64) * width + names_in[first]
-        pair_c, pair_t = code_totals(inverse, len(first), dur_in)
-        del inverse, names_in
+        del names_in
         example = first if sel is None else sel[first]
         scopes = scoped(self.scope)
         out: dict[tuple[str, str], dict[str, Any]] = {}
@@ -357,7 +364,8 @@ _AlignmentKeys = tuple[np.ndarray, list[tuple[str, str]], np.ndarray, list[str],
 
 
 def _encode(values: np.ndarray | pa.Array | pa.ChunkedArray) -> _Codes:
-    """Dictionary-encode a text column (Arrow's hash table in C++, not np.unique over Python strings)."""
+    """Dictionary-encode a text column (Arrow's hash table in C++, not np.unique over Python strings); the
+    codes in 2 bytes where they fit (``_narrowed``), so that no second 4-byte copy stands beside Arrow's."""
     arr = pa.array(values, type=pa.string()) if isinstance(values, np.ndarray) else values
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
@@ -373,12 +381,12 @@ def _encode(values: np.ndarray | pa.Array | pa.ChunkedArray) -> _Codes:
                 pa.array(merged[arr.indices.to_numpy(zero_copy_only=False)])
             seen = codes.dictionary_encode()
             values = list(distinct)
-            return (seen.indices.to_numpy(zero_copy_only=False).astype(np.int32),
-                    [values[i] for i in seen.dictionary.to_pylist()])
+            return _narrowed((seen.indices.to_numpy(zero_copy_only=False),
+                              [values[i] for i in seen.dictionary.to_pylist()]))
     if not pa.types.is_string(arr.type) and not pa.types.is_large_string(arr.type):
         arr = arr.cast(pa.string())
     enc = arr.dictionary_encode()
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int32), enc.dictionary.to_pylist()
+    return _narrowed((enc.indices.to_numpy(zero_copy_only=False), enc.dictionary.to_pylist()))
 
 
 def _narrowed(codes: _Codes) -> _Codes:
@@ -407,11 +415,9 @@ def _shape_codes(k: pa.Table, op_types: _Codes) -> _Codes:
 def _alignment_codes(k: pa.Table, fw: FrameworkOps) -> _AlignmentKeys:
     """Per kernel: a key code into (aligned_by, key) labels, and a readable-name code into names."""
     n = k.num_rows
-    raw_codes, raw_names = _encode(pc.fill_null(k["name"], "?")) if n else (np.zeros(0, np.int32), [])
+    raw_codes, raw_names = _encode(pc.fill_null(k["name"], "?")) if n else (np.zeros(0, np.int16), [])
     op_type = pc.fill_null(k["op_type"], "").combine_chunks() if n else pa.array([], pa.string())
-    op_codes, op_labels = _encode(op_type) if n else (np.zeros(0, np.int32), [])
-    has_op = (np.array([bool(v) for v in op_labels], bool)[op_codes] if len(op_labels)
-              else np.zeros(n, bool))
+    op_codes, op_labels = _encode(op_type) if n else (np.zeros(0, np.int16), [])
     # a kernel's label: its op type where the profile has one (Ascend numbers its kernels: Conv2D1,
     # trans_TransData_12), else its readable name (CUDA kernels)
     first, pair_inv = group_rows(op_codes, raw_codes)  # (op type, name) pairs, in their codes' order
@@ -419,19 +425,32 @@ def _alignment_codes(k: pa.Table, fw: FrameworkOps) -> _AlignmentKeys:
     del raw_codes
     names = sorted(set(pair_label))
     index = {v: i for i, v in enumerate(names)}
-    name_codes = np.array([index[v] for v in pair_label], np.int32)[pair_inv.reshape(-1)] if n \
-        else np.zeros(0, np.int32)
+    name_codes = looked_up(int16_if_fits(np.array([index[v] for v in pair_label], np.int32)), pair_inv)
     del pair_inv
     labels = ([("framework_op", v) for v in fw.op_names] + [("op_type", v) for v in op_labels]
               + [("name", v) for v in names])
     nf, no = len(fw.op_names), len(op_labels)
-    plain = np.where(has_op, nf + op_codes, nf + no + name_codes).astype(np.int32, copy=False)
-    del has_op, op_codes
-    # a kernel's framework op where one is known (none without host ops: the plain keys themselves); each
-    # in 2 bytes where they fit
-    keys = int16_if_fits(np.where(fw.op >= 0, fw.op, plain)) if nf else None
-    plain = int16_if_fits(plain)
-    return (plain if keys is None else keys), labels, int16_if_fits(name_codes), names, plain
+    # every kernel's key in 2 bytes where every label's code fits, a slice at a time: over every kernel at
+    # once, its temporaries took 250 MB of a 15.7 M-kernel table
+    key_type = np.int16 if len(labels) <= np.iinfo(np.int16).max else np.int32
+    has_op = np.array([bool(v) for v in op_labels], bool)  # per op-type code: a real op type, not ""
+    plain = np.empty(n, key_type)
+    for at in range(0, n, _KEY_SLICE):
+        part = slice(at, at + _KEY_SLICE)
+        op = op_codes[part].astype(key_type)
+        plain[part] = np.where(has_op[op], op + nf, name_codes[part].astype(key_type) + (nf + no))
+    del op_codes
+    # a kernel's framework op where one is known (none without host ops: the plain keys themselves)
+    keys = None
+    if nf:
+        keys = np.empty(n, key_type)
+        for at in range(0, n, _KEY_SLICE):
+            part = slice(at, at + _KEY_SLICE)
+            keys[part] = np.where(fw.op[part] >= 0, fw.op[part], plain[part])
+    return (plain if keys is None else keys), labels, name_codes, names, plain
+
+
+_KEY_SLICE = 1 << 20  # kernels whose alignment keys are worked out at once
 
 
 def _shape_cells(shapes: pa.ChunkedArray) -> pa.Array:

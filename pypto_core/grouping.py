@@ -4,6 +4,7 @@ of each group, for tables of millions of kernels."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,14 +49,22 @@ def group_rows(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     The keys are codes: they are packed into one integer per row. Where every combination fits a table of
     ``DENSE_SPAN`` entries (op type, shape, dtype and format codes of flagged kernels), the groups are marked
-    in it (``unique_codes``): no sort, and the group of each row in 4 bytes. Where the keys so far fill such a
-    table, they are replaced by their groups' ranks (in key order, so the order holds) before the next is
-    packed: five codes of 15.7 M kernels (shapes, dtypes, role) kept to 4 bytes a row where their sort took
-    600 MB. Otherwise they are grouped with a 1-D sort (``axis=0`` unique sorts rows as structured values,
-    ten times slower on 400 k kernels)."""
+    in it a slice of rows at a time (``_Packing.ranks``): no sort, no packed key over every row (its packed
+    keys and their lookup took 190 MB of a 15.7 M-kernel table), and the group of each row in 4 bytes. Where
+    the keys so far fill such a table, they are replaced by their groups' ranks (in key order, so the order
+    holds) before the next is packed: five codes of 15.7 M kernels (shapes, dtypes, role) kept to 4 bytes a
+    row where their sort took 600 MB. Otherwise they are grouped with a 1-D sort (``axis=0`` unique sorts
+    rows as structured values, ten times slower on 400 k kernels)."""
     cols = [np.asarray(k) for k in keys]  # as given (int32 codes stay 4 bytes a row): packed one at a time
     if not cols or not len(cols[0]):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    packing = _Packing.of(*cols)
+    if packing is not None:  # every combination fits a table: each row's group found a slice at a time
+        rank, groups = packing.ranks()
+        group = np.empty(len(cols[0]), np.int32)
+        for at in range(0, len(cols[0]), _SLICE):
+            group[at:at + _SLICE] = rank[packing.keys(at)]
+        return first_rows(group, groups), group
     packed: np.ndarray | None = None
     span = 1
     for col in cols:
@@ -91,18 +100,10 @@ def pair_order(first: np.ndarray, second: np.ndarray) -> np.ndarray | None:
     sparse for a table of them (more than ``DENSE_SPAN``)."""
     if not len(first):
         return np.zeros(0, np.int32)
-    first_low, second_low = int(first.min()), int(second.min())
-    second_span = int(second.max()) - second_low + 1
-    span = (int(first.max()) - first_low + 1) * second_span
-    if span > DENSE_SPAN:
+    packing = _Packing.of(first, second)
+    if packing is None:
         return None
-
-    def keys(at: int) -> np.ndarray:  # in 8 bytes before the arithmetic: 1-byte ids would wrap
-        key = (first[at:at + _SLICE].astype(np.int64) - first_low) * second_span
-        key += second[at:at + _SLICE]
-        key -= second_low
-        return key
-
+    span, keys = packing.span, packing.keys
     count = np.zeros(span, np.int64)
     for at in range(0, len(first), _SLICE):
         count += np.bincount(keys(at), minlength=span)
@@ -117,6 +118,76 @@ def pair_order(first: np.ndarray, second: np.ndarray) -> np.ndarray | None:
         order[next_at[key] + np.arange(len(key)) - begins[key]] = by_key + at
         next_at += here
     return order
+
+
+def pair_totals(first: np.ndarray, second: np.ndarray, weights: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows keyed by two codes: the first row of each distinct pair, pairs in (``first``, ``second``) order
+    (``group_rows``' first rows), and each pair's rows and summed weights (``code_totals`` over its groups), a
+    slice of rows at a time: no array over every row (the packed keys and groups of 15.7 M kernels took
+    125 MB), except where the pairs are too sparse for a table of them (more than ``DENSE_SPAN``)."""
+    packing = _Packing.of(first, second) if len(first) else None
+    if packing is None:
+        first_row, group = group_rows(first, second)
+        return (first_row, *code_totals(group, len(first_row), weights))
+    group, groups = packing.ranks()
+    first_row = np.full(groups, len(first), np.int64)
+    count = np.zeros(groups, np.int64)
+    total = np.zeros(groups, np.float64)
+    for at in range(0, len(first), _SLICE):
+        g = group[packing.keys(at)]
+        np.minimum.at(first_row, g, np.arange(at, at + len(g), dtype=np.int64))
+        count += np.bincount(g, minlength=groups)
+        total += np.bincount(g, weights=weights[at:at + _SLICE], minlength=groups)
+    return first_row, count, total
+
+
+@dataclass(frozen=True)
+class _Packing:
+    """Tuples of integer codes packed into one int64 key each, in ``[0, span)``, a slice of rows at a time
+    (the first code most significant, so keys sort as the tuples do)."""
+
+    codes: tuple[np.ndarray, ...]
+    lows: tuple[int, ...]
+    widths: tuple[int, ...]
+    span: int
+
+    @classmethod
+    def of(cls, *codes: np.ndarray) -> _Packing | None:
+        """The packing of these codes' tuples (non-empty), or None where they span more than ``DENSE_SPAN``
+        keys (too sparse for a table of them)."""
+        lows = tuple(int(c.min()) for c in codes)
+        widths = tuple(int(c.max()) - lo + 1 for c, lo in zip(codes, lows))
+        span = int(np.prod(widths, dtype=object))
+        return None if span > DENSE_SPAN else cls(codes, lows, widths, span)
+
+    def keys(self, at: int) -> np.ndarray:
+        """The keys of the rows from ``at``, ``_SLICE`` of them at most."""
+        out = np.zeros(min(_SLICE, len(self.codes[0]) - at), np.int64)
+        for c, lo, w in zip(self.codes, self.lows, self.widths):
+            out *= w
+            # in 8 bytes: a narrow code less its low may not fit its own type (1-byte ids: 127 - -1)
+            out += c[at:at + _SLICE].astype(np.int64) - lo
+        return out
+
+    def ranks(self) -> tuple[np.ndarray, int]:
+        """The rank of each key among the keys the rows hold (a table over the span, int32; in key order,
+        so in the tuples' order), and how many they hold."""
+        present = np.zeros(self.span, bool)
+        for at in range(0, len(self.codes[0]), _SLICE):
+            present[self.keys(at)] = True
+        groups = int(present.sum())
+        rank = np.zeros(self.span, np.int32)
+        rank[present] = np.arange(groups, dtype=np.int32)
+        return rank, groups
+
+    def unpacked(self, key: int) -> list[int]:
+        """The codes of one key."""
+        parts, rest = [], int(key)
+        for lo, w in zip(reversed(self.lows), reversed(self.widths)):
+            rest, part = divmod(rest, w)
+            parts.append(part + lo)
+        return parts[::-1]
 
 
 def first_rows(inverse: np.ndarray, groups: int) -> np.ndarray:
@@ -220,35 +291,20 @@ def map_code_tuples(fn: Callable[..., int], *codes: np.ndarray, dtype: type = np
     n = len(codes[0]) if codes else 0
     if not n:
         return np.zeros(0, dtype)
-    lows = [int(c.min()) for c in codes]
-    widths = [int(c.max()) - lo + 1 for c, lo in zip(codes, lows)]
-    span = int(np.prod(widths, dtype=object))
-    if span > DENSE_SPAN:
+    packing = _Packing.of(*codes)
+    if packing is None:
         first, inverse = group_rows(*codes)
         values: np.ndarray = np.array([fn(*(int(c[r]) for c in codes)) for r in first], dtype)
         return np.asarray(values[inverse])
-
-    def keys(at: int) -> np.ndarray:
-        out = np.zeros(min(_SLICE, n - at), np.int64)
-        for c, lo, w in zip(codes, lows, widths):
-            out *= w
-            # in 8 bytes: a narrow code less its low may not fit its own type
-            out += c[at:at + _SLICE].astype(np.int64) - lo
-        return out
-
-    present = np.zeros(span, bool)
+    present = np.zeros(packing.span, bool)
     for at in range(0, n, _SLICE):
-        present[keys(at)] = True
-    lut: np.ndarray = np.zeros(span, dtype)
+        present[packing.keys(at)] = True
+    lut: np.ndarray = np.zeros(packing.span, dtype)
     for key in np.flatnonzero(present):
-        parts, rest = [], int(key)
-        for lo, w in zip(reversed(lows), reversed(widths)):
-            rest, part = divmod(rest, w)
-            parts.append(part + lo)
-        lut[key] = fn(*reversed(parts))
+        lut[key] = fn(*packing.unpacked(int(key)))
     out: np.ndarray = np.empty(n, dtype)
     for at in range(0, n, _SLICE):
-        out[at:at + _SLICE] = lut[keys(at)]
+        out[at:at + _SLICE] = lut[packing.keys(at)]
     return out
 
 

@@ -174,3 +174,30 @@ def test_code_totals_a_slice_at_a_time_are_one_bincounts(rows, masked) -> None:
     assert count.tolist() == np.bincount(codes[chosen], minlength=8).tolist()
     expected = np.bincount(codes[chosen], weights=ns[chosen].astype(np.float64), minlength=8)
     assert total.tolist() == expected.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-2, 9), st.integers(0, 6), st.integers(0, 10**12)), min_size=1,
+                max_size=40), st.booleans())
+def test_pair_totals_a_slice_at_a_time_are_the_groups_totals(rows, sparse) -> None:
+    """Each (first, second) pair's first row, rows and summed ns, three rows a slice (2-byte codes as the
+    comparison holds them; pairs too sparse for a table go through ``group_rows``): the figures of
+    ``group_rows`` and one ``code_totals`` over its groups."""
+    import pypto_core.grouping as grouping
+    from pypto_core.grouping import pair_totals
+
+    first = np.array([a for a, _, _ in rows], np.int16)
+    second = np.array([b for _, b, _ in rows], np.int64 if sparse else np.int16)
+    if sparse:
+        second = second * 2**40  # past a table of every pair
+    ns = np.array([w for _, _, w in rows], np.int64)
+    kept = grouping._SLICE
+    grouping._SLICE = 3
+    try:
+        first_row, count, total = pair_totals(first, second, ns)
+    finally:
+        grouping._SLICE = kept
+    ref_first, group = group_rows(first, second)
+    ref_count, ref_total = code_totals(group, len(ref_first), ns)
+    assert first_row.tolist() == ref_first.tolist()
+    assert count.tolist() == ref_count.tolist() and total.tolist() == ref_total.tolist()
