@@ -170,12 +170,17 @@ class _Packing:
             out += c[at:at + _SLICE].astype(np.int64) - lo
         return out
 
-    def ranks(self) -> tuple[np.ndarray, int]:
-        """The rank of each key among the keys the rows hold (a table over the span, int32; in key order,
-        so in the tuples' order), and how many they hold."""
+    def present(self) -> np.ndarray:
+        """Per key of the span: whether a row holds it."""
         present = np.zeros(self.span, bool)
         for at in range(0, len(self.codes[0]), _SLICE):
             present[self.keys(at)] = True
+        return present
+
+    def ranks(self) -> tuple[np.ndarray, int]:
+        """The rank of each key among the keys the rows hold (a table over the span, int32; in key order,
+        so in the tuples' order), and how many they hold."""
+        present = self.present()
         groups = int(present.sum())
         rank = np.zeros(self.span, np.int32)
         rank[present] = np.arange(groups, dtype=np.int32)
@@ -296,11 +301,8 @@ def map_code_tuples(fn: Callable[..., int], *codes: np.ndarray, dtype: type = np
         first, inverse = group_rows(*codes)
         values: np.ndarray = np.array([fn(*(int(c[r]) for c in codes)) for r in first], dtype)
         return np.asarray(values[inverse])
-    present = np.zeros(packing.span, bool)
-    for at in range(0, n, _SLICE):
-        present[packing.keys(at)] = True
     lut: np.ndarray = np.zeros(packing.span, dtype)
-    for key in np.flatnonzero(present):
+    for key in np.flatnonzero(packing.present()):
         lut[key] = fn(*packing.unpacked(int(key)))
     out: np.ndarray = np.empty(n, dtype)
     for at in range(0, n, _SLICE):
