@@ -24,6 +24,7 @@ kernels get the same roles and blocks as Ascend ones (``op_roles``), as msprof-a
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import math
@@ -140,7 +141,8 @@ class _Side:
     def of(cls, source: ProfileSource, sku: str | None) -> _Side:
         """The side of a profile, or of what a loader returns: loaded here, it is freed once the side is
         built."""
-        profile = source() if callable(source) else source
+        # a shallow copy: its tables are the caller's until it lets go of some (below)
+        profile = copy.copy(source() if callable(source) else source)
         graph = OperatorCallGraph(profile, sku)
         t = graph.tokens
         metrics = graph.metrics()
@@ -172,7 +174,8 @@ class _Side:
                              full_names=full_names)
         del op_codes, shape_codes, keys, name_codes, plain, full_codes, fw
         # the kernels' names, shapes and counters are coded: only their times and lanes are read after (the
-        # gaps), so the rest of the table goes before the sums (180 MB of a 15.7 M-kernel table)
+        # gaps), so the rest of the table goes before the sums (180 MB of a 15.7 M-kernel table), from this
+        # side's copy of the profile: the caller's keeps its table (it may compare it again, or with itself)
         workload = graph.workload
         graph.kernels = profile.kernels = k.select([c for c in _GAP_COLUMNS if c in k.column_names])
         del k

@@ -26,7 +26,9 @@ def _positive(value: float | None) -> float | None:
 
 
 def project_dashboard_context(project: Any) -> dict[str, Any]:
-    ready = Profile.objects.filter(project=project, status=ProfileStatus.READY)
+    # one point per upload: the ranks of a multi-rank upload are its own profile's parts (an 8-rank
+    # training run drew nine points, the upload's and each rank's, as if nine runs had been profiled)
+    ready = Profile.objects.filter(project=project, status=ProfileStatus.READY, group__isnull=True)
     rows = list(
         ready.order_by("-created_at", "-id")
         .values("id", "name", "created_at", "per_token_ms", "tokens_per_s", "step_time_ms",

@@ -118,7 +118,10 @@ for _ in range(3):  # 24 MB written and freed: glibc's own policy raises its thr
     del a
 print(rss() - before)
 """
-    grown = {policy: float(subprocess.run([sys.executable, "-c", code, policy], capture_output=True, text=True,
-                                          check=True).stdout) for policy in ("engine", "glibc")}
+    def grown_mb(policy: str) -> float:
+        run = subprocess.run([sys.executable, "-c", code, policy], capture_output=True, text=True, check=True)
+        return float(run.stdout)
+
+    grown = {policy: grown_mb(policy) for policy in ("engine", "glibc")}
     assert grown["engine"] < 4, grown  # handed back
     assert grown["glibc"] > 20, grown  # kept resident by glibc's own policy: what the thresholds change

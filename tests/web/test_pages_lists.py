@@ -261,3 +261,24 @@ def test_a_run_without_tokens_shows_its_step_time_in_the_history(client, make_us
     latency, _, steps = chart["series"]
     assert [row[0] for row in latency["data"]] == [f"#{eager} run 0"]
     assert steps["data"] == [[f"#{graph} run 1", 3.46, "run 1"]] and steps["yAxisIndex"] == 0
+
+
+def test_the_history_draws_an_upload_once_not_once_per_rank(client, make_user) -> None:
+    """A multi-rank upload's ranks are parts of its profile: the history chart and the ready count show the
+    upload, as the project's profile list does, not one run per rank."""
+    from profiles.models import Profile
+
+    owner = make_user("owner")
+    project = project_with(owner)
+    head, later = add_profiles(project, owner, 2, seconds_apart=2)
+    upload = Profile.objects.get(pk=head)
+    for rank in range(3):  # ready ranks with figures of their own
+        Profile.objects.create(project=project, name=f"{upload.name} · rank {rank}",
+                               original_filename="p.zip", upload_kind="zip", status="ready", progress=100,
+                               created_by=owner, size=1000, group=upload, rank=rank, per_token_ms=40.0 + rank)
+    client.force_login(owner)
+    html = client.get(f"/projects/{project.pk}/").content.decode()
+    chart = json.loads(re.search(r'<script id="chart-history" type="application/json">(.*?)</script>',
+                                 html, re.S).group(1))
+    plotted = {row[0].split()[0] for series in chart["series"] for row in series["data"]}
+    assert plotted == {f"#{head}", f"#{later}"}  # no rank point beside its upload's
