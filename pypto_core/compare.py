@@ -3,7 +3,8 @@
 Three views of the same two profiles:
 
 * metrics: the seed's table (``graph.METRICS``: per-token latency, tokens/s, attention HBM time share, ...),
-  with units, delta, whether the change is better, and whether it is outside the noise;
+  with units, delta, whether the change is better (no verdict between two workloads), and whether it is
+  outside the noise;
 * ops: device time aligned by op type, by model block (so a kernel renamed by a fix, e.g. BatchMatMul +
   SoftmaxV2 -> IncreFlashAttention, is matched through the attention block it serves), and by shape;
 * findings: each baseline finding marked fixed, persisting or new, its estimated saving set against the
@@ -549,7 +550,7 @@ class ProfileComparer:
                                 "relative to their own device's peaks", base=b.sku.name,
                                 new=n.sku.name))
         kinds = (b.workload.kind, n.workload.kind)
-        if "unknown" not in kinds and kinds[0] != kinds[1]:
+        if self.different_work:
             # a training step against a decode token is two programs: the times differ by what runs, not by a
             # fix (an Ascend CNN training rank read "82.6% better" against an H200 decode)
             warnings.append(msg("different workloads: {base} vs {new}; the two runs do different work, so "
@@ -598,7 +599,21 @@ class ProfileComparer:
             row["noise"] = self._noise(name, row)
             rows.append(row)
         self._shares_of_a_changed_step(rows)
+        if self.different_work:
+            # two programs, not a before and after of one change: the deltas stand, no verdict (an Ascend CNN
+            # training rank read "step time 82.6% better" against an H200 decode, the warning above it)
+            for row in rows:
+                if row["better"] is not None:
+                    row["better"] = None
+                    row["different_work"] = True
+                    row["noise"]["verdict"] = _verdict(row)
         return rows
+
+    @property
+    def different_work(self) -> bool:
+        """Whether the two runs are known to do different work (a training step against a decode token)."""
+        kinds = (self.base.workload.kind, self.new.workload.kind)
+        return "unknown" not in kinds and kinds[0] != kinds[1]
 
     def _shares_of_a_changed_step(self, rows: list[dict[str, Any]]) -> None:
         """A share of the step moves when the step does: a run made faster elsewhere shows its idle share
@@ -949,12 +964,14 @@ def _separated(base: np.ndarray, new: np.ndarray) -> bool:
 
 
 def _verdict(row: dict[str, Any]) -> str:
-    """better | worse | noise | same | n/a | share_of_shorter_step | share_of_longer_step: one word per
-    metric row, the page's and the exports'."""
+    """better | worse | noise | same | n/a | share_of_shorter_step | share_of_longer_step | different_work:
+    one word per metric row, the page's and the exports'."""
     if row.get("base") is None or row.get("new") is None:
         return "n/a"
     if row.get("significant") is False and row.get("delta"):
         return "noise"
+    if row.get("different_work"):
+        return "different_work"  # two workloads: a difference, neither better nor worse
     if row.get("step"):
         return f"share_of_{row['step']}_step"  # moved with the step time (``_shares_of_a_changed_step``)
     words: dict[Any, str] = {True: "better", False: "worse"}
@@ -1122,7 +1139,8 @@ def kernels_text(kernels: list[dict[str, Any]], more: int = 0) -> str:
 
 
 _VERDICT_TEXT = {"share_of_shorter_step": "a share of a shorter step (see the times)",
-                 "share_of_longer_step": "a share of a longer step (see the times)"}
+                 "share_of_longer_step": "a share of a longer step (see the times)",
+                 "different_work": "different work: not a before and after"}
 _UNIT_TEXT = {"per_token": "µs per token", "per_step": "µs per step", "whole_run": "µs"}
 _CSV_UNIT = {"per_token": "us/token", "per_step": "us/step", "whole_run": "us"}
 

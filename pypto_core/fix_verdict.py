@@ -31,7 +31,8 @@ def noise_verdict(result: dict[str, Any]) -> dict[str, Any]:
         row = rows.get(name)
         if row and row.get("base") is not None and row.get("new") is not None:
             if row.get("significant"):
-                word = "better" if row.get("better") else "worse"
+                # a change outside the noise with no verdict (two workloads: different_work) measures no fix
+                word = {True: "better", False: "worse"}.get(row.get("better"), "not measured")
             else:
                 word = "within noise"
             return {"metric": name, "base": row["base"], "new": row["new"], "delta_pct": row.get("delta_pct"),

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pypto_core.fix_verdict import noise_verdict, verdict_of
 
 
-def result(status: str, measured: float | None, *, significant: bool = True, better: bool = True) -> dict:
+def result(status: str, measured: float | None, *, significant: bool = True,
+           better: bool | None = True) -> dict:
     return {
         "normalisation": "per_token",
         "metrics": [{"name": "per_token_latency_ms", "base": 10.0, "new": 9.0, "delta_pct": -10.0,
@@ -42,5 +43,7 @@ def test_a_rule_that_now_flags_other_kernels_marks_the_old_finding_fixed() -> No
 def test_noise_verdicts() -> None:
     assert noise_verdict(result("fixed", 1.0, significant=False))["verdict"] == "within noise"
     assert noise_verdict(result("fixed", 1.0, better=False))["verdict"] == "worse"
+    # a change outside the noise with no verdict (two workloads: different_work) is not measured as a fix
+    assert noise_verdict(result("fixed", 1.0, better=None))["verdict"] == "not measured"
     assert noise_verdict({"metrics": [{"name": "per_token_latency_ms", "base": None, "new": None}]}) == {
         "metric": None, "significant": False, "verdict": "not measured"}

@@ -233,5 +233,13 @@ def test_runs_of_two_workloads_say_so() -> None:
     assert any("训练 对比 LLM Decode 阶段" in w for w in zh), zh  # the workloads in words, never their ids
     # the H200 trace names no rank: the export says "—", never Python's None
     assert "| rank / steps | 0 / 1 | — / 4 |" in to_markdown(result) and "None" not in to_markdown(result)
+    # no row is better or worse: the changes outside the noise stand as deltas with their own verdict
+    assert all(m["better"] is None for m in result.metrics)
+    moved = [m for m in result.metrics if m.get("different_work")]
+    assert moved and all(m["noise"]["verdict"] == "different_work" and m["delta"] for m in moved)
+    assert "step_time_ms" in {m["name"] for m in moved}  # the 82.6% that read "better"
+    assert "different work: not a before and after" in to_markdown(result)
     same_kind = ProfileComparer(open_profile(NPU), open_profile(GPU)).compare()
     assert not any("different workloads" in w for w in same_kind.warnings)
+    assert not any(m.get("different_work") for m in same_kind.metrics)
+    assert any(m["better"] is not None for m in same_kind.metrics)  # two training runs keep their verdicts
