@@ -175,6 +175,13 @@ def test_comparison_warnings_in_the_page_language(client, owner_project, tmp_pat
     assert "<dd>按 Decode 阶段的每个 token</dd>" in page and "<td>占比</td>" in page
     assert "<dd>per_token</dd>" not in page and "<td>share</td>" not in page
     assert "<td>llm_decode</td>" not in page
+    # a row of two workloads' comparison (``different_work``) reads as such, in the page's language
+    marked = {"better": None, "different_work": True}
+    metrics = [{**m, **marked, "noise": {**m["noise"], "verdict": "different_work"}}
+               if m["name"] == "step_time_ms" else m for m in c.result["metrics"]]
+    Comparison.objects.filter(pk=c.pk).update(result={**c.result, "metrics": metrics})
+    assert "工作负载不同：并非同一改动的前后对比" in client.get(f"/comparisons/{c.pk}/").content.decode()
+    Comparison.objects.filter(pk=c.pk).update(result=c.result)
     # a comparison stored before its warnings kept their messages shows them as they were
     Comparison.objects.filter(pk=c.pk).update(result={**c.result, "warning_messages": None})
     assert "different devices: 910B3 vs 910B4" in client.get(f"/comparisons/{c.pk}/").content.decode()
