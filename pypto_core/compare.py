@@ -159,15 +159,15 @@ class _Side:
         if graph.attribution is not None:
             graph.attribution.segments = None
         k = profile.kernels
-        # each kernel's codes in 2 bytes where they fit, narrowed as each is made (the 4-byte ones beside
-        # their copies were the side's peak)
-        op_codes, op_labels = _narrowed(_op_type_codes(k))
+        # each kernel's codes in 2 bytes where they fit, narrowed as each is made (``_encode``,
+        # ``_shape_codes``: the 4-byte ones beside their copies were the side's peak)
+        op_codes, op_labels = _op_type_codes(k)
         fw = graph.framework_ops
         w_start, w_end, _ = step_windows(profile, graph.start, graph.end)
         in_steps = (window_index(w_start, w_end, graph.start) >= 0, float(len(w_start)))
-        full_codes, full_names = (_narrowed(_encode(pc.fill_null(k["name"], ""))) if graph.n
+        full_codes, full_names = (_encode(pc.fill_null(k["name"], "")) if graph.n
                                   else (np.zeros(0, np.int16), []))
-        shape_codes, shape_labels = _narrowed(_shape_codes(k, (op_codes, op_labels)))
+        shape_codes, shape_labels = _shape_codes(k, (op_codes, op_labels))
         keys, labels, name_codes, names, plain = _alignment_codes(k, fw)
         codes = _KernelCodes(dur=graph.dur, block=block, op_types=op_codes, shapes=shape_codes, keys=keys,
                              labels=labels, name_codes=name_codes, names=names, plain=plain,
@@ -405,15 +405,15 @@ def _op_type_codes(k: pa.Table) -> _Codes:
 
 
 def _shape_codes(k: pa.Table, op_types: _Codes) -> _Codes:
-    """"op shape" per kernel as codes: op codes and shape-text codes paired as integers, and text built
-    only for the distinct pairs (not one Python string per kernel)."""
+    """"op shape" per kernel as codes (2 bytes where they fit): op codes and shape-text codes paired as
+    integers, and text built only for the distinct pairs (not one Python string per kernel)."""
     ops, op_labels = op_types
     if not k.num_rows:
         return ops, op_labels
     shapes, shape_labels = _encode(_shape_cells(k["input_shapes"]))
     first, codes = group_rows(ops, shapes)  # pairs in (op, shape) order, with no sort where they are few
     labels = [op_labels[ops[r]] + " " + shape_labels[shapes[r]] for r in first]
-    return codes.astype(np.int32, copy=False), labels
+    return int16_if_fits(codes), labels
 
 
 def _alignment_codes(k: pa.Table, fw: FrameworkOps) -> _AlignmentKeys:
