@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -57,7 +58,9 @@ from pypto_core.formats.flow_binding import (
     hash_part,
     split_to,
 )
+from pypto_core.formats.prefetch import map_ahead
 from pypto_core.formats.table_sink import TableSink, Transform
+from pypto_core.grouping import group_rows
 from pypto_core.i18n import Text, msg
 from pypto_core.profile import TABLE_NAMES, Profile, ProfileMeta, conform, empty_table, save_tables
 
@@ -219,14 +222,52 @@ class _LaneIds:
     def __init__(self) -> None:
         self._ids: dict[str | None, int] = {}
 
-    def of(self, pid: pa.ChunkedArray | pa.Array, tid: pa.ChunkedArray | pa.Array) -> np.ndarray:
-        key = pc.binary_join_element_wise(pid, tid, "\x00")
-        if isinstance(key, pa.ChunkedArray):
-            key = key.combine_chunks()
-        enc = pc.dictionary_encode(key, null_encoding="encode")
-        ids = [self._ids.setdefault(k, len(self._ids)) for k in enc.dictionary.to_pylist()]
-        lanes: np.ndarray = np.array(ids, np.int32)[enc.indices.to_numpy(zero_copy_only=False)]
+    def of(self, pid: pa.ChunkedArray | pa.Array | pa.DictionaryArray,
+           tid: pa.ChunkedArray | pa.Array) -> np.ndarray:
+        """Per row, the lane id of its (pid, tid); ``pid`` may come dictionary-encoded already."""
+        pid_codes, pids = _encoded(pid)
+        tid_codes, tids = _encoded(tid)
+        if not len(pid_codes):
+            return np.zeros(0, np.int32)
+        first, group = group_rows(pid_codes, tid_codes)  # the distinct pairs, a handful
+        keys = [None if pids[a] is None or tids[b] is None else f"{pids[a]}\x00{tids[b]}"
+                for a, b in zip(pid_codes[first].tolist(), tid_codes[first].tolist())]
+        ids = np.array([self._ids.setdefault(k, len(self._ids)) for k in keys], np.int32)
+        lanes: np.ndarray = ids[group]
         return lanes
+
+
+def _encoded(column: pa.ChunkedArray | pa.Array | pa.DictionaryArray) -> tuple[np.ndarray, list[Any]]:
+    """(code per row, text per code) of a text column, a null being a text of its own (None)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type) and column.null_count:  # nulls masked, not a text of their own
+        column = column.dictionary_decode()
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column, null_encoding="encode")
+    return column.indices.to_numpy(zero_copy_only=False), column.dictionary.to_pylist()
+
+
+def _text_codes(column: pa.ChunkedArray | pa.Array, values: tuple[str, ...]) -> np.ndarray:
+    """Per row, the index of its text in ``values``, or -1 (another text, or null)."""
+    found = pc.index_in(column, value_set=pa.array(values, pa.string()))
+    codes: np.ndarray = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int8)
+    return codes
+
+
+def _kinds_of(pids: list[str | None], early: dict[str | None, str | None],
+              names: dict[str | None, str | None]) -> np.ndarray:
+    """Per pid (in ``pids``' order), the index in ``_SLICE_KINDS`` of the table its slices go to, -1 for
+    none, ``_UNNAMED`` for a pid the file has not named (yet): by the name it was last given, else by the
+    one found ahead."""
+    out = np.empty(len(pids), np.int8)
+    for i, pid in enumerate(pids):
+        if pid in names:
+            kind: str | None = classify_process(names[pid], None)
+        else:
+            kind = early.get(pid)
+        out[i] = _UNNAMED if kind is None else _SLICE_KINDS.index(kind) if kind in _SLICE_KINDS else -1
+    return out
 
 
 # per flow end (``s`` or ``f`` event) the few numbers pairing and binding need, 31 bytes instead of its
@@ -262,11 +303,14 @@ class _FlowIds:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(id_hi, id, id_is_text, id_valid) of each text; ``add=False``: a text never seen is not valid."""
         text = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
+        valid = np.asarray(pc.is_valid(text).to_numpy(zero_copy_only=False))
+        small = _small_integer_ids(text)
+        if small is not None:  # the common case: every id an integer of at most 19 digits
+            return small[0], small[1], np.zeros(len(text), bool), valid
         digits = pc.if_else(pc.match_substring_regex(text, _CANONICAL_INT), text, None)
         low = pc.cast(pc.utf8_slice_codeunits(digits, -18), pa.int64())
         high_text = pc.utf8_slice_codeunits(digits, 0, -18)
         high = pc.cast(pc.if_else(pc.equal(high_text, ""), "0", high_text), pa.int64())
-        valid = np.asarray(pc.is_valid(text).to_numpy(zero_copy_only=False))
         is_text = valid & np.asarray(pc.is_null(digits).to_numpy(zero_copy_only=False))
         ids = pc.fill_null(low, 0).to_numpy()
         ids_hi = pc.fill_null(high, 0).to_numpy()
@@ -281,13 +325,12 @@ class _FlowIds:
                     ids[row] = code
         return ids_hi, ids, is_text, valid
 
-    def ends(self, rows: pa.Table, lanes: _LaneIds) -> np.ndarray:
-        """The flow ends (``_END`` records) of ``s`` or ``f`` rows (cat, id, pid, tid, ts_ns)."""
+    def ends(self, rows: pa.Table, lanes: np.ndarray) -> np.ndarray:
+        """The flow ends (``_END`` records) of ``s`` or ``f`` rows (cat, id, ts_ns) on ``lanes``."""
         out = np.empty(rows.num_rows, _END)
         out["hi"], out["id"], out["text"], out["valid"] = self.encode(rows["id"])
-        cat = pc.index_in(rows["cat"], value_set=pa.array(list(_FLOW_CATS)))
-        out["cat"] = cat.to_numpy(zero_copy_only=False)
-        out["lane"] = lanes.of(rows["pid"], rows["tid"])
+        out["cat"] = _text_codes(rows["cat"], _FLOW_CATS)
+        out["lane"] = lanes
         out["ts"] = pc.fill_null(rows["ts_ns"], NO_TS).to_numpy()
         return out
 
@@ -302,6 +345,30 @@ class _FlowIds:
 # The integer text an id keeps as numbers: no sign or leading zero (so that the numbers give the same text
 # back), at most 36 digits (two int64 of 18). Other ids, "007" or "1.5", match as text.
 _CANONICAL_INT = r"^(0|[1-9][0-9]{0,35})$"
+_LOW = 10**18  # an id's last 18 digits are its ``id``, the digits before them its ``hi``
+
+
+def _small_integer_ids(text: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    """(hi, id) of ids that are all canonical integers of at most 19 digits (or null), as ``_CANONICAL_INT``
+    splits them; None for any other text. A cast to int64 and back that gives every text again proves them
+    canonical: a third of the regex's time (the sign aside: "-5" casts back to itself)."""
+    try:
+        values = pc.cast(text, pa.int64())
+    except pa.ArrowInvalid:  # not an integer, or more than 19 digits
+        return None
+    if not pc.all(pc.equal(pc.cast(values, pa.string()), text)).as_py():  # "007", "+5"; all null: None
+        return None
+    numbers = pc.fill_null(values, 0).to_numpy()
+    if len(numbers) and numbers.min() < 0:
+        return None
+    hi, low = np.divmod(numbers, _LOW)
+    return hi, low
+
+
+# Threads that bind and pair the flows beside the caller's: the three tables' bindings, and then the id
+# partitions' pairings, run side by side (numpy's sorts and searches and Arrow's join release the GIL). Each
+# holds one bucket or partition at a time, so memory grows by at most that many of them.
+FLOW_THREADS = 2
 
 
 def _flows(starts: Spill, finishes: Spill, host: _Finished, api: _Finished, kernels: _Finished,
@@ -311,7 +378,11 @@ def _flows(starts: Spill, finishes: Spill, host: _Finished, api: _Finished, kern
 
     Out of core (see ``flow_binding``): the ends are bound to the slices time bucket by time bucket, then
     paired per hash partition of their id (with the CANN APIs' connection_id, by which HostToDevice ends
-    bind where the ts does not match), and the rows come out kernel-row range by range."""
+    bind where the ts does not match), and the rows come out kernel-row range by range. The steps run in
+    ``FLOW_THREADS`` threads besides this one: the buckets of the ends and of each table's spans are made
+    side by side, the finishes are bound to the kernels while the starts are bound to the host ops and the
+    APIs, and the partitions are paired a few at a time; the result does not depend on which thread ran
+    what, since every piece lands in its own spill and the rows are sorted fully in the end."""
     sink = TableSink("flows", folder)
     sink.add(_empty_flows())
     n_kernels = kernels.spans.rows
@@ -320,27 +391,74 @@ def _flows(starts: Spill, finishes: Spill, host: _Finished, api: _Finished, kern
         return sink.finish(), 0
     tables = {"host": host, "api": api, "kernel": kernels}
     bounds = sample.bounds(spills.buckets(n_ends + sum(t.spans.rows for t in tables.values())))
-    buckets = len(bounds) + 1
-    s_at, f_at = (_by_time(ends, bounds, spills) for ends in (starts, finishes))
-    on = {k: BucketedSpans(t.spans, t.rows, bounds, spills) for k, t in tables.items()}
-    parts = spills.buckets(n_ends + api.keys.rows)
-    s_parts, f_parts = spills.parts(_BOUND_S, parts), spills.parts(_BOUND_F, parts)
-    for k in range(buckets):
-        s, f = s_at[k].read(), f_at[k].read()
-        s_at[k].remove()
-        f_at[k].remove()
-        bs = np.empty(len(s), _BOUND_S)
-        for c in ("cat", "text", "valid", "hi", "id"):
-            bs[c] = s[c]
-        bs["host"], bs["api"] = on["host"].bind(k, s["lane"], s["ts"]), on["api"].bind(k, s["lane"], s["ts"])
+    # partitions and ranges of half the size when two are worked on at once: the memory stays as bounded
+    spread = FLOW_THREADS if spills.on_disk else 1
+    parts = spills.buckets(n_ends + api.keys.rows) * spread
+    ranges = spills.buckets(n_kernels) * spread
+    width = max(1, -(-n_kernels // ranges))
+    out_parts = spills.parts(_FLOW, ranges)
+    unbound = 0
+    with ThreadPoolExecutor(max_workers=FLOW_THREADS, thread_name_prefix="pypto-flows") as pool:
+        by_time = [pool.submit(_by_time, ends, bounds, spills) for ends in (starts, finishes)]
+        spans = {k: pool.submit(BucketedSpans, t.spans, t.rows, bounds, spills) for k, t in tables.items()}
+        keys = pool.submit(_api_keys_by_part, api, spills, parts)
+        s_at, f_at = (f.result() for f in by_time)
+        on = {k: f.result() for k, f in spans.items()}
+        a_parts = keys.result()
+        f_bound = pool.submit(_bind_finishes, f_at, on["kernel"], spills, parts)
+        s_parts = _bind_starts(pool, s_at, on["host"], on["api"], spills, parts)
+        f_parts = f_bound.result()
+        for rows, missed in map_ahead(pool, lambda p: _pair_part(s_parts[p], f_parts[p], a_parts[p]),
+                                      range(parts), ahead=FLOW_THREADS):
+            unbound += missed
+            split_to(out_parts, rows, rows["kernel"] // width)
+        for table in map_ahead(pool, lambda r: _flow_rows(out_parts[r].read(remove=True)), range(ranges),
+                               ahead=FLOW_THREADS):
+            sink.add(table)
+    return sink.finish(), unbound
+
+
+def _ends_copy(ends: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``dtype`` records with the id fields of the flow ends ``ends``, the bound rows to fill in."""
+    out = np.empty(len(ends), dtype)
+    for c in ("cat", "text", "valid", "hi", "id"):
+        out[c] = ends[c]
+    return out
+
+
+def _bind_starts(pool: Executor, s_at: list[Spill], host: BucketedSpans, api: BucketedSpans, spills: SpillDir,
+                 parts: int) -> list[Spill]:
+    """The flow starts bucket by bucket, bound to their host op (in ``pool``) and their API (here), split
+    into the id partitions (``_BOUND_S`` records)."""
+    s_parts = spills.parts(_BOUND_S, parts)
+    for k, bucket in enumerate(s_at):
+        s = bucket.read(remove=True)
+        on_host = pool.submit(host.bind, k, s["lane"], s["ts"])
+        bs = _ends_copy(s, _BOUND_S)
+        bs["api"] = api.bind(k, s["lane"], s["ts"])
+        bs["host"] = on_host.result()
         split_to(s_parts, bs, _id_part(parts, bs))
-        bf = np.empty(len(f), _BOUND_F)
-        for c in ("cat", "text", "valid", "hi", "id"):
-            bf[c] = f[c]
-        bf["kernel"] = on["kernel"].bind(k, f["lane"], f["ts"])
+    host.remove()
+    api.remove()
+    return s_parts
+
+
+def _bind_finishes(f_at: list[Spill], kernels: BucketedSpans, spills: SpillDir, parts: int) -> list[Spill]:
+    """The flow finishes bucket by bucket, bound to their kernel, split into the id partitions
+    (``_BOUND_F`` records)."""
+    f_parts = spills.parts(_BOUND_F, parts)
+    for k, bucket in enumerate(f_at):
+        f = bucket.read(remove=True)
+        bf = _ends_copy(f, _BOUND_F)
+        bf["kernel"] = kernels.bind(k, f["lane"], f["ts"])
         split_to(f_parts, bf, _id_part(parts, bf))
-    for binder in on.values():
-        binder.remove()
+    kernels.remove()
+    return f_parts
+
+
+def _api_keys_by_part(api: _Finished, spills: SpillDir, parts: int) -> list[Spill]:
+    """The CANN APIs' connection_id with their final rows (``_KEY_ROW`` records), split into the id
+    partitions."""
     a_parts = spills.parts(_KEY_ROW, parts)
     offset = 0
     for chunk in api.keys.chunks():
@@ -351,20 +469,12 @@ def _flows(starts: Spill, finishes: Spill, host: _Finished, api: _Finished, kern
         offset += len(chunk)
         split_to(a_parts, rec, _id_part(parts, rec))
     api.keys.remove()
-    ranges = spills.buckets(n_kernels)
-    width = max(1, -(-n_kernels // ranges))
-    out_parts = spills.parts(_FLOW, ranges)
-    unbound = 0
-    for p in range(parts):
-        rows, missed = _pair(s_parts[p].read(), f_parts[p].read(), a_parts[p].read())
-        for spill in (s_parts[p], f_parts[p], a_parts[p]):
-            spill.remove()
-        unbound += missed
-        split_to(out_parts, rows, rows["kernel"] // width)
-    for r in range(ranges):
-        sink.add(_flow_rows(out_parts[r].read()))
-        out_parts[r].remove()
-    return sink.finish(), unbound
+    return a_parts
+
+
+def _pair_part(s: Spill, f: Spill, apis: Spill) -> tuple[np.ndarray, int]:
+    """:func:`_pair` of one id partition's spills, which are removed once read."""
+    return _pair(s.read(remove=True), f.read(remove=True), apis.read(remove=True))
 
 
 def _empty_flows() -> pa.Table:
@@ -667,13 +777,14 @@ class _SliceTable:
     def count(self) -> int:
         return self.sink.rows
 
-    def add(self, slices: pa.Table, lanes: _LaneIds, ids: _FlowIds) -> None:
+    def add(self, slices: pa.Table, lanes: np.ndarray, ids: _FlowIds) -> None:
+        """Slices as scanned, on their ``lanes`` (``_LaneIds``)."""
         self.sink.add(self._rows(slices))
         self._keep(slices, lanes, ids)
 
-    def _keep(self, slices: pa.Table, lanes: _LaneIds, ids: _FlowIds) -> None:
+    def _keep(self, slices: pa.Table, lanes: np.ndarray, ids: _FlowIds) -> None:
         spans = np.empty(slices.num_rows, SPAN)
-        spans["lane"] = lanes.of(slices["pid"], slices["tid"])
+        spans["lane"] = lanes
         spans["start"] = pc.fill_null(slices["ts_ns"], NO_START).to_numpy()
         spans["dur"] = pc.fill_null(slices["dur_ns"], 0).to_numpy()
         self._spans.add(spans)
@@ -687,7 +798,7 @@ class _SliceTable:
         n = self.count
         rows = self._rows(late)
         if late.num_rows:
-            self._keep(late, lanes, ids)
+            self._keep(late, lanes.of(late["pid"], late["tid"]), ids)
         transform = None
         if n and late.num_rows:
             transform = _inserting(rows, at, n)
@@ -774,6 +885,9 @@ _STREAMED_TABLES = (*_STREAMED.values(), "counters", "flows", "communication")
 _PIECE_EXTRA = (pa.field("_seq", pa.int64()), *(pa.field(c, pa.int64()) for c in _AT.values()))
 _FLOW_CATS = ("async_npu", "HostToDevice")
 _SLICE_KINDS = (LANE_DEVICE, LANE_HOST, LANE_API, LANE_COMMUNICATION, LANE_OVERLAP)
+_PHASES = ("M", "C", "s", "f", "X")  # the event phases the reader asks about
+_CATS = (*_FLOW_CATS, "python_function")  # the categories it asks about
+_UNNAMED = -2  # kind code of a pid no process_name (yet) names; -1: named, but not a slice table's
 
 
 def read_trace_view(path: str | os.PathLike[str]) -> TraceTables:
@@ -865,51 +979,56 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         seq = np.arange(state["events"], state["events"] + n, dtype=np.int64)
         batch = batch.append_column("_seq", pa.array(seq))
         state["events"] += n
-        ph = pc.fill_null(batch.column("ph"), "")
-        is_m = pc.equal(ph, "M")
-        if pc.any(is_m).as_py():
+        # what each row is, as small codes compared in numpy: a few hash lookups a row, not a string
+        # comparison per question asked
+        ph = _text_codes(batch.column("ph"), _PHASES)
+        cat = _text_codes(batch.column("cat"), _CATS)
+        is_m = ph == _PHASES.index("M")
+        if is_m.any():
             pieces.add("meta", batch, is_m)
-            m = batch.filter(pc.and_(is_m, pc.equal(batch.column("name"), "process_name")))
+            m = batch.filter(is_m & (_text_codes(batch.column("name"), ("process_name",)) == 0))
             proc_names.update(zip(m.column("pid").to_pylist(), m.column("arg:name").to_pylist()))
-        counter_rows = batch.select(_COUNTER_COLUMNS).filter(pc.equal(ph, "C"))
-        if counter_rows.num_rows:
-            counters.add(pa.Table.from_batches([counter_rows]), proc_names)
-        is_flow = pc.fill_null(pc.is_in(batch.column("cat"), pa.array(list(_FLOW_CATS))), False)
-        for end, kept in (("s", flow_starts), ("f", flow_finishes)):
-            rows = batch.select(_FLOW_COLUMNS).filter(pc.and_(pc.equal(ph, end), is_flow))
-            if rows.num_rows:
-                kept.add(flow_ids.ends(pa.Table.from_batches([rows]), lane_ids))
-        is_pyfn = pc.fill_null(pc.equal(batch.column("cat"), "python_function"), False)
-        python_x = pc.and_(pc.equal(ph, "X"), is_pyfn).cast(pa.int64())
-        state["python_function"] += int(pc.sum(python_x).as_py() or 0)
-        is_x = pc.and_(pc.equal(ph, "X"), pc.invert(is_pyfn))
-        known: dict[str | None, str | None] = {
-            **early, **{pid: classify_process(name, None) for pid, name in proc_names.items()}}
-        kind = _lookup(batch.column("pid"), pa.array(list(known), pa.string()),
-                       pa.array(list(known.values()), pa.string()))
-        if not state["searched"] and pc.any(pc.and_(is_x, pc.is_null(kind))).as_py():
+        is_c = ph == _PHASES.index("C")
+        if is_c.any():
+            counters.add(pa.Table.from_batches([batch.select(_COUNTER_COLUMNS).filter(is_c)]), proc_names)
+        is_flow = (cat >= 0) & (cat < len(_FLOW_CATS))
+        is_pyfn = cat == _CATS.index("python_function")
+        is_x = ph == _PHASES.index("X")
+        state["python_function"] += int(np.count_nonzero(is_x & is_pyfn))
+        is_x &= ~is_pyfn
+        pid = pc.dictionary_encode(batch.column("pid"), null_encoding="encode")
+        pid_names = pid.dictionary.to_pylist()
+        kinds = _kinds_of(pid_names, early, proc_names)
+        pid_rows = pid.indices.to_numpy(zero_copy_only=False)
+        kind = kinds[pid_rows]
+        if not state["searched"] and (is_x & (kind == _UNNAMED)).any():
             state["searched"] = True
             ahead = early_process_names(p, _label_free)
             early.update({pid: classify_process(name, None) for pid, name in ahead.items()})
-            known = {**early, **{pid: classify_process(name, None) for pid, name in proc_names.items()}}
-            kind = _lookup(batch.column("pid"), pa.array(list(known), pa.string()),
-                           pa.array(list(known.values()), pa.string()))
-        masks = {k: pc.and_(is_x, pc.fill_null(pc.equal(kind, k), False)) for k in _SLICE_KINDS}
+            kind = _kinds_of(pid_names, early, proc_names)[pid_rows]
+        masks = {k: is_x & (kind == i) for i, k in enumerate(_SLICE_KINDS)}
         if folder is None:  # the overlap lanes are not a table of a saved profile
             pieces.add(LANE_OVERLAP, batch, masks[LANE_OVERLAP])
-        comm = batch.select(_PIECE_COLUMNS[LANE_COMMUNICATION]).filter(masks[LANE_COMMUNICATION])
-        if comm.num_rows:
-            communication.add(comm)
-        deferred = pc.and_(is_x, pc.is_null(kind))
-        if pc.any(deferred).as_py():
+        if masks[LANE_COMMUNICATION].any():
+            communication.add(batch.select(_PIECE_COLUMNS[LANE_COMMUNICATION]).filter(masks[LANE_COMMUNICATION]))
+        deferred = is_x & (kind == _UNNAMED)
+        if deferred.any():
             for k, table in big.items():  # where each will go: after the rows of each big table before it
-                before = np.cumsum(masks[k].to_numpy(zero_copy_only=False), dtype=np.int64)
+                before = np.cumsum(masks[k], dtype=np.int64)
                 batch = batch.append_column(_AT[k], pa.array(table.count + before))
             pieces.add("deferred", batch, deferred)
+        ends = {end: is_flow & (ph == _PHASES.index(end)) for end in ("s", "f")}
+        if not any(m.any() for m in (*ends.values(), *(masks[k] for k in big))):
+            return
+        lanes = lane_ids.of(pid, batch.column("tid"))
+        for end, kept in (("s", flow_starts), ("f", flow_finishes)):
+            if ends[end].any():
+                rows = pa.Table.from_batches([batch.select(_FLOW_COLUMNS).filter(ends[end])])
+                kept.add(flow_ids.ends(rows, lanes[ends[end]]))
         for k, table in big.items():
-            slices = pa.Table.from_batches([batch.select(_X_COLUMNS).filter(masks[k])])
-            if slices.num_rows:
-                table.add(slices, lane_ids, flow_ids)
+            if masks[k].any():
+                slices = pa.Table.from_batches([batch.select(_X_COLUMNS).filter(masks[k])])
+                table.add(slices, lanes[masks[k]], flow_ids)
                 if k == LANE_HOST:
                     steps.append(_step_rows(slices))
 

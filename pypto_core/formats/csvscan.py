@@ -16,9 +16,8 @@ import mmap
 import os
 import sys
 import threading
-from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from pypto_core.formats.native import load_library
+from pypto_core.formats.prefetch import map_ahead
 
 TEXT, TIME_NS, INT, FLOAT = 1, 2, 3, 4  # column kinds, as in _csvscan.c
 READ_CHUNK = 16 << 20  # bytes per piece of rows: ~50k kernel_details rows, one batch
@@ -165,23 +165,8 @@ def _scan(path: str | os.PathLike[str], header: Sequence[str], spec: _Spec,
 def _scan_parallel(reader: _RowPieces, spec: _Spec,
                    threads: int) -> Iterator[tuple[list[list[pa.Array]], str]]:
     """Each piece scanned in a worker thread, results in file order, at most ``_IN_FLIGHT`` pieces ahead."""
-    pending: deque[Future[tuple[list[list[pa.Array]], str]]] = deque()
-    pieces = iter(reader)
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pypto-csvscan") as pool:
-        try:
-            for piece in pieces:
-                pending.append(pool.submit(_scan_piece, spec, reader, piece))
-                if len(pending) >= _IN_FLIGHT:
-                    break
-            while pending:
-                result = pending.popleft().result()
-                for piece in pieces:  # keep the window full while the consumer works
-                    pending.append(pool.submit(_scan_piece, spec, reader, piece))
-                    break
-                yield result
-        finally:
-            for f in pending:
-                f.cancel()
+        yield from map_ahead(pool, lambda piece: _scan_piece(spec, reader, piece), reader, ahead=_IN_FLIGHT)
 
 
 def _scan_piece(spec: _Spec, reader: _RowPieces, piece: _Piece) -> tuple[list[list[pa.Array]], str]:

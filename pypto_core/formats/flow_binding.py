@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -121,17 +122,22 @@ class Spill:
             self._fh.close()
             self._fh = None
 
-    def read(self, offset: int = 0, count: int | None = None) -> np.ndarray:
-        """Rows ``offset`` .. ``offset + count`` (all the rest by default)."""
+    def read(self, offset: int = 0, count: int | None = None, *, remove: bool = False) -> np.ndarray:
+        """Rows ``offset`` .. ``offset + count`` (all the rest by default); ``remove``: the spill is done
+        with once read."""
         count = self.rows - offset if count is None else min(count, self.rows - offset)
         if count <= 0:
-            return np.empty(0, self.dtype)
-        if self._path is None:
+            rows = np.empty(0, self.dtype)
+        elif self._path is None:
             if len(self._parts) > 1:
                 self._parts = [np.concatenate(self._parts)]
-            return self._parts[0][offset:offset + count]
-        self.close()
-        return np.fromfile(self._path, self.dtype, count=count, offset=offset * self.dtype.itemsize)
+            rows = self._parts[0][offset:offset + count]
+        else:
+            self.close()
+            rows = np.fromfile(self._path, self.dtype, count=count, offset=offset * self.dtype.itemsize)
+        if remove:
+            self.remove()
+        return rows
 
     def chunks(self, size: int | None = None) -> Iterator[np.ndarray]:
         step = size or CHUNK_ROWS
@@ -153,17 +159,19 @@ class SpillDir:
         self.path = Path(tempfile.mkdtemp(prefix=".spill-", dir=folder)) if folder is not None else None
         self._n = 0
         self._made: list[Spill] = []  # on disk: closed by remove() (a failed read leaves them open)
+        self._lock = threading.Lock()  # spills are made from several threads (each then used by one)
 
     @property
     def on_disk(self) -> bool:
         return self.path is not None
 
     def spill(self, dtype: np.dtype) -> Spill:
-        self._n += 1
         if self.path is None:
             return Spill(dtype, None)
-        spill = Spill(dtype, self.path / f"{self._n}.bin")
-        self._made.append(spill)
+        with self._lock:
+            self._n += 1
+            spill = Spill(dtype, self.path / f"{self._n}.bin")
+            self._made.append(spill)
         return spill
 
     def parts(self, dtype: np.dtype, n: int) -> list[Spill]:

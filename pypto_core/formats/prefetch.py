@@ -1,17 +1,23 @@
-"""Produce the items of an iterator in a second thread, a bounded number ahead of the consumer.
+"""Work done in other threads, a bounded number of items ahead of the consumer.
 
-File reads, zlib and the native scanners release the GIL, so reading the next chunk or scanning the next
-batch overlaps with the consumer's work. The queue is bounded, so at most ``depth`` items are in flight.
+File reads, zlib, the native scanners, numpy's sorts and searches and Arrow's joins release the GIL, so
+reading the next chunk, scanning the next batch or binding the next bucket overlaps with the consumer's
+work. ``iterate_ahead`` produces an iterator's items in a second thread; ``map_ahead`` maps a function
+over items in a pool's threads. Either way at most ``depth`` / ``ahead`` items are in flight, which bounds
+the memory they hold.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Generator, Iterator
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 # How often a producer waiting for room in the queue looks whether the consumer has stopped: the most a
 # close() waits for the producer once it is between items.
@@ -67,3 +73,27 @@ def iterate_ahead(items: Iterator[T], *, depth: int, name: str) -> Generator[T, 
     finally:
         stop.set()
         thread.join()
+
+
+def map_ahead(pool: Executor, fn: Callable[[T], R], items: Iterable[T], *,
+              ahead: int) -> Generator[R, None, None]:
+    """``fn(item)`` of each item, computed in ``pool``'s threads and yielded in the items' order; at most
+    ``ahead`` items are submitted and not yet taken by the consumer. An exception in ``fn`` is raised here,
+    at its item. Stopping early cancels the items not started; the pool's own shutdown waits for the
+    others."""
+    pending: deque[Future[R]] = deque()
+    rest = iter(items)
+    try:
+        for item in rest:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= ahead:
+                break
+        while pending:
+            result = pending.popleft().result()
+            for item in rest:  # keep the window full while the consumer works
+                pending.append(pool.submit(fn, item))
+                break
+            yield result
+    finally:
+        for future in pending:
+            future.cancel()

@@ -240,3 +240,71 @@ def test_a_failure_while_binding_leaves_no_folder(tmp_path: Path, tiny_buckets: 
     with pytest.raises(OSError, match="disk full"):
         write_trace_view(TRACE_VIEWS[0], tmp_path / "p")
     assert not (tmp_path / "p").exists()
+
+
+def test_flow_ids_take_the_same_numbers_with_or_without_the_integer_shortcut(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ids that are all canonical integers of up to 19 digits take a cast and its check instead of the
+    regex; any other id in the batch sends it all the regex's way. Both give the same numbers."""
+    import pyarrow as pa
+
+    from pypto_core.formats import chrome_trace
+
+    batches = [["5", None, "0", "123"], ["1767225600000151509", "9223372036854775807"], ["-5", "1"],
+               ["+5", "5"], ["007"], ["1.5"], [" 5"], ["12345678901234567890", "7"], [None, None],
+               ["0", "-0"], ["9223372036854775808"], ["1e5"], ["x1", "1"]]
+    shortcut = [chrome_trace._small_integer_ids(pa.array(b, pa.string())) is not None for b in batches]
+    assert shortcut == [True, True] + [False] * 11
+    fast = [chrome_trace._FlowIds().encode(pa.array(b, pa.string())) for b in batches]
+    monkeypatch.setattr(chrome_trace, "_small_integer_ids", lambda text: None)
+    slow = [chrome_trace._FlowIds().encode(pa.array(b, pa.string())) for b in batches]
+    for batch, a, b in zip(batches, fast, slow):
+        assert [x.tolist() for x in a] == [x.tolist() for x in b], batch
+    assert [x.tolist() for x in fast[1][:2]] == [[1, 9], [767225600000151509, 223372036854775807]]
+
+
+def test_lanes_are_pid_tid_pairs_and_any_null_is_one_lane() -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pypto_core.formats.chrome_trace import _LaneIds
+
+    lanes = _LaneIds()
+    pid = pa.array(["1", "1", "2", None, "1", "2", "1"])
+    tid = pa.array(["a", "b", "a", "a", None, "a", "a"])
+    first = lanes.of(pid, tid)
+    assert first[0] == first[6] and first[2] == first[5]  # the same pair, the same lane
+    assert len({first[0], first[1], first[2], first[3]}) == 4
+    assert first[3] == first[4]  # a null pid or tid: the one lane of nulls
+    again = lanes.of(pc.dictionary_encode(pa.array(["2", None, "1"])), pa.array(["a", "x", "b"]))
+    assert again.tolist() == [first[2], first[3], first[1]]  # ids kept across batches, encoded or not
+
+
+def test_out_of_core_flows_are_bound_and_paired_in_the_pool(tmp_path: Path, tiny_buckets: list[int],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables' bindings and the partitions' pairings run in ``FLOW_THREADS`` threads beside the
+    reader's: the flows are the in-memory reading's all the same."""
+    import threading
+
+    from pypto_core.formats import chrome_trace
+    from tests.core.formats.test_chrome_trace import _same_tables
+
+    seen: dict[str, set[str]] = {"pair": set(), "finishes": set()}
+    real_pair, real_finishes = chrome_trace._pair_part, chrome_trace._bind_finishes
+
+    def pair(*args):  # noqa: ANN002, ANN202
+        seen["pair"].add(threading.current_thread().name)
+        return real_pair(*args)
+
+    def finishes(*args):  # noqa: ANN002, ANN202
+        seen["finishes"].add(threading.current_thread().name)
+        return real_finishes(*args)
+
+    monkeypatch.setattr(chrome_trace, "_pair_part", pair)
+    monkeypatch.setattr(chrome_trace, "_bind_finishes", finishes)
+    path = max(TRACE_VIEWS, key=lambda p: p.stat().st_size)
+    whole = read_trace_view(path)
+    write_trace_view(path, tmp_path / "p")
+    assert whole.flows.num_rows > 300
+    assert seen["pair"] and all(name.startswith("pypto-flows") for name in seen["pair"] | seen["finishes"])
+    _same_tables(path, tmp_path / "p", whole)

@@ -1,4 +1,5 @@
-"""``iterate_ahead``: the producer thread ends with the consumer, however either of them stops.
+"""``iterate_ahead``: the producer thread ends with the consumer, however either of them stops; ``map_ahead``:
+results in order, a bounded window.
 
 Each case runs in a guard thread joined with a timeout: a hand-over that blocks for good shows as a guard
 still alive, not as a test run that never ends."""
@@ -120,3 +121,37 @@ def test_consumer_exit_stops_an_endless_producer() -> None:
     _guarded(case)
     assert closed_in == [name]
     assert not _producers(name)
+
+
+def test_map_ahead_keeps_the_items_order_and_a_bounded_window() -> None:
+    """``map_ahead``: results in the items' order whatever order the threads finish in, never more than
+    ``ahead`` items submitted and not yet taken, and a failing item's exception raised at that item."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pypto_core.formats.prefetch import map_ahead
+
+    lock = threading.Lock()
+    state = {"started": 0, "taken": 0, "most_ahead": 0}
+
+    def work(i: int) -> int:
+        with lock:
+            state["started"] += 1
+            state["most_ahead"] = max(state["most_ahead"], state["started"] - state["taken"])
+        time.sleep(0.002 * (i % 3))  # later items often finish first
+        if i == 7:
+            raise ValueError("item 7 broke")
+        return i * i
+
+    def case() -> None:
+        got: list[int] = []
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            with pytest.raises(ValueError, match="item 7"):
+                for value in map_ahead(pool, work, range(10), ahead=2):
+                    got.append(value)
+                    with lock:
+                        state["taken"] += 1
+        assert got == [i * i for i in range(7)]
+        assert state["most_ahead"] <= 2
+        assert state["started"] <= 9  # items after the failure (and the window) are never started
+
+    _guarded(case)
