@@ -77,10 +77,10 @@ def iterate_ahead(items: Iterator[T], *, depth: int, name: str) -> Generator[T, 
 
 def map_ahead(pool: Executor, fn: Callable[[T], R], items: Iterable[T], *,
               ahead: int) -> Generator[R, None, None]:
-    """``fn(item)`` of each item, computed in ``pool``'s threads and yielded in the items' order; at most
-    ``ahead`` items are submitted and not yet taken by the consumer. An exception in ``fn`` is raised here,
-    at its item. Stopping early cancels the items not started; the pool's own shutdown waits for the
-    others."""
+    """``fn(item)`` of each item, computed in ``pool``'s threads and yielded in the items' order; besides the
+    result the consumer holds, at most ``ahead`` items are submitted (running, or done and waiting). An
+    exception in ``fn`` is raised here, at its item. Stopping early cancels the items not started; the
+    pool's own shutdown waits for the others."""
     pending: deque[Future[R]] = deque()
     rest = iter(items)
     try:
