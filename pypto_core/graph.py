@@ -30,7 +30,7 @@ from pypto_core.grouping import (
 from pypto_core.hardware import SkuSpec, resolve_sku
 from pypto_core.i18n import DEFAULT_LANGUAGE, Message, msg, render
 from pypto_core.intervals import in_order, union_length, union_length_of, window_index
-from pypto_core.launches import LAUNCH_COLUMNS, Launches, launches
+from pypto_core.launches import GRAPH_REPLAY_MIN_SHARE, LAUNCH_COLUMNS, Launches, launches
 from pypto_core.op_roles import ROLE, op_type_codes, role_codes
 from pypto_core.profile import Profile, merge_columns
 from pypto_core.sequences import PATTERNS, ChainMatch, match_chains
@@ -126,7 +126,7 @@ class Tokens:
 
     latency_ns: np.ndarray  # per decode step
     busy_ns: np.ndarray  # device busy time per decode step
-    batch: int
+    batch: int  # sequences a decode step runs; 0: not recorded (graph-replayed steps record no shapes)
     prefill_ns: int  # the median prefill step's latency (a run of several prefills is not one slow one)
     # token rows of the median prefill step (its MatMuls' largest M: batch x sequence), 0 without prefill
     prefill_tokens: int
@@ -542,6 +542,8 @@ class OperatorCallGraph:
         with_rows = rows[has_kernels & (rows > 0)]
         base = int(with_rows.min()) if len(with_rows) else 0
         decode = has_kernels & (rows > 0) & (rows <= max(2 * base, 1)) & (rows <= DECODE_MAX_ROWS)
+        if source == "steps" and not decode.any() and self.n:
+            decode = self._replayed_token_steps(step, bounds, has_kernels & (rows == 0))
         if nsteps == 1 and source == "span":
             decode[:] = False  # one undivided span: no per-token numbers
         prefill = has_kernels & ~decode & (rows > 0)
@@ -552,6 +554,29 @@ class OperatorCallGraph:
                       prefill_tokens=int(np.median(rows[prefill])) if prefill.any() else 0,
                       step_of_kernel=int16_if_fits(step), decode_step=decode, source=source,
                       step_ids=step_ids)
+
+    def _replayed_token_steps(self, step: np.ndarray, bounds: list[tuple[int, int]],
+                              unknown: np.ndarray) -> np.ndarray:
+        """Per step, whether it is one decode token replayed from a captured graph: a replay records no
+        shapes, so no token rows tell its decode apart (CUDA graphs, torch.compile's reduce-overhead, vLLM's
+        decode, an ACL graph). A step of a transformer (attention or an LM head found) whose token rows are
+        unknown, whose kernels came mostly from graph launches (``GRAPH_REPLAY_MIN_SHARE``) and which holds
+        exactly one replay is one forward pass: one token for each sequence of its batch. A step of several
+        replays is left unknown (its tokens cannot be told from other captured pieces)."""
+        launched = self.launches
+        if not (unknown.any() and len(launched.graph_call_starts)
+                and (self.attention_mask.any() or self.lm_head_mask.any())):
+            return np.zeros(len(bounds), bool)
+        ok = step >= 0
+        kernels = np.bincount(step[ok], minlength=len(bounds))
+        replayed = np.bincount(step[ok], weights=launched.from_graph[ok], minlength=len(bounds))
+        starts = np.array([a for a, _ in bounds], np.int64)
+        ends = np.array([b for _, b in bounds], np.int64)
+        calls = window_index(starts, ends, launched.graph_call_starts)
+        replays = np.bincount(calls[calls >= 0], minlength=len(bounds))
+        graph_share = replayed / np.maximum(kernels, 1)
+        replayed_tokens: np.ndarray = unknown & (graph_share >= GRAPH_REPLAY_MIN_SHARE) & (replays == 1)
+        return replayed_tokens
 
     @cached_property
     def decode_kernel_mask(self) -> np.ndarray:
@@ -585,7 +610,10 @@ class OperatorCallGraph:
             per_step = t.step_of_kernel[att & self.decode_kernel_mask]
             if len(per_step):
                 _, c = np.unique(per_step, return_counts=True)
-                out["layers"] = int(np.median(c))
+                # graph-replayed steps (no batch recorded) whose replays straddle the profiler's steps hold
+                # parts of two forward passes: their count is a layer count only where every step agrees
+                if t.batch or c.min() == c.max():
+                    out["layers"] = int(np.median(c))
             elif self.lm_head_mask.sum() >= 1:
                 out["layers"] = int(round(att.sum() / max(int(self.lm_head_mask.sum()), 1)))
         out["head_dim"] = self.structure_head_dim
@@ -693,7 +721,9 @@ class OperatorCallGraph:
         if wl.has_decode() and len(t.latency_ns):
             out["per_token_latency_ms"] = float(np.percentile(t.latency_ns, 50) / 1e6)
             out["per_token_latency_p90_ms"] = float(np.percentile(t.latency_ns, 90) / 1e6)
-            out["tokens_per_s"] = float(max(t.batch, 1) * len(t.latency_ns) / (t.latency_ns.sum() / 1e9))
+            # 0 (not recorded) for a graph-replayed decode: its steps are known, not its sequences
+            if t.batch:
+                out["tokens_per_s"] = float(t.batch * len(t.latency_ns) / (t.latency_ns.sum() / 1e9))
             host = np.maximum(t.latency_ns - t.busy_ns, 0)
             out["critical_path_ms"] = out["per_token_latency_ms"]
             out["critical_path_host_share"] = float(host.sum() / max(t.latency_ns.sum(), 1))

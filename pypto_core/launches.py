@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
@@ -33,6 +33,8 @@ GRAPH_MIN_TASKS = 8
 # The runtime calls that replay a captured graph: CUDA and HIP graphs, CANN's model runtime instance (ACL
 # graph, aclmdlRIExecuteAsync) and model execution (GE graphs, TorchAir).
 GRAPH_LAUNCH_NAMES = re.compile(r"(cuda|hip)GraphLaunch|aclmdlRIExecute|aclmdlExecute|ModelExecute", re.I)
+# most kernels from graph replays: the run (or the step) is the captured one [INFERRED]
+GRAPH_REPLAY_MIN_SHARE = 0.5
 
 # What ``launches`` reads (a ``profile.ColumnSet``).
 LAUNCH_COLUMNS: dict[str, tuple[str, ...] | None] = {
@@ -66,6 +68,8 @@ class Launches:
 
     from_graph: np.ndarray  # bool per kernel row
     graph_calls: int  # launch calls that replayed a graph (by their task count or their name)
+    # when each of those calls started (ns; a call without a start is left out), in the calls' table order
+    graph_call_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def share(self, mask: np.ndarray | None = None) -> float:
         """Share of the kernels (of ``mask``'s) that a graph launch issued."""
@@ -83,7 +87,7 @@ def launches(profile: Profile) -> Launches:
     named = _named_graph_calls(api)
     links = _call_links(profile)
     if links is None:
-        return Launches(np.zeros(n, bool), int(named.sum()))
+        return Launches(np.zeros(n, bool), int(named.sum()), _starts(api, named))
     tasks = np.zeros(api.num_rows, np.int32)
     for _, call in links():
         tasks += np.bincount(call, minlength=api.num_rows).astype(np.int32)
@@ -91,7 +95,15 @@ def launches(profile: Profile) -> Launches:
     from_graph = np.zeros(n, bool)
     for kernel, call in links():
         from_graph[kernel[graph_call[call]]] = True
-    return Launches(from_graph, int(graph_call.sum()))
+    return Launches(from_graph, int(graph_call.sum()), _starts(api, graph_call))
+
+
+def _starts(api: pa.Table, calls: np.ndarray) -> np.ndarray:
+    """The start times of the ``calls`` (a mask over the API rows) that have one."""
+    if not calls.any():
+        return np.zeros(0, np.int64)
+    start = api["start_ns"].take(pa.array(np.flatnonzero(calls)))
+    return np.asarray(pc.drop_null(start).to_numpy(zero_copy_only=False), np.int64)
 
 
 def copies_before_replays(profile: Profile, launched: Launches, copies: np.ndarray) -> np.ndarray:

@@ -44,7 +44,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # cuBLASLt's split-K reduction sums a GEMM's partial results: no MatMul, though its launch carries the
     # GEMM's shapes (Kineto) and its name says cublas
     ("other", re.compile(r"splitKreduce", re.I)),
-    ("matmul", re.compile(r"matmul|gemm|gemv|cutlass|xmma|nvjet|cublas|\bmm\b|\bbmm\b|linear", re.I)),
+    # Inductor's GEMM templates: triton_tem_fused_mm_0, ..._addmm_..., ..._bmm_...
+    ("matmul", re.compile(r"matmul|gemm|gemv|cutlass|xmma|nvjet|cublas|\bmm\b|\bbmm\b|linear|"
+                          r"^triton_tem_fused_\w*mm", re.I)),
     ("softmax", re.compile(r"softmax", re.I)),
     ("transdata", re.compile(r"^transdata", re.I)),
     ("layout", re.compile(r"^(transpose|transposed|tensormove|concatd?|concat_v2|concatv2|stridedslice\w*|"
@@ -64,6 +66,14 @@ _COMM = re.compile(r"^hcom_|hccl|nccl|allreduce|allgather|reducescatter|alltoall
                    r"(?<![a-z])broadcast(?![a-z])", re.I)
 
 
+# torch.compile (Inductor) names a fused pointwise or reduction kernel after the ops it fuses, which may be
+# the ones it feeds: ``triton_poi_fused__scaled_dot_product_cudnn_attention__unsafe_view_add_0`` prepares
+# attention's inputs, and read as attention it made an H200 decode step hold 64 attention kernels for 16
+# layers. Such a kernel is never the attention or the MatMul itself (those are templates or library calls).
+_INDUCTOR_FUSED = re.compile(r"^triton_(poi|red|per)_", re.I)
+_NOT_INDUCTOR_FUSED = ("attention", "matmul")
+
+
 def classify_op_type(op_type: str | None, core_type: str | None = None) -> str:
     """The role of one op type (``MatMulV2`` -> matmul, ``Rsqrt`` -> norm_piece)."""
     ct = (core_type or "").upper()
@@ -72,8 +82,9 @@ def classify_op_type(op_type: str | None, core_type: str | None = None) -> str:
         return "communication"
     if ct == "AI_CPU":
         return "aicpu"
+    fused = bool(_INDUCTOR_FUSED.match(text))
     for role, pattern in _PATTERNS:
-        if pattern.search(text):
+        if pattern.search(text) and not (fused and role in _NOT_INDUCTOR_FUSED):
             return role
     return "other"
 

@@ -76,7 +76,13 @@ def _headline(report: Report, language: str = DEFAULT_LANGUAGE) -> list[tuple[st
         rows.append((t(msg("kernels launched from captured graphs")),
                      t(msg("{pct:.1f}% ({calls} graph launches)",
                            pct=100 * p.get("graph_launched_share", 0.0), calls=p["graph_launches"]))))
-    if dec.get("steps"):
+    if dec.get("steps") and dec.get("tokens") is None:  # a graph-replayed decode: no batch recorded
+        rows += [(t(msg("decode steps")), t(msg("{steps} (one token for each sequence; the batch is not "
+                                                "recorded: graph replays record no shapes)",
+                                                steps=dec["steps"]))),
+                 (t(msg("per-token latency p50 / p90")),
+                  f"{dec.get('per_token_ms_p50', 0):.3f} / {dec.get('per_token_ms_p90', 0):.3f} ms")]
+    elif dec.get("steps"):
         rows += [(t(msg("decode tokens")), str(dec.get("tokens"))),
                  (t(msg("per-token latency p50 / p90")),
                   f"{dec.get('per_token_ms_p50', 0):.3f} / {dec.get('per_token_ms_p90', 0):.3f} ms"),

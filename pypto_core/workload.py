@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from pypto_core.grouping import text_codes, value_flags
 from pypto_core.i18n import Message, msg
+from pypto_core.launches import GRAPH_REPLAY_MIN_SHARE
 
 if TYPE_CHECKING:  # pragma: no cover
     from pypto_core.graph import OperatorCallGraph
@@ -53,7 +54,6 @@ _BACKWARD_KERNEL = re.compile(r"Grad(V\d+)?$|Backprop|Backward|_bwd|bwd_|wgrad|d
 _SERVING_HOST = re.compile(r"vllm|sglang|execute_model|model_runner|LLMEngine|scheduler\.schedule", re.I)
 MIN_BACKWARD_EVENTS = 3  # one stray *Grad op is not a training step [INFERRED]
 MIN_KERNELS_TO_JUDGE = 10  # below this a profile says too little about what ran [INFERRED]
-GRAPH_REPLAY_MIN_SHARE = 0.5  # most kernels from graph replays: the run is the captured step [INFERRED]
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,9 @@ from pypto_core.durations import format_duration
 from pypto_core.graph import metric_label
 from pypto_core.i18n import normalize_language
 from pypto_core.i18n import render as render_text
+from pypto_core.launches import GRAPH_REPLAY_MIN_SHARE
 from pypto_core.rules.evidence_labels import shown_evidence, shown_evidence_rows
-from pypto_core.workload import GRAPH_REPLAY_MIN_SHARE, WORKLOAD_WORDS
+from pypto_core.workload import WORKLOAD_WORDS
 
 
 def _step_count(report_profile: dict[str, Any], summary: ProfileSummary) -> int | None:

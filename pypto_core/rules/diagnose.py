@@ -109,7 +109,9 @@ def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | N
     if a is not None and len(a.steps) > MAX_REPORT_STEPS:
         out["steps_listed"] = MAX_REPORT_STEPS  # the run's time_breakdown still sums every step
     if wl.has_decode() and len(t.latency_ns):
-        out["decode"] = {"tokens": int(len(t.latency_ns)) * max(t.batch, 1), "steps": int(len(t.latency_ns)),
+        # a graph-replayed decode records no batch: its steps are known, its tokens (steps x batch) are not
+        out["decode"] = {"tokens": int(len(t.latency_ns)) * t.batch if t.batch else None,
+                         "steps": int(len(t.latency_ns)),
                          "batch": t.batch, "per_token_ms_p50": metrics["per_token_latency_ms"] or 0.0,
                          "per_token_ms_p90": metrics["per_token_latency_p90_ms"] or 0.0,
                          "tokens_per_s": metrics["tokens_per_s"] or 0.0, "token_source": t.source}

@@ -37,3 +37,18 @@ def test_a_real_ranks_communication_is_its_hccl_tasks_only(sample: str) -> None:
     assert not any(comm[i] for i, t in enumerate(op_type) if t == "BroadcastTo")
     assert comm.sum() > 0 and all(str(core[i]).upper() in ("COMMUNICATION", "HCCL") or
                                   str(op_type[i]).startswith("hcom_") for i in range(len(core)) if comm[i])
+
+
+def test_an_inductor_fused_kernel_is_never_the_attention_or_the_matmul_it_feeds() -> None:
+    """Inductor names a fused pointwise or reduction kernel after the ops it fuses, the ones it feeds
+    included: the H200 compiled decode's ``triton_poi_fused__scaled_dot_product_cudnn_attention_...`` kernels
+    prepare attention's inputs, three a layer, and had made 16 layers read 64."""
+    from pypto_core.op_roles import classify_op_type
+
+    prepare = "triton_poi_fused__scaled_dot_product_cudnn_attention__unsafe_view_add_0"
+    assert classify_op_type(prepare) == "other"
+    assert classify_op_type("triton_poi_fused_mm_view_3") == "other"
+    assert classify_op_type("triton_red_fused__softmax_1") == "softmax"  # a reduction is what it names here
+    assert classify_op_type("triton_poi_fused_rotary_emb_2") == "rope"
+    assert classify_op_type("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16") == "attention"
+    assert classify_op_type("triton_tem_fused_mm_0") == "matmul"  # a template is the MatMul itself

@@ -36,7 +36,7 @@ CASES = {
     "cnn_ascend_training": lambda tmp: formats.open_profiles(
         SAMPLES / "ascend_pt/cnn_8npu_text_level2/rank0_ascend_pt").primary(),
     "a100_kineto": lambda tmp: formats.open_profiles(SAMPLES / "kineto/a100_nccl_2rank").primary(),
-    # our own H200 capture (tests/data): a CUDA-graph decode, which counts no tokens but has its steps
+    # our own H200 capture (tests/data): a CUDA-graph decode, one token a replayed step, no batch recorded
     "h200_cuda_graph": lambda tmp: formats.open_profiles(
         REPO / "tests/data/h200_decode/cuda_graph.pt.trace.json.gz").primary(),
     # and its prefill: no tokens, its MFU the headline
@@ -88,13 +88,18 @@ def test_every_number_on_the_page_is_the_apis(case, client, make_user, tmp_path,
         "tokens_per_s"))
     assert ("Per-token latency (p50)" in page) == has_tokens
     assert ("<span>Tokens/s</span>" in page) == has_tokens
-    assert has_tokens == (case == "demo")
+    assert has_tokens == (case in ("demo", "h200_cuda_graph"))
     # a run's speed where no tokens are counted: its median step, the figure the API gives
     step_time = prof["metrics"]["step_time_ms"]
     assert ("Step time (p50)" in page) == bool(step_time and not per_token)
     if step_time and not per_token:
         assert _number(page, "Step time (p50)") == format_duration(step_time, "ms")
-    assert (case == "h200_cuda_graph") <= ("Step time (p50)" in page)
+    # a CUDA-graph decode: one token a replayed step, so a per-token latency, but no batch recorded, so no
+    # tokens/s (its steps are known, not how many sequences each ran)
+    if case == "h200_cuda_graph":
+        assert per_token and prof["decode"]["batch"] == 0 and prof["decode"]["tokens"] is None
+        assert _number(page, "Tokens/s") == "—" and prof["metrics"]["tokens_per_s"] is None
+    assert ('id="no-batch"' in page) == (case == "h200_cuda_graph")
     # a prefill's or a training step's MFU, where the shapes give the MatMuls' FLOPs: the API's figure
     mfu = prof["metrics"]["mfu"]
     assert ('id="mfu"' in page) == (mfu is not None)

@@ -243,8 +243,9 @@ def test_a_fix_without_kernels_of_its_own_is_measured_on_the_time_it_explains() 
     row = next(r for r in result["findings"] if r["rule"] == "host_bound_gaps")
     assert row["status"] == "persisting"
     assert 0.7 * row["estimated_saving_us"] < row["measured_saving_us"] < row["estimated_saving_us"]
-    # the savings per step too, over the baseline's 4 steps, as the profile page gives them
-    assert result["normalisation"] == "per_step"
+    # the metrics per token (the graph run's steps are one replayed token each, so both sides count tokens),
+    # and the savings per step too, over the baseline's 4 steps, as the profile page gives them
+    assert result["normalisation"] == "per_token"
     per = row["per_unit"]
     assert per["unit"] == "per_step" and per["count"] == 4
     assert per["estimated_saving_us"] == pytest.approx(row["estimated_saving_us"] / 4)
@@ -412,3 +413,36 @@ def test_a_share_moving_a_tenth_of_a_point_is_noise() -> None:
     assert abs(att["new"] - att["base"]) < 0.005 and att["significant"] is False and att["better"] is None
     assert att["noise"]["method"] == "single_value" and att["noise"]["threshold"] == 0.005
     assert att["noise"]["verdict"] == "noise"
+
+
+@pytest.mark.parametrize("name", ["cuda_graph", "compiled", "compiled_static", "hf_generate_compiled"])
+def test_a_graph_replayed_decode_counts_one_token_a_replayed_step(name: str) -> None:
+    """A replay records no shapes, so no token rows tell its decode apart: a step of a transformer whose
+    kernels came mostly from one graph replay is one token, its latency the step's (the profiled steps of
+    docs/gpu_decode.md), with the batch not recorded: no tokens/s, no token count."""
+    r = report(name).to_dict()
+    decode = r["profile"]["decode"]
+    assert decode["steps"] == 4 and decode["batch"] == 0 and decode["tokens"] is None
+    assert r["profile"]["workload"] == "llm_decode"
+    profiled_step = {"cuda_graph": 3.46, "compiled": 3.53, "compiled_static": 2.56,
+                     "hf_generate_compiled": 3.56}[name]
+    assert decode["per_token_ms_p50"] == pytest.approx(profiled_step, rel=0.05)
+    metrics = r["profile"]["metrics"]
+    assert metrics["tokens_per_s"] is None and decode["tokens_per_s"] == 0.0
+    assert metrics["per_token_latency_ms"] == decode["per_token_ms_p50"]
+
+
+def test_a_step_of_several_replays_is_not_told_one_token() -> None:
+    """Two replays in a step may be two tokens or two captured pieces of one: such a step is left without
+    tokens, the run's other steps still counted."""
+    from pypto_core.launches import Launches
+
+    graph = OperatorCallGraph(open_profile(trace("cuda_graph")))
+    launched = graph.launches
+    steps = graph.profile.steps
+    first_start = int(min(steps["start_ns"].to_pylist()))
+    graph.__dict__["launches"] = Launches(launched.from_graph, launched.graph_calls + 1,
+                                          np.append(launched.graph_call_starts, first_start + 1))
+    assert graph.tokens.decode_step.tolist() == [False, True, True, True]
+    eager = OperatorCallGraph(open_profile(trace("eager")))
+    assert eager.tokens.batch == 1 and eager.tokens.decode_step.all()  # told by its token rows, as before
