@@ -180,3 +180,18 @@ def test_keyboard_pan_and_zoom_out(page) -> None:
     page.keyboard.press("s")
     wider = page.evaluate("({...document.getElementById('tl').pyptoTimeline.view})")
     assert wider["end"] - wider["start"] > after["end"] - after["start"]
+
+
+def test_step_markers_are_named_in_the_pages_words(page) -> None:
+    """The index names a step marker "Step 4" (the Perfetto export shares it); the widget shows it with the
+    page's word for a step, and every other name as the profile wrote it."""
+    shown = page.evaluate("""() => {
+        const tl = document.getElementById('tl').pyptoTimeline, t = tl.t;
+        const before = [t.stepName, t.step];
+        t.stepName = '迭代 {n}'; t.step = '迭代';
+        const out = [tl.shownName('Step 4', 'steps'), tl.shownName('Step', 'steps'),
+                     tl.shownName('Step 4', 'kernels'), tl.shownName('Step 4 of 9', 'steps')];
+        [t.stepName, t.step] = before;
+        return out;
+    }""")
+    assert shown == ["迭代 4", "迭代", "Step 4", "Step 4 of 9"]

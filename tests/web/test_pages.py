@@ -338,6 +338,12 @@ def test_timeline_page_and_api(client, world) -> None:
     p = world["before"]
     html = client.get(f"/profiles/{p.pk}/timeline/").content.decode()
     assert f'data-timeline-url="/api/profiles/{p.pk}/timeline/"' in html
+    # the step markers' names ("Step 4" in the index and the Perfetto export) are shown in the page's words
+    assert 'data-step-name="Step {n}"' in html
+    client.post("/language/", {"language": "zh-hans", "next": "/"})
+    zh = client.get(f"/profiles/{p.pk}/timeline/").content.decode()
+    assert 'data-step-name="迭代 {n}"' in zh and 'data-step="迭代"' in zh
+    client.post("/language/", {"language": "en", "next": "/"})
     res = client.get(f"/api/profiles/{p.pk}/timeline/?width_px=800")
     assert res.status_code == 200, res.content[:300]
     window = res.json()

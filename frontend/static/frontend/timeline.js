@@ -70,7 +70,8 @@
     allHidden: "every lane hidden", critical: "Critical path",
     criticalTitle: "Highlight each step’s critical path (from the what-if replay’s dependencies) and dim the rest",
     criticalNone: "No critical path: the profile has no device tasks in steps.",
-    criticalSummary: "Critical path of step {step}: {dur}, device tasks {device}", counterMax: "max {v}"
+    criticalSummary: "Critical path of step {step}: {dur}, device tasks {device}", counterMax: "max {v}",
+    stepName: "Step {n}", step: "Step"
   };
 
   function pageText() {
@@ -455,15 +456,28 @@
     return this.view.start + (px - LABEL_W) * (this.view.end - this.view.start) / this.plotWidth();
   };
 
+  // An event's name as shown: a step marker ("Step 4" in the index, which the Perfetto export shares) in
+  // the page's language; every other name is the profile's own text, shown as it is.
+  Timeline.prototype.shownName = function (name, table) {
+    if (table !== "steps" || typeof name !== "string") return name;
+    var m = /^Step (\d+)$/.exec(name);
+    return m ? fill(this.t.stepName, {n: m[1]}) : name === "Step" ? this.t.step : name;
+  };
+
+  Timeline.prototype.laneTable = function (laneId) {
+    var lane = this.laneById[laneId];
+    return lane ? lane.info.table : null;
+  };
+
   // A bar's label: a lone event by its name; a merged run by what it holds, counted by the server.
   Timeline.prototype.barLabel = function (t, i, names) {
-    var n = t.count[i];
-    if (n <= 1) return names[t.name[i]];
+    var n = t.count[i], table = this.laneTable(t.lane);
+    if (n <= 1) return this.shownName(names[t.name[i]], table);
     var top = t.top ? t.top[i] : -1;
     if (top === undefined || top < 0) return fill(this.t.runCount, {n: n});
-    var k = t.top_count[i];
-    if (k === n) return fill(this.t.runSame, {n: n, name: names[top]});
-    return fill(this.t.runTop, {k: k, name: names[top], others: n - k});
+    var k = t.top_count[i], name = this.shownName(names[top], table);
+    if (k === n) return fill(this.t.runSame, {n: n, name: name});
+    return fill(this.t.runTop, {k: k, name: name, others: n - k});
   };
 
   function clipText(c, text, width) {
@@ -899,7 +913,8 @@
         table.append(cap);
         pair[1].forEach(function (n) {
           var tr = el("tr");
-          tr.append(el("td", null, String(n.count)), el("td", null, fmtNs(n.total_ns)), el("td", null, n.name));
+          tr.append(el("td", null, String(n.count)), el("td", null, fmtNs(n.total_ns)),
+                    el("td", null, self.shownName(n.name, self.laneTable(run.lane))));
           table.append(tr);
         });
         box.append(table);
@@ -911,10 +926,11 @@
   Timeline.prototype.renderDetails = function (ev, run) {
     var self = this, d = this.details;
     d.textContent = "";
-    d.append(el("h3", "tl-ev-name", run ? run.label : ev.name));
+    var name = this.shownName(ev.name, ev.table);
+    d.append(el("h3", "tl-ev-name", run ? run.label : name));
     if (run) {
       d.append(el("p", "tl-run", fill(this.t.run, {n: run.count, dur: fmtNs(run.dur), busy: fmtNs(run.busy)}) +
-                  " " + ev.name));
+                  " " + name));
     }
     var table = el("table", "tl-args");
     function row(k, v) {
