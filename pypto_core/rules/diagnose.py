@@ -114,7 +114,9 @@ def _summary(profile: Profile, graph: OperatorCallGraph, group: ProfileGroup | N
                          "steps": int(len(t.latency_ns)),
                          "batch": t.batch, "per_token_ms_p50": metrics["per_token_latency_ms"] or 0.0,
                          "per_token_ms_p90": metrics["per_token_latency_p90_ms"] or 0.0,
-                         "tokens_per_s": metrics["tokens_per_s"] or 0.0, "token_source": t.source}
+                         # null where the batch is not recorded, as in metrics: one figure for one concept
+                         "tokens_per_s": (metrics["tokens_per_s"] or 0.0) if t.batch else None,
+                         "token_source": t.source}
     if group is not None and group.ranks > 1:
         # the other ranks carry only GROUP_TABLES (no host calls): their idle time is not split by host state
         ranked = sorted(group.profiles, key=lambda p: (p.meta.rank is None, p.meta.rank or 0))

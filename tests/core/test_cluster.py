@@ -55,6 +55,9 @@ def test_cnn_8npu_matrix_links_match_msprof_bandwidth_and_name_the_slowest_link(
     slow = slowest_link(links)
     assert (slow["src"], slow["dst"], slow["transport"]) == (0, 7, "HCCS")
     assert slow["links_compared"] == 7 and slow["ratio_to_median"] < 1
+    assert not slow["slow"]  # 98% of the median: the slowest of even links
+    halved = [{**x, "bandwidth_gbps": x["bandwidth_gbps"] / 2} if x["dst"] == 7 else x for x in links]
+    assert slowest_link(halved)["slow"] and slowest_link(halved)["ratio_to_median"] < 0.8
     view = cluster_view([], {0: profile.meta.extra["communication_matrix"]})
     assert view["link_ranks"] == list(range(8)) and view["matrix_source"] == "communication_matrix.json"
 
