@@ -53,7 +53,7 @@ def choose_pool_before_pyarrow() -> None:
 # Measured on that comparison: 1,118 MiB in 27.5 s with glibc's own policy, 972 MiB in 29.2-29.9 s so.
 MMAP_THRESHOLD_BYTES = 4 << 20
 TRIM_THRESHOLD_BYTES = 64 << 20
-# glibc gives each thread that allocates while another holds the arena an arena of its own (up to 8 a core),
+# glibc gives each new thread an arena of its own as it first allocates (up to 8 a core),
 # and what a thread's arena keeps below its trim threshold (64 MB) stays resident after the thread ends:
 # the reader's threads (scan, columns, Parquet writers, the flows' binding) left 60-100 MB each read. With one
 # arena the next phase reuses it. Measured on a 1 GB ascend_pt folder, pypto analyze, with jemalloc's one
