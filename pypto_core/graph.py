@@ -543,7 +543,7 @@ class OperatorCallGraph:
         base = int(with_rows.min()) if len(with_rows) else 0
         decode = has_kernels & (rows > 0) & (rows <= max(2 * base, 1)) & (rows <= DECODE_MAX_ROWS)
         if source == "steps" and not decode.any() and self.n:
-            decode = self._replayed_token_steps(step, bounds, has_kernels & (rows == 0))
+            decode = self._replayed_token_steps(step, st, en, has_kernels & (rows == 0))
         if nsteps == 1 and source == "span":
             decode[:] = False  # one undivided span: no per-token numbers
         prefill = has_kernels & ~decode & (rows > 0)
@@ -555,7 +555,7 @@ class OperatorCallGraph:
                       step_of_kernel=int16_if_fits(step), decode_step=decode, source=source,
                       step_ids=step_ids)
 
-    def _replayed_token_steps(self, step: np.ndarray, bounds: list[tuple[int, int]],
+    def _replayed_token_steps(self, step: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                               unknown: np.ndarray) -> np.ndarray:
         """Per step, whether it is one decode token replayed from a captured graph: a replay records no
         shapes, so no token rows tell its decode apart (CUDA graphs, torch.compile's reduce-overhead, vLLM's
@@ -566,14 +566,12 @@ class OperatorCallGraph:
         launched = self.launches
         if not (unknown.any() and len(launched.graph_call_starts)
                 and (self.attention_mask.any() or self.lm_head_mask.any())):
-            return np.zeros(len(bounds), bool)
+            return np.zeros(len(starts), bool)
         ok = step >= 0
-        kernels = np.bincount(step[ok], minlength=len(bounds))
-        replayed = np.bincount(step[ok], weights=launched.from_graph[ok], minlength=len(bounds))
-        starts = np.array([a for a, _ in bounds], np.int64)
-        ends = np.array([b for _, b in bounds], np.int64)
+        kernels = np.bincount(step[ok], minlength=len(starts))
+        replayed = np.bincount(step[ok], weights=launched.from_graph[ok], minlength=len(starts))
         calls = window_index(starts, ends, launched.graph_call_starts)
-        replays = np.bincount(calls[calls >= 0], minlength=len(bounds))
+        replays = np.bincount(calls[calls >= 0], minlength=len(starts))
         graph_share = replayed / np.maximum(kernels, 1)
         replayed_tokens: np.ndarray = unknown & (graph_share >= GRAPH_REPLAY_MIN_SHARE) & (replays == 1)
         return replayed_tokens

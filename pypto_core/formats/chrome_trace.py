@@ -879,7 +879,7 @@ _PIECE_COLUMNS = {
     "meta": ["ph", "name", "pid", "tid", "arg:name", "arg:labels"],
 }
 _COUNTER_COLUMNS = ["name", "pid", "ts_ns", "arg0_key", "arg0_val"]
-_FLOW_COLUMNS = ["cat", "id", "pid", "tid", "ts_ns"]
+_FLOW_COLUMNS = ["cat", "id", "ts_ns"]  # the lanes come from the batch's (pid, tid) groups
 # what write_trace_view writes as it reads (flows and communication: at the end, bucket by bucket)
 _STREAMED_TABLES = (*_STREAMED.values(), "counters", "flows", "communication")
 _PIECE_EXTRA = (pa.field("_seq", pa.int64()), *(pa.field(c, pa.int64()) for c in _AT.values()))
@@ -996,10 +996,10 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         is_x = ph == _PHASES.index("X")
         state["python_function"] += int(np.count_nonzero(is_x & is_pyfn))
         is_x &= ~is_pyfn
-        pid = pc.dictionary_encode(batch.column("pid"), null_encoding="encode")
-        pid_names = pid.dictionary.to_pylist()
+        pids = pc.dictionary_encode(batch.column("pid"), null_encoding="encode")
+        pid_names = pids.dictionary.to_pylist()
         kinds = _kinds_of(pid_names, early, proc_names)
-        pid_rows = pid.indices.to_numpy(zero_copy_only=False)
+        pid_rows = pids.indices.to_numpy(zero_copy_only=False)
         kind = kinds[pid_rows]
         if not state["searched"] and (is_x & (kind == _UNNAMED)).any():
             state["searched"] = True
@@ -1020,7 +1020,7 @@ def _convert(p: Path, folder: Path | None) -> TraceTables:
         ends = {end: is_flow & (ph == _PHASES.index(end)) for end in ("s", "f")}
         if not any(m.any() for m in (*ends.values(), *(masks[k] for k in big))):
             return
-        lanes = lane_ids.of(pid, batch.column("tid"))
+        lanes = lane_ids.of(pids, batch.column("tid"))
         for end, kept in (("s", flow_starts), ("f", flow_finishes)):
             if ends[end].any():
                 rows = pa.Table.from_batches([batch.select(_FLOW_COLUMNS).filter(ends[end])])

@@ -302,11 +302,9 @@ class BucketedSpans:
         """Per end of bucket k, the final row of the slice it binds to, or -1 (call for k = 0, 1, ...)."""
         if self._whole is not None:
             return self._bind_whole(end_lane, end_ts)
-        starting = _by_row(self._starting[k].read())
-        self._starting[k].remove()
+        starting = _by_row(self._starting[k].read(remove=True))
         if self._crossing:
-            crossing = self._crossing[k].read()
-            self._crossing[k].remove()
+            crossing = self._crossing[k].read(remove=True)
             crossing = crossing[~np.isin(crossing["row"], self._tail["row"])]
             # slices of the tail and crossing ones start before the bucket, its own in it: no ties between
             spans = np.concatenate([_by_row(np.concatenate([self._tail, crossing])), starting])
@@ -388,12 +386,10 @@ def link_first_rows(keys: Spill, domain: Spill, spills: SpillDir, width: int, ra
         by_part.append(dst)
     out = spills.parts(MATCH, ranges)
     for k_part, d_part in zip(*by_part):
-        k, d = k_part.read(), d_part.read()
+        k, d = k_part.read(remove=True), d_part.read(remove=True)
         hit = first_rows(np.ascontiguousarray(k["key"]), np.ascontiguousarray(d["key"]))
         sel = np.flatnonzero(hit >= 0)
         rec = np.empty(len(sel), MATCH)
         rec["row"], rec["match"] = k["row"][sel], d["row"][hit[sel]]
         split_to(out, rec, rec["row"] // width)
-        k_part.remove()
-        d_part.remove()
     return out

@@ -176,9 +176,8 @@ class _Links:
             lo = r * width
             api_index, host_index = (np.full(min(width, n - lo), -1, np.int64) for _ in range(2))
             for index, matches in ((api_index, api[r]), (host_index, host[r])):
-                m = matches.read()
+                m = matches.read(remove=True)
                 index[m["row"] - lo] = m["match"]
-                matches.remove()
             keep = np.flatnonzero((api_index >= 0) | (host_index >= 0))
             kind = pa.DictionaryArray.from_arrays(np.zeros(len(keep), np.int32), ["ac2g"])
             sink.add(conform("flows", pa.table({
